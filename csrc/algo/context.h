@@ -1,0 +1,40 @@
+// What one collective call carries through the algorithms: the transport, the tag space its
+// messages live in, the deadline every wait is bounded by, and the tunables.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "algo/select.h"
+#include "net/transport.h"
+
+namespace xccl::algo {
+
+// Step numbers from here up are free for a phase that follows a ring (whose steps are numbered
+// from 0), so the two phases' messages can never be confused.
+constexpr uint32_t kSecondPhaseStep = 0x80000000u;
+
+struct Context {
+  net::Transport& transport;
+  uint64_t seq;              // the collective's sequence number (same on every rank)
+  std::string what;          // "allreduce #12", used in every error message
+  net::Deadline deadline;
+  Tunables tunables;
+
+  int rank() const { return transport.rank(); }
+  int size() const { return transport.size(); }
+  net::MessageTag tag(uint32_t step) const {
+    return {net::TagSpace::kCollective, step, seq};
+  }
+  net::RequestPtr isend(int peer, uint32_t step, const void* data, size_t bytes) const {
+    return transport.isend(peer, tag(step), data, bytes);
+  }
+  net::RequestPtr irecv(int peer, uint32_t step, void* data, size_t bytes) const {
+    return transport.irecv(peer, tag(step), data, bytes);
+  }
+  void wait(const std::vector<net::RequestPtr>& requests) const {
+    transport.wait(requests, deadline, what);
+  }
+};
+
+}  // namespace xccl::algo

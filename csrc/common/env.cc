@@ -1,0 +1,80 @@
+#include "common/env.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "common/error.h"
+
+namespace xccl::env {
+namespace {
+
+// Keep in sync with docs/environment.md (tests/python/test_docs.py checks it).
+const std::vector<Variable> kVariables = {
+    {"XCCL_LOG_LEVEL", "warn", "Log verbosity: error, warn, info, debug."},
+    {"XCCL_SOCKET_IFNAME", "",
+     "Interface (or comma-separated list) whose address the TCP transport listens on; default: "
+     "the address that reaches the store's host, else the hostname's address."},
+    {"XCCL_CONNECT_TIMEOUT_MS", "",
+     "Bound for building the TCP mesh at group creation; default: the group timeout."},
+    {"XCCL_ALGO", "",
+     "Force an algorithm for every collective that has it (e.g. ring, direct); unknown names "
+     "are rejected at group creation."},
+    {"XCCL_RING_CHUNK_BYTES", "524288",
+     "Pipelining chunk of the ring algorithms, in bytes (measured best on loopback TCP)."},
+    {"XCCL_SMALL_MSG_BYTES", "65536",
+     "Messages at or below this use the latency algorithms (direct exchange) instead of rings."},
+};
+
+std::mutex gMutex;
+std::map<std::string, std::string> gCache;
+
+const Variable& find(const char* name) {
+  auto it = std::find_if(kVariables.begin(), kVariables.end(),
+                         [&](const Variable& v) { return std::string(v.name) == name; });
+  XCCL_CHECK(it != kVariables.end(), "environment variable ", name, " is not declared in env.cc");
+  return *it;
+}
+
+}  // namespace
+
+const std::vector<Variable>& all() { return kVariables; }
+
+std::string getString(const char* name) {
+  const Variable& var = find(name);
+  std::lock_guard<std::mutex> guard(gMutex);
+  auto it = gCache.find(name);
+  if (it != gCache.end()) return it->second;
+  const char* raw = std::getenv(name);
+  std::string value = (raw != nullptr && raw[0] != '\0') ? raw : var.defaultValue;
+  gCache.emplace(name, value);
+  return value;
+}
+
+int64_t getInt(const char* name) {
+  std::string value = getString(name);
+  XCCL_CHECK_ARG(!value.empty(), name, " is not set and has no default");
+  try {
+    size_t used = 0;
+    int64_t parsed = std::stoll(value, &used, 0);
+    XCCL_CHECK_ARG(used == value.size(), name, "=", value, " is not an integer");
+    return parsed;
+  } catch (const std::logic_error&) {
+    XCCL_THROW(ErrorKind::kInvalidArgument, name, "=", value, " is not an integer");
+  }
+}
+
+bool getBool(const char* name) {
+  std::string value = getString(name);
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  if (value.empty() || value == "0" || value == "false" || value == "no" || value == "off") {
+    return false;
+  }
+  XCCL_THROW(ErrorKind::kInvalidArgument, name, "=", value, " is not a boolean");
+}
+
+}  // namespace xccl::env

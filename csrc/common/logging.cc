@@ -1,0 +1,46 @@
+#include "common/logging.h"
+
+#include <atomic>
+#include <cstdio>
+
+#include "common/env.h"
+
+namespace xccl::log {
+namespace {
+
+std::atomic<int> gRank{-1};
+
+Level parseLevel() {
+  std::string value = env::getString("XCCL_LOG_LEVEL");
+  if (value == "error") return Level::kError;
+  if (value == "info") return Level::kInfo;
+  if (value == "debug") return Level::kDebug;
+  return Level::kWarn;
+}
+
+const char* levelName(Level level) {
+  switch (level) {
+    case Level::kError: return "ERROR";
+    case Level::kWarn: return "WARN";
+    case Level::kInfo: return "INFO";
+    case Level::kDebug: return "DEBUG";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool enabled(Level level) {
+  static const Level threshold = parseLevel();
+  return static_cast<int>(level) <= static_cast<int>(threshold);
+}
+
+void write(Level level, const char* subsystem, const std::string& message) {
+  // One fprintf per line so lines from several threads do not interleave mid-line.
+  std::fprintf(stderr, "[xccl rank %d %s] %s: %s\n", gRank.load(), subsystem, levelName(level),
+               message.c_str());
+}
+
+void setRank(int rank) { gRank.store(rank); }
+
+}  // namespace xccl::log

@@ -1,0 +1,301 @@
+#include "net/tcp/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "common/env.h"
+#include "common/logging.h"
+
+namespace xccl::net::tcp {
+namespace {
+
+int millisUntil(Deadline deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return left.count() < 0 ? 0 : static_cast<int>(std::min<int64_t>(left.count(), 1 << 30));
+}
+
+// Waits for `events` on fd; throws kTimeout at the deadline.
+void pollFor(int fd, short events, Deadline deadline, const char* what) {
+  for (;;) {
+    pollfd pfd{fd, events, 0};
+    int rc = ::poll(&pfd, 1, millisUntil(deadline));
+    if (rc > 0) return;
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) detail::throwSystemError(__FILE__, __LINE__, what, errno);
+    XCCL_THROW(ErrorKind::kTimeout, what, " timed out");
+  }
+}
+
+Address fromSockaddr(const sockaddr* sa, socklen_t len) {
+  Address a;
+  std::memcpy(&a.storage, sa, len);
+  a.length = len;
+  return a;
+}
+
+bool isLoopback(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (sa->sa_family == AF_INET6) {
+    return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+  }
+  return false;
+}
+
+Address loopback() {
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return fromSockaddr(reinterpret_cast<sockaddr*>(&in), sizeof(in));
+}
+
+bool interfaceAddress(const std::string& ifname, Address* out) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* it = list; it != nullptr && !found; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || ifname != it->ifa_name) continue;
+    if (it->ifa_addr->sa_family == AF_INET) {
+      *out = fromSockaddr(it->ifa_addr, sizeof(sockaddr_in));
+      found = true;
+    }
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+// The source address the kernel would use to reach `host`: a UDP connect sends nothing.
+bool routeSourceTo(const std::string& host, Address* out) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* result = nullptr;
+  if (host.empty() || ::getaddrinfo(host.c_str(), "9", &hints, &result) != 0) return false;
+  bool ok = false;
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, result->ai_addr, result->ai_addrlen) == 0) {
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      *out = fromSockaddr(reinterpret_cast<sockaddr*>(&local), len);
+      ok = true;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(result);
+  return ok;
+}
+
+bool hostnameAddress(Address* out) {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return false;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  if (::getaddrinfo(name, nullptr, &hints, &result) != 0) return false;
+  bool ok = false;
+  for (addrinfo* it = result; it != nullptr; it = it->ai_next) {
+    if (!isLoopback(it->ai_addr)) {
+      *out = fromSockaddr(it->ai_addr, it->ai_addrlen);
+      ok = true;
+      break;
+    }
+  }
+  ::freeaddrinfo(result);
+  return ok;
+}
+
+}  // namespace
+
+Socket::~Socket() { close(); }
+
+Socket& Socket::operator=(Socket&& other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = other.release();
+  }
+  return *this;
+}
+
+int Socket::release() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+void Socket::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void Socket::setNonBlocking() {
+  int flags = XCCL_SYSCHECK(::fcntl(fd_, F_GETFL), "fcntl(F_GETFL)");
+  XCCL_SYSCHECK(::fcntl(fd_, F_SETFL, flags | O_NONBLOCK), "fcntl(F_SETFL)");
+}
+
+void Socket::setNoDelay() {
+  int one = 1;
+  XCCL_SYSCHECK(::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), "TCP_NODELAY");
+}
+
+void Socket::sendAll(const void* data, size_t bytes, Deadline deadline) {
+  auto* p = static_cast<const uint8_t*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::send(fd_, p, bytes, MSG_NOSIGNAL);
+    if (n > 0) {
+      p += n;
+      bytes -= static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollFor(fd_, POLLOUT, deadline, "socket send");
+    } else if (n < 0 && errno != EINTR) {
+      detail::throwSystemError(__FILE__, __LINE__, "send", errno);
+    }
+  }
+}
+
+void Socket::recvAll(void* data, size_t bytes, Deadline deadline) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::recv(fd_, p, bytes, 0);
+    if (n > 0) {
+      p += n;
+      bytes -= static_cast<size_t>(n);
+    } else if (n == 0) {
+      XCCL_THROW(ErrorKind::kPeerFailure, "connection closed by peer during handshake");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      pollFor(fd_, POLLIN, deadline, "socket receive");
+    } else if (errno != EINTR) {
+      detail::throwSystemError(__FILE__, __LINE__, "recv", errno);
+    }
+  }
+}
+
+std::string Address::toString() const {
+  char host[INET6_ADDRSTRLEN] = {};
+  const auto* sa = reinterpret_cast<const sockaddr*>(&storage);
+  std::ostringstream out;
+  if (sa->sa_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    out << "[" << host << "]:" << ntohs(in6->sin6_port);
+  } else {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    out << host << ":" << ntohs(in->sin_port);
+  }
+  return out.str();
+}
+
+Address Address::parse(const std::string& text) {
+  size_t colon = text.rfind(':');
+  XCCL_CHECK_ARG(colon != std::string::npos, "bad address '", text, "'");
+  std::string host = text.substr(0, colon);
+  int port = std::stoi(text.substr(colon + 1));
+  Address a;
+  if (!host.empty() && host.front() == '[') {
+    sockaddr_in6 in6{};
+    in6.sin6_family = AF_INET6;
+    in6.sin6_port = htons(static_cast<uint16_t>(port));
+    XCCL_CHECK_ARG(::inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &in6.sin6_addr) == 1,
+                   "bad address '", text, "'");
+    return fromSockaddr(reinterpret_cast<sockaddr*>(&in6), sizeof(in6));
+  }
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_port = htons(static_cast<uint16_t>(port));
+  XCCL_CHECK_ARG(::inet_pton(AF_INET, host.c_str(), &in.sin_addr) == 1, "bad address '", text, "'");
+  return fromSockaddr(reinterpret_cast<sockaddr*>(&in), sizeof(in));
+}
+
+Socket listenOn(const Address& host, Address* bound) {
+  const auto* sa = reinterpret_cast<const sockaddr*>(&host.storage);
+  Socket s(XCCL_SYSCHECK(::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket"));
+  Address any = host;
+  if (sa->sa_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&any.storage)->sin6_port = 0;
+  } else {
+    reinterpret_cast<sockaddr_in*>(&any.storage)->sin_port = 0;
+  }
+  XCCL_SYSCHECK(::bind(s.fd(), reinterpret_cast<sockaddr*>(&any.storage), any.length),
+                "bind " + host.toString());
+  XCCL_SYSCHECK(::listen(s.fd(), 1024), "listen");
+  bound->length = sizeof(bound->storage);
+  XCCL_SYSCHECK(::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&bound->storage), &bound->length),
+                "getsockname");
+  s.setNonBlocking();
+  return s;
+}
+
+Socket connectTo(const Address& peer, Deadline deadline) {
+  auto backoff = std::chrono::milliseconds(1);
+  for (;;) {
+    const auto* sa = reinterpret_cast<const sockaddr*>(&peer.storage);
+    Socket s(XCCL_SYSCHECK(::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket"));
+    s.setNonBlocking();
+    int rc = ::connect(s.fd(), sa, peer.length);
+    int err = rc == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      pollFor(s.fd(), POLLOUT, deadline, ("connect to " + peer.toString()).c_str());
+      socklen_t len = sizeof(err);
+      XCCL_SYSCHECK(::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len), "getsockopt");
+    }
+    if (err == 0) {
+      s.setNoDelay();
+      return s;
+    }
+    if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EINTR) || Clock::now() >= deadline) {
+      XCCL_THROW(ErrorKind::kPeerFailure, "cannot connect to ", peer.toString(), ": ",
+                 errnoText(err));
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+  }
+}
+
+Socket acceptOne(const Socket& listener, Deadline deadline) {
+  for (;;) {
+    int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      Socket s(fd);
+      s.setNoDelay();
+      return s;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      pollFor(listener.fd(), POLLIN, deadline, "accepting peer connections");
+    } else if (errno != EINTR && errno != ECONNABORTED) {
+      detail::throwSystemError(__FILE__, __LINE__, "accept", errno);
+    }
+  }
+}
+
+Address chooseListenAddress(const std::string& storeHost) {
+  Address a;
+  std::string ifnames = env::getString("XCCL_SOCKET_IFNAME");
+  if (!ifnames.empty()) {
+    std::istringstream list(ifnames);
+    std::string name;
+    while (std::getline(list, name, ',')) {
+      if (interfaceAddress(name, &a)) return a;
+    }
+    XCCL_THROW(ErrorKind::kInvalidArgument, "XCCL_SOCKET_IFNAME=", ifnames,
+               ": no such interface with an IPv4 address");
+  }
+  if (routeSourceTo(storeHost, &a)) return a;
+  if (hostnameAddress(&a)) return a;
+  XCCL_INFO("tcp", "no routable address found; listening on loopback");
+  return loopback();
+}
+
+}  // namespace xccl::net::tcp

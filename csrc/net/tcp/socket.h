@@ -1,0 +1,58 @@
+// RAII socket and the blocking-with-deadline helpers used while the mesh is built. After that,
+// sockets are non-blocking and owned by the progress thread.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <string>
+
+#include "net/transport.h"
+
+namespace xccl::net::tcp {
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket();
+  Socket(Socket&& other) noexcept : fd_(other.release()) {}
+  Socket& operator=(Socket&& other) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release();
+  void close();
+
+  void setNonBlocking();
+  void setNoDelay();
+  // Blocking-style I/O on a non-blocking socket, bounded by `deadline` (poll, never spin).
+  void sendAll(const void* data, size_t bytes, Deadline deadline);
+  void recvAll(void* data, size_t bytes, Deadline deadline);
+
+ private:
+  int fd_ = -1;
+};
+
+struct Address {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  std::string toString() const;                   // "ip:port" / "[ip6]:port"
+  static Address parse(const std::string& text);  // inverse of toString
+};
+
+// Listening socket on `host` (an interface address) with a kernel-chosen port.
+Socket listenOn(const Address& host, Address* bound);
+// Connects, retrying refused connections until `deadline` (the peer may still be starting).
+Socket connectTo(const Address& peer, Deadline deadline);
+// Accepts one connection, waiting at most until `deadline`.
+Socket acceptOne(const Socket& listener, Deadline deadline);
+
+// The address this rank listens on: XCCL_SOCKET_IFNAME's interface if set, else the local
+// address that routes to `storeHost` (no packet is sent), else the hostname's address, else
+// loopback.
+Address chooseListenAddress(const std::string& storeHost);
+
+}  // namespace xccl::net::tcp

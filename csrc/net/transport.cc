@@ -1,0 +1,58 @@
+#include "net/transport.h"
+
+#include <set>
+#include <sstream>
+
+namespace xccl::net {
+
+std::string describe(const MessageTag& tag) {
+  std::ostringstream out;
+  if (tag.space == TagSpace::kPointToPoint) {
+    out << "p2p tag " << tag.seq;
+  } else {
+    out << "collective #" << tag.seq << " step " << tag.step;
+  }
+  return out.str();
+}
+
+void Request::rethrowIfFailed() const {
+  if (state() == State::kFailed) throw *error_;
+}
+
+void Request::completeLocked(int sourcePeer) {
+  if (done()) return;
+  peer_ = sourcePeer;
+  state_.store(State::kDone, std::memory_order_release);
+}
+
+void Request::failLocked(const Error& error) {
+  if (done()) return;
+  error_ = std::make_unique<Error>(error);
+  state_.store(State::kFailed, std::memory_order_release);
+}
+
+std::string describeTimeout(const std::vector<RequestPtr>& requests, const std::string& what) {
+  std::set<int> recvFrom, sendTo;
+  for (const auto& r : requests) {
+    if (r->done()) continue;
+    (r->isSend() ? sendTo : recvFrom).insert(r->peer());
+  }
+  std::ostringstream out;
+  out << what << " timed out";
+  auto list = [&](const std::set<int>& ranks) {
+    std::ostringstream s;
+    s << "[";
+    bool first = true;
+    for (int r : ranks) {
+      s << (first ? "" : ", ") << (r == kAnySource ? std::string("any") : std::to_string(r));
+      first = false;
+    }
+    s << "]";
+    return s.str();
+  };
+  if (!recvFrom.empty()) out << "; no data from rank(s) " << list(recvFrom);
+  if (!sendTo.empty()) out << "; rank(s) " << list(sendTo) << " did not take our data";
+  return out.str();
+}
+
+}  // namespace xccl::net

@@ -1,0 +1,101 @@
+// The one transport interface every algorithm sees (NCCL-net style non-blocking isend/irecv).
+//
+// A message is matched by (source rank, MessageTag). Messages from one source with equal tags
+// match receives in posting order (FIFO), which is what point-to-point semantics need;
+// collectives make every tag unique by putting their sequence number and step into it.
+// Transports: tcp/ (any hosts); shm/ plugs in beside it with the same interface.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace xccl::net {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+constexpr int kAnySource = -1;
+
+enum class TagSpace : uint32_t {
+  kCollective = 1,  // seq = collective sequence number, step = algorithm step / chunk
+  kPointToPoint = 2,  // seq = user tag, step = 0; FIFO per (source, tag)
+};
+
+struct MessageTag {
+  TagSpace space = TagSpace::kCollective;
+  uint32_t step = 0;
+  uint64_t seq = 0;
+
+  bool operator==(const MessageTag& other) const {
+    return space == other.space && step == other.step && seq == other.seq;
+  }
+};
+std::string describe(const MessageTag& tag);
+
+// Completion of one isend/irecv. Completed by the transport's progress thread; waited on by the
+// caller through Transport::wait so every wait is bounded and reports which peer was missing.
+class Request {
+ public:
+  enum class State { kPending, kDone, kFailed };
+
+  Request(int peer, MessageTag tag, size_t bytes, bool isSend)
+      : peer_(peer), tag_(tag), bytes_(bytes), isSend_(isSend) {}
+
+  State state() const { return state_.load(std::memory_order_acquire); }
+  bool done() const { return state() != State::kPending; }
+  int peer() const { return peer_; }  // for kAnySource receives: the sender once done
+  MessageTag tag() const { return tag_; }
+  size_t bytes() const { return bytes_; }
+  bool isSend() const { return isSend_; }
+  // Throws the stored error if the request failed; no-op when it succeeded or is pending.
+  void rethrowIfFailed() const;
+
+  // Called by the transport with its completion mutex held; the first call wins.
+  void completeLocked(int sourcePeer);
+  void failLocked(const Error& error);
+
+ private:
+  std::atomic<State> state_{State::kPending};
+  int peer_;
+  MessageTag tag_;
+  size_t bytes_;
+  bool isSend_;
+  std::unique_ptr<Error> error_;  // written before state_ becomes kFailed (release)
+};
+
+using RequestPtr = std::shared_ptr<Request>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const char* name() const = 0;
+
+  // Both return at once. `data` must stay valid (and, for sends, unchanged) until the request
+  // is done. A failed peer or an aborted transport yields a request that is already failed.
+  virtual RequestPtr isend(int peer, MessageTag tag, const void* data, size_t bytes) = 0;
+  virtual RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes) = 0;
+
+  // Blocks (without spinning) until every request is done or `deadline` passes. Throws the
+  // first failure, or kTimeout naming `what` and the peers whose requests are still pending.
+  virtual void wait(const std::vector<RequestPtr>& requests, Deadline deadline,
+                    const std::string& what) = 0;
+
+  // Fails every pending and future request with `reason` and tells the peers, so that a
+  // failure on one rank reaches every rank promptly instead of leaving them to time out.
+  virtual void abort(const std::string& reason) = 0;
+};
+
+// Builds the timeout message: "<what> timed out; no data from rank(s) [a, b]".
+std::string describeTimeout(const std::vector<RequestPtr>& requests, const std::string& what);
+
+}  // namespace xccl::net
