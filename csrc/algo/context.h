@@ -37,4 +37,12 @@ struct Context {
   }
 };
 
+// The context of the i-th of several collectives run under one call (coalesced operations):
+// the caller reserved consecutive sequence numbers, so each gets its own tag space.
+inline Context subCollective(const Context& ctx, size_t i) {
+  Context sub = ctx;
+  sub.seq += i;
+  return sub;
+}
+
 }  // namespace xccl::algo

@@ -19,16 +19,22 @@ void Request::rethrowIfFailed() const {
   if (state() == State::kFailed) throw *error_;
 }
 
+std::string Request::errorMessage() const {
+  return state() == State::kFailed ? std::string(error_->what()) : std::string();
+}
+
 void Request::completeLocked(int sourcePeer) {
   if (done()) return;
   peer_ = sourcePeer;
   state_.store(State::kDone, std::memory_order_release);
+  if (onDone_) onDone_(*this);
 }
 
 void Request::failLocked(const Error& error) {
   if (done()) return;
   error_ = std::make_unique<Error>(error);
   state_.store(State::kFailed, std::memory_order_release);
+  if (onDone_) onDone_(*this);
 }
 
 std::string describeTimeout(const std::vector<RequestPtr>& requests, const std::string& what) {

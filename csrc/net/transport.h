@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,12 +43,17 @@ std::string describe(const MessageTag& tag);
 
 // Completion of one isend/irecv. Completed by the transport's progress thread; waited on by the
 // caller through Transport::wait so every wait is bounded and reports which peer was missing.
+class Request;
+// Called once when a request completes or fails, on the thread that completed it and with the
+// transport's lock held: it must be quick and must not call back into the transport.
+using Completion = std::function<void(const Request&)>;
+
 class Request {
  public:
   enum class State { kPending, kDone, kFailed };
 
-  Request(int peer, MessageTag tag, size_t bytes, bool isSend)
-      : peer_(peer), tag_(tag), bytes_(bytes), isSend_(isSend) {}
+  Request(int peer, MessageTag tag, size_t bytes, bool isSend, Completion onDone = nullptr)
+      : peer_(peer), tag_(tag), bytes_(bytes), isSend_(isSend), onDone_(std::move(onDone)) {}
 
   State state() const { return state_.load(std::memory_order_acquire); }
   bool done() const { return state() != State::kPending; }
@@ -57,6 +63,8 @@ class Request {
   bool isSend() const { return isSend_; }
   // Throws the stored error if the request failed; no-op when it succeeded or is pending.
   void rethrowIfFailed() const;
+  // The failure's message; empty unless failed.
+  std::string errorMessage() const;
 
   // Called by the transport with its completion mutex held; the first call wins.
   void completeLocked(int sourcePeer);
@@ -68,6 +76,7 @@ class Request {
   MessageTag tag_;
   size_t bytes_;
   bool isSend_;
+  Completion onDone_;
   std::unique_ptr<Error> error_;  // written before state_ becomes kFailed (release)
 };
 
@@ -82,8 +91,10 @@ class Transport {
 
   // Both return at once. `data` must stay valid (and, for sends, unchanged) until the request
   // is done. A failed peer or an aborted transport yields a request that is already failed.
-  virtual RequestPtr isend(int peer, MessageTag tag, const void* data, size_t bytes) = 0;
-  virtual RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes) = 0;
+  virtual RequestPtr isend(int peer, MessageTag tag, const void* data, size_t bytes,
+                           Completion onDone = nullptr) = 0;
+  virtual RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes,
+                           Completion onDone = nullptr) = 0;
 
   // Blocks (without spinning) until every request is done or `deadline` passes. Throws the
   // first failure, or kTimeout naming `what` and the peers whose requests are still pending.

@@ -25,10 +25,11 @@ const Error* TcpTransport::refusalLocked(int peer, TagSpace space) const {
   return nullptr;
 }
 
-RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_t bytes) {
+RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_t bytes,
+                               Completion onDone) {
   XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot send to rank ", peer,
                  " from rank ", rank_, " of ", size_);
-  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true);
+  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
   {
     std::lock_guard<std::mutex> guard(mutex_);
     if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
@@ -50,10 +51,11 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
   return request;
 }
 
-RequestPtr TcpTransport::irecv(int peer, MessageTag tag, void* data, size_t bytes) {
+RequestPtr TcpTransport::irecv(int peer, MessageTag tag, void* data, size_t bytes,
+                               Completion onDone) {
   XCCL_CHECK_ARG(peer == kAnySource || (peer >= 0 && peer < size_ && peer != rank_),
                  "cannot receive from rank ", peer, " on rank ", rank_, " of ", size_);
-  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/false);
+  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/false, std::move(onDone));
   UnexpectedPtr ready;
   {
     std::lock_guard<std::mutex> guard(mutex_);

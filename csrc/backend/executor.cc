@@ -1,0 +1,81 @@
+#include "backend/executor.h"
+
+namespace xccl::backend {
+
+Executor::Executor() {
+  worker_ = std::thread([this] { workerLoop(); });
+  completer_ = std::thread([this] { completionLoop(); });
+}
+
+Executor::~Executor() {
+  stopWorker();
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    stoppingCompletions_ = true;
+  }
+  changed_.notify_all();
+  completer_.join();
+}
+
+void Executor::stopWorker() {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void Executor::submit(std::function<void()> task, bool mayRunInline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!((mayRunInline || stopping_) && !busy_ && tasks_.empty())) {
+    tasks_.push_back(std::move(task));
+    changed_.notify_all();
+    return;
+  }
+  busy_ = true;
+  lock.unlock();
+  task();
+  lock.lock();
+  busy_ = false;
+  changed_.notify_all();
+}
+
+void Executor::complete(std::function<void()> callback) {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    completions_.push_back(std::move(callback));
+  }
+  changed_.notify_all();
+}
+
+void Executor::workerLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return (!busy_ && !tasks_.empty()) || (stopping_ && tasks_.empty()); });
+    if (tasks_.empty()) return;  // stopping and drained
+    auto task = std::move(tasks_.front());
+    tasks_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    task();
+    lock.lock();
+    busy_ = false;
+    changed_.notify_all();
+  }
+}
+
+void Executor::completionLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return !completions_.empty() || stoppingCompletions_; });
+    if (completions_.empty()) return;
+    auto callback = std::move(completions_.front());
+    completions_.pop_front();
+    lock.unlock();
+    callback();
+    lock.lock();
+  }
+}
+
+}  // namespace xccl::backend

@@ -1,0 +1,62 @@
+// The xccl._C Python module: the backend class, its options, and small introspection helpers.
+// Registration under the name "xccl" happens in Python (python/xccl/_registration.py).
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "backend/process_group.h"
+#include "common/env.h"
+
+namespace py = pybind11;
+
+namespace xccl::backend {
+namespace {
+
+using Options = ProcessGroupXccl::Options;
+
+c10::intrusive_ptr<Options> copyOptions(const Options& options) {
+  return c10::make_intrusive<Options>(options);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "xccl: collective-communication backend for torch.distributed";
+  // The base classes must be registered with pybind11 before ours refer to them.
+  py::module::import("torch.distributed");
+
+  py::class_<Options, c10d::Backend::Options, c10::intrusive_ptr<Options>>(m, "Options")
+      .def(py::init<>())
+      .def_readwrite("algorithm", &Options::algorithm,
+                     "Force an algorithm for this group: '' (XCCL_ALGO), auto, direct, ring")
+      .def_readwrite("store_host", &Options::storeHost,
+                     "Host whose route picks the interface to listen on")
+      .def_property(
+          "timeout", [](const Options& o) { return o.timeout; },
+          [](Options& o, std::chrono::milliseconds t) { o.timeout = t; })
+      .def("__copy__", [](const Options& o) { return copyOptions(o); })
+      .def("__deepcopy__", [](const Options& o, py::dict) { return copyOptions(o); });
+
+  py::class_<ProcessGroupXccl, c10d::Backend, c10::intrusive_ptr<ProcessGroupXccl>>(
+      m, "ProcessGroupXccl")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       const c10::intrusive_ptr<Options>& options) {
+             return c10::make_intrusive<ProcessGroupXccl>(store, rank, size, options);
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("options"),
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("options", [](ProcessGroupXccl& pg) {
+        return c10::static_intrusive_pointer_cast<Options>(pg.getBackendOptions());
+      });
+
+  m.def(
+      "env_variables",
+      [] {
+        std::vector<std::tuple<std::string, std::string, std::string>> rows;
+        for (const auto& v : env::all()) rows.emplace_back(v.name, v.defaultValue, v.meaning);
+        return rows;
+      },
+      "Every XCCL_* variable the C++ code reads: (name, default, meaning).");
+}
+
+}  // namespace xccl::backend

@@ -1,0 +1,154 @@
+#include "backend/process_group.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+
+#include "backend/store_adapter.h"
+#include "common/logging.h"
+#include "net/tcp/transport.h"
+
+namespace xccl::backend {
+namespace {
+
+// Rethrows an xccl::Error from setup as the matching torch exception.
+[[noreturn]] void rethrowSetupError(const Error& e) {
+  if (e.kind() == ErrorKind::kInvalidArgument) TORCH_CHECK_VALUE(false, e.what());
+  C10_THROW_ERROR(DistBackendError, e.what());
+}
+
+}  // namespace
+
+ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                   int size, c10::intrusive_ptr<Options> options)
+    : c10d::Backend(rank, size), options_(std::move(options)), store_(store) {
+  TORCH_CHECK_VALUE(options_, "xccl: options must not be None");
+  TORCH_CHECK_VALUE(size >= 1 && rank >= 0 && rank < size, "xccl: bad rank ", rank,
+                    " for group size ", size);
+  try {
+    if (rank == 0 || log::enabled(log::Level::kInfo)) log::setRank(rank);
+    tunables_ = algo::Tunables::fromEnvironment();
+    if (!options_->algorithm.empty()) tunables_.forced = algo::parseAlgorithm(options_->algorithm);
+    StoreAdapter adapter(store_, "xccl/");
+    net::tcp::TcpOptions tcp;
+    tcp.storeHost = options_->storeHost;
+    tcp.timeout = options_->timeout;
+    transport_ = std::make_unique<net::tcp::TcpTransport>(adapter, rank, size, tcp);
+  } catch (const Error& e) {
+    rethrowSetupError(e);
+  }
+  executor_ = std::make_unique<Executor>();
+  init();
+  XCCL_INFO("backend", "group '", options_->group_name, "' rank ", rank, " of ", size,
+            " ready (transport ", transport_->name(), ")");
+}
+
+ProcessGroupXccl::~ProcessGroupXccl() { shutdown(); }
+
+void ProcessGroupXccl::setTimeout(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> guard(stateMutex_);
+  options_->timeout = timeout;
+}
+
+std::chrono::milliseconds ProcessGroupXccl::effectiveTimeout(
+    std::chrono::milliseconds requested) const {
+  if (requested != c10d::kUnsetTimeout) return requested;
+  std::lock_guard<std::mutex> guard(stateMutex_);
+  return options_->timeout;
+}
+
+void ProcessGroupXccl::checkUsable(const char* opName) const {
+  std::lock_guard<std::mutex> guard(stateMutex_);
+  TORCH_CHECK(!shutDown_, "xccl ", opName, ": the process group was shut down");
+  if (!brokenReason_.empty()) {
+    C10_THROW_ERROR(DistBackendError, std::string("xccl ") + opName +
+                                          ": the process group is unusable after an earlier "
+                                          "failure: " + brokenReason_);
+  }
+}
+
+void ProcessGroupXccl::markBroken(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> guard(stateMutex_);
+    if (!brokenReason_.empty()) return;
+    brokenReason_ = reason;
+  }
+  XCCL_WARN("backend", reason);
+  transport_->abort(reason);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(c10d::OpType type, const char* opName,
+                                                         std::vector<at::Tensor> outputs,
+                                                         std::chrono::milliseconds timeout,
+                                                         bool asyncOp, Body body,
+                                                         uint64_t seqCount) {
+  checkUsable(opName);
+  const uint64_t seq = seq_.fetch_add(seqCount) + 1;
+  auto work = c10::make_intrusive<XcclWork>(rank_, type, opName, seq, std::move(outputs), timeout);
+  std::string what = std::string(opName) + " #" + std::to_string(seq);
+  auto task = [this, work, what, timeout, body = std::move(body)]() {
+    try {
+      {
+        std::lock_guard<std::mutex> guard(stateMutex_);
+        if (!brokenReason_.empty()) {
+          throw Error(ErrorKind::kAborted, "the process group is unusable after an earlier "
+                                           "failure: " + brokenReason_);
+        }
+      }
+      algo::Context ctx{*transport_, work->getSequencenumber(), what,
+                        net::Clock::now() + timeout, tunables_};
+      body(ctx);
+    } catch (const std::exception& e) {
+      std::string message = std::string(e.what());
+      if (message.rfind(what, 0) != 0) message = what + " failed on rank " +
+                                                 std::to_string(rank_) + ": " + message;
+      markBroken(message);
+      work->fail(message);
+      return;
+    }
+    work->succeed();
+  };
+  {
+    std::lock_guard<std::mutex> guard(stateMutex_);
+    if (coalescing_) coalesced_.push_back(work);
+  }
+  executor_->submit(std::move(task), !asyncOp);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupXccl::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+  auto it = std::find(ranks.begin(), ranks.end(), rank_);
+  if (it == ranks.end()) return nullptr;
+  auto childOptions = c10::make_intrusive<Options>(*options_);
+  if (auto* given = dynamic_cast<Options*>(opts.get())) {
+    childOptions = c10::make_intrusive<Options>(*given);
+  } else if (opts) {
+    childOptions->timeout = opts->timeout;
+    childOptions->group_name = opts->group_name;
+    childOptions->global_ranks_in_group = opts->global_ranks_in_group;
+  }
+  int childRank = static_cast<int>(std::distance(ranks.begin(), it));
+  return c10::make_intrusive<ProcessGroupXccl>(store, childRank, static_cast<int>(ranks.size()),
+                                               std::move(childOptions));
+}
+
+void ProcessGroupXccl::abort() {
+  markBroken("abort() was called on rank " + std::to_string(rank_));
+}
+
+void ProcessGroupXccl::shutdown() {
+  {
+    std::lock_guard<std::mutex> guard(stateMutex_);
+    if (shutDown_) return;
+    shutDown_ = true;
+  }
+  // Queued collectives finish first (they may still be waited on); then no thread can touch
+  // the transport, and its destruction ends the p2p completions.
+  if (executor_) executor_->stopWorker();
+  transport_.reset();
+  executor_.reset();
+}
+
+}  // namespace xccl::backend

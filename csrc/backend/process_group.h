@@ -1,0 +1,148 @@
+// ProcessGroupXccl: the c10d::Backend that torch.distributed drives for backend="xccl".
+//
+// One object serves every device type the group was registered for. Collectives are checked on
+// the caller's thread (ValueError, nothing sent), given the next sequence number, and run by
+// the Executor over the group's transport. A communication failure or timeout aborts the
+// transport, which tells every peer, and leaves this group unusable (like NCCL); argument
+// errors leave it usable.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "algo/context.h"
+#include "algo/select.h"
+#include "backend/compat.h"
+#include "backend/executor.h"
+#include "backend/work.h"
+#include "net/transport.h"
+
+namespace xccl::backend {
+
+class ProcessGroupXccl : public c10d::Backend {
+ public:
+  struct Options : c10d::Backend::Options {
+    Options() : c10d::Backend::Options("xccl") {}
+    // Overrides XCCL_ALGO for this group: "" (use XCCL_ALGO), auto, direct, ring.
+    std::string algorithm;
+    // Address whose route picks the interface to listen on (the store's host).
+    std::string storeHost;
+#if XCCL_TORCH_HAS_OPTIONS_CLONE
+    c10::intrusive_ptr<c10d::Backend::Options> clone() const override {
+      return c10::make_intrusive<Options>(*this);
+    }
+#endif
+  };
+
+  ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                   c10::intrusive_ptr<Options> options);
+  ~ProcessGroupXccl() override;
+
+  const std::string getBackendName() const override { return "xccl"; }
+  c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
+  bool supportsSplitting() const override { return true; }
+  bool supportsCoalescing() const override { return true; }
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  void setSequenceNumberForGroup() override {}  // sequence numbers start at 0 on every rank
+  uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
+  void abort() override;
+  void shutdown() override;
+
+  // Collectives (process_group_collectives.cc).
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+#if XCCL_TORCH_HAS_GATHER_INTO_TENSOR
+  c10::intrusive_ptr<c10d::Work> gather_into_tensor(at::Tensor& output, at::Tensor& input,
+                                                    const c10d::GatherOptions& opts) override;
+#endif
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplitSizes,
+                                               std::vector<int64_t>& inputSplitSizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // Point-to-point (process_group_p2p.cc).
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+ private:
+  using Body = std::function<void(const algo::Context&)>;
+
+  // Checks the group is usable, assigns `seqCount` consecutive sequence numbers and runs
+  // `body` (on the executor) as collective `opName`; `outputs` become the future's value.
+  // A body running several collectives gives the i-th the context subCollective(ctx, i).
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* opName,
+                                         std::vector<at::Tensor> outputs,
+                                         std::chrono::milliseconds timeout, bool asyncOp, Body body,
+                                         uint64_t seqCount = 1);
+  std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds requested) const;
+  void checkUsable(const char* opName) const;
+  // After a failed collective: remember why, and tell the peers by aborting the transport.
+  void markBroken(const std::string& reason);
+  c10::intrusive_ptr<c10d::Work> pointToPoint(std::vector<at::Tensor>& tensors, int peer,
+                                              int tag, bool isSend, const char* opName);
+
+  c10::intrusive_ptr<Options> options_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  algo::Tunables tunables_;
+  std::unique_ptr<net::Transport> transport_;
+  std::unique_ptr<Executor> executor_;
+  std::atomic<uint64_t> seq_{0};
+
+  mutable std::mutex stateMutex_;
+  std::string brokenReason_;  // non-empty once a collective failed or abort() ran
+  bool shutDown_ = false;
+
+  // batch_isend_irecv: p2p Works started between startCoalescing and endCoalescing.
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<XcclWork>> coalesced_;
+  std::vector<at::Tensor> coalescedTensors_;
+};
+
+}  // namespace xccl::backend

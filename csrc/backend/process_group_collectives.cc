@@ -1,0 +1,147 @@
+// The reducing collectives: allreduce (plain and coalesced), reduce, reduce_scatter (list,
+// flat and coalesced). Each checks its arguments here, on the caller's thread, and hands a body
+// to enqueue(); bodies run the algorithms of csrc/algo on raw CPU buffers.
+#include <c10/util/Exception.h>
+
+#include "algo/collectives.h"
+#include "backend/process_group.h"
+#include "backend/tensor_args.h"
+
+namespace xccl::backend {
+namespace {
+
+ReduceOp algorithmOp(const ReduceSpec& spec) {
+  return spec.op == ReduceOp::kPreMulSum ? ReduceOp::kSum : spec.op;
+}
+
+void checkSameType(const std::vector<at::Tensor>& tensors, const char* op) {
+  for (const auto& t : tensors) {
+    TORCH_CHECK_VALUE(t.scalar_type() == tensors[0].scalar_type(), "xccl ", op,
+                      ": all tensors must have the same dtype");
+  }
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allreduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::AllreduceOptions& opts) {
+  at::Tensor tensor = single(tensors, "allreduce");
+  TORCH_CHECK_VALUE(!opts.sparseIndices.has_value(), "xccl allreduce: sparse tensors are not supported");
+  ReduceSpec spec = toReduceSpec(opts.reduceOp, "allreduce");
+  ElementView view = reduceView(tensor, spec, "allreduce");
+  return enqueue(c10d::OpType::ALLREDUCE, "allreduce", {tensor}, effectiveTimeout(opts.timeout),
+                 compat::isAsync(opts), [tensor, spec, view](const algo::Context& ctx) mutable {
+                   applyFactor(tensor, spec);
+                   algo::allReduce(ctx, tensor.data_ptr(), view.count, view.type, algorithmOp(spec));
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK_VALUE(!tensors.empty(), "xccl allreduce_coalesced: no tensors");
+  ReduceSpec spec = toReduceSpec(opts.reduceOp, "allreduce_coalesced");
+  for (const auto& t : tensors) {
+    checkTensor(t, "allreduce_coalesced", "tensor");
+    reduceView(t, spec, "allreduce_coalesced");
+  }
+  checkSameType(tensors, "allreduce_coalesced");
+  // One collective over the concatenation: one round of latency instead of one per tensor.
+  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
+                 effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                 [tensors, spec](const algo::Context& ctx) {
+                   std::vector<at::Tensor> flat;
+                   for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
+                   at::Tensor buffer = at::cat(flat);
+                   applyFactor(buffer, spec);
+                   ElementView view = reduceView(buffer, spec, "allreduce_coalesced");
+                   algo::allReduce(ctx, buffer.data_ptr(), view.count, view.type, algorithmOp(spec));
+                   int64_t offset = 0;
+                   for (const auto& t : tensors) {
+                     t.view({-1}).copy_(buffer.narrow(0, offset, t.numel()));
+                     offset += t.numel();
+                   }
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts) {
+  at::Tensor tensor = single(tensors, "reduce");
+  checkRoot(opts.rootRank, size_, "reduce");
+  TORCH_CHECK_VALUE(opts.rootTensor == 0, "xccl reduce: rootTensor must be 0");
+  ReduceSpec spec = toReduceSpec(opts.reduceOp, "reduce");
+  ElementView view = reduceView(tensor, spec, "reduce");
+  const int root = static_cast<int>(opts.rootRank);
+  const bool isRoot = root == rank_;
+  return enqueue(c10d::OpType::REDUCE, "reduce", {tensor}, effectiveTimeout(opts.timeout),
+                 compat::isAsync(opts), [tensor, spec, view, root, isRoot](const algo::Context& ctx) {
+                   // Non-roots keep their input: the algorithm may use its buffer as scratch.
+                   at::Tensor buffer = isRoot ? tensor : tensor.clone();
+                   applyFactor(buffer, spec);
+                   algo::reduce(ctx, buffer.data_ptr(), view.count, view.type, algorithmOp(spec), root);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  at::Tensor output = single(outputs, "reduce_scatter");
+  TORCH_CHECK_VALUE(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
+                    "xccl reduce_scatter: expected one list of ", size_, " input tensors");
+  for (const auto& t : inputs[0]) {
+    checkTensor(t, "reduce_scatter", "input");
+    checkSameShapeAndType(t, output, "reduce_scatter");
+  }
+  ReduceSpec spec = toReduceSpec(opts.reduceOp, "reduce_scatter");
+  ElementView view = reduceView(output, spec, "reduce_scatter");
+  std::vector<at::Tensor> list = inputs[0];
+  return enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {output},
+                 effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                 [output, list, spec, view](const algo::Context& ctx) {
+                   std::vector<at::Tensor> flat;
+                   for (const auto& t : list) flat.push_back(t.reshape({-1}));
+                   at::Tensor buffer = at::cat(flat);
+                   applyFactor(buffer, spec);
+                   algo::reduceScatter(ctx, buffer.data_ptr(), output.data_ptr(), view.count,
+                                       view.type, algorithmOp(spec));
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> outputs{output}, inputs{input};
+  return reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* name = "reduce_scatter_tensor";
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(), "xccl ", name,
+                    ": expected as many outputs as inputs");
+  ReduceSpec spec = toReduceSpec(opts.reduceOp, name);
+  std::vector<ElementView> views;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkTensor(inputs[i], name, "input");
+    checkTensor(outputs[i], name, "output");
+    TORCH_CHECK_VALUE(inputs[i].scalar_type() == outputs[i].scalar_type(), "xccl ", name,
+                      ": input and output dtypes differ");
+    TORCH_CHECK_VALUE(inputs[i].numel() == outputs[i].numel() * size_, "xccl ", name,
+                      ": input has ", inputs[i].numel(), " elements, expected output size x ",
+                      size_, " = ", outputs[i].numel() * size_);
+    views.push_back(reduceView(outputs[i], spec, name));
+  }
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, name, outputs, effectiveTimeout(opts.timeout),
+                 compat::isAsync(opts),
+                 [outputs, inputs, spec, views](const algo::Context& ctx) {
+                   for (size_t i = 0; i < inputs.size(); ++i) {
+                     // PREMUL_SUM scales a copy: the input is not ours to modify.
+                     at::Tensor in = spec.factor ? inputs[i].mul(*spec.factor) : inputs[i];
+                     algo::reduceScatter(algo::subCollective(ctx, i), in.data_ptr(),
+                                         outputs[i].data_ptr(), views[i].count, views[i].type,
+                                         algorithmOp(spec));
+                   }
+                 },
+                 inputs.size());
+}
+
+}  // namespace xccl::backend

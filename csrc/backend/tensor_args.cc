@@ -1,0 +1,108 @@
+#include "backend/tensor_args.h"
+
+#include <c10/util/Exception.h>
+
+#include "backend/compat.h"
+
+namespace xccl::backend {
+namespace {
+
+std::optional<DataType> mapScalarType(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return DataType::kFloat32;
+    case at::kDouble: return DataType::kFloat64;
+    case at::kHalf: return DataType::kFloat16;
+    case at::kBFloat16: return DataType::kBFloat16;
+    case at::kChar: return DataType::kInt8;
+    case at::kByte: return DataType::kUInt8;
+    case at::kShort: return DataType::kInt16;
+    case at::kInt: return DataType::kInt32;
+    case at::kLong: return DataType::kInt64;
+    case at::kBool: return DataType::kBool;
+    case at::kComplexFloat: return DataType::kFloat32;
+    case at::kComplexDouble: return DataType::kFloat64;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+void checkTensor(const at::Tensor& tensor, const char* op, const char* what) {
+  TORCH_CHECK_VALUE(tensor.defined(), "xccl ", op, ": ", what, " is undefined");
+  TORCH_CHECK_VALUE(tensor.layout() == at::kStrided, "xccl ", op, ": ", what,
+                    " must be a dense tensor, got layout ", tensor.layout());
+  TORCH_CHECK_VALUE(tensor.device().is_cpu(), "xccl ", op, ": ", what, " is on ", tensor.device(),
+                    "; this build of xccl moves CPU tensors only (the GPU path is not available "
+                    "yet, see the README)");
+  TORCH_CHECK_VALUE(tensor.is_contiguous(), "xccl ", op, ": ", what, " must be contiguous");
+}
+
+const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "xccl ", op,
+                    " takes exactly one tensor per process, got ", tensors.size());
+  checkTensor(tensors[0], op, "tensor");
+  return tensors[0];
+}
+
+void checkSameShapeAndType(const at::Tensor& a, const at::Tensor& b, const char* op) {
+  TORCH_CHECK_VALUE(a.scalar_type() == b.scalar_type(), "xccl ", op, ": dtype mismatch (",
+                    a.scalar_type(), " vs ", b.scalar_type(), ")");
+  TORCH_CHECK_VALUE(a.numel() == b.numel(), "xccl ", op, ": size mismatch (", a.numel(),
+                    " vs ", b.numel(), " elements)");
+}
+
+void checkRoot(int64_t root, int size, const char* op) {
+  TORCH_CHECK_VALUE(root >= 0 && root < size, "xccl ", op, ": root rank ", root,
+                    " is outside the group of size ", size);
+}
+
+void checkPeer(int peer, int rank, int size, const char* op) {
+  TORCH_CHECK_VALUE(peer >= 0 && peer < size, "xccl ", op, ": rank ", peer,
+                    " is outside the group of size ", size);
+  TORCH_CHECK_VALUE(peer != rank, "xccl ", op, ": rank ", rank, " cannot ", op, " itself");
+}
+
+ReduceSpec toReduceSpec(const c10d::ReduceOp& op, const char* opName) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return {ReduceOp::kSum, std::nullopt};
+    case c10d::ReduceOp::AVG: return {ReduceOp::kAvg, std::nullopt};
+    case c10d::ReduceOp::PRODUCT: return {ReduceOp::kProduct, std::nullopt};
+    case c10d::ReduceOp::MIN: return {ReduceOp::kMin, std::nullopt};
+    case c10d::ReduceOp::MAX: return {ReduceOp::kMax, std::nullopt};
+    case c10d::ReduceOp::BAND: return {ReduceOp::kBand, std::nullopt};
+    case c10d::ReduceOp::BOR: return {ReduceOp::kBor, std::nullopt};
+    case c10d::ReduceOp::BXOR: return {ReduceOp::kBxor, std::nullopt};
+    case c10d::ReduceOp::PREMUL_SUM: {
+      auto* supplement = dynamic_cast<compat::PreMulSumSupplement*>(op.supplement_.get());
+      TORCH_CHECK_VALUE(supplement != nullptr, "xccl ", opName, ": PREMUL_SUM without a factor");
+      double factor = supplement->tensor_factor.defined()
+                          ? supplement->tensor_factor.to(at::kCPU).item<double>()
+                          : supplement->double_factor;
+      return {ReduceOp::kPreMulSum, factor};
+    }
+    default: break;
+  }
+  TORCH_CHECK_VALUE(false, "xccl ", opName, ": unsupported reduce op ", static_cast<int>(op.op_));
+}
+
+ElementView reduceView(const at::Tensor& tensor, const ReduceSpec& spec, const char* op) {
+  auto type = mapScalarType(tensor.scalar_type());
+  TORCH_CHECK_VALUE(type.has_value(), "xccl ", op, ": cannot reduce dtype ", tensor.scalar_type());
+  const bool complex = tensor.is_complex();
+  TORCH_CHECK_VALUE(!complex || spec.op == ReduceOp::kSum || spec.op == ReduceOp::kAvg ||
+                        spec.op == ReduceOp::kPreMulSum,
+                    "xccl ", op, ": ", reduceOpName(spec.op), " is not defined for complex tensors");
+  TORCH_CHECK_VALUE(reduceOpSupported(spec.op, *type), "xccl ", op, ": ", reduceOpName(spec.op),
+                    " is not defined for dtype ", tensor.scalar_type());
+  return {*type, static_cast<size_t>(tensor.numel()) * (complex ? 2 : 1)};
+}
+
+void applyFactor(at::Tensor& tensor, const ReduceSpec& spec) {
+  if (spec.factor.has_value()) tensor.mul_(*spec.factor);
+}
+
+size_t byteSize(const at::Tensor& tensor) {
+  return static_cast<size_t>(tensor.numel()) * tensor.element_size();
+}
+
+}  // namespace xccl::backend

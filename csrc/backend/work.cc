@@ -1,0 +1,52 @@
+#include "backend/work.h"
+
+#include <c10/util/Exception.h>
+
+namespace xccl::backend {
+
+XcclWork::XcclWork(int rank, c10d::OpType opType, const char* profilingTitle, uint64_t seq,
+                   std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout)
+    : c10d::Work(rank, opType, profilingTitle),
+      seq_(seq),
+      outputs_(std::move(outputs)),
+      timeout_(timeout),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))) {}
+
+bool XcclWork::wait(std::chrono::milliseconds timeout) {
+  // The operation reports its own timeout; the margin covers the report reaching us.
+  auto bound = timeout == kNoTimeout ? timeout_ + std::chrono::seconds(10) : timeout;
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!cv_.wait_for(lock, bound, [&] { return completed_; })) {
+    C10_THROW_ERROR(DistBackendError,
+                    "xccl: wait() on operation #" + std::to_string(seq_) + " timed out after " +
+                        std::to_string(bound.count()) + " ms");
+  }
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+std::vector<at::Tensor> XcclWork::result() {
+  TORCH_CHECK(isCompleted(), "xccl: call wait() before result()");
+  return outputs_;
+}
+
+int XcclWork::sourceRank() const {
+  int rank = sourceRank_.load();
+  TORCH_CHECK(rank >= 0, "xccl: sourceRank() is only defined for a completed recv from any source");
+  return rank;
+}
+
+void XcclWork::succeed() {
+  future_->markCompleted(c10::IValue(outputs_));
+  finish();
+}
+
+void XcclWork::fail(const std::string& message) {
+  auto error = std::make_exception_ptr(
+      c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message));
+  future_->setError(error);
+  finish(error);
+}
+
+}  // namespace xccl::backend

@@ -1,0 +1,43 @@
+// The Work handed back for every operation: completes once, with the output tensors as the
+// future's value (a List[Tensor], which DDP's reducer requires) or with a DistBackendError.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace xccl::backend {
+
+class XcclWork : public c10d::Work {
+ public:
+  // `timeout` bounds wait() without an explicit timeout: the operation itself is bounded by it,
+  // so a waiter never outlives a failure that was never reported.
+  XcclWork(int rank, c10d::OpType opType, const char* profilingTitle, uint64_t seq,
+           std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout);
+
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override {}
+  std::vector<at::Tensor> result() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  uint64_t getSequencenumber() const override { return seq_; }
+  int sourceRank() const override;
+
+  // Called exactly once by whoever ran the operation. May run future callbacks inline.
+  void succeed();
+  void fail(const std::string& message);
+  void setSourceRank(int rank) { sourceRank_.store(rank); }
+  // The output tensors, whether or not the operation has completed.
+  const std::vector<at::Tensor>& outputs() const { return outputs_; }
+
+ private:
+  const uint64_t seq_;
+  const std::vector<at::Tensor> outputs_;  // also keeps the buffers alive until completion
+  const std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<int> sourceRank_{-1};
+};
+
+}  // namespace xccl::backend

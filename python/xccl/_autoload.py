@@ -1,0 +1,18 @@
+"""The `torch.backends` entry point: runs at the end of `import torch`.
+
+It must never make `import torch` fail, so every problem becomes a warning; users can turn
+autoloading off with TORCH_DEVICE_BACKEND_AUTOLOAD=0 (torch's switch) or XCCL_NO_AUTOLOAD=1.
+"""
+
+import os
+import warnings
+
+
+def autoload() -> None:
+    if os.environ.get("XCCL_NO_AUTOLOAD", "") == "1":
+        return
+    try:
+        import xccl  # noqa: F401  (registers the backend)
+    except Exception as err:  # noqa: BLE001 - import torch must survive any failure here
+        warnings.warn(f"xccl: not registered at torch import ({err}); `import xccl` to retry",
+                      stacklevel=2)

@@ -1,0 +1,129 @@
+"""Registers the xccl backend with torch.distributed under the name "xccl".
+
+PyTorch also knows a native "xccl" (Intel XPU, oneCCL). This module claims the name only when
+that native backend is not built into the installed torch, and never touches a torch where it
+is. How each torch version handles the name (see DESIGN.md section 2):
+
+- 2.11-2.13 hard-code a `backend_str == Backend.XCCL` branch in `_new_process_group_helper`
+  ahead of the plugin branch; it raises "Distributed package doesn't have XCCL built in". We
+  neutralise only that branch, only for the duration of each call, by making `Backend.XCCL`
+  compare unequal (`Backend("xccl")` still yields "xccl" because `Backend.__new__` maps an
+  attribute equal to UNDEFINED back to the lower-cased name).
+- 2.14+ register built-ins lazily through the `torch.distributed.backends` entry-point group
+  and skip a name already in `Backend._plugins`; registering first is enough, and a guard
+  refuses torch's own xccl registrar should it run later.
+
+Both are detected from the installed code, not from version numbers.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from datetime import timedelta
+
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+
+BACKEND_NAME = "xccl"
+DEVICES = ["cpu", "cuda"]
+
+_state = {"installed": False, "reason": ""}
+
+
+def _store_host(store) -> str:
+    """The host of the TCPStore under (possibly nested) prefix stores, or MASTER_ADDR."""
+    seen = 0
+    while store is not None and seen < 16:
+        host = getattr(store, "host", None)
+        if isinstance(host, str) and host:
+            return host
+        store = getattr(store, "underlying_store", None)
+        seen += 1
+    return os.environ.get("MASTER_ADDR", "")
+
+
+def create_backend(dist_opts, pg_options=None):
+    """The creator torch calls (extended API): builds one ProcessGroupXccl for the group."""
+    from xccl import _C
+
+    if pg_options is not None and not isinstance(pg_options, _C.Options):
+        raise TypeError(f"xccl: pg_options must be xccl.Options, got {type(pg_options).__name__}")
+    options = _C.Options() if pg_options is None else pg_options.__copy__()
+    timeout = dist_opts.timeout
+    if not isinstance(timeout, timedelta):
+        timeout = timedelta(seconds=float(timeout.total_seconds()))
+    options.timeout = timeout
+    options.group_name = dist_opts.group_id
+    options.global_ranks_in_group = list(dist_opts.global_ranks_in_group)
+    if not options.store_host:
+        options.store_host = _store_host(dist_opts.store)
+    return _C.ProcessGroupXccl(dist_opts.store, dist_opts.group_rank, dist_opts.group_size, options)
+
+
+def _helper_has_hardcoded_branch() -> bool:
+    try:
+        source = inspect.getsource(c10d._new_process_group_helper)
+    except (OSError, TypeError):
+        # No source to read: the lazy-registration era has no such branch.
+        return not hasattr(c10d.Backend, "_ensure_backend_registered")
+    return "== Backend.XCCL" in source
+
+
+def _patch_helper() -> None:
+    original = c10d._new_process_group_helper
+    if getattr(original, "_xccl_patched", False):
+        return
+
+    @functools.wraps(original)
+    def helper(*args, **kwargs):
+        saved = c10d.Backend.XCCL
+        c10d.Backend.XCCL = c10d.Backend.UNDEFINED
+        try:
+            return original(*args, **kwargs)
+        finally:
+            c10d.Backend.XCCL = saved
+
+    helper._xccl_patched = True
+    c10d._new_process_group_helper = helper
+
+
+def _guard_against_builtin_registrar() -> None:
+    backend = c10d.Backend
+    original = backend.register_backend.__func__
+    if getattr(original, "_xccl_guard", False):
+        return
+    builtin = getattr(c10d, "_create_xccl_process_group", None)
+
+    def register_backend(cls, name, func, *args, **kwargs):
+        if str(name).lower() == BACKEND_NAME and func is builtin and builtin is not None:
+            return  # torch's native-XCCL registrar: this torch has no native XCCL, keep ours
+        return original(cls, name, func, *args, **kwargs)
+
+    register_backend._xccl_guard = True
+    backend.register_backend = classmethod(register_backend)
+
+
+def install() -> bool:
+    """Registers "xccl"; idempotent. Returns whether xccl owns the name."""
+    if _state["installed"]:
+        return True
+    if os.environ.get("XCCL_DISABLE_ALIAS", "") == "1":
+        _state["reason"] = "XCCL_DISABLE_ALIAS=1"
+        return False
+    if dist.is_xccl_available():
+        _state["reason"] = "this torch has Intel's native XCCL backend"
+        return False
+    c10d.Backend.register_backend(BACKEND_NAME, create_backend, extended_api=True, devices=DEVICES)
+    if _helper_has_hardcoded_branch():
+        _patch_helper()
+    if hasattr(c10d.Backend, "_ensure_backend_registered"):
+        _guard_against_builtin_registrar()
+    _state["installed"] = True
+    return True
+
+
+def status() -> str:
+    """Why the name is or is not ours (for `python -m xccl env` and error messages)."""
+    return "registered" if _state["installed"] else f"not registered: {_state['reason']}"

@@ -1,0 +1,248 @@
+"""`python -m xccl topo`: the machine's topology as xccl sees it.
+
+The C++ side discovers (csrc/topo, honouring XCCL_TOPO_FILE) and returns the versioned JSON of
+docs/topology.md through ``xccl._C.topology_json()``; this module only reads and prints that
+JSON, so it is testable with the fixture files in tests/fixtures/topo and never probes twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+FORMAT_NAME = "xccl-topology"
+FORMAT_VERSION = 1
+
+# Best first, as in csrc/topo/topology.h (PciPath).
+PATH_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS", "unknown")
+
+
+def topology_json() -> str:
+    """The running machine's topology (discovered once per process by the extension)."""
+    from xccl import _C  # the compiled extension; imported here so fixtures need no build
+
+    return _C.topology_json()
+
+
+def load(source: str | bytes | dict) -> dict:
+    """Parses topology JSON (text or an already parsed dict); raises ValueError when it is not
+    an xccl topology of a version this module reads."""
+    topo = json.loads(source) if isinstance(source, (str, bytes)) else source
+    if not isinstance(topo, dict) or topo.get("format") != FORMAT_NAME:
+        raise ValueError(f"not an xccl topology (\"format\" must be \"{FORMAT_NAME}\")")
+    if topo.get("version") != FORMAT_VERSION:
+        raise ValueError(f"topology version {topo.get('version')!r} is not supported "
+                         f"(this xccl reads version {FORMAT_VERSION})")
+    for key in ("numaNodes", "gpus", "gpuLinks", "nics"):
+        topo.setdefault(key, [])
+    return topo
+
+
+def pci_path_between(path_a: str, numa_a: int, path_b: str, numa_b: int) -> str:
+    """Same classification as pciPathBetween() in csrc/topo/pci.cc."""
+    a = [p for p in (path_a or "").split("/") if p]
+    b = [p for p in (path_b or "").split("/") if p]
+    if not a or not b or a[0] != b[0]:
+        if numa_a >= 0 and numa_b >= 0:
+            return "NODE" if numa_a == numa_b else "SYS"
+        return "NODE" if numa_a < 0 and numa_b < 0 else "unknown"
+    common = 0
+    while common < min(len(a), len(b)) and a[common] == b[common]:
+        common += 1
+    if common == len(a) == len(b):
+        return "PIX"
+    if common == 1:
+        return "PHB"
+    if len(a) - common <= 2 and len(b) - common <= 2:
+        return "PIX"
+    return "PXB"
+
+
+def find_link(topo: dict, a: int, b: int) -> dict | None:
+    pair = sorted((a, b))
+    for link in topo["gpuLinks"]:
+        if sorted(link["gpus"]) == pair:
+            return link
+    return None
+
+
+def link_class(topo: dict, gpus: list | None = None) -> str:
+    """Same answer as gpuLinkClass() in csrc/topo/links.cc."""
+    gpus = list(range(len(topo["gpus"]))) if gpus is None else gpus
+    types = []
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            link = find_link(topo, a, b)
+            types.append(link["type"] if link else "pcie")
+    if not types:
+        return "none"
+    if all(t == "nvswitch" for t in types):
+        return "nvswitch"
+    if all(t == "xgmi" for t in types):
+        return "xgmi_full_mesh"
+    if any(t in ("nvswitch", "nvlink") for t in types):
+        return "nvlink_partial"
+    if any(t == "xgmi" for t in types):
+        return "xgmi_partial"
+    return "pcie"
+
+
+def gpu_nic_path(topo: dict, gpu: int, nic: int) -> str:
+    g, n = topo["gpus"][gpu], topo["nics"][nic]
+    return pci_path_between(g.get("pciPath", ""), g.get("numaNode", -1), n.get("pciPath", ""),
+                            n.get("numaNode", -1))
+
+
+def nearest_nics(topo: dict, gpu: int) -> list:
+    """Same answer as nearestNics() in csrc/topo/links.cc: usable NICs with the best path,
+    then the fastest."""
+    usable = [i for i, n in enumerate(topo["nics"]) if n.get("up") and not n.get("virtual")]
+    if not usable:
+        return []
+    rank = {i: PATH_ORDER.index(gpu_nic_path(topo, gpu, i)) for i in usable}
+    best = min(rank.values())
+    closest = [i for i in usable if rank[i] == best]
+    fastest = max(topo["nics"][i].get("speedMbps", -1) for i in closest)
+    return [i for i in closest if topo["nics"][i].get("speedMbps", -1) == fastest]
+
+
+def _bytes(n: int) -> str:
+    if not n:
+        return "?"
+    return f"{n / 2**30:.1f} GiB"
+
+
+def _speed(mbps: int) -> str:
+    if mbps is None or mbps < 0:
+        return "speed unknown"
+    return f"{mbps / 1000:g} Gb/s" if mbps >= 1000 else f"{mbps} Mb/s"
+
+
+def _numa(node: int) -> str:
+    return "-" if node is None or node < 0 else str(node)
+
+
+def _link_code(link: dict | None) -> str:
+    """nvidia-smi style: NV# (NVLink), NS# (through NVSwitch), XG# (xGMI), else the PCIe path."""
+    if link is None:
+        return "?"
+    count = link.get("count", 0) or ""
+    kind = link["type"]
+    if kind == "nvlink":
+        return f"NV{count}"
+    if kind == "nvswitch":
+        return f"NS{count}"
+    if kind == "xgmi":
+        return f"XG{count}"
+    return link.get("pciPath", "unknown")
+
+
+def format_topology(source: str | dict) -> str:
+    topo = load(source)
+    out = []
+    vm = ", virtual machine" if topo.get("virtualMachine") else ""
+    out.append(f"host {topo.get('host') or '?'}{vm}  (found by: {topo.get('source') or '?'})")
+    nodes = topo["numaNodes"]
+    cpus = topo.get("cpus", "")
+    count = _cpu_count(cpus)
+    out.append(f"CPU: {topo.get('cpuModel') or '?'}; {count} online CPUs ({cpus or '?'}); "
+               f"{len(nodes)} NUMA node{'s' if len(nodes) != 1 else ''}")
+    for node in nodes:
+        distances = node.get("distances") or []
+        far = f", distances {' '.join(map(str, distances))}" if len(distances) > 1 else ""
+        out.append(f"  NUMA {node['id']}: CPUs {node.get('cpus') or '?'}, "
+                   f"memory {_bytes(node.get('memoryBytes', 0))}{far}")
+
+    gpus = topo["gpus"]
+    if not gpus:
+        out.append("GPUs: none")
+    else:
+        names = sorted({f"{g.get('name') or g.get('vendor', '?')} ({g.get('arch') or '?'})"
+                        for g in gpus})
+        out.append(f"GPUs: {len(gpus)}x {', '.join(names)}; GPU links: {link_class(topo)}")
+        for g in gpus:
+            near = nearest_nics(topo, g["index"])
+            nic = ", ".join(f"{topo['nics'][i]['name']} ({gpu_nic_path(topo, g['index'], i)})"
+                            for i in near) or "none"
+            switch = f", NVSwitch links {g['nvswitchLinks']}" if g.get("nvswitchLinks") else ""
+            out.append(f"  GPU{g['index']}: {g.get('pciBusId') or '?'}"
+                       f"  NUMA {_numa(g.get('numaNode'))}  CPUs {g.get('cpus') or '?'}"
+                       f"  {_bytes(g.get('memoryBytes', 0))}{switch}  nearest NIC: {nic}")
+
+    nics = topo["nics"]
+    if not nics:
+        out.append("NICs: none")
+    else:
+        out.append(f"NICs: {len(nics)}")
+        for i, n in enumerate(nics):
+            port = f" port {n['port']}" if n.get("port") else ""
+            netdev = f" ({n['netdev']})" if n.get("netdev") and n.get("netdev") != n["name"] else ""
+            where = "virtual" if n.get("virtual") else f"PCI {n.get('pciBusId') or '?'}"
+            addresses = f"  {', '.join(n['addresses'])}" if n.get("addresses") else ""
+            out.append(f"  NIC{i} {n['name']}{port}{netdev}: {n.get('kind', '?')}, "
+                       f"{'up' if n.get('up') else 'DOWN'}, {_speed(n.get('speedMbps', -1))}, "
+                       f"mtu {n.get('mtu') or '?'}, {where}, NUMA {_numa(n.get('numaNode'))}, "
+                       f"driver {n.get('driver') or '?'}{addresses}")
+
+    if len(gpus) > 1 or (gpus and nics):
+        out.append("")
+        out.extend(_matrix(topo))
+        out.append("Legend: X self; NV# NVLink x#; NS# through NVSwitch with # links; XG# xGMI "
+                   "x#; PIX one PCIe switch; PXB several bridges; PHB host bridge; NODE same "
+                   "NUMA node; SYS across NUMA nodes")
+    return "\n".join(out)
+
+
+def _cpu_count(cpulist: str) -> int:
+    total = 0
+    for part in (cpulist or "").split(","):
+        if not part:
+            continue
+        first, _, last = part.partition("-")
+        total += (int(last) - int(first) + 1) if last else 1
+    return total
+
+
+def _matrix(topo: dict) -> list:
+    gpus = topo["gpus"]
+    nic_index = [i for i, n in enumerate(topo["nics"]) if not n.get("virtual")]
+    header = [f"GPU{g['index']}" for g in gpus] + [f"NIC{i}" for i in nic_index]
+    width = max(6, max(len(h) for h in header) + 1)
+    rows = [("".ljust(7) + "".join(h.ljust(width) for h in header)).rstrip()]
+    for g in gpus:
+        cells = []
+        for h in gpus:
+            cells.append("X" if h["index"] == g["index"] else
+                         _link_code(find_link(topo, g["index"], h["index"])))
+        cells += [gpu_nic_path(topo, g["index"], i) for i in nic_index]
+        rows.append((f"GPU{g['index']}".ljust(7) + "".join(c.ljust(width) for c in cells)).rstrip())
+    return rows
+
+
+def main(args) -> int:
+    """Implements the `topo` subcommand (arguments parsed by xccl.cli)."""
+    if args.file:
+        with open(args.file, "r", encoding="utf-8") as f:
+            text = f.read()
+    else:
+        try:
+            text = topology_json()
+        except ImportError as error:
+            sys.stderr.write(f"xccl topo: the compiled extension xccl._C is not importable "
+                             f"({error}); build xccl, or pass --file a topology JSON file\n")
+            return 2
+    try:
+        topo = load(text)
+    except ValueError as error:
+        sys.stderr.write(f"xccl topo: {error}\n")
+        return 2
+    if args.dump:
+        with open(args.dump, "w", encoding="utf-8") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+    if args.json:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        print(format_topology(topo))
+        if args.dump:
+            print(f"\nwritten to {args.dump}")
+    return 0
