@@ -62,7 +62,7 @@ setup(
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.9",
     entry_points={
-        "console_scripts": ["xccl = xccl.cli:main"],
+        "console_scripts": ["xccl = xccl.cli:main", "xccl-bench = xccl.bench:main"],
         # Loaded at the end of `import torch` so backend="xccl" works without `import xccl`.
         "torch.backends": ["xccl = xccl._autoload:autoload"],
     },

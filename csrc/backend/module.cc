@@ -6,6 +6,7 @@
 
 #include "backend/process_group.h"
 #include "common/env.h"
+#include "topo/topology.h"
 
 namespace py = pybind11;
 
@@ -57,6 +58,12 @@ PYBIND11_MODULE(_C, m) {
         return rows;
       },
       "Every XCCL_* variable the C++ code reads: (name, default, meaning).");
+
+  m.def(
+      "topology_json", [] { return topo::toJson(topo::discover()); },
+      py::call_guard<py::gil_scoped_release>(),
+      "This machine's topology as JSON (docs/topology.md); honours XCCL_TOPO_FILE and "
+      "XCCL_TOPO_DUMP_FILE.");
 }
 
 }  // namespace xccl::backend

@@ -3,6 +3,8 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 
 #include "backend/store_adapter.h"
 #include "common/logging.h"
@@ -26,7 +28,7 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
   TORCH_CHECK_VALUE(size >= 1 && rank >= 0 && rank < size, "xccl: bad rank ", rank,
                     " for group size ", size);
   try {
-    if (rank == 0 || log::enabled(log::Level::kInfo)) log::setRank(rank);
+    log::setRankOnce(rank);  // the first group created is normally the world
     tunables_ = algo::Tunables::fromEnvironment();
     if (!options_->algorithm.empty()) tunables_.forced = algo::parseAlgorithm(options_->algorithm);
     StoreAdapter adapter(store_, "xccl/");
@@ -37,6 +39,7 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
   } catch (const Error& e) {
     rethrowSetupError(e);
   }
+  transport_->setStatusProvider([this] { return statusText(); });
   executor_ = std::make_unique<Executor>();
   init();
   XCCL_INFO("backend", "group '", options_->group_name, "' rank ", rank, " of ", size,
@@ -86,7 +89,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(c10d::OpType type, cons
   const uint64_t seq = seq_.fetch_add(seqCount) + 1;
   auto work = c10::make_intrusive<XcclWork>(rank_, type, opName, seq, std::move(outputs), timeout);
   std::string what = std::string(opName) + " #" + std::to_string(seq);
-  auto task = [this, work, what, timeout, body = std::move(body)]() {
+  auto task = [this, work, what, timeout, opName, seqCount, body = std::move(body)]() {
+    const uint64_t seq = work->getSequencenumber();
+    enteredOp_.store(opName);
+    entered_.store(seq);
     try {
       {
         std::lock_guard<std::mutex> guard(stateMutex_);
@@ -95,17 +101,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(c10d::OpType type, cons
                                            "failure: " + brokenReason_);
         }
       }
-      algo::Context ctx{*transport_, work->getSequencenumber(), what,
-                        net::Clock::now() + timeout, tunables_};
+      algo::Context ctx{*transport_, seq, what, net::Clock::now() + timeout, tunables_};
       body(ctx);
     } catch (const std::exception& e) {
-      std::string message = std::string(e.what());
-      if (message.rfind(what, 0) != 0) message = what + " failed on rank " +
-                                                 std::to_string(rank_) + ": " + message;
+      std::string message = std::string("rank ") + std::to_string(rank_) + ": " + e.what();
+      if (message.find(what) == std::string::npos) {
+        message = what + " failed on " + message;
+      }
+      auto* error = dynamic_cast<const Error*>(&e);
+      if (error != nullptr && error->kind() == ErrorKind::kTimeout) {
+        message += diagnoseTimeout(seq, timeout);
+      }
+      completed_.store(seq + seqCount - 1);
       markBroken(message);
       work->fail(message);
       return;
     }
+    completed_.store(seq + seqCount - 1);
     work->succeed();
   };
   {
@@ -114,6 +126,50 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(c10d::OpType type, cons
   }
   executor_->submit(std::move(task), !asyncOp);
   return work;
+}
+
+std::string ProcessGroupXccl::statusText() const {
+  return std::to_string(entered_.load()) + " " + std::to_string(completed_.load()) + " " +
+         enteredOp_.load();
+}
+
+std::string ProcessGroupXccl::diagnoseTimeout(uint64_t seq, std::chrono::milliseconds timeout) {
+  // Peers answer from their progress threads, so even a rank stuck outside xccl replies; a
+  // short bound keeps the error prompt when some cannot.
+  auto bound = std::min<std::chrono::milliseconds>(std::chrono::seconds(2), timeout);
+  std::vector<std::string> replies = transport_->queryStatus(net::Clock::now() + bound);
+  std::vector<std::string> notEntered, waiting, silent, failed;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    uint64_t entered = 0, completed = 0;
+    char op[64] = {};
+    if (!replies[peer].empty() && replies[peer][0] == '!') {
+      failed.push_back(std::to_string(peer));
+    } else if (replies[peer].empty() ||
+        std::sscanf(replies[peer].c_str(), "%" SCNu64 " %" SCNu64 " %63s", &entered, &completed,
+                    op) != 3) {
+      silent.push_back(std::to_string(peer));
+    } else if (entered < seq) {
+      notEntered.push_back(std::to_string(peer) + " (last entered #" + std::to_string(entered) +
+                           " " + op + ")");
+    } else if (completed < seq) {
+      waiting.push_back(std::to_string(peer));
+    }
+  }
+  auto join = [](const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+    return out;
+  };
+  std::string text = ". Diagnosis:";
+  if (!notEntered.empty()) text += " rank(s) " + join(notEntered) + " never entered #" + std::to_string(seq) + ";";
+  if (!waiting.empty()) text += " rank(s) " + join(waiting) + " were waiting in it too;";
+  if (!failed.empty()) text += " rank(s) " + join(failed) + " had already failed or given up;";
+  if (!silent.empty()) text += " rank(s) " + join(silent) + " did not answer a status query (dead or frozen process);";
+  if (notEntered.empty() && silent.empty() && failed.empty()) {
+    text += " every rank entered it (a slow or stuck peer link?)";
+  }
+  return text;
 }
 
 c10::intrusive_ptr<c10d::Backend> ProcessGroupXccl::split(

@@ -125,6 +125,11 @@ class ProcessGroupXccl : public c10d::Backend {
   void checkUsable(const char* opName) const;
   // After a failed collective: remember why, and tell the peers by aborting the transport.
   void markBroken(const std::string& reason);
+  // After a timeout in collective `seq`: asks every peer where it is and says which ranks
+  // never entered it (the ones to look at) and which were waiting like us.
+  std::string diagnoseTimeout(uint64_t seq, std::chrono::milliseconds timeout);
+  // What this rank answers to a peer's status query: "<entered> <completed> <op>".
+  std::string statusText() const;
   c10::intrusive_ptr<c10d::Work> pointToPoint(std::vector<at::Tensor>& tensors, int peer,
                                               int tag, bool isSend, const char* opName);
 
@@ -134,6 +139,10 @@ class ProcessGroupXccl : public c10d::Backend {
   std::unique_ptr<net::Transport> transport_;
   std::unique_ptr<Executor> executor_;
   std::atomic<uint64_t> seq_{0};
+  // Progress, readable from the transport's progress thread without locks.
+  std::atomic<uint64_t> entered_{0};    // sequence number of the last collective started
+  std::atomic<uint64_t> completed_{0};  // ... and of the last one finished (either way)
+  std::atomic<const char*> enteredOp_{"none"};
 
   mutable std::mutex stateMutex_;
   std::string brokenReason_;  // non-empty once a collective failed or abort() ran

@@ -26,6 +26,12 @@ const std::vector<Variable> kVariables = {
      "Pipelining chunk of the ring algorithms, in bytes (measured best on loopback TCP)."},
     {"XCCL_SMALL_MSG_BYTES", "65536",
      "Messages at or below this use the latency algorithms (direct exchange) instead of rings."},
+    {"XCCL_TOPO_FILE", "",
+     "Load the machine topology from this JSON file (docs/topology.md) instead of probing "
+     "sysfs, NVML and KFD; for VMs that hide the real topology and for planning offline."},
+    {"XCCL_TOPO_DUMP_FILE", "",
+     "Write the topology xccl found (or loaded) to this JSON file, for bug reports and for "
+     "editing into an XCCL_TOPO_FILE."},
 };
 
 std::mutex gMutex;

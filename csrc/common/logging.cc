@@ -41,6 +41,9 @@ void write(Level level, const char* subsystem, const std::string& message) {
                message.c_str());
 }
 
-void setRank(int rank) { gRank.store(rank); }
+void setRankOnce(int rank) {
+  int unset = -1;
+  gRank.compare_exchange_strong(unset, rank);
+}
 
 }  // namespace xccl::log

@@ -11,8 +11,9 @@ enum class Level { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 
 bool enabled(Level level);
 void write(Level level, const char* subsystem, const std::string& message);
-// The global rank printed in every line; -1 until a communicator is created.
-void setRank(int rank);
+// The rank printed in every line: -1 until the first communicator (normally the world group)
+// sets it; later groups leave it alone.
+void setRankOnce(int rank);
 
 }  // namespace xccl::log
 

@@ -104,6 +104,16 @@ class Transport {
   // Fails every pending and future request with `reason` and tells the peers, so that a
   // failure on one rank reaches every rank promptly instead of leaving them to time out.
   virtual void abort(const std::string& reason) = 0;
+
+  // Diagnosis after a timeout. Every peer's transport answers a status query from its own
+  // progress thread with what its provider returns, even while the peer's main thread is
+  // stuck elsewhere, so a hang can be traced to the rank that never arrived.
+  // The provider runs on the progress thread: it must be quick and must not block.
+  virtual void setStatusProvider(std::function<std::string()> provider) = 0;
+  // Asks every live peer; result[peer] is its answer, empty if none came by `deadline`, or
+  // "!" and the error for a peer already known to have failed (result[rank()] is our own
+  // provider's answer).
+  virtual std::vector<std::string> queryStatus(Deadline deadline) = 0;
 };
 
 // Builds the timeout message: "<what> timed out; no data from rank(s) [a, b]".

@@ -4,11 +4,18 @@
     torch.distributed.init_process_group(backend="xccl")
 """
 
-import torch  # noqa: F401  (loads libtorch before the extension that links it)
+# Platform defaults go into os.environ before torch (and through it any GPU runtime or NCCL)
+# starts, and never override a value the user set; XCCL_NO_ENV_DEFAULTS=1 turns them off.
+# `python -m xccl env` explains each decision.
+from xccl import env as _env
 
-from xccl import _C
-from xccl._C import Options
-from xccl._registration import BACKEND_NAME, install as _install
+_env.apply_defaults()
+
+import torch  # noqa: E402,F401  (loads libtorch before the extension that links it)
+
+from xccl import _C  # noqa: E402
+from xccl._C import Options  # noqa: E402
+from xccl._registration import BACKEND_NAME, install as _install  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["BACKEND_NAME", "Options", "ProcessGroupXccl", "__version__"]

@@ -304,7 +304,8 @@ def check_versions() -> list:
         parts.append(("RCCL " if torch.version.hip else "NCCL ") + ".".join(map(str, nccl)))
     except Exception:  # noqa: BLE001, S110 - a CPU build of torch has no NCCL: nothing to show
         pass
-    xccl_version = _package_version("xccl")
+    xccl_version = getattr(sys.modules.get("xccl"), "__version__", None) or _package_version(
+        "xccl")
     parts.append(f"xccl {xccl_version or '(not installed; running from source)'}")
     for path, label in (("/proc/driver/nvidia/version", "NVIDIA driver"),
                         ("/sys/module/amdgpu/version", "amdgpu")):

@@ -14,7 +14,12 @@ namespace xccl::net::tcp {
 
 constexpr uint32_t kFrameMagic = 0x58434c31;  // "XCL1"
 
-enum class FrameType : uint32_t { kData = 1, kAbort = 2 };
+enum class FrameType : uint32_t {
+  kData = 1,
+  kAbort = 2,        // payload: the reason; the sender's communicator is dead
+  kStatusQuery = 3,  // "where are you?", answered by the progress thread (no payload)
+  kStatusReply = 4,  // payload: the status provider's text
+};
 
 // On the wire before every payload. Carries the tag, so mismatched collectives or foreign
 // peers are detected rather than silently mis-reduced.

@@ -42,7 +42,12 @@ Error sizeMismatch(int peer, const MessageTag& tag, size_t sent, size_t expected
 }  // namespace
 
 TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& options)
-    : rank_(rank), size_(size), connections_(size), inflight_(size), peerError_(size) {
+    : rank_(rank),
+      size_(size),
+      connections_(size),
+      inflight_(size),
+      peerError_(size),
+      statusReplies_(size) {
   XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
   epollFd_ = XCCL_SYSCHECK(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
   wakeFd_ = XCCL_SYSCHECK(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "eventfd");
@@ -166,11 +171,12 @@ void TcpTransport::progressLoop() {
 FrameTarget TcpTransport::onHeader(int peer, const FrameHeader& header) {
   Inflight& slot = inflight_[peer];
   slot = Inflight{};
-  if (header.type == FrameType::kAbort) {
-    slot.abortText.resize(header.bytes);
-    return {slot.abortText.data()};
+  if (header.type != FrameType::kData) {
+    // Control frames carry short texts; a huge length means a corrupt or foreign peer.
+    XCCL_CHECK(header.bytes <= (1u << 20), "control frame of ", header.bytes, " bytes from rank ", peer);
+    slot.control.resize(header.bytes);
+    return {slot.control.data()};
   }
-  XCCL_CHECK(header.type == FrameType::kData, "unknown frame type from rank ", peer);
   MessageTag tag{header.space, header.step, header.seq};
   std::lock_guard<std::mutex> guard(mutex_);
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
@@ -198,12 +204,32 @@ FrameTarget TcpTransport::onHeader(int peer, const FrameHeader& header) {
 void TcpTransport::onPayload(int peer, const FrameHeader& header, const FrameTarget& target) {
   Inflight slot = std::move(inflight_[peer]);
   inflight_[peer] = Inflight{};
-  if (header.type == FrameType::kAbort) {
-    std::string reason(slot.abortText.begin(), slot.abortText.end());
-    failPeer(peer, Error(ErrorKind::kPeerFailure,
-                         detail::concat("rank ", peer, " aborted the communicator: ", reason)),
-             true);
-    return;
+  std::string text(slot.control.begin(), slot.control.end());
+  switch (header.type) {
+    case FrameType::kData: break;
+    case FrameType::kAbort:
+      failPeer(peer, Error(ErrorKind::kPeerFailure,
+                           detail::concat("rank ", peer, " aborted the communicator: ", text)),
+               true);
+      return;
+    case FrameType::kStatusQuery: {
+      std::function<std::string()> provider;
+      {
+        std::lock_guard<std::mutex> guard(mutex_);
+        provider = statusProvider_;
+      }
+      sendControl(peer, FrameType::kStatusReply, header.seq, provider ? provider() : "");
+      return;
+    }
+    case FrameType::kStatusReply: {
+      std::lock_guard<std::mutex> guard(mutex_);
+      if (header.seq == statusRound_) statusReplies_[peer] = text.empty() ? "?" : text;
+      completed_.notify_all();
+      return;
+    }
+    default:
+      XCCL_THROW(ErrorKind::kPeerFailure, "rank ", peer, " sent an unknown frame type ",
+                 static_cast<uint32_t>(header.type));
   }
   if (slot.request) {
     std::lock_guard<std::mutex> guard(mutex_);

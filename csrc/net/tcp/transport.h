@@ -36,6 +36,8 @@ class TcpTransport final : public Transport, private FrameSink {
   void wait(const std::vector<RequestPtr>& requests, Deadline deadline,
             const std::string& what) override;
   void abort(const std::string& reason) override;
+  void setStatusProvider(std::function<std::string()> provider) override;
+  std::vector<std::string> queryStatus(Deadline deadline) override;
 
  private:
   struct Posted {
@@ -56,7 +58,7 @@ class TcpTransport final : public Transport, private FrameSink {
   struct Inflight {
     RequestPtr request;
     UnexpectedPtr unexpected;
-    std::vector<uint8_t> abortText;
+    std::vector<uint8_t> control;  // payload of an abort or status frame
   };
 
   void buildMesh(Store& store, const TcpOptions& options);
@@ -69,6 +71,9 @@ class TcpTransport final : public Transport, private FrameSink {
   void failPeer(int peer, const Error& error, bool failAllCollectives);
   // Fails every pending request (progress thread stopped or broken).
   void failAll(const Error& error);
+  // Sends a payload-only control frame (status query or reply); failures are ignored, since
+  // control traffic is best effort.
+  void sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload);
   void failEverythingLocked(const Error& error);
   // Fails posted receives and unexpected-frame waiters accepted by `shouldFail`; mutex_ held.
   template <typename Pred>
@@ -93,6 +98,9 @@ class TcpTransport final : public Transport, private FrameSink {
   std::vector<std::unique_ptr<Error>> peerError_;  // index = peer; set once the peer failed
   std::unique_ptr<Error> collectiveError_;         // set once a peer aborted the communicator
   std::unique_ptr<Error> abortError_;              // set once abort() ran
+  std::function<std::string()> statusProvider_;    // guarded by mutex_; called outside it
+  std::vector<std::string> statusReplies_;         // index = peer; guarded by mutex_
+  uint64_t statusRound_ = 0;                       // replies count only for the latest query
 };
 
 }  // namespace xccl::net::tcp

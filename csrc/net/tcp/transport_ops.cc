@@ -204,4 +204,58 @@ void TcpTransport::abort(const std::string& reason) {
   failEverythingLocked(*abortError_);
 }
 
+void TcpTransport::setStatusProvider(std::function<std::string()> provider) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  statusProvider_ = std::move(provider);
+}
+
+void TcpTransport::sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload) {
+  // The payload must outlive the asynchronous write: the completion keeps it.
+  auto text = std::make_shared<std::string>(payload);
+  FrameHeader header;
+  header.type = type;
+  header.seq = seq;
+  header.bytes = text->size();
+  auto request = std::make_shared<Request>(peer, MessageTag{}, text->size(), /*isSend=*/true,
+                                           [text](const Request&) {});
+  std::vector<RequestPtr> completed;
+  try {
+    connections_[peer]->enqueue(header, text->data(), request, &completed);
+  } catch (const Error&) {
+    return;  // the peer is gone; its failure is reported elsewhere
+  }
+  completeAll(completed);
+}
+
+std::vector<std::string> TcpTransport::queryStatus(Deadline deadline) {
+  std::vector<int> asked;
+  uint64_t round;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    round = ++statusRound_;
+    for (int peer = 0; peer < size_; ++peer) {
+      statusReplies_[peer].clear();
+      if (peer == rank_) continue;
+      if (peerError_[peer]) {
+        statusReplies_[peer] = "!" + std::string(peerError_[peer]->what());
+      } else if (!abortError_) {
+        asked.push_back(peer);
+      }
+    }
+  }
+  for (int peer : asked) sendControl(peer, FrameType::kStatusQuery, round, "");
+  std::unique_lock<std::mutex> lock(mutex_);
+  completed_.wait_until(lock, deadline, [&] {
+    for (int peer : asked) {
+      if (statusReplies_[peer].empty()) return false;
+    }
+    return true;
+  });
+  std::vector<std::string> replies = statusReplies_;
+  auto provider = statusProvider_;
+  lock.unlock();
+  replies[rank_] = provider ? provider() : "";
+  return replies;
+}
+
 }  // namespace xccl::net::tcp

@@ -130,6 +130,12 @@ class AbortingTransport final : public net::Transport {
     inner_.wait(requests, deadline, what);
   }
   void abort(const std::string& reason) override { inner_.abort(reason); }
+  void setStatusProvider(std::function<std::string()> provider) override {
+    inner_.setStatusProvider(std::move(provider));
+  }
+  std::vector<std::string> queryStatus(net::Deadline deadline) override {
+    return inner_.queryStatus(deadline);
+  }
 
  private:
   net::Transport& inner_;

@@ -1,0 +1,20 @@
+"""`python -m xccl.bench` (also `xccl bench`, `xccl-bench`): collective benchmarks of xccl
+against a reference backend, nccl-tests method. See benchmarks/README.md.
+
+    python -m xccl.bench                              # 2 local CPU ranks, all five ops
+    python -m xccl.bench --ops all_reduce --check --json out.json
+    torchrun --nproc-per-node 8 -m xccl.bench         # the launcher's ranks, GPUs if present
+
+Modules: options (command line), method (the measurement rules, pure), runner (one rank),
+launch (torchrun or self-started ranks), report (progress, table, CSV, JSON, plot). Only runner
+imports torch, so the others load fast and test without the extension.
+"""
+
+
+def main(argv=None) -> int:
+    from .launch import main as launch_main
+
+    return launch_main(argv)
+
+
+__all__ = ["main"]

@@ -1,0 +1,143 @@
+"""Where the ranks come from: the launcher's (torchrun) or local ones this process starts.
+
+Exit status: 0 done; 1 a --check failed; 2 bad usage; 3 a rank failed, crashed or timed out;
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+import traceback
+from multiprocessing import connection
+
+from . import options
+
+EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_RANK_FAILED = 1, 2, 3
+LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+# After one rank fails the others are stuck in a collective until the group timeout; this long
+# is enough for them to report their own error before they are terminated.
+FAILURE_GRACE_S = 10.0
+POLL_S = 0.2
+
+
+def launched_by(environ) -> bool:
+    """torchrun (and torch.distributed.launch, SLURM wrappers that mimic it) set all three."""
+    return all(name in environ for name in LAUNCHER_VARS)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = options.parse_args(argv)
+    except SystemExit as stop:  # argparse: --help (0) or a usage error (2)
+        return int(stop.code or 0)
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        sys.stderr.write("xccl bench: --plot needs matplotlib, which is not installed "
+                         "(pip install matplotlib), or leave out --plot\n")
+        return EXIT_USAGE
+    try:
+        if launched_by(os.environ):
+            return _run_rank(args, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
+                             int(os.environ["LOCAL_RANK"]), "env://", launched=True)
+        return spawn_local(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run_rank(args, rank: int, world: int, local_rank: int, init_method: str,
+              launched: bool) -> int:
+    """One rank, turning any failure into a message that names the rank and a status."""
+    try:
+        from .runner import run  # torch, torch.distributed and the extension load here
+
+        return run(args, rank, world, local_rank, init_method, launched)
+    except (RuntimeError, ValueError, TimeoutError) as error:  # DistBackendError included
+        sys.stderr.write(f"xccl bench rank {rank}: {error}\n")
+    except Exception:  # noqa: BLE001 - unexpected: the traceback is the useful part
+        sys.stderr.write(f"xccl bench rank {rank}: unexpected error\n{traceback.format_exc()}")
+    return EXIT_RANK_FAILED
+
+
+def _child(args, rank: int, world: int, init_method: str) -> None:
+    if "OMP_NUM_THREADS" not in os.environ:
+        # As torchrun and xccl's environment defaults do: ranks share the host's cores rather
+        # than each starting a pool as large as the machine.
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    if "GLOO_SOCKET_IFNAME" not in os.environ and os.path.exists("/sys/class/net/lo"):
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # all ranks are local: keep gloo on loopback
+    try:
+        status = _run_rank(args, rank, world, rank, init_method, launched=False)
+    except KeyboardInterrupt:  # Ctrl-C reaches every rank; the parent reports it once
+        status = 130
+    sys.exit(status)
+
+
+def spawn_local(args) -> int:
+    """Starts args.nranks ranks on this host, rendezvous through a file store in a private
+    temporary folder, and waits for them within args.time_limit."""
+    # CPU ranks fork (torch is already imported here, so they start in a moment); CUDA cannot
+    # be used in a forked child, so GPU ranks are spawned fresh.
+    method = "spawn" if args.device == "cuda" else "fork"
+    context = multiprocessing.get_context(method)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryDirectory(prefix="xccl-bench-") as folder:
+        init_method = "file://" + os.path.join(folder, "store")
+        procs = [context.Process(target=_child, args=(args, rank, args.nranks, init_method),
+                                 name=f"xccl-bench-rank{rank}") for rank in range(args.nranks)]
+        try:
+            for proc in procs:
+                proc.start()
+            return _wait(procs, args.time_limit)
+        finally:
+            _stop(procs)
+
+
+def _wait(procs: list, time_limit: float) -> int:
+    deadline = time.monotonic() + time_limit
+    first_failure = None
+    while any(proc.exitcode is None for proc in procs):
+        now = time.monotonic()
+        failed = [p for p in procs if p.exitcode not in (None, 0, EXIT_CHECK_FAILED)]
+        if failed and first_failure is None:
+            first_failure = now
+        if first_failure is not None and now - first_failure > FAILURE_GRACE_S:
+            sys.stderr.write("xccl bench: a rank failed; stopping the others\n")
+            return EXIT_RANK_FAILED
+        if now > deadline:
+            sys.stderr.write(f"xccl bench: not finished within --time-limit {time_limit:.0f} s; "
+                             "stopping the ranks\n")
+            return EXIT_RANK_FAILED
+        connection.wait([p.sentinel for p in procs if p.exitcode is None], timeout=POLL_S)
+    codes = [proc.exitcode for proc in procs]
+    if all(code == 0 for code in codes):
+        return 0
+    if all(code in (0, EXIT_CHECK_FAILED) for code in codes):
+        return EXIT_CHECK_FAILED
+    crashed = [f"rank {i} ({_describe(code)})" for i, code in enumerate(codes)
+               if code not in (0, EXIT_CHECK_FAILED)]
+    sys.stderr.write(f"xccl bench: {', '.join(crashed)}\n")
+    return EXIT_RANK_FAILED
+
+
+def _describe(code: int) -> str:
+    return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+
+
+def _stop(procs: list) -> None:
+    """Ends ranks still running (after a failure or timeout); every join is bounded."""
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in procs:
+        proc.join(timeout=5.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=5.0)

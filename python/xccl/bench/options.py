@@ -1,0 +1,158 @@
+"""Command-line options of `python -m xccl.bench`: parsing and validation only (no torch)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+
+# Bytes per element of each dtype the tool accepts (checked against torch at run time).
+DTYPES = {
+    "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2,
+    "int32": 4, "int64": 8, "int8": 1, "uint8": 1,
+}
+
+# 8 B x 4^k up to 64 MiB is 12 sizes, 8 B .. 32 MiB: a default run takes one to two minutes on
+# an idle 2-core VM (each 128 MiB step would add about as much as all smaller sizes together),
+# and its top reaches the 16-256 MiB range of real DDP/FSDP buckets (MISSION.md). Fuller
+# sweeps: --max 256M --factor 2; peak bandwidth: --max 1G.
+DEFAULT_MIN = "8"
+DEFAULT_MAX = "64M"
+DEFAULT_FACTOR = 4
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """'8' -> 8, '4K' -> 4096, '1M', '256MiB', '1.5K' -> bytes (binary units, as nccl-tests)."""
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ValueError(f"not a size: {text!r} (examples: 8, 4K, 1M, 256M, 1G)")
+    value = float(match.group(1)) * _UNITS[match.group(2).upper()]
+    if value != int(value):
+        raise ValueError(f"size {text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def format_size(nbytes: int) -> str:
+    """The largest binary unit that divides exactly, else one decimal: 8 B, 4 KiB, 1.5 MiB."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            value = nbytes / scale
+            return f"{value:.0f} {unit}" if nbytes % scale == 0 else f"{value:.1f} {unit}"
+    return f"{nbytes} B"
+
+
+def size_series(low: int, high: int, factor: int) -> list:
+    """low, low*factor, ... up to and including high (geometric, as nccl-tests -b/-e/-f)."""
+    if low < 1 or high < low:
+        raise ValueError(f"need 1 <= --min <= --max, got {low} and {high}")
+    if factor < 2:
+        raise ValueError(f"--factor must be at least 2, got {factor}")
+    sizes, size = [], low
+    while size <= high:
+        sizes.append(size)
+        size *= factor
+    return sizes
+
+
+def parse_ops(text: str) -> list:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if names == ["all"]:
+        return list(OPS)
+    unknown = [name for name in names if name not in OPS]
+    if unknown or not names:
+        raise ValueError(f"unknown op(s) {', '.join(unknown) or text!r}; known: {', '.join(OPS)}")
+    return list(dict.fromkeys(names))  # drop repeats, keep the order given
+
+
+def _argparse_type(parse):
+    def convert(text):
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    convert.__name__ = parse.__name__.replace("parse_", "")
+    return convert
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m xccl.bench",
+        description="Collective benchmark, nccl-tests method: xccl against a reference backend "
+                    "(gloo on CPU, nccl on GPU) in the same processes, interleaved per size. "
+                    "Without a launcher it starts --nranks local CPU ranks itself; under "
+                    "torchrun it uses the launcher's ranks.",
+        epilog="Sizes are message sizes in the nccl-tests convention (all_reduce and broadcast: "
+               "the buffer; all_gather: the output; reduce_scatter and all_to_all: the input). "
+               "Times are the slowest rank's statistic. See benchmarks/README.md.")
+    what = parser.add_argument_group("what to measure")
+    what.add_argument("--ops", type=_argparse_type(parse_ops), default=list(OPS),
+                      help=f"comma list (default all: {','.join(OPS)})")
+    what.add_argument("--min", "--minbytes", "-b", dest="min_bytes", type=_argparse_type(parse_size),
+                      default=parse_size(DEFAULT_MIN), metavar="SIZE",
+                      help=f"smallest message (default {DEFAULT_MIN}; suffixes K, M, G)")
+    # --maxbytes and -e (nccl-tests' names) also work after torchrun, whose parser rejects
+    # --max as an ambiguous abbreviation of its own --max-restarts.
+    what.add_argument("--max", "--maxbytes", "-e", dest="max_bytes",
+                      type=_argparse_type(parse_size), default=parse_size(DEFAULT_MAX),
+                      metavar="SIZE", help=f"largest message (default {DEFAULT_MAX}; under "
+                                           "torchrun spell it --maxbytes or -e)")
+    what.add_argument("--factor", "--stepfactor", "-f", type=int, default=DEFAULT_FACTOR,
+                      help=f"size multiplier between steps (default {DEFAULT_FACTOR})")
+    what.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
+                      help="element type (default float32)")
+    who = parser.add_argument_group("who takes part")
+    who.add_argument("--backend", default="xccl", help="backend under test (default xccl)")
+    who.add_argument("--reference", default="auto",
+                     help="backend to compare with: gloo on CPU, nccl on GPU (default), or "
+                          "'none' to skip")
+    who.add_argument("--nranks", "-n", type=int, default=2,
+                     help="local ranks to start when not under a launcher (default 2)")
+    who.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                     help="auto: cuda:LOCAL_RANK under a launcher when GPUs exist, else cpu")
+    how = parser.add_argument_group("how to measure")
+    how.add_argument("--iters", type=int, default=None,
+                     help="timed iterations per size and backend (default: adapted to the "
+                          "size, see --target-time)")
+    how.add_argument("--warmup", type=int, default=5,
+                     help="warm-up iterations per size and backend (default 5; fewer when one "
+                          "call is long)")
+    how.add_argument("--target-time", type=float, default=0.25, metavar="S",
+                     help="seconds of timed iterations per size and backend when --iters is "
+                          "not given (default 0.25)")
+    how.add_argument("--check", action="store_true",
+                     help="verify every size against an exact expectation (integer-valued "
+                          "inputs); exit 1 on any failure")
+    how.add_argument("--seed", type=int, default=1234, help="input seed (default 1234)")
+    how.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                     help="bound on process-group set-up and on each collective (default 120)")
+    how.add_argument("--time-limit", type=float, default=1800.0, metavar="S",
+                     help="bound on the whole self-started run (default 1800)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--csv", metavar="FILE", help="write one row per op, size and backend")
+    out.add_argument("--json", metavar="FILE", help="write the results and run metadata")
+    out.add_argument("--plot", metavar="FILE.png",
+                     help="plot latency and busbw against size (needs matplotlib)")
+    out.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    return parser
+
+
+def parse_args(argv) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.sizes = size_series(args.min_bytes, args.max_bytes, args.factor)
+    except ValueError as error:
+        parser.error(str(error))
+    for name in ("nranks", "warmup", "iters"):
+        value = getattr(args, name)
+        if value is not None and value < (0 if name == "warmup" else 1):
+            parser.error(f"--{name} must be {'>= 0' if name == 'warmup' else 'positive'}")
+    if args.target_time <= 0 or args.timeout <= 0 or args.time_limit <= 0:
+        parser.error("--target-time, --timeout and --time-limit must be positive")
+    args.argv = list(argv)
+    return args

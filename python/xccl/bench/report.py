@@ -1,0 +1,228 @@
+"""What the benchmark prints and writes: progress bar, tables, CSV, JSON and the plot.
+
+Everything works on plain records (dicts) so it is testable without torch. One record per op
+and size:
+
+    {"op", "bytes", "count", "dtype", "nranks",
+     "backend": {"name", "iters", "warmup", "median_us", "p10_us", "p90_us", "mean_us",
+                 "min_us", "max_us", "algbw_gbps", "busbw_gbps", "check", "rank_median_us"},
+     "reference": same keys, or None,
+     "speedup": reference median / backend median, or None}
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+
+from . import method
+from .options import format_size
+
+CSV_FIELDS = ("op", "dtype", "nranks", "device", "bytes", "count", "role", "backend", "iters",
+              "warmup", "median_us", "p10_us", "p90_us", "mean_us", "min_us", "max_us",
+              "algbw_gbps", "busbw_gbps", "speedup", "check")
+
+
+class Progress:
+    """A one-line text bar on a terminal; on a pipe or file, one line per finished op instead
+    (carriage-return redraws would fill a log with garbage)."""
+
+    WIDTH = 24
+
+    def __init__(self, total: int, stream=None, enabled: bool = True):
+        self.total = max(1, total)
+        self.done = 0
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled
+        self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.start = time.monotonic()
+        self.shown = ""
+
+    def line(self, label: str) -> str:
+        filled = self.WIDTH * self.done // self.total
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        elapsed = time.monotonic() - self.start
+        return f"[{bar}] {self.done}/{self.total} {elapsed:5.0f}s {label}"
+
+    def step(self, label: str) -> None:
+        """Called as a size starts (label) or after one finishes (advance with advance())."""
+        if self.tty:
+            self._draw(self.line(label))
+
+    def advance(self, label: str = "") -> None:
+        self.done += 1
+        self.step(label)
+
+    def note(self, text: str) -> None:
+        """A line that stays: on a terminal it replaces the bar, which is redrawn after."""
+        if not self.enabled:
+            return
+        bar = self.shown
+        self.clear()
+        self.stream.write(text + "\n")
+        self.stream.flush()
+        if bar:
+            self._draw(bar)
+
+    def clear(self) -> None:
+        if self.tty and self.shown:
+            self.stream.write("\r" + " " * len(self.shown) + "\r")
+            self.stream.flush()
+            self.shown = ""
+
+    def _draw(self, text: str) -> None:
+        pad = " " * max(0, len(self.shown) - len(text))
+        self.stream.write("\r" + text + pad)
+        self.stream.flush()
+        self.shown = text
+
+
+def _us(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if value < 10000 else f"{value:.0f}"
+
+
+def _gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _speedup(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _check(record: dict) -> str | None:
+    """PASS, FAIL naming who failed, or None when nothing was checked."""
+    checked = [side for side in ("backend", "reference") if record.get(side)
+               and record[side].get("check") is not None]
+    if not checked:
+        return None
+    failed = [record[side]["name"] for side in checked if record[side]["check"] != "PASS"]
+    return "FAIL " + ",".join(failed) if failed else "PASS"
+
+
+def format_table(records: list, title: str = "") -> str:
+    """One op's rows as an aligned text table (times in microseconds, bandwidths in GB/s)."""
+    if not records:
+        return ""
+    name = records[0]["backend"]["name"]
+    ref = records[0]["reference"]["name"] if records[0].get("reference") else None
+    checked = any(_check(r) is not None for r in records)
+    header = ["size", "count", f"{name} median", "p10", "p90", "algbw", "busbw"]
+    units = ["", "elements", "us", "us", "us", "GB/s", "GB/s"]
+    if ref:
+        header += [f"{ref} median", f"{ref} busbw", "speedup"]
+        units += ["us", "GB/s", ""]
+    if checked:
+        header.append("check")
+        units.append("")
+    rows = [header, units]
+    for record in records:
+        mine = record["backend"]
+        cells = [format_size(record["bytes"]), str(record["count"]), _us(mine["median_us"]),
+                 _us(mine["p10_us"]), _us(mine["p90_us"]), _gbps(mine["algbw_gbps"]),
+                 _gbps(mine["busbw_gbps"])]
+        if ref:
+            theirs = record["reference"]
+            cells += [_us(theirs["median_us"]), _gbps(theirs["busbw_gbps"]),
+                      _speedup(record.get("speedup"))]
+        if checked:
+            cells.append(_check(record) or "-")
+        rows.append(cells)
+    # Right-aligned, two spaces between columns, every column as wide as its widest cell.
+    widths = [max(len(row[i]) for row in rows) + 2 for i in range(len(header))]
+    lines = [title] if title else []
+    lines += ["".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
+    return "\n".join(lines)
+
+
+def op_title(op: str, meta: dict) -> str:
+    versus = f" vs {meta['reference']}" if meta.get("reference") else ""
+    return (f"# {op}  {meta['dtype']}, {meta['nranks']} ranks on {meta['device']}: "
+            f"{meta['backend']}{versus} (slowest rank; median, p10, p90 of per-call times)")
+
+
+def summary_line(op: str, records: list) -> str | None:
+    """How the tested backend fared against the reference across one op's sizes."""
+    pairs = [(r["speedup"], r["bytes"]) for r in records if r.get("speedup")]
+    if not pairs:
+        return None
+    name = records[0]["backend"]["name"]
+    faster = sum(1 for s, _ in pairs if s > 1.0)
+    low = min(pairs)
+    high = max(pairs)
+    return (f"{op}: {name} faster at {faster} of {len(pairs)} sizes; speedup geomean "
+            f"{method.geomean([s for s, _ in pairs]):.2f}x, min {low[0]:.2f}x at "
+            f"{format_size(low[1])}, max {high[0]:.2f}x at {format_size(high[1])}")
+
+
+def csv_rows(records: list, device: str = "") -> list:
+    rows = []
+    for record in records:
+        for role in ("backend", "reference"):
+            side = record.get(role)
+            if not side:
+                continue
+            row = {"op": record["op"], "dtype": record["dtype"], "nranks": record["nranks"],
+                   "device": device, "bytes": record["bytes"], "count": record["count"],
+                   "role": role, "backend": side["name"],
+                   "speedup": record.get("speedup") if role == "backend" else None}
+            row.update({k: side.get(k) for k in CSV_FIELDS if k in side})
+            rows.append({k: ("" if row.get(k) is None else row[k]) for k in CSV_FIELDS})
+    return rows
+
+
+def write_csv(path: str, records: list, device: str = "") -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(csv_rows(records, device))
+
+
+def to_json(records: list, meta: dict) -> str:
+    return json.dumps({"meta": meta, "results": records}, indent=2, sort_keys=False)
+
+
+def write_json(path: str, records: list, meta: dict) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(to_json(records, meta) + "\n")
+
+
+def write_plot(path: str, records: list, meta: dict) -> None:
+    """Latency and busbw against size, one row per op, both backends (matplotlib, headless)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ops = list(dict.fromkeys(r["op"] for r in records))
+    figure, axes = plt.subplots(len(ops), 2, figsize=(11, 3.2 * len(ops)), squeeze=False)
+    for row, op in enumerate(ops):
+        mine = [r for r in records if r["op"] == op]
+        sizes = [r["bytes"] for r in mine]
+        latency, bandwidth = axes[row]
+        for role, style in (("backend", "o-"), ("reference", "s--")):
+            sides = [r[role] for r in mine if r.get(role)]
+            if len(sides) != len(mine):
+                continue
+            label = sides[0]["name"]
+            (line,) = latency.plot(sizes, [s["median_us"] for s in sides], style, label=label)
+            latency.fill_between(sizes, [s["p10_us"] for s in sides],
+                                 [s["p90_us"] for s in sides], alpha=0.2, color=line.get_color())
+            bandwidth.plot(sizes, [s["busbw_gbps"] for s in sides], style, label=label,
+                           color=line.get_color())
+        latency.set(xscale="log", yscale="log", ylabel="time (us), median and p10-p90",
+                    title=f"{op} latency")
+        bandwidth.set(xscale="log", ylabel="busbw (GB/s)", title=f"{op} bus bandwidth")
+        for axis in (latency, bandwidth):
+            axis.set_xscale("log", base=2)
+            axis.set_xlabel("message size (bytes)")
+            axis.grid(True, which="both", alpha=0.3)
+            axis.legend()
+    figure.suptitle(f"{meta.get('backend')} vs {meta.get('reference')}: {meta.get('nranks')} "
+                    f"ranks, {meta.get('device')}, {meta.get('dtype')}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -1,0 +1,334 @@
+"""One rank of the benchmark: process groups, buffers, the interleaved timed loop, checks.
+
+Every rank runs this same code in the same order, so every decision that changes what a rank
+calls (iteration counts, skipped sizes) is made from values all ranks agree on: options, or
+numbers reduced over the control group.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+
+import torch
+import torch.distributed as dist
+
+import xccl  # registers the "xccl" backend with torch.distributed
+
+from . import method, report
+from .options import DTYPES, format_size
+
+CONTROL_BACKEND = "gloo"  # barriers and result gathering: CPU tensors, works beside any backend
+CHECK_SENTINEL = 99  # output buffers hold this before a checked call: no exact result equals it
+# Largest integer each type sums exactly; check inputs stay within it over all ranks.
+EXACT_LIMIT = {"bfloat16": 256, "float16": 2048, "int8": 127, "uint8": 255}
+
+# torch >= 2.14 renamed the tensor-in/tensor-out collectives; older torch has only the old names.
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+class Side:
+    """One measured backend: its process group and its name, under a role (backend/reference)."""
+
+    def __init__(self, role: str, name: str, group):
+        self.role, self.name, self.group = role, name, group
+
+
+def resolve_device(choice: str, launched: bool, local_rank: int) -> torch.device:
+    if choice == "cuda" or (choice == "auto" and launched and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise RuntimeError("--device cuda: torch sees no CUDA device")
+        if local_rank >= torch.cuda.device_count():
+            raise RuntimeError(f"local rank {local_rank} has no GPU "
+                               f"({torch.cuda.device_count()} visible)")
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def resolve_reference(choice: str, device: torch.device) -> str | None:
+    if choice == "none":
+        return None
+    if choice == "auto":
+        return "nccl" if device.type == "cuda" else "gloo"
+    return choice
+
+
+def _call(op: str, group, inp, out):
+    """The collective as a no-argument callable: the timed loop pays only for the call."""
+    if op == "all_reduce":
+        return lambda: dist.all_reduce(inp, group=group)
+    if op == "broadcast":
+        return lambda: dist.broadcast(inp, src=0, group=group)  # groups span all ranks
+    if op == "all_gather":
+        return lambda: _all_gather(out, inp, group=group)
+    if op == "reduce_scatter":
+        return lambda: _reduce_scatter(out, inp, group=group)
+    if op == "all_to_all":
+        return lambda: dist.all_to_all_single(out, inp, group=group)
+    raise ValueError(f"unknown op {op!r}")
+
+
+class Rank:
+    def __init__(self, args, rank: int, world: int, device: torch.device, sides: list):
+        self.args, self.rank, self.world, self.device, self.sides = args, rank, world, device, sides
+        self.dtype = getattr(torch, args.dtype)
+        self.itemsize = DTYPES[args.dtype]
+        if torch.tensor([], dtype=self.dtype).element_size() != self.itemsize:
+            raise RuntimeError(f"torch's {args.dtype} is not {self.itemsize} bytes")
+        self.floating = self.dtype.is_floating_point
+        self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def _generator(self, rank: int, salt: int, device) -> torch.Generator:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(self.args.seed * 1_000_003 + salt * 1009 + rank)
+        return generator
+
+    def fill_random(self, tensor, salt: int) -> None:
+        """Random normal floats, or random integers: never zeros, whose arithmetic and
+        compression can be unrepresentatively fast."""
+        generator = self._generator(self.rank, salt, tensor.device)
+        if self.floating:
+            tensor.normal_(generator=generator)
+        else:
+            low = 0 if self.dtype == torch.uint8 else -100
+            tensor.random_(low, 101, generator=generator)
+
+    def check_input(self, rank: int, count: int, salt: int):
+        """Rank `rank`'s integer-valued check input (on CPU, int32): small enough that every
+        sum over the world is exact in the tested dtype, so outputs compare bit for bit."""
+        bound = max(1, min(4, EXACT_LIMIT.get(self.args.dtype, 4 * self.world) // self.world))
+        low = 0 if self.dtype == torch.uint8 else -bound
+        return torch.randint(low, bound + 1, (count,), dtype=torch.int32,
+                             generator=self._generator(rank, salt, "cpu"))
+
+    def expected(self, op: str, shape: dict, salt: int):
+        """What this rank's output must hold after `op` on everyone's check_input."""
+        chunk, mine = shape["count"] // self.world, slice(None)
+        if op in ("reduce_scatter", "all_to_all"):
+            mine = slice(self.rank * chunk, (self.rank + 1) * chunk)
+        if op == "broadcast":
+            return self.check_input(0, shape["input"], salt)
+        if op in ("all_reduce", "reduce_scatter"):
+            total = torch.zeros(shape["output"], dtype=torch.int32)
+            for rank in range(self.world):
+                total += self.check_input(rank, shape["input"], salt)[mine]
+            return total
+        parts = [self.check_input(rank, shape["input"], salt)[mine] for rank in range(self.world)]
+        return torch.cat(parts)  # all_gather, all_to_all: chunk r comes from rank r
+
+    # -- one size ---------------------------------------------------------------------------
+
+    def barrier(self) -> None:
+        dist.barrier()  # the control group: a backend under test carries no control traffic
+
+    def agreed_max(self, values: list) -> list:
+        tensor = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return tensor.tolist()
+
+    def check(self, op: str, shape: dict, calls: dict, inp, out, salt: int) -> dict:
+        expected = self.expected(op, shape, salt).to(self.dtype)
+        passed = {}
+        for side in self.sides:
+            out.fill_(CHECK_SENTINEL)
+            inp.copy_(self.check_input(self.rank, shape["input"], salt).to(self.dtype))
+            calls[side.role]()
+            self.sync()
+            passed[side.role] = bool(torch.equal(out.cpu(), expected))
+        return passed
+
+    def time_calls(self, call, iters: int) -> list:
+        """Per-call wall times; on CUDA each call is followed by a device synchronize, so a
+        time covers the collective, not just its launch."""
+        times = []
+        for _ in range(iters):
+            start = time.perf_counter()
+            call()
+            self.sync()
+            times.append(time.perf_counter() - start)
+        return times
+
+    def measure(self, op: str, shape: dict, salt: int) -> dict:
+        """Times every side on one size, interleaved; returns this rank's statistics and check
+        results by role."""
+        args = self.args
+        inp = torch.empty(shape["input"], dtype=self.dtype, device=self.device)
+        out = inp if op in ("all_reduce", "broadcast") else torch.empty(
+            shape["output"], dtype=self.dtype, device=self.device)
+        calls = {side.role: _call(op, side.group, inp, out) for side in self.sides}
+        passed = self.check(op, shape, calls, inp, out, salt) if args.check else {}
+        self.fill_random(inp, salt)
+        if out is not inp:
+            self.fill_random(out, salt + 1)
+
+        # Estimate one call's time to size the loops: two calls per side (the first pays for
+        # lazy set-up), then, for calls short enough that one sample is mostly noise, the median
+        # of a few more. The slowest rank's estimate sizes every rank's loops identically.
+        estimates = []
+        for side in self.sides:
+            self.barrier()
+            calls[side.role]()
+            self.sync()
+            estimates.append(self.time_calls(calls[side.role], 1)[0])
+        estimates = self.agreed_max(estimates)
+        if any(e < args.target_time / 50 for e in estimates):
+            for i, side in enumerate(self.sides):
+                if estimates[i] < args.target_time / 50:
+                    self.barrier()
+                    samples = self.time_calls(calls[side.role], method.PROBE_CALLS)
+                    estimates[i] = method.percentile(samples, 50)
+            estimates = self.agreed_max(estimates)
+        iters = [method.plan_iterations(e, args.target_time, args.iters) for e in estimates]
+        warmups = [method.plan_warmup(e, args.target_time, args.warmup) for e in estimates]
+        for side, warmup in zip(self.sides, warmups):
+            self.time_calls(calls[side.role], warmup)
+
+        rounds = method.round_count(iters)
+        blocks = [method.split_rounds(n, rounds) for n in iters]
+        times = {side.role: [] for side in self.sides}
+        for index in range(rounds):
+            # Alternate who goes first, so neither always runs right after the barrier.
+            order = list(range(len(self.sides)))
+            if index % 2:
+                order.reverse()
+            for i in order:
+                if index < len(blocks[i]):
+                    self.barrier()
+                    times[self.sides[i].role] += self.time_calls(calls[self.sides[i].role],
+                                                                 blocks[i][index])
+        return {side.role: {"stats": method.summarize(times[side.role]), "iters": n,
+                            "warmup": w, "check": passed.get(side.role)}
+                for side, n, w in zip(self.sides, iters, warmups)}
+
+    def record(self, op: str, shape: dict, gathered: list) -> dict:
+        """All ranks' results for one size as one record: each statistic's max over ranks."""
+        entry = {"op": op, "bytes": shape["bytes"], "count": shape["count"],
+                 "dtype": self.args.dtype, "nranks": self.world, "reference": None}
+        for side in self.sides:
+            mine = [ranks[side.role] for ranks in gathered]
+            stats = method.max_across_ranks([m["stats"] for m in mine])
+            algbw, busbw = method.bandwidths(op, shape["bytes"], stats["median"], self.world)
+            checks = [m["check"] for m in mine]
+            entry[side.role] = {
+                "name": side.name, "iters": mine[0]["iters"], "warmup": mine[0]["warmup"],
+                **{f"{key}_us": _round(stats[key] * 1e6) for key in method.STAT_KEYS},
+                "algbw_gbps": _round(algbw), "busbw_gbps": _round(busbw),
+                "check": None if checks[0] is None else ("PASS" if all(checks) else "FAIL"),
+                "rank_median_us": [_round(m["stats"]["median"] * 1e6) for m in mine],
+            }
+        reference = entry["reference"]
+        entry["speedup"] = _round(method.speedup(reference and reference["median_us"],
+                                                 entry["backend"]["median_us"]))
+        return entry
+
+
+def _round(value: float | None) -> float | None:
+    """Six significant digits: more than any timer here resolves, and readable CSV/JSON."""
+    return None if value is None else float(f"{value:.6g}")
+
+
+def metadata(args, world: int, device: torch.device, sides: list) -> dict:
+    names = {side.role: side.name for side in sides}
+    return {
+        "tool": "xccl.bench", "xccl_version": xccl.__version__, "torch_version": torch.__version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(), "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
+        "backend": names["backend"], "reference": names.get("reference"), "nranks": world,
+        "dtype": args.dtype, "ops": args.ops, "sizes": args.sizes,
+        "method": {
+            "statistic": "per-rank median/p10/p90 of per-call times, then max over ranks",
+            "warmup": args.warmup, "iters": args.iters, "target_time_s": args.target_time,
+            "min_iters": method.MIN_ITERS, "max_iters": method.MAX_ITERS,
+            "interleaved": "per size, alternating blocks of iterations",
+            "busbw_factors": {op: method.busbw_factor(op, world) for op in args.ops},
+            "bytes": "all_reduce/broadcast buffer, all_gather output, reduce_scatter/all_to_all "
+                     "input",
+            "check": args.check, "seed": args.seed,
+        },
+        "argv": args.argv,
+    }
+
+
+def run(args, rank: int, world: int, local_rank: int, init_method: str, launched: bool) -> int:
+    """Runs the whole benchmark as one rank; returns the exit status (1 if a check failed)."""
+    device = resolve_device(args.device, launched, local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    reference = resolve_reference(args.reference, device)
+    timeout = timedelta(seconds=args.timeout)
+    dist.init_process_group(CONTROL_BACKEND, init_method=init_method, rank=rank,
+                            world_size=world, timeout=timeout)
+    try:
+        sides = [Side("backend", args.backend, dist.new_group(backend=args.backend,
+                                                              timeout=timeout))]
+        if reference:
+            sides.append(Side("reference", reference,
+                              dist.new_group(backend=reference, timeout=timeout)))
+        return _run_sizes(Rank(args, rank, world, device, sides), metadata(args, world, device,
+                                                                           sides))
+    finally:
+        dist.destroy_process_group()
+
+
+def _run_sizes(me: Rank, meta: dict) -> int:
+    args, lead = me.args, me.rank == 0
+    plan = method.size_plan(args.ops, args.sizes, me.itemsize, me.world)
+    progress = report.Progress(len(plan), enabled=lead and not args.no_progress)
+    versus = f" vs {meta['reference']}" if meta["reference"] else ""
+    progress.note(f"xccl bench: {meta['backend']}{versus}, {me.world} ranks on {meta['device']}, "
+                  f"{args.dtype}, {len(plan)} runs over {', '.join(args.ops)}")
+    records, salt, started = [], 0, time.monotonic()
+    for op in args.ops:
+        mine = []
+        for shape in (shape for name, shape in plan if name == op):
+            progress.step(f"{op} {format_size(shape['bytes'])}")
+            salt += 1
+            try:
+                results = me.measure(op, shape, salt)
+            except Exception as error:
+                raise RuntimeError(f"{op} at {format_size(shape['bytes'])}: "
+                                   f"{type(error).__name__}: {error}") from error
+            gathered = [None] * me.world
+            dist.all_gather_object(gathered, results)
+            mine.append(me.record(op, shape, gathered))
+            progress.advance()
+        records += mine
+        if lead:
+            progress.clear()
+            print(report.format_table(mine, report.op_title(op, meta)) + "\n", flush=True)
+            progress.note(f"xccl bench: {op} done ({time.monotonic() - started:.0f} s)")
+    if lead:
+        progress.clear()
+        _finish(args, records, meta)
+    failed = any(r[role] and r[role]["check"] == "FAIL" for r in records
+                 for role in ("backend", "reference"))
+    return 1 if failed else 0
+
+
+def _finish(args, records: list, meta: dict) -> None:
+    lines = [line for op in args.ops
+             if (line := report.summary_line(op, [r for r in records if r["op"] == op]))]
+    if lines:
+        print("Summary (speedup = reference time / tested time; > 1 means faster):")
+        print("\n".join("  " + line for line in lines))
+    if args.check:
+        failures = [f"{r['op']} {format_size(r['bytes'])} ({r[role]['name']})" for r in records
+                    for role in ("backend", "reference") if r[role] and r[role]["check"] == "FAIL"]
+        print("check: " + (f"FAIL {len(failures)}: " + ", ".join(failures) if failures
+                           else f"PASS ({len(records)} sizes)"))
+    for path, write in ((args.csv, lambda p: report.write_csv(p, records, meta["device"])),
+                        (args.json, lambda p: report.write_json(p, records, meta)),
+                        (args.plot, lambda p: report.write_plot(p, records, meta))):
+        if path:
+            write(path)
+            print(f"wrote {path}")
+    sys.stdout.flush()

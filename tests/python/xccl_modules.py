@@ -1,0 +1,94 @@
+"""Loads xccl's pure-Python modules (env, topo, doctor, cli) from the source tree without
+running xccl/__init__.py, which imports torch and the compiled extension.
+
+The environment-defaults code must work before torch is imported and on machines where the
+extension is not built yet, so its tests load it this way; tests that need the extension import
+the real package instead (and skip only when it is missing).
+"""
+
+import importlib
+import os
+import sys
+import types
+
+SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python",
+                          "xccl")
+FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "topo")
+PACKAGE = "_xccl_source_tree"
+
+
+def load(name: str):
+    """xccl.<name> as a submodule of a stand-in package rooted at python/xccl."""
+    if PACKAGE not in sys.modules:
+        package = types.ModuleType(PACKAGE)
+        package.__path__ = [os.path.abspath(SOURCE_DIR)]
+        sys.modules[PACKAGE] = package
+    return importlib.import_module(f"{PACKAGE}.{name}")
+
+
+def fixture(name: str) -> str:
+    with open(os.path.join(FIXTURE_DIR, name), encoding="utf-8") as f:
+        return f.read()
+
+
+class FakeRoot:
+    """A fake filesystem root for sysfs/procfs readers: paths are written as on a real host."""
+
+    def __init__(self, path):
+        self.root = str(path)
+
+    def write(self, path, text):
+        full = os.path.join(self.root, path.lstrip("/"))
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as f:
+            f.write(text)
+
+    def link(self, path, target):
+        full = os.path.join(self.root, path.lstrip("/"))
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        os.symlink(target, full)
+
+    def pci(self, bdf, vendor, klass, **files):
+        """A PCI function; keyword files use "__" for "/" (fw_version__mec_fw_version)."""
+        base = f"/sys/bus/pci/devices/{bdf}"
+        self.write(f"{base}/vendor", f"0x{vendor:04x}\n")
+        self.write(f"{base}/class", f"0x{klass:06x}\n")
+        for name, text in files.items():
+            self.write(f"{base}/{name.replace('__', '/')}", text)
+
+    def kfd_gpu(self, node, bus, gfx, xgmi_to=()):
+        base = f"/sys/class/kfd/kfd/topology/nodes/{node}"
+        self.write(f"{base}/properties", f"simd_count 1216\ngfx_target_version {gfx}\n"
+                                         f"domain 0\nlocation_id {bus << 8}\n")
+        self.write(f"{base}/io_links/0/properties", "type 2\nnode_to 0\n")
+        for i, to in enumerate(xgmi_to, start=1):
+            self.write(f"{base}/io_links/{i}/properties", f"type 11\nnode_to {to}\n")
+
+    def rdma(self, hca, layer, state="4: ACTIVE", driver="mlx5_core", vendor=0x15B3):
+        base = f"/sys/class/infiniband/{hca}"
+        self.write(f"{base}/ports/1/state", state + "\n")
+        self.write(f"{base}/ports/1/link_layer", layer + "\n")
+        self.write(f"{base}/device/vendor", f"0x{vendor:04x}\n")
+        self.link(f"{base}/device/driver", f"/sys/bus/pci/drivers/{driver}")
+
+    def net(self, name, state="up", flags=0x1003):
+        self.write(f"/sys/class/net/{name}/operstate", state + "\n")
+        self.write(f"/sys/class/net/{name}/flags", f"0x{flags:x}\n")
+
+    def routes(self, *lines):
+        """/proc/net/route rows: (interface, destination hex, mask hex)."""
+        header = ("Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\t"
+                  "Window\tIRTT\n")
+        rows = "".join(f"{i}\t{d}\t00000000\t0001\t0\t0\t0\t{m}\t0\t0\t0\n"
+                       for i, d, m in lines)
+        self.write("/proc/net/route", header + rows)
+
+
+FIXTURES = (
+    "hgx_h100_8x_nvswitch.json",
+    "mi300x_8x_xgmi.json",
+    "mi250_2node_host0.json",
+    "mi250_2node_host1.json",
+    "pcie_4x_l40s.json",
+    "cpu_vm.json",
+)
