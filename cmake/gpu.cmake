@@ -11,6 +11,8 @@ if(NOT XCCL_GPU STREQUAL "OFF" AND XCCL_TORCH_CUDA)
     string(REGEX MATCH "^[0-9]+" _nvcc_major "${CMAKE_CUDA_COMPILER_VERSION}")
     if(_torch_cuda_major STREQUAL _nvcc_major)
       set(XCCL_WITH_CUDA 1)
+      # Found here, at the top level, so CUDA::cudart is visible to every folder.
+      find_package(CUDAToolkit REQUIRED)
     else()
       message(WARNING "torch is built for CUDA ${XCCL_TORCH_CUDA} but nvcc is "
                       "${CMAKE_CUDA_COMPILER_VERSION}: building without the CUDA parts")
@@ -21,3 +23,8 @@ if(XCCL_GPU STREQUAL "ON" AND NOT XCCL_WITH_CUDA)
   message(FATAL_ERROR "XCCL_GPU=ON but no usable CUDA compiler for this torch was found")
 endif()
 message(STATUS "xccl CUDA parts: ${XCCL_WITH_CUDA}")
+
+# GPU architectures for the CUDA sources. setup.py passes what the installed torch was built for
+# (torch.cuda.get_arch_list()); standalone builds default to A100 and H100/H200.
+set(XCCL_CUDA_ARCHS "80;90" CACHE STRING "CUDA architectures of the device code (CMake list)")
+

@@ -1,0 +1,78 @@
+// What a collective kernel borrows from the host objects that own the memory (STYLE.md item 3):
+// a trivially copyable DeviceHandle passed by value to every launch.
+//
+// Plain C++: no CUDA/HIP headers, so the backend can fill a handle in a CPU-compiled TU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace xccl::kernels {
+
+constexpr int kMaxRanks = 8;    // ranks of one node joined by NVLink/xGMI
+constexpr int kMaxBlocks = 80;  // blocks of one launch; aiter uses 80 on MI300X, vLLM 36 on NVIDIA
+
+// One rank's flag area. rows[b].fromPeer[p] is written only by block b of rank p (one writer per
+// word, never bytes of a shared word: vLLM PR #2760 traced garbage results to that race) and read
+// only by block b of the owning rank. Values grow monotonically (see epochs below), so the area is
+// never reset between launches. Rows are padded to 128 bytes so that writers of different blocks
+// do not contend for one line.
+//
+// Allocation requirement (the host side allocates; kernels only borrow):
+//  - CUDA: ordinary device memory (cudaMalloc) exported to the peers through CUDA IPC, zeroed once
+//    with cudaMemset on every rank before the first launch, and before any peer can write into it.
+//  - ROCm: fine-grained / uncached memory, e.g. hipExtMallocWithFlags(..., hipDeviceMallocUncached)
+//    or hipDeviceMallocFinegrained. Plain hipMalloc is coarse-grained: a running kernel on the
+//    owner may never observe a peer's store (reference/gpu_kernels.md section 5.3, aiter PR #4786).
+//    Verify that hipIpcGetMemHandle accepts the chosen flag on the ROCm in use (one downstream
+//    project reports it failing on uncached memory).
+struct FlagRow {
+  alignas(128) uint32_t fromPeer[kMaxRanks];
+};
+struct FlagArea {
+  FlagRow rows[kMaxBlocks];
+};
+
+// Error word bits, set with a system-scope atomic OR so the host may map the word (pinned host
+// memory) and watch it while a kernel still runs. Zero means healthy. Once non-zero, every later
+// kernel using the handle returns at once without touching flags: the flag and epoch state of the
+// ranks no longer agree, and the host must treat the communicator as failed (abort, or re-zero
+// flags, epochs and error words on all ranks together before reuse).
+constexpr uint32_t kErrorTimeout = 1u << 31;  // a flag wait ran past DeviceHandle::timeoutNs
+// bits 0..kMaxRanks-1: the peers whose flags never arrived (decoded by describeDeviceError)
+constexpr uint32_t kErrorPeerMask = (1u << kMaxRanks) - 1;
+
+constexpr uint64_t kDefaultTimeoutNs = 10ull * 1000 * 1000 * 1000;
+
+// Pointers are as mapped in the launching process: peers' memory through IPC, or, for virtual
+// ranks (N ranks as N streams on one GPU, used by tests and benchmarks), plain device pointers.
+struct DeviceHandle {
+  // Rank p's peer-visible data buffer for this collective; each launcher's Args comment says what
+  // it must hold. Entries at and above worldSize are ignored.
+  void* buffers[kMaxRanks];
+  // Rank p's FlagArea (flags[rank] is this rank's own).
+  FlagArea* flags[kMaxRanks];
+  // This rank's per-block epoch counters: kMaxBlocks uint32 in ordinary device memory, zeroed once.
+  // Block b reads epochs[b] when it starts and writes back the value of its last barrier when it
+  // ends, so the counter advances inside the kernel: a CUDA graph that captured the launch stays
+  // correct on every replay, with no host-side sequence number baked into the graph. Ranks stay in
+  // lockstep because every rank launches the same collectives with the same grid (the grid is a
+  // pure function of the Args, which must be identical across ranks, maxBlocks included).
+  uint32_t* epochs;
+  // This rank's error word (see kErrorTimeout).
+  uint32_t* error;
+  // Bound on any single flag wait; the kernel records kErrorTimeout and returns after it.
+  uint64_t timeoutNs;
+  int32_t rank;
+  int32_t worldSize;
+};
+
+static_assert(std::is_trivially_copyable_v<DeviceHandle>, "passed by value to kernels");
+static_assert(std::is_standard_layout_v<DeviceHandle>, "same layout in host and device code");
+static_assert(sizeof(DeviceHandle) == 2 * kMaxRanks * sizeof(void*) + 3 * 8 + 2 * 4,
+              "no padding surprises: the handle is copied into every kernel's parameters");
+static_assert(sizeof(FlagRow) == 128 && sizeof(FlagArea) == kMaxBlocks * 128);
+static_assert(kMaxRanks <= 31, "peer bits and kErrorTimeout share the error word");
+
+}  // namespace xccl::kernels

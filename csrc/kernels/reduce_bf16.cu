@@ -1,0 +1,8 @@
+// The BFloat16 instantiations of the reducing kernels (see reduce_dispatch.cuh).
+#include "kernels/reduce_dispatch.cuh"
+
+namespace xccl::kernels {
+
+template void launchReduceTyped<BFloat16>(const ReduceLaunch&, ReduceKind, int);
+
+}  // namespace xccl::kernels
