@@ -1,0 +1,326 @@
+"""The one multi-process harness of the pytest suite (DESIGN.md section 9).
+
+`spawn(fn, world_size, *args)` starts `world_size` processes, each running
+`fn(rank, world_size, *args)` with a default process group of backend "xccl" already
+initialised (or none with `init=False`), and returns one `Outcome` per rank. `run(...)` does the
+same and fails the test unless every rank returned normally; `run_checks(...)` additionally
+expects each rank to return a list of failure descriptions (see `Checker`) and fails with all
+of them at once, so one spawn can sweep a whole dtype x op x size matrix.
+
+Processes are forked from a forkserver that imported torch and xccl once, so a spawn costs
+process start-up and group creation, not a torch import. Every spawn is bounded in wall-clock
+time; on expiry the harness SIGKILLs its ranks and reports which ones were still running. Ranks
+meet through a TCPStore that the parent serves on a port the kernel picked (127.0.0.1 only),
+and write their stdout/stderr to per-rank logs whose tails appear in failure messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import faulthandler
+import multiprocessing
+import os
+import pickle
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from datetime import timedelta
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+HOST = "127.0.0.1"
+WORLD_SIZES = (1, 2, 3, 4)
+LOG_TAIL_CHARS = 3000
+MAX_REPORTED_FAILURES = 40
+# torch.testing.assert_close's defaults (rtol, atol).
+_TOLERANCES = {
+    torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7), torch.complex64: (1.3e-6, 1e-5), torch.complex128: (1e-7, 1e-7),
+}
+
+_context = None
+
+
+def _mp_context():
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        # Imported once by the server; every rank is a fork of it. torch._dynamo (with sympy) is
+        # what DDP and functional collectives import on first use: ~10 s of CPU per rank.
+        _context.set_forkserver_preload([
+            "torch", "torch.distributed", "torch._dynamo", "pytest", "xccl", "dist_harness",
+            "torch.nn.parallel", "torch.distributed.algorithms.ddp_comm_hooks"])
+    return _context
+
+
+def free_port() -> int:
+    """A port that was free a moment ago, for init methods that must bind one themselves."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+@dataclasses.dataclass
+class Outcome:
+    rank: int
+    exitcode: int | None  # None: killed by the harness after the wall-clock bound
+    value: Any = None  # what fn returned
+    error: str | None = None  # "Type: message" when fn raised
+    error_type: str | None = None
+    traceback: str = ""
+    elapsed: float = 0.0  # seconds from the spawn to this rank's result (or its end)
+    phases: dict = dataclasses.field(default_factory=dict)  # seconds from the spawn to each
+    log: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.exitcode == 0 and self.error is None
+
+    def describe(self) -> str:
+        if self.exitcode is None:
+            head = "still running at the wall-clock bound (killed)"
+        elif self.exitcode < 0:
+            head = f"killed by signal {-self.exitcode}"
+        elif self.error is not None:
+            head = f"raised {self.error}\n{self.traceback}"
+        elif self.exitcode != 0:
+            head = f"exited with code {self.exitcode}"
+        else:
+            head = "ok"
+        log = self.log[-LOG_TAIL_CHARS:].strip()
+        return f"rank {self.rank}: {head}" + (f"\n  log tail:\n{log}" if log else "")
+
+
+class Checker:
+    """Collects failures inside a rank instead of raising at the first one."""
+
+    def __init__(self, rank: int):
+        self.rank = rank
+        self.failures: list[str] = []
+        self.checks = 0
+
+    def fail(self, what: str, detail: str) -> None:
+        self.failures.append(f"{what}: {detail}")
+
+    def true(self, what: str, condition: bool, detail: str = "condition is false") -> None:
+        self.checks += 1
+        if not condition:
+            self.fail(what, detail)
+
+    def equal(self, what: str, actual, expected) -> None:
+        """Exact equality of dtype, shape and every element (NaN never expected)."""
+        self.checks += 1
+        if not isinstance(actual, torch.Tensor):
+            if actual != expected:
+                self.fail(what, f"got {actual!r}, expected {expected!r}")
+            return
+        if actual.dtype != expected.dtype or actual.shape != expected.shape:
+            self.fail(what, f"got {actual.dtype}{tuple(actual.shape)}, "
+                            f"expected {expected.dtype}{tuple(expected.shape)}")
+            return
+        if not torch.equal(actual, expected):
+            self.fail(what, _first_difference(actual, expected))
+
+    def close(self, what: str, actual, expected, rtol: float | None = None,
+              atol: float | None = None) -> None:
+        """Equality to floating-point rounding (torch.testing's default tolerances per dtype;
+        torch.testing itself is not used here: it imports DTensor and sympy, ~30 s per rank)."""
+        self.checks += 1
+        if actual.dtype != expected.dtype or actual.shape != expected.shape:
+            self.fail(what, f"got {actual.dtype}{tuple(actual.shape)}, "
+                            f"expected {expected.dtype}{tuple(expected.shape)}")
+            return
+        default_rtol, default_atol = _TOLERANCES.get(expected.dtype, (0.0, 0.0))
+        rtol = default_rtol if rtol is None else rtol
+        atol = default_atol if atol is None else atol
+        if not torch.allclose(actual, expected, rtol=rtol, atol=atol):
+            a, e = actual.reshape(-1), expected.reshape(-1)
+            bad = (~torch.isclose(a, e, rtol=rtol, atol=atol)).nonzero().reshape(-1)
+            i = int(bad[0])
+            self.fail(what, f"{len(bad)} of {a.numel()} elements differ beyond rtol={rtol} "
+                            f"atol={atol}; first at flat index {i}: got {a[i].item()!r}, "
+                            f"expected {e[i].item()!r}")
+
+    def raises(self, what: str, fn: Callable[[], Any], types=(ValueError, RuntimeError),
+               match: str | None = None) -> BaseException | None:
+        self.checks += 1
+        try:
+            fn()
+        except types as e:
+            if match is not None and match.lower() not in str(e).lower():
+                self.fail(what, f"raised {type(e).__name__} without {match!r}: {e}")
+            return e
+        except Exception as e:  # noqa: BLE001 - reported, not swallowed
+            self.fail(what, f"raised {type(e).__name__} instead of {types}: {e}")
+            return e
+        self.fail(what, f"did not raise {types}")
+        return None
+
+
+def _first_difference(actual: torch.Tensor, expected: torch.Tensor) -> str:
+    a, e = actual.reshape(-1), expected.reshape(-1)
+    if a.dtype.is_complex:
+        a, e = torch.view_as_real(a).reshape(-1), torch.view_as_real(e).reshape(-1)
+    different = (a != e).nonzero().reshape(-1)
+    i = int(different[0])
+    return (f"{len(different)} of {a.numel()} elements differ; first at flat index {i}: "
+            f"got {a[i].item()!r}, expected {e[i].item()!r}")
+
+
+def _write_result(path: str, payload: dict) -> None:
+    temporary = path + ".tmp"
+    with open(temporary, "wb") as f:
+        pickle.dump(payload, f)
+    os.replace(temporary, path)
+
+
+def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_options, env,
+           started):
+    """Runs in the rank's process."""
+    log = os.open(os.path.join(workdir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    faulthandler.enable()  # a crashing rank leaves its Python stack in its log
+    os.environ.update(env)
+    # Up to 4 ranks share 2 cores: intra-op threads would only spin against each other.
+    torch.set_num_threads(1)
+    result = os.path.join(workdir, f"rank{rank}.pkl")
+    payload: dict = {}
+    phases = {"start": time.time() - started}
+    try:
+        import xccl  # noqa: F401  registers the backend
+
+        if init:
+            store = dist.TCPStore(HOST, port, is_master=False,
+                                  timeout=timedelta(seconds=pg_timeout + 30))
+            options = None
+            if pg_options is not None:
+                options = xccl.Options()
+                for name, value in pg_options.items():
+                    setattr(options, name, value)
+            dist.init_process_group("xccl", store=store, rank=rank, world_size=world_size,
+                                    timeout=timedelta(seconds=pg_timeout), pg_options=options)
+        phases["init"] = time.time() - started
+        value = fn(rank, world_size, *args)
+        phases["run"] = time.time() - started
+        payload = {"value": value}
+        if init and dist.is_initialized():
+            dist.destroy_process_group()
+        phases["destroy"] = time.time() - started
+    except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
+        payload = {"error": f"{type(e).__name__}: {e}", "error_type": type(e).__name__,
+                   "traceback": traceback.format_exc(), **payload}
+    payload["elapsed"] = time.time() - started
+    payload["phases"] = phases
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        _write_result(result, payload)
+    except Exception as e:  # noqa: BLE001 - an unpicklable value
+        _write_result(result, {"error": f"result not picklable: {e}", "error_type": "PicklingError",
+                               "elapsed": payload["elapsed"]})
+
+
+def spawn(fn: Callable, world_size: int, *args, timeout: float = 120.0, init: bool = True,
+          pg_timeout: float = 60.0, pg_options: dict | None = None, env: dict | None = None) -> list[Outcome]:
+    """Runs fn(rank, world_size, *args) on `world_size` fresh processes; never hangs.
+
+    `timeout` bounds the whole spawn (wall clock); `pg_timeout` is the default group's timeout
+    (seconds). `pg_options` is a dict of xccl.Options attributes (e.g. {"algorithm": "ring"}),
+    built into an Options in the rank. `env` is applied in each rank before anything else runs.
+    """
+    context = _mp_context()
+    workdir = tempfile.mkdtemp(prefix="xccl-test-")
+    store = None
+    if init:
+        store = dist.TCPStore(HOST, 0, is_master=True, wait_for_workers=False,
+                              timeout=timedelta(seconds=pg_timeout + 30))
+    started = time.time()
+    processes = []
+    try:
+        for rank in range(world_size):
+            p = context.Process(
+                target=_entry, name=f"xccl-rank{rank}",
+                args=(fn, rank, world_size, args, workdir, store.port if store else 0, init,
+                      pg_timeout, pg_options, dict(env or {}), started))
+            p.start()
+            processes.append(p)
+        deadline = started + timeout
+        for p in processes:
+            p.join(max(0.0, deadline - time.time()))
+        outcomes = []
+        for rank, p in enumerate(processes):
+            timed_out = p.is_alive()
+            if timed_out:
+                p.kill()
+            p.join(10)
+            outcome = Outcome(rank, None if timed_out else p.exitcode,
+                              elapsed=time.time() - started)
+            path = os.path.join(workdir, f"rank{rank}.pkl")
+            if os.path.exists(path):
+                with open(path, "rb") as f:
+                    payload = pickle.load(f)
+                outcome.value = payload.get("value")
+                outcome.error = payload.get("error")
+                outcome.error_type = payload.get("error_type")
+                outcome.traceback = payload.get("traceback", "")
+                outcome.elapsed = payload.get("elapsed", outcome.elapsed)
+                outcome.phases = payload.get("phases", {})
+            elif not timed_out and p.exitcode == 0:
+                outcome.error = "exited without a result"
+            log = os.path.join(workdir, f"rank{rank}.log")
+            if os.path.exists(log):
+                with open(log, errors="replace") as f:
+                    outcome.log = f.read()
+            outcomes.append(outcome)
+        return outcomes
+    finally:
+        for p in processes:  # only reached with live ranks when the parent itself was interrupted
+            if p.is_alive():
+                p.kill()
+                p.join(10)
+        del store
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def describe(outcomes: list[Outcome]) -> str:
+    return "\n".join(o.describe() for o in outcomes)
+
+
+def run(fn: Callable, world_size: int, *args, **kwargs) -> list[Any]:
+    """spawn() that fails the calling test unless every rank returned; returns their values."""
+    outcomes = spawn(fn, world_size, *args, **kwargs)
+    if not all(o.ok for o in outcomes):
+        raise AssertionError(f"{fn.__name__} at world size {world_size} failed:\n"
+                             + describe([o for o in outcomes if not o.ok]))
+    return [o.value for o in outcomes]
+
+
+def run_checks(fn: Callable, world_size: int, *args, min_checks: int = 1, **kwargs) -> None:
+    """run() where fn returns a Checker's (failures, checks); fails listing every failure."""
+    values = run(fn, world_size, *args, **kwargs)
+    failures = [f"rank {rank}: {f}" for rank, (fs, _) in enumerate(values) for f in fs]
+    if failures:
+        shown = failures[:MAX_REPORTED_FAILURES]
+        more = len(failures) - len(shown)
+        raise AssertionError(f"{fn.__name__} at world size {world_size}: {len(failures)} "
+                             f"failure(s):\n  " + "\n  ".join(shown)
+                             + (f"\n  ... and {more} more" if more else ""))
+    for rank, (_, checks) in enumerate(values):
+        assert checks >= min_checks, f"rank {rank} ran only {checks} checks"
+
+
+def result(checker: Checker):
+    """What a run_checks worker returns."""
+    return checker.failures, checker.checks
+
+
+def kill_self() -> None:
+    """Dies at once, as a crashed rank would (no exception, no cleanup, no goodbye)."""
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,226 @@
+"""`import xccl` makes backend "xccl" usable through every init method (env://, tcp://,
+file://, an explicit store, and torchrun), its Options deep-copy and are honoured
+(algorithm, timeout), and the group reports itself as "xccl"."""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+from dist_harness import HOST, Checker, free_port, result, run_checks, spawn
+from test_collectives import Op, expected_reduction, rank_input
+
+CPU = torch.device("cpu")
+
+
+def _check_group(chk: Checker, rank: int, world: int, label: str) -> None:
+    import xccl
+
+    chk.equal(f"{label}: dist.get_backend()", dist.get_backend(), "xccl")
+    chk.equal(f"{label}: rank", dist.get_rank(), rank)
+    chk.equal(f"{label}: world size", dist.get_world_size(), world)
+    backend = dist.distributed_c10d._get_default_group()._get_backend(CPU)
+    chk.true(f"{label}: CPU backend is ProcessGroupXccl",
+             isinstance(backend, xccl.ProcessGroupXccl), repr(backend))
+    chk.equal(f"{label}: backend name", backend.name(), "xccl")
+    x = rank_input(torch.float32, 1001, rank)
+    dist.all_reduce(x)
+    chk.equal(f"{label}: all_reduce", x, expected_reduction(Op("SUM"), torch.float32, 1001, world))
+
+
+def _init_and_check(rank, world, method, where):
+    chk = Checker(rank)
+    timeout = timedelta(seconds=60)
+    if method == "env":
+        os.environ.update(MASTER_ADDR=HOST, MASTER_PORT=str(where), RANK=str(rank),
+                          WORLD_SIZE=str(world))
+        dist.init_process_group("xccl", init_method="env://", timeout=timeout)
+    elif method == "env-default":  # no init_method at all: env:// is the default
+        os.environ.update(MASTER_ADDR=HOST, MASTER_PORT=str(where), RANK=str(rank),
+                          WORLD_SIZE=str(world))
+        dist.init_process_group(backend="xccl", timeout=timeout)
+    elif method == "tcp":
+        dist.init_process_group("xccl", init_method=f"tcp://{HOST}:{where}", rank=rank,
+                                world_size=world, timeout=timeout)
+    elif method == "file":
+        dist.init_process_group("xccl", init_method=f"file://{where}", rank=rank,
+                                world_size=world, timeout=timeout)
+    elif method == "store":
+        store = dist.FileStore(where, world)
+        dist.init_process_group("xccl", store=store, rank=rank, world_size=world,
+                                timeout=timeout)
+    else:
+        raise ValueError(method)
+    _check_group(chk, rank, world, method)
+    dist.destroy_process_group()
+    chk.true("destroy_process_group", not dist.is_initialized())
+    return result(chk)
+
+
+@pytest.mark.parametrize("method", ("env", "env-default", "tcp", "file", "store"))
+def test_init_methods(method, tmp_path):
+    where = free_port() if method in ("env", "env-default", "tcp") else str(tmp_path / "store")
+    run_checks(_init_and_check, 2, method, where, init=False, min_checks=6)
+
+
+TORCHRUN_SCRIPT = """
+import os, sys
+import torch
+import torch.distributed as dist
+import xccl
+
+dist.init_process_group("xccl")
+rank, world = dist.get_rank(), dist.get_world_size()
+x = torch.arange(5, dtype=torch.float32) + rank
+dist.all_reduce(x)
+expected = sum(torch.arange(5, dtype=torch.float32) + r for r in range(world))
+gathered = [None] * world
+dist.all_gather_object(gathered, os.environ["LOCAL_RANK"])
+with open(os.path.join(sys.argv[1], f"rank{rank}.txt"), "w") as f:
+    f.write(f"{dist.get_backend()} {world} {torch.equal(x, expected)} {','.join(gathered)}")
+dist.destroy_process_group()
+"""
+
+
+def test_torchrun(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(TORCHRUN_SCRIPT))
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = "1"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc-per-node", "2", "--max-restarts", "0", str(script), str(tmp_path)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True, text=True)
+    try:
+        output, _ = process.communicate(timeout=400)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # the agent and its workers
+        output, _ = process.communicate()
+        pytest.fail(f"torchrun did not finish in time:\n{output[-4000:]}")
+    assert process.returncode == 0, f"torchrun failed ({process.returncode}):\n{output[-4000:]}"
+    for rank in range(2):
+        text = (tmp_path / f"rank{rank}.txt").read_text()
+        assert text == "xccl 2 True 0,1", f"rank {rank} wrote {text!r}"
+
+
+def test_options_are_deep_copyable():
+    import xccl
+
+    options = xccl.Options()
+    options.algorithm = "ring"
+    options.timeout = timedelta(seconds=7)
+    options.store_host = "127.0.0.1"
+    for clone in (copy.deepcopy(options), copy.copy(options)):
+        assert type(clone) is xccl.Options
+        assert clone is not options
+        assert clone.algorithm == "ring"
+        assert clone.timeout == timedelta(seconds=7)
+        assert clone.store_host == "127.0.0.1"
+        clone.algorithm = "direct"
+        clone.timeout = timedelta(seconds=9)
+        assert options.algorithm == "ring" and options.timeout == timedelta(seconds=7)
+    # A structure holding options, as DeviceMesh/FSDP configurations do.
+    holder = copy.deepcopy({"pg_options": options, "n": 1})
+    assert holder["pg_options"].algorithm == "ring"
+    assert holder["pg_options"] is not options
+
+
+def _group_options(rank, world, algorithm):
+    import xccl
+
+    chk = Checker(rank)
+    backend = dist.distributed_c10d._get_default_group()._get_backend(CPU)
+    options = backend.options
+    chk.true("backend options are xccl.Options", isinstance(options, xccl.Options),
+             repr(options))
+    chk.equal("pg_options algorithm reaches the backend", options.algorithm, algorithm)
+    chk.equal("init_process_group timeout reaches the backend", options.timeout,
+              timedelta(seconds=42))
+    clone = copy.deepcopy(options)
+    chk.equal("deep copy of the live group's options", (clone.algorithm, clone.timeout),
+              (algorithm, timedelta(seconds=42)))
+    # Results stay exact with the algorithm forced, on sizes either side of the small-message
+    # threshold (64 KiB) and with a partial last ring chunk (512 KiB).
+    for n in (1, 7, 1001, 40_000, 300_001):
+        for dtype in (torch.float32, torch.int8):
+            x = rank_input(dtype, n, rank)
+            out = x.clone()
+            dist.all_reduce(out)
+            chk.equal(f"{algorithm}: all_reduce {dtype} n={n}", out,
+                      expected_reduction(Op("SUM"), dtype, n, world))
+            gathered = torch.empty(n * world, dtype=dtype)
+            dist.all_gather_into_tensor(gathered, x)
+            chk.equal(f"{algorithm}: all_gather_into_tensor {dtype} n={n}", gathered,
+                      torch.cat([rank_input(dtype, n, r) for r in range(world)]))
+            scattered = torch.empty(n, dtype=dtype)
+            dist.reduce_scatter_tensor(scattered, rank_input(dtype, n * world, rank), op=dist.ReduceOp.MAX)
+            chk.equal(f"{algorithm}: reduce_scatter_tensor MAX {dtype} n={n}", scattered,
+                      expected_reduction(Op("MAX"), dtype, n * world, world)[rank * n:(rank + 1) * n])
+            for root in sorted({0, world - 1}):
+                b = x.clone() if rank == root else torch.zeros(n, dtype=dtype)
+                dist.broadcast(b, src=root)
+                chk.equal(f"{algorithm}: broadcast root={root} {dtype} n={n}", b,
+                          rank_input(dtype, n, root))
+                r = x.clone()
+                dist.reduce(r, dst=root, op=dist.ReduceOp.MIN)
+                if rank == root:
+                    chk.equal(f"{algorithm}: reduce MIN root={root} {dtype} n={n}", r,
+                              expected_reduction(Op("MIN"), dtype, n, world))
+    return result(chk)
+
+
+@pytest.mark.parametrize("world_size", (3, 4))
+@pytest.mark.parametrize("algorithm", ("ring", "direct"))
+def test_pg_options_algorithm_is_honoured(algorithm, world_size):
+    run_checks(_group_options, world_size, algorithm, pg_options={"algorithm": algorithm},
+               pg_timeout=42.0, min_checks=50)
+
+
+def _env_algorithm(rank, world):
+    chk = Checker(rank)
+    chk.equal("XCCL_ALGO reached the rank", os.environ.get("XCCL_ALGO"), "ring")
+    for n in (7, 300_001):
+        x = rank_input(torch.bfloat16, n, rank)
+        dist.all_reduce(x)
+        chk.equal(f"XCCL_ALGO=ring all_reduce bfloat16 n={n}", x,
+                  expected_reduction(Op("SUM"), torch.bfloat16, n, world))
+    return result(chk)
+
+
+def test_xccl_algo_environment_variable():
+    run_checks(_env_algorithm, 3, env={"XCCL_ALGO": "ring"}, min_checks=3)
+
+
+def _noop(rank, world):
+    return rank
+
+
+@pytest.mark.parametrize("source", ("pg_options", "XCCL_ALGO"))
+def test_unknown_algorithm_is_rejected_at_group_creation(source):
+    kwargs = ({"pg_options": {"algorithm": "bogus"}} if source == "pg_options"
+              else {"env": {"XCCL_ALGO": "bogus"}})
+    outcomes = spawn(_noop, 2, pg_timeout=20.0, timeout=120, **kwargs)
+    for o in outcomes:
+        assert o.error_type in ("ValueError", "RuntimeError", "DistBackendError"), o.describe()
+        assert "bogus" in o.error, o.describe()
+
+
+def test_registration_status():
+    import xccl
+    from xccl import _registration
+
+    assert xccl.BACKEND_NAME == "xccl"
+    assert _registration.status() == "registered"
+    assert "xccl" in dist.Backend.backend_list
+    assert dist.Backend("xccl") == "xccl"
+    assert issubclass(xccl.ProcessGroupXccl, torch._C._distributed_c10d.Backend)
+    # Registered for both device types, so one group serves CPU and CUDA tensors.
+    assert dist.Backend.backend_capability["xccl"] == ["cpu", "cuda"]
