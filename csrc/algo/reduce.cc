@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "algo/reduce_simd.h"
 #include "common/error.h"
 
 namespace xccl::algo {
@@ -79,6 +80,94 @@ void reduceBool(ReduceOp op, uint8_t* dst, const uint8_t* src, size_t count) {
   }
 }
 
+void reduceIntoScalar(DataType type, ReduceOp op, void* dst, const void* src, size_t count) {
+  switch (type) {
+    case DataType::kFloat32: return reduceFloat(op, static_cast<float*>(dst), static_cast<const float*>(src), count);
+    case DataType::kFloat64: return reduceFloat(op, static_cast<double*>(dst), static_cast<const double*>(src), count);
+    case DataType::kFloat16:
+      return reduce16<halfToFloat, floatToHalf>(op, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count);
+    case DataType::kBFloat16:
+      return reduce16<bfloat16ToFloat, floatToBfloat16>(op, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count);
+    case DataType::kInt8: return reduceTyped(op, static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count);
+    case DataType::kUInt8: return reduceTyped(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count);
+    case DataType::kInt16: return reduceTyped(op, static_cast<int16_t*>(dst), static_cast<const int16_t*>(src), count);
+    case DataType::kInt32: return reduceTyped(op, static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), count);
+    case DataType::kInt64: return reduceTyped(op, static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count);
+    case DataType::kBool: return reduceBool(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count);
+  }
+}
+
+// reduceMany's portable path: an accumulator block that stays in L1, combined left to right
+// with the element-wise kernels above, then stored (so dst may alias a source).
+template <typename T, typename Combine>
+void manyBlocks(T* dst, const T* const* srcs, int n, size_t count, Combine combine) {
+  constexpr size_t kBlock = 1024;
+  T acc[kBlock];
+  for (size_t base = 0; base < count; base += kBlock) {
+    const size_t len = std::min(kBlock, count - base);
+    std::memcpy(acc, srcs[0] + base, len * sizeof(T));
+    for (int k = 1; k < n; ++k) combine(acc, srcs[k] + base, len);
+    std::memcpy(dst + base, acc, len * sizeof(T));
+  }
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void many16(ReduceOp op, uint16_t* dst, const uint16_t* const* srcs, int n, size_t count) {
+  constexpr size_t kBlock = 1024;
+  float acc[kBlock], next[kBlock];
+  for (size_t base = 0; base < count; base += kBlock) {
+    const size_t len = std::min(kBlock, count - base);
+    for (size_t i = 0; i < len; ++i) acc[i] = ToFloat(srcs[0][base + i]);
+    for (int k = 1; k < n; ++k) {
+      for (size_t i = 0; i < len; ++i) next[i] = ToFloat(srcs[k][base + i]);
+      reduceFloat(op, acc, next, len);
+    }
+    for (size_t i = 0; i < len; ++i) dst[base + i] = FromFloat(acc[i]);
+  }
+}
+
+template <typename T>
+void manyTyped(DataType type, ReduceOp op, void* dst, const void* const* srcs, int n,
+               size_t count) {
+  manyBlocks(static_cast<T*>(dst), reinterpret_cast<const T* const*>(srcs), n, count,
+             [&](T* acc, const T* src, size_t len) { reduceIntoScalar(type, op, acc, src, len); });
+}
+
+void reduceManyScalar(DataType type, ReduceOp op, void* dst, const void* const* srcs, int n,
+                      size_t count) {
+  auto* d16 = static_cast<uint16_t*>(dst);
+  auto* s16 = reinterpret_cast<const uint16_t* const*>(srcs);
+  switch (type) {
+    case DataType::kFloat16: return many16<halfToFloat, floatToHalf>(op, d16, s16, n, count);
+    case DataType::kBFloat16:
+      return many16<bfloat16ToFloat, floatToBfloat16>(op, d16, s16, n, count);
+    case DataType::kFloat32: return manyTyped<float>(type, op, dst, srcs, n, count);
+    case DataType::kFloat64: return manyTyped<double>(type, op, dst, srcs, n, count);
+    case DataType::kInt8: return manyTyped<int8_t>(type, op, dst, srcs, n, count);
+    case DataType::kUInt8:
+    case DataType::kBool: return manyTyped<uint8_t>(type, op, dst, srcs, n, count);
+    case DataType::kInt16: return manyTyped<int16_t>(type, op, dst, srcs, n, count);
+    case DataType::kInt32: return manyTyped<int32_t>(type, op, dst, srcs, n, count);
+    case DataType::kInt64: return manyTyped<int64_t>(type, op, dst, srcs, n, count);
+  }
+}
+
+Isa detectIsa() {
+#if XCCL_X86_SIMD
+  __builtin_cpu_init();
+  // F16C for the fp16 conversions; every AVX2 CPU has it, but VMs may hide it.
+  if (__builtin_cpu_supports("f16c")) {
+    if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
+    if (__builtin_cpu_supports("avx2")) return Isa::kAvx2;
+  }
+#endif
+  return Isa::kScalar;
+}
+
+void checkIsa(Isa isa) {
+  XCCL_CHECK_ARG(isaAvailable(isa), "this CPU or build has no ", isaName(isa), " reductions");
+}
+
 template <typename T>
 void divideTyped(T* data, size_t count, int64_t divisor) {
   if constexpr (std::is_integral_v<T>) {
@@ -96,20 +185,49 @@ ReduceOp combinerOf(ReduceOp op) {
 }
 
 void reduceInto(DataType type, ReduceOp op, void* dst, const void* src, size_t count) {
-  switch (type) {
-    case DataType::kFloat32: return reduceFloat(op, static_cast<float*>(dst), static_cast<const float*>(src), count);
-    case DataType::kFloat64: return reduceFloat(op, static_cast<double*>(dst), static_cast<const double*>(src), count);
-    case DataType::kFloat16:
-      return reduce16<halfToFloat, floatToHalf>(op, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count);
-    case DataType::kBFloat16:
-      return reduce16<bfloat16ToFloat, floatToBfloat16>(op, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count);
-    case DataType::kInt8: return reduceTyped(op, static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count);
-    case DataType::kUInt8: return reduceTyped(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count);
-    case DataType::kInt16: return reduceTyped(op, static_cast<int16_t*>(dst), static_cast<const int16_t*>(src), count);
-    case DataType::kInt32: return reduceTyped(op, static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), count);
-    case DataType::kInt64: return reduceTyped(op, static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count);
-    case DataType::kBool: return reduceBool(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count);
+  reduceInto(bestIsa(), type, op, dst, src, count);
+}
+
+void reduceMany(DataType type, ReduceOp op, void* dst, const void* const* srcs, int n,
+                size_t count) {
+  reduceMany(bestIsa(), type, op, dst, srcs, n, count);
+}
+
+const char* isaName(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
   }
+  return "?";
+}
+
+bool isaAvailable(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(bestIsa()); }
+
+Isa bestIsa() {
+  static const Isa best = detectIsa();
+  return best;
+}
+
+// The vector kernels return false for (type, op) pairs they do not cover.
+void reduceInto(Isa isa, DataType type, ReduceOp op, void* dst, const void* src, size_t count) {
+  if (isa != Isa::kScalar) checkIsa(isa);
+#if XCCL_X86_SIMD
+  if (isa == Isa::kAvx512 && simd::reduceIntoAvx512(type, op, dst, src, count)) return;
+  if (isa == Isa::kAvx2 && simd::reduceIntoAvx2(type, op, dst, src, count)) return;
+#endif
+  reduceIntoScalar(type, op, dst, src, count);
+}
+
+void reduceMany(Isa isa, DataType type, ReduceOp op, void* dst, const void* const* srcs, int n,
+                size_t count) {
+  XCCL_CHECK(n >= 1, "reduceMany needs a source");
+  if (isa != Isa::kScalar) checkIsa(isa);
+#if XCCL_X86_SIMD
+  if (isa == Isa::kAvx512 && simd::reduceManyAvx512(type, op, dst, srcs, n, count)) return;
+  if (isa == Isa::kAvx2 && simd::reduceManyAvx2(type, op, dst, srcs, n, count)) return;
+#endif
+  reduceManyScalar(type, op, dst, srcs, n, count);
 }
 
 void scale(DataType type, void* data, size_t count, double factor) {

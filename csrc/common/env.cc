@@ -26,6 +26,15 @@ const std::vector<Variable> kVariables = {
      "Pipelining chunk of the ring algorithms, in bytes (measured best on loopback TCP)."},
     {"XCCL_SMALL_MSG_BYTES", "65536",
      "Messages at or below this use the latency algorithms (direct exchange) instead of rings."},
+    {"XCCL_SHM_DISABLE", "0",
+     "1: never use the shared-memory transport for ranks on one host (use TCP)."},
+    {"XCCL_SHM_SLOT_BYTES", "",
+     "Bytes of one shared-memory slot (each rank has two); default: 4 MiB, reduced to fit in "
+     "half of /dev/shm's free space."},
+    {"XCCL_SHM_TWO_SHOT_BYTES", "",
+     "Shared-memory all_reduce/reduce messages from this many bytes on use two-shot instead of "
+     "one-shot, at 4 ranks (scaled for other world sizes, docs/shm.md); 0: always two-shot; "
+     "default: the measured 2 MiB."},
     {"XCCL_TOPO_FILE", "",
      "Load the machine topology from this JSON file (docs/topology.md) instead of probing "
      "sysfs, NVML and KFD; for VMs that hide the real topology and for planning offline."},

@@ -1,0 +1,138 @@
+// The reducing shm collectives: all_reduce, reduce, reduce_scatter.
+#include "algo/shm_collectives.h"
+
+#include <cstring>
+
+#include "algo/reduce.h"
+#include "algo/shm_steps.h"
+#include "common/env.h"
+#include "common/error.h"
+
+namespace xccl::algo::shm {
+namespace {
+
+using detail::Steps;
+
+// One chunk at a time (a chunk fills a slot). One-shot, one step per chunk: every rank copies
+// its chunk into its slot, and each receiving rank reduces all n slots in rank order.
+// Two-shot, two steps per chunk: after the copy, rank r reduces slice r of all n slots into its
+// other slot (free: everyone reached the copy step), then each receiving rank copies the n
+// reduced slices. AVG's division happens where the reduction does, on the same values, so the
+// bytes are the same as dividing afterwards. root < 0: every rank receives.
+void reduceChunks(const Context& ctx, uint8_t* data, size_t count, DataType type, ReduceOp op,
+                  int root, bool twoShot) {
+  Steps steps(ctx);
+  const int n = ctx.size(), me = ctx.rank();
+  const size_t elem = elementSize(type);
+  const size_t perChunk = steps.slotBytes() / elem;
+  const ReduceOp combiner = combinerOf(op);
+  const bool receiving = root < 0 || root == me;
+  std::vector<const void*> srcs(n);
+  for (size_t base = 0; base < count; base += perChunk) {
+    const size_t len = std::min(perChunk, count - base);
+    uint8_t* chunk = data + base * elem;
+    const uint32_t in = steps.beginWriting();
+    std::memcpy(steps.mine(in), chunk, len * elem);
+    steps.publish(in);
+    if (!twoShot) {
+      if (!receiving) continue;
+      steps.waitAll(in);
+      for (int r = 0; r < n; ++r) srcs[r] = steps.of(r, in);
+      reduceMany(type, combiner, chunk, srcs.data(), n, len);
+      if (op == ReduceOp::kAvg) divide(type, chunk, len, n);
+      continue;
+    }
+    steps.waitAll(in);
+    const detail::Slice mine = detail::sliceOf(len, elem, n, me);
+    const uint32_t out = steps.beginWriting();
+    for (int r = 0; r < n; ++r) srcs[r] = steps.of(r, in) + mine.offset * elem;
+    reduceMany(type, combiner, steps.mine(out), srcs.data(), n, mine.length);
+    if (op == ReduceOp::kAvg) divide(type, steps.mine(out), mine.length, n);
+    steps.publish(out);
+    if (!receiving) continue;
+    steps.waitAll(out);
+    for (int r = 0; r < n; ++r) {
+      const detail::Slice slice = detail::sliceOf(len, elem, n, r);
+      std::memcpy(chunk + slice.offset * elem, steps.of(r, out), slice.length * elem);
+    }
+  }
+}
+
+}  // namespace
+
+Tunables Tunables::fromEnvironment() {
+  Tunables t;
+  if (!env::getString("XCCL_SHM_TWO_SHOT_BYTES").empty()) {
+    const int64_t bytes = env::getInt("XCCL_SHM_TWO_SHOT_BYTES");
+    XCCL_CHECK_ARG(bytes >= 0, "XCCL_SHM_TWO_SHOT_BYTES must not be negative, got ", bytes);
+    t.twoShotMinBytes = static_cast<size_t>(bytes);
+  }
+  return t;
+}
+
+size_t twoShotThreshold(int worldSize, const Tunables& tunables) {
+  const size_t base = tunables.twoShotMinBytes;
+  if (base == 0) return 0;
+  const double saving = worldSize - 2 - 1.0 / worldSize;
+  if (saving <= 0 || base == SIZE_MAX) return SIZE_MAX;
+  const double scaled = static_cast<double>(base) * (1.75 / saving);  // saving(4) = 1.75
+  return scaled >= 1.8e19 ? SIZE_MAX : static_cast<size_t>(scaled);
+}
+
+void allReduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op) {
+  if (ctx.size() == 1 || count == 0) return;  // AVG over one rank divides by one
+  detail::run(ctx, [&] {
+    const bool twoShot = count * elementSize(type) >= twoShotThreshold(ctx.size(), ctx.tunables);
+    reduceChunks(ctx, static_cast<uint8_t*>(data), count, type, op, -1, twoShot);
+  });
+}
+
+void reduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op, int root) {
+  if (ctx.size() == 1 || count == 0) return;
+  detail::run(ctx, [&] {
+    const bool twoShot = count * elementSize(type) >= twoShotThreshold(ctx.size(), ctx.tunables);
+    reduceChunks(ctx, static_cast<uint8_t*>(data), count, type, op, root, twoShot);
+  });
+}
+
+// Per step, every rank puts its sub-chunk of each other rank's block into its slot (n parts of
+// slot/n bytes) and reduces sub-chunk `rank` of every slot, its own taken straight from input.
+void reduceScatter(const Context& ctx, const void* input, void* output, size_t count,
+                   DataType type, ReduceOp op) {
+  const int n = ctx.size(), me = ctx.rank();
+  const size_t elem = elementSize(type);
+  const auto* in = static_cast<const uint8_t*>(input);
+  auto* out = static_cast<uint8_t*>(output);
+  if (n == 1) {
+    if (count > 0 && out != in) std::memmove(out, in, count * elem);
+    return;
+  }
+  if (count == 0) return;
+  detail::run(ctx, [&] {
+    Steps steps(ctx);
+    const size_t perBlock = detail::elementsIn(steps.slotBytes() / n, elem);
+    XCCL_CHECK(perBlock > 0, "shared-memory slots of ", steps.slotBytes(),
+               " bytes are too small for ", n, " ranks");
+    const ReduceOp combiner = combinerOf(op);
+    std::vector<const void*> srcs(n);
+    for (size_t base = 0; base < count; base += perBlock) {
+      const size_t len = std::min(perBlock, count - base);
+      const uint32_t step = steps.beginWriting();
+      for (int b = 0; b < n; ++b) {
+        if (b == me) continue;
+        std::memcpy(steps.mine(step) + b * perBlock * elem, in + (b * count + base) * elem,
+                    len * elem);
+      }
+      steps.publish(step);
+      steps.waitAll(step);
+      for (int r = 0; r < n; ++r) {
+        srcs[r] = r == me ? in + (me * count + base) * elem
+                          : steps.of(r, step) + me * perBlock * elem;
+      }
+      reduceMany(type, combiner, out + base * elem, srcs.data(), n, len);
+      if (op == ReduceOp::kAvg) divide(type, out + base * elem, len, n);
+    }
+  });
+}
+
+}  // namespace xccl::algo::shm

@@ -1,0 +1,185 @@
+// The data-movement shm collectives: all_gather, broadcast, gather, scatter, all_to_all,
+// barrier. Each moves at most one slot per rank per step; a rank's own part never goes through
+// its slot.
+#include <cstring>
+
+#include "algo/shm_collectives.h"
+#include "algo/shm_steps.h"
+#include "common/error.h"
+
+namespace xccl::algo::shm {
+
+using detail::clip;
+using detail::Steps;
+
+// Step k carries bytes [kS, (k+1)S) of every rank's part (S = slot bytes).
+void allGather(const Context& ctx, const void* input, void* output,
+               const std::vector<size_t>& bytesPerRank) {
+  const int n = ctx.size(), me = ctx.rank();
+  auto* out = static_cast<uint8_t*>(output);
+  const auto* in = static_cast<const uint8_t*>(input);
+  std::vector<size_t> offset(n);
+  size_t maxLength = 0;
+  for (int r = 1; r < n; ++r) offset[r] = offset[r - 1] + bytesPerRank[r - 1];
+  for (size_t length : bytesPerRank) maxLength = std::max(maxLength, length);
+  if (bytesPerRank[me] > 0 && out + offset[me] != in) {
+    std::memmove(out + offset[me], in, bytesPerRank[me]);
+  }
+  if (n == 1 || maxLength == 0) return;
+  // From here `in` is read again: if it aliased our part, the memmove left it unchanged.
+  detail::run(ctx, [&] {
+    Steps steps(ctx);
+    const size_t window = steps.slotBytes();
+    for (size_t base = 0; base < maxLength; base += window) {
+      const uint32_t step = steps.beginWriting();
+      const size_t mine = clip(bytesPerRank[me], base, window);
+      if (mine > 0) std::memcpy(steps.mine(step), in + base, mine);
+      steps.publish(step);
+      steps.waitAll(step);
+      for (int r = 0; r < n; ++r) {
+        if (r == me) continue;
+        const size_t length = clip(bytesPerRank[r], base, window);
+        if (length > 0) std::memcpy(out + offset[r] + base, steps.of(r, step), length);
+      }
+    }
+  });
+}
+
+void broadcast(const Context& ctx, void* data, size_t bytes, int root) {
+  if (ctx.size() == 1 || bytes == 0) return;
+  auto* p = static_cast<uint8_t*>(data);
+  detail::run(ctx, [&] {
+    Steps steps(ctx);
+    const size_t window = steps.slotBytes();
+    for (size_t base = 0; base < bytes; base += window) {
+      const size_t length = std::min(window, bytes - base);
+      if (ctx.rank() == root) {
+        const uint32_t step = steps.beginWriting();
+        std::memcpy(steps.mine(step), p + base, length);
+        steps.publish(step);
+      } else {
+        const uint32_t step = steps.begin();
+        steps.publish(step);
+        steps.waitFor(root, step);
+        std::memcpy(p + base, steps.of(root, step), length);
+      }
+    }
+  });
+}
+
+void gather(const Context& ctx, const void* input, size_t bytes, void* output, int root) {
+  const int n = ctx.size(), me = ctx.rank();
+  const auto* in = static_cast<const uint8_t*>(input);
+  auto* out = static_cast<uint8_t*>(output);
+  if (me == root && bytes > 0 && out + me * bytes != in) std::memmove(out + me * bytes, in, bytes);
+  if (n == 1 || bytes == 0) return;
+  detail::run(ctx, [&] {
+    Steps steps(ctx);
+    const size_t window = steps.slotBytes();
+    for (size_t base = 0; base < bytes; base += window) {
+      const size_t length = std::min(window, bytes - base);
+      if (me != root) {
+        const uint32_t step = steps.beginWriting();
+        std::memcpy(steps.mine(step), in + base, length);
+        steps.publish(step);
+        continue;
+      }
+      const uint32_t step = steps.begin();
+      steps.publish(step);
+      steps.waitAll(step);
+      for (int r = 0; r < n; ++r) {
+        if (r != root) std::memcpy(out + r * bytes + base, steps.of(r, step), length);
+      }
+    }
+  });
+}
+
+// The root streams its whole input (n blocks) through its slot, a window per step; each rank
+// copies the part of the window that lies in its block and skips the other steps' waits.
+void scatter(const Context& ctx, const void* input, void* output, size_t bytes, int root) {
+  const int n = ctx.size(), me = ctx.rank();
+  const auto* in = static_cast<const uint8_t*>(input);
+  auto* out = static_cast<uint8_t*>(output);
+  if (me == root && bytes > 0 && in + me * bytes != out) std::memmove(out, in + me * bytes, bytes);
+  if (n == 1 || bytes == 0) return;
+  detail::run(ctx, [&] {
+    Steps steps(ctx);
+    const size_t window = steps.slotBytes(), total = bytes * n;
+    const size_t blockBegin = me * bytes, blockEnd = blockBegin + bytes;
+    for (size_t base = 0; base < total; base += window) {
+      const size_t length = std::min(window, total - base);
+      if (me == root) {
+        const uint32_t step = steps.beginWriting();
+        std::memcpy(steps.mine(step), in + base, length);
+        steps.publish(step);
+        continue;
+      }
+      const uint32_t step = steps.begin();
+      steps.publish(step);
+      const size_t lo = std::max(base, blockBegin), hi = std::min(base + length, blockEnd);
+      if (lo >= hi) continue;
+      steps.waitFor(root, step);
+      std::memcpy(out + (lo - blockBegin), steps.of(root, step) + (lo - base), hi - lo);
+    }
+  });
+}
+
+// Each slot is a 64-byte header plus n parts of B bytes; part d carries bytes [kB, (k+1)B) of
+// the message to rank d at step k. No rank knows the others' message lengths, so the header
+// says whether the writer has more after this step, and the ranks stop after the first step
+// in which nobody had (all read the same headers, so all stop together).
+void allToAll(const Context& ctx, const void* input, const std::vector<size_t>& sendOffsets,
+              const std::vector<size_t>& sendLengths, void* output,
+              const std::vector<size_t>& recvOffsets, const std::vector<size_t>& recvLengths) {
+  const int n = ctx.size(), me = ctx.rank();
+  const auto* in = static_cast<const uint8_t*>(input);
+  auto* out = static_cast<uint8_t*>(output);
+  if (recvLengths[me] > 0) {
+    std::memmove(out + recvOffsets[me], in + sendOffsets[me], recvLengths[me]);
+  }
+  if (n == 1) return;
+  constexpr size_t kHeader = 64;
+  detail::run(ctx, [&] {
+    Steps steps(ctx);
+    const size_t part = detail::elementsIn((steps.slotBytes() - kHeader) / n, 8) * 8;
+    XCCL_CHECK(part > 0, "shared-memory slots of ", steps.slotBytes(), " bytes are too small for ",
+               n, " ranks");
+    for (size_t base = 0;; base += part) {
+      const uint32_t step = steps.beginWriting();
+      uint8_t* slot = steps.mine(step);
+      uint32_t more = 0;
+      for (int d = 0; d < n; ++d) {
+        if (d == me) continue;
+        const size_t length = clip(sendLengths[d], base, part);
+        if (length > 0) std::memcpy(slot + kHeader + d * part, in + sendOffsets[d] + base, length);
+        more |= sendLengths[d] > base + part;
+      }
+      std::memcpy(slot, &more, sizeof(more));
+      steps.publish(step);
+      steps.waitAll(step);
+      uint32_t anyMore = 0;
+      for (int r = 0; r < n; ++r) {
+        uint32_t header;
+        std::memcpy(&header, steps.of(r, step), sizeof(header));
+        anyMore |= header;
+        const size_t length = r == me ? 0 : clip(recvLengths[r], base, part);
+        if (length > 0) {
+          std::memcpy(out + recvOffsets[r] + base, steps.of(r, step) + kHeader + me * part, length);
+        }
+      }
+      if (anyMore == 0) break;
+    }
+  });
+}
+
+void barrier(const Context& ctx) {
+  if (ctx.size() == 1) return;
+  detail::run(ctx, [&] {
+    Steps steps(ctx);
+    const uint32_t step = steps.begin();
+    steps.publish(step);
+    steps.waitAll(step);
+  });
+}
+
+}  // namespace xccl::algo::shm

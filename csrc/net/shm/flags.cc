@@ -1,0 +1,153 @@
+// The step flags: publishing, and the bounded wait (spin, yield, futex sleep in slices).
+//
+// Memory ordering. A rank writes its slot with plain stores, then publishes its flag; a reader
+// acquire-loads the flag and then reads the slot with plain loads. The publish is a seq_cst
+// store (a release at least), so the slot contents happen-before the reader's loads.
+// Lost wake-ups: the writer stores the flag and then loads `sleepers`; a sleeper increments
+// `sleepers` and then loads the flag before futex_wait. Both sides are seq_cst, so at least one
+// sees the other's write (Dekker): either the writer wakes, or the sleeper sees the new flag and
+// does not sleep (futex_wait itself also refuses to sleep when the word changed). A missed wake
+// would only cost one slice anyway.
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+
+#include "common/error.h"
+#include "net/shm/layout.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define XCCL_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define XCCL_CPU_RELAX() asm volatile("yield" ::: "memory")
+#else
+#define XCCL_CPU_RELAX() asm volatile("" ::: "memory")
+#endif
+
+namespace xccl::net::shm {
+namespace {
+
+// A flag set within a few microseconds (the peer is running on another core) is caught by the
+// spin (a pause is ~10-140 cycles depending on the CPU); anything slower sleeps. In between, a
+// few sched_yield()s hand the core to a peer that shares it, but only when the ranks are not
+// more than the CPUs we may run on: with more (4 ranks on 2 cores, the normal test setup here)
+// a yielding waiter stays runnable and takes turns from the peers that still have work, while a
+// sleeping one does not. Measured with shm_bench on a loaded 2-vCPU VM (docs/shm.md): 4 ranks,
+// 1 KiB one-shot all_reduce ~250 us with no yields vs ~500-700 us with 1-4 yields, and ~1.3-4 ms
+// with 1000-2000 spins (pure spinning is the pathology).
+constexpr int kSpins = 256;
+constexpr int kYields = 4;
+// How long one futex sleep lasts at most: bounds how late a dead peer or the deadline is noticed.
+constexpr auto kSlice = std::chrono::milliseconds(5);
+
+// Signed distance: correct across the 2^32 wrap as long as ranks are within 2^31 steps (they
+// are within two).
+bool atOrPast(uint32_t value, uint32_t step) { return static_cast<int32_t>(value - step) >= 0; }
+
+void futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout) {
+  timespec ts{static_cast<time_t>(timeout.count() / 1000000000),
+              static_cast<long>(timeout.count() % 1000000000)};
+  // Not FUTEX_PRIVATE: the word is shared between processes. EAGAIN (the word changed), EINTR
+  // and ETIMEDOUT all just mean "look again".
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futexWakeAll(std::atomic<uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string text = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text + "]";
+}
+
+}  // namespace
+
+int Segment::yieldsBeforeSleep(int size) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int usable = ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  return size <= usable ? kYields : 0;
+}
+
+void Segment::publish(uint32_t step) {
+  RankFlag& flag = flags_[rank_];
+  flag.arrived.store(step, std::memory_order_seq_cst);
+  if (flag.sleepers.load(std::memory_order_seq_cst) != 0) futexWakeAll(&flag.arrived);
+}
+
+bool Segment::reached(int rank, uint32_t step) const {
+  return atOrPast(flags_[rank].arrived.load(std::memory_order_acquire), step);
+}
+
+void Segment::waitFor(int rank, uint32_t step, const WaitBounds& bounds) {
+  waitUntil(rank, step, bounds);
+}
+
+void Segment::waitForAll(uint32_t step, const WaitBounds& bounds) { waitUntil(-1, step, bounds); }
+
+// The first rank at or after `from` (among `onlyRank`, or all when -1) that has not reached
+// `step`; size_ when none. Flags only grow, so ranks before `from` need no second look.
+int Segment::firstMissing(int onlyRank, int from, uint32_t step) const {
+  if (onlyRank >= 0) return reached(onlyRank, step) ? size_ : onlyRank;
+  for (int r = from; r < size_; ++r) {
+    if (!reached(r, step)) return r;
+  }
+  return size_;
+}
+
+void Segment::waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds) {
+  int missing = firstMissing(onlyRank, 0, step);
+  for (int i = 0; i < kSpins && missing < size_; ++i) {
+    XCCL_CPU_RELAX();
+    missing = firstMissing(onlyRank, missing, step);
+  }
+  for (int i = 0; i < yields_ && missing < size_; ++i) {
+    ::sched_yield();
+    missing = firstMissing(onlyRank, missing, step);
+  }
+  while (missing < size_) {
+    const auto now = Clock::now();
+    if (now >= bounds.deadline) throwTimeout(onlyRank, step, bounds);
+    checkPeers(missing, bounds);
+    RankFlag& flag = flags_[missing];
+    flag.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = flag.arrived.load(std::memory_order_seq_cst);
+    if (!atOrPast(seen, step)) {
+      futexWait(&flag.arrived, seen, std::min<Clock::duration>(kSlice, bounds.deadline - now));
+    }
+    flag.sleepers.fetch_sub(1, std::memory_order_relaxed);
+    missing = firstMissing(onlyRank, missing, step);
+  }
+}
+
+void Segment::throwTimeout(int onlyRank, uint32_t step, const WaitBounds& bounds) const {
+  std::vector<int> missing;
+  for (int r = 0; r < size_; ++r) {
+    if ((onlyRank < 0 || r == onlyRank) && !reached(r, step)) missing.push_back(r);
+  }
+  XCCL_THROW(ErrorKind::kTimeout, bounds.what,
+             " timed out in shared memory; no signal from rank(s) ",
+             rankList(missing), " (waiting for step ", step, ")");
+}
+
+// A collective cannot finish once any peer died, so every peer is checked, the one we wait for
+// first: a rank stuck behind a live peer that itself waits for the dead one learns it directly.
+void Segment::checkPeers(int firstMissingRank, const WaitBounds& bounds) const {
+  if (!bounds.alive) return;
+  for (int i = 0; i < size_; ++i) {
+    const int r = (firstMissingRank + i) % size_;
+    if (r != rank_ && !bounds.alive(r)) {
+      XCCL_THROW(ErrorKind::kPeerFailure, bounds.what, ": rank ", r,
+                 " failed (its process exited or its connection closed) while rank ", rank_,
+                 " waited for it in shared memory");
+    }
+  }
+}
+
+}  // namespace xccl::net::shm

@@ -1,0 +1,53 @@
+// The byte layout of a segment, shared by its creation (segment.cc) and its flags (flags.cc).
+//
+//   [0, 4096)               Header, written by rank 0 before it publishes the name
+//   [4096, slotsOffset)     one RankFlag per rank, 128 bytes apart (adjacent-line prefetchers
+//                           pull cache lines in pairs, so 64 would still share traffic)
+//   [slotsOffset, total)    per rank: slot parity 0, slot parity 1, each slotBytes (whole pages)
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "net/shm/segment.h"
+
+namespace xccl::net::shm {
+
+constexpr size_t kPageBytes = 4096;
+constexpr uint64_t kHeaderMagic = 0x5843434c53484d31ull;  // "XCCLSHM1"
+
+struct Header {
+  uint64_t magic;
+  uint64_t size;
+  uint64_t slotBytes;
+  uint64_t totalBytes;
+};
+
+// One writer per word: only the owning rank stores `arrived`; `sleepers` is a counter the
+// readers increment around a futex sleep, so the owner skips the wake syscall when it is zero.
+struct alignas(128) RankFlag {
+  std::atomic<uint32_t> arrived;
+  std::atomic<uint32_t> sleepers;
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "flags must work across processes");
+static_assert(sizeof(std::atomic<uint32_t>) == 4, "futex words are 32 bits");
+
+constexpr size_t roundUp(size_t value, size_t unit) { return (value + unit - 1) / unit * unit; }
+
+struct Layout {
+  size_t flagsOffset;
+  size_t slotsOffset;
+  size_t totalBytes;
+
+  static Layout of(int size, size_t slotBytes) {
+    Layout l;
+    l.flagsOffset = kPageBytes;
+    l.slotsOffset = l.flagsOffset + roundUp(size * sizeof(RankFlag), kPageBytes);
+    l.totalBytes = l.slotsOffset + 2 * static_cast<size_t>(size) * slotBytes;
+    return l;
+  }
+  size_t slotsOf(int rank, size_t slotBytes) const { return slotsOffset + 2 * rank * slotBytes; }
+};
+
+}  // namespace xccl::net::shm

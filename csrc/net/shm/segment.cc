@@ -1,0 +1,292 @@
+// Segment creation: agreement through the store, sizing against /dev/shm, create/map/unlink.
+#include "net/shm/segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "common/logging.h"
+#include "net/shm/layout.h"
+
+namespace xccl::net::shm {
+namespace {
+
+constexpr const char* kShmDirectory = "/dev/shm";  // where glibc's shm_open puts names
+
+std::string mib(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f MiB", bytes / 1048576.0);
+  return text;
+}
+
+// "/xccl-<pid>-<64 random bits>": O_EXCL makes a collision an error, never a shared segment.
+std::string newName() {
+  std::random_device random;
+  uint64_t token = (static_cast<uint64_t>(random()) << 32) ^ random();
+  char text[64];
+  std::snprintf(text, sizeof(text), "%s%d-%016" PRIx64, kNamePrefix, static_cast<int>(::getpid()),
+                token);
+  return text;
+}
+
+// Chooses the slot size for `size` ranks, or returns 0 with the reason.
+size_t chooseSlotBytes(int size, const Options& options, std::string* why) {
+  struct statvfs fs {};
+  if (::statvfs(kShmDirectory, &fs) != 0) {
+    *why = detail::concat("statvfs(", kShmDirectory, ") failed: ", errnoText(errno));
+    return 0;
+  }
+  const size_t freeBytes = static_cast<size_t>(fs.f_bavail) * fs.f_frsize;
+  if (options.slotBytes != 0) {
+    const size_t slot = roundUp(std::max(options.slotBytes, kMinSlotBytes), kPageBytes);
+    const size_t need = Layout::of(size, slot).totalBytes;
+    if (need > freeBytes) {
+      *why = detail::concat("the segment needs ", mib(need), " (slot ", slot, " bytes x 2 x ", size,
+                            " ranks) but ", kShmDirectory, " has ", mib(freeBytes),
+                            " free; lower XCCL_SHM_SLOT_BYTES or enlarge ", kShmDirectory);
+      return 0;
+    }
+    return slot;
+  }
+  // Leave half of the free space to other groups and processes.
+  size_t slot = kDefaultSlotBytes;
+  while (slot > kMinAdaptiveSlotBytes && Layout::of(size, slot).totalBytes > freeBytes / 2) {
+    slot /= 2;
+  }
+  const size_t need = Layout::of(size, slot).totalBytes;
+  if (need > freeBytes / 2) {
+    *why = detail::concat(kShmDirectory, " has ", mib(freeBytes), " free, too little for ", size,
+                          " ranks (needs ", mib(2 * need),
+                          " free with the smallest slots); enlarge it (docker --shm-size, "
+                          "or --ipc=host)");
+    return 0;
+  }
+  return slot;
+}
+
+// Reserves [offset, offset + bytes) of the file now, so that running out of /dev/shm is an error
+// here rather than a SIGBUS at the first touch. The caller's NUMA policy places the pages.
+std::string reserve(int fd, size_t offset, size_t bytes) {
+  int rc;
+  do {
+    rc = ::posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(bytes));
+  } while (rc == EINTR);
+  if (rc == 0) return "";
+  return detail::concat("could not reserve ", mib(bytes), " in ", kShmDirectory, ": ",
+                        errnoText(rc));
+}
+
+// Rank 0: creates and sizes the segment and writes the header; returns the fd, or -1 and why.
+int createFile(const std::string& name, int size, size_t slotBytes, std::string* why) {
+  const Layout layout = Layout::of(size, slotBytes);
+  int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *why = detail::concat("shm_open(", name, ") failed: ", errnoText(errno));
+    return -1;
+  }
+  std::string failure;
+  if (::ftruncate(fd, static_cast<off_t>(layout.totalBytes)) != 0) {
+    failure = detail::concat("ftruncate to ", layout.totalBytes, " bytes failed: ",
+                             errnoText(errno));
+  } else {
+    failure = reserve(fd, 0, layout.slotsOffset);
+  }
+  if (failure.empty()) {
+    Header header{kHeaderMagic, static_cast<uint64_t>(size), slotBytes, layout.totalBytes};
+    if (::pwrite(fd, &header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header))) {
+      failure = detail::concat("writing the header failed: ", errnoText(errno));
+    }
+  }
+  if (!failure.empty()) {
+    ::close(fd);
+    ::shm_unlink(("/" + name).c_str());
+    *why = failure;
+    return -1;
+  }
+  return fd;
+}
+
+// The first entry of `votes` that is not "ok", as "rank r: reason"; empty when all agree.
+std::string firstRefusal(const std::vector<Bytes>& votes) {
+  for (size_t r = 0; r < votes.size(); ++r) {
+    std::string vote = toString(votes[r]);
+    if (vote != "ok") return detail::concat("rank ", r, ": ", vote);
+  }
+  return "";
+}
+
+}  // namespace
+
+Options Options::fromEnvironment() {
+  Options options;
+  options.disabled = env::getBool("XCCL_SHM_DISABLE");
+  if (!env::getString("XCCL_SHM_SLOT_BYTES").empty()) {
+    int64_t slot = env::getInt("XCCL_SHM_SLOT_BYTES");
+    XCCL_CHECK_ARG(slot >= static_cast<int64_t>(kMinSlotBytes),
+                   "XCCL_SHM_SLOT_BYTES must be at least ", kMinSlotBytes, ", got ", slot);
+    options.slotBytes = static_cast<size_t>(slot);
+  }
+  return options;
+}
+
+std::string hostIdentity() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  std::string bootId;
+  std::ifstream file("/proc/sys/kernel/random/boot_id");
+  std::getline(file, bootId);
+  return std::string(host) + " " + bootId;
+}
+
+bool allOnOneHost(Store& store, int rank, int size, std::chrono::milliseconds timeout,
+                  const std::string& storePrefix, const std::string& identity) {
+  std::vector<Bytes> all =
+      allGatherThroughStore(store, storePrefix + "/host", rank, size, toBytes(identity), timeout);
+  for (const Bytes& other : all) {
+    if (other != all[0]) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const Options& options,
+                                         std::string* whyUnavailable) {
+  XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
+  const std::string& prefix = options.storePrefix;
+  std::string why;
+
+  // 1. Everyone votes: same host, not disabled. Every rank decides from the same votes.
+  const std::string identity = options.hostIdentity.empty() ? hostIdentity() : options.hostIdentity;
+  std::vector<Bytes> hosts = allGatherThroughStore(
+      store, prefix + "/host", rank, size, toBytes((options.disabled ? "0" : "1") + identity),
+      options.timeout);
+  for (int r = 0; r < size && why.empty(); ++r) {
+    const std::string vote = toString(hosts[r]);
+    if (vote[0] == '0') {
+      why = detail::concat("XCCL_SHM_DISABLE is set on rank ", r);
+    } else if (vote.substr(1) != toString(hosts[0]).substr(1)) {
+      why = detail::concat("ranks 0 and ", r, " are on different hosts ('",
+                           toString(hosts[0]).substr(1), "' vs '", vote.substr(1), "')");
+    }
+  }
+  if (!why.empty()) {
+    *whyUnavailable = why;
+    return nullptr;
+  }
+
+  // 2. Rank 0 sizes and creates the segment and publishes "+<slot bytes> <name>" or "-<why>".
+  int fd = -1;
+  std::string name;
+  size_t slotBytes = 0;
+  if (rank == 0) {
+    slotBytes = chooseSlotBytes(size, options, &why);
+    if (slotBytes != 0) {
+      name = newName();
+      fd = createFile(name, size, slotBytes, &why);
+    }
+    store.set(prefix + "/name",
+              toBytes(fd >= 0 ? detail::concat("+", slotBytes, " ", name) : "-" + why));
+  } else {
+    const std::string published = toString(store.get(prefix + "/name", options.timeout));
+    if (published[0] == '-') {
+      *whyUnavailable = "rank 0: " + published.substr(1);
+      return nullptr;
+    }
+    const size_t space = published.find(' ');
+    slotBytes = std::stoull(published.substr(1, space - 1));
+    name = published.substr(space + 1);
+    fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) why = detail::concat("shm_open(", name, ") failed: ", errnoText(errno));
+  }
+  if (rank == 0 && fd < 0) {
+    *whyUnavailable = why;
+    return nullptr;
+  }
+
+  // 3. Everyone maps it, reserves the pages of its own slots, and votes again. Rank 0 unlinks the
+  // name once every rank voted (mapped or not), on every path, so no name outlives create().
+  std::unique_ptr<Segment> segment(new Segment(rank, size, slotBytes, name));
+  if (fd >= 0) {
+    try {
+      segment->map(fd);
+      const Layout layout = Layout::of(size, slotBytes);
+      why = reserve(fd, layout.slotsOf(rank, slotBytes), 2 * slotBytes);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    ::close(fd);
+  }
+  std::vector<Bytes> mapped;
+  try {
+    mapped = allGatherThroughStore(store, prefix + "/mapped", rank, size,
+                                   toBytes(why.empty() ? "ok" : why), options.timeout);
+  } catch (...) {
+    if (rank == 0) ::shm_unlink(("/" + name).c_str());
+    throw;
+  }
+  if (rank == 0) ::shm_unlink(("/" + name).c_str());
+  why = firstRefusal(mapped);
+  if (!why.empty()) {
+    *whyUnavailable = why;
+    return nullptr;
+  }
+  if (rank == 0) {
+    XCCL_INFO("shm", "segment ", name, " for ", size, " ranks: ", size * 2, " slots of ", slotBytes,
+              " bytes (", mib(segment->totalBytes()), "), unlinked");
+  }
+  return segment;
+}
+
+Segment::Segment(int rank, int size, size_t slotBytes, std::string name)
+    : rank_(rank),
+      size_(size),
+      slotBytes_(slotBytes),
+      name_(std::move(name)),
+      yields_(yieldsBeforeSleep(size)) {}
+
+Segment::~Segment() {
+  if (base_ != nullptr) ::munmap(base_, totalBytes_);
+}
+
+void Segment::map(int fd) {
+  const Layout layout = Layout::of(size_, slotBytes_);
+  struct stat st {};
+  XCCL_SYSCHECK(::fstat(fd, &st), "fstat of the shared-memory segment");
+  XCCL_CHECK_ARG(static_cast<size_t>(st.st_size) == layout.totalBytes, "segment ", name_, " has ",
+                 st.st_size, " bytes, expected ", layout.totalBytes);
+  void* base = ::mmap(nullptr, layout.totalBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) detail::throwSystemError(__FILE__, __LINE__, "mmap of " + name_, errno);
+  base_ = static_cast<uint8_t*>(base);
+  totalBytes_ = layout.totalBytes;
+  flags_ = reinterpret_cast<RankFlag*>(base_ + layout.flagsOffset);
+  slots_ = base_ + layout.slotsOffset;
+  const auto* header = reinterpret_cast<const Header*>(base_);
+  XCCL_CHECK_ARG(header->magic == kHeaderMagic && header->size == static_cast<uint64_t>(size_) &&
+                     header->slotBytes == slotBytes_ && header->totalBytes == totalBytes_,
+                 "segment ", name_, " does not hold the header rank 0 wrote");
+}
+
+uint8_t* Segment::slot(int rank, uint32_t step) const {
+  return slots_ + (2 * static_cast<size_t>(rank) + (step & 1)) * slotBytes_;
+}
+
+void Segment::markBroken(const std::string& reason) {
+  if (broken_.empty()) broken_ = reason;
+}
+
+void Segment::checkUsable(const std::string& what) const {
+  if (!broken_.empty()) {
+    XCCL_THROW(ErrorKind::kAborted, what, ": the shared-memory segment is unusable after an "
+               "earlier failure: ", broken_);
+  }
+}
+
+}  // namespace xccl::net::shm

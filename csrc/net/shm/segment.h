@@ -1,0 +1,143 @@
+// One POSIX shared-memory segment per group of ranks on one host: the slots the shm collectives
+// (algo/shm_collectives.h) move data through, and one sequence flag per rank that says how far
+// that rank got. Layout, flag protocol and cleanup guarantees: docs/shm.md.
+//
+// Lifetime: rank 0 creates the segment under a random name, every rank maps it, and rank 0
+// unlinks the name as soon as every rank confirmed its mapping (before create() returns there),
+// so nothing is left in /dev/shm whatever happens to the processes later. The memory lives until
+// the last rank unmaps it.
+//
+// Threads: one collective at a time per Segment (the backend's executor thread); the methods are
+// not synchronised among themselves.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "net/store.h"
+#include "net/transport.h"
+
+namespace xccl::net::shm {
+
+// Slot size when neither Options nor XCCL_SHM_SLOT_BYTES give one: two slots per rank (double
+// buffering), so 4 ranks use 32 MiB. Halved (down to kMinAdaptiveSlotBytes) until the segment
+// fits in half of /dev/shm's free space; containers default to a 64 MB /dev/shm.
+constexpr size_t kDefaultSlotBytes = size_t{4} << 20;
+constexpr size_t kMinAdaptiveSlotBytes = size_t{64} << 10;
+constexpr size_t kMinSlotBytes = 4096;  // explicit sizes are rounded up to whole pages
+// Every segment's name starts with this ("/dev/shm/xccl-..."), so leftovers are recognisable.
+constexpr const char* kNamePrefix = "xccl-";
+
+struct Options {
+  // Bytes of one slot. 0: kDefaultSlotBytes adapted to /dev/shm. Non-zero: used as given (rounded
+  // up to a page) or the segment is unavailable if it does not fit.
+  size_t slotBytes = 0;
+  // This rank refuses shared memory; the whole group then agrees it is unavailable.
+  bool disabled = false;
+  // Bound for each store exchange during create().
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // Store keys are written under this prefix: unique per group and per create() call.
+  std::string storePrefix = "shm";
+  // Which host this rank is on; empty: hostIdentity(). Tests set it to simulate several hosts.
+  std::string hostIdentity;
+
+  // slotBytes from XCCL_SHM_SLOT_BYTES (unset: 0), disabled from XCCL_SHM_DISABLE.
+  static Options fromEnvironment();
+};
+
+// "<hostname> <boot id>": equal on two ranks exactly when they run on the same booted machine
+// (or in containers sharing its kernel, which is what decides whether /dev/shm can be shared;
+// containers with private /dev/shm mounts are caught later when the peers cannot open the name).
+std::string hostIdentity();
+
+// Collective over the store: whether every rank of the group published the same identity.
+bool allOnOneHost(Store& store, int rank, int size, std::chrono::milliseconds timeout,
+                  const std::string& storePrefix, const std::string& identity = hostIdentity());
+
+// Says whether `rank` is still alive: false when it is known dead (process exited, connection
+// closed). It may also throw an xccl::Error itself (kAborted after abort()) to end a wait.
+// Called from waits that already slept, at most every few milliseconds.
+using PeerAlive = std::function<bool(int rank)>;
+
+struct RankFlag;  // layout.h
+
+// What bounds one wait: the collective's deadline, its name for messages ("allreduce #12"), and
+// the liveness check (may be empty: then only the deadline ends a wait for a dead peer).
+struct WaitBounds {
+  Deadline deadline;
+  const std::string& what;
+  const PeerAlive& alive;
+};
+
+class Segment {
+ public:
+  // Collective over the store: every rank of the group calls it. Returns nullptr, with the reason
+  // in *whyUnavailable, when shared memory cannot be used (ranks on different hosts, disabled,
+  // /dev/shm too small or unusable); every rank then gets nullptr, so the group can fall back to
+  // TCP as one. Throws (kTimeout) only when a peer does not take part in time.
+  static std::unique_ptr<Segment> create(Store& store, int rank, int size, const Options& options,
+                                         std::string* whyUnavailable);
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t slotBytes() const { return slotBytes_; }
+  size_t totalBytes() const { return totalBytes_; }
+  // The name it had in /dev/shm (without the leading '/'); already unlinked.
+  const std::string& name() const { return name_; }
+
+  // Steps. Every rank runs the same sequence of steps (each collective is a fixed number of
+  // them, the same on every rank), numbered by a per-rank counter that persists across
+  // collectives. At step s a rank may write its own slot of parity s & 1, then publishes s; its
+  // flag reaching s means "my data for step s is in my slot, and I finished reading every slot
+  // for the steps before s". Hence a rank may write its slot for step s once every rank's flag
+  // has reached s - 1: whoever read that slot at step s - 2 is done with it (double buffering).
+  uint32_t nextStep() { return ++step_; }
+  uint8_t* slot(int rank, uint32_t step) const;
+  // Release-stores `step` into this rank's flag and wakes sleepers.
+  void publish(uint32_t step);
+  // Acquire-loads `rank`'s flag: true once it published `step` or a later one.
+  bool reached(int rank, uint32_t step) const;
+  // Block until `rank` (or every rank) reached `step`: spin briefly, yield, then futex-sleep in
+  // short slices checking the deadline (kTimeout naming the missing ranks) and the liveness of
+  // every peer (kPeerFailure naming the dead one).
+  void waitFor(int rank, uint32_t step, const WaitBounds& bounds);
+  void waitForAll(uint32_t step, const WaitBounds& bounds);
+
+  // After a failed wait the ranks' step counters no longer agree: the segment refuses further
+  // collectives (kAborted with this reason) instead of mixing up their data.
+  void markBroken(const std::string& reason);
+  void checkUsable(const std::string& what) const;
+
+ private:
+  Segment(int rank, int size, size_t slotBytes, std::string name);
+  // Maps `fd` and checks the header rank 0 wrote.
+  void map(int fd);
+  void waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds);
+  int firstMissing(int onlyRank, int from, uint32_t step) const;
+  [[noreturn]] void throwTimeout(int onlyRank, uint32_t step, const WaitBounds& bounds) const;
+  void checkPeers(int firstMissingRank, const WaitBounds& bounds) const;
+  // How many sched_yield()s a wait tries before sleeping, for `size` ranks on this host.
+  static int yieldsBeforeSleep(int size);
+
+  const int rank_;
+  const int size_;
+  const size_t slotBytes_;
+  const std::string name_;
+  size_t totalBytes_ = 0;
+  uint8_t* base_ = nullptr;
+  RankFlag* flags_ = nullptr;
+  uint8_t* slots_ = nullptr;
+  const int yields_;
+  uint32_t step_ = 0;
+  std::string broken_;
+};
+
+}  // namespace xccl::net::shm
