@@ -8,7 +8,6 @@ with WARN rather than passing silently. Every wait is bounded; the only traffic 
 from __future__ import annotations
 
 import importlib
-import multiprocessing
 import os
 import platform as _platform
 import queue
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Callable
 
+from . import _procs
 from . import env as _env
 from . import topo as _topo
 
@@ -415,12 +415,11 @@ def run_selftest(backend: str = "xccl", device: str = "cpu", world: int = 2,
                  timeout_s: float = SELFTEST_TIMEOUT_S, iters: int = 5) -> dict:
     """Runs `world` ranks on this host; returns {"ranks": [...], "error": str|None}.
 
-    CPU ranks are forked from this process after torch is imported here, so each rank skips
-    the (slow) import; CUDA ranks are spawned, since a forked child cannot use CUDA safely."""
+    Ranks are started by _procs.rank_context() (never forked from this process)."""
     import torch
     import torch.distributed  # noqa: F401
 
-    context = multiprocessing.get_context("spawn" if device == "cuda" else "fork")
+    context = _procs.rank_context()
     results = context.Queue()
     deadline = time.monotonic() + timeout_s
     with tempfile.TemporaryDirectory(prefix="xccl-doctor-") as tmp:

@@ -12,6 +12,9 @@ process start-up and group creation, not a torch import. Every spawn is bounded 
 time; on expiry the harness SIGKILLs its ranks and reports which ones were still running. Ranks
 meet through a TCPStore that the parent serves on a port the kernel picked (127.0.0.1 only),
 and write their stdout/stderr to per-rank logs whose tails appear in failure messages.
+
+Tests keep tensor work inside the ranks: once the pytest process has run a parallel torch op
+(OpenMP), anything that later forks it (other tests do) hangs in the child.
 """
 
 from __future__ import annotations
@@ -38,12 +41,6 @@ HOST = "127.0.0.1"
 WORLD_SIZES = (1, 2, 3, 4)
 LOG_TAIL_CHARS = 3000
 MAX_REPORTED_FAILURES = 40
-# torch.testing.assert_close's defaults (rtol, atol).
-_TOLERANCES = {
-    torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),
-    torch.float64: (1e-7, 1e-7), torch.complex64: (1.3e-6, 1e-5), torch.complex128: (1e-7, 1e-7),
-}
-
 _context = None
 
 
@@ -51,11 +48,13 @@ def _mp_context():
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
-        # Imported once by the server; every rank is a fork of it. torch._dynamo (with sympy) is
-        # what DDP and functional collectives import on first use: ~10 s of CPU per rank.
+        # Imported once by the server; every rank is a fork of it. torch._dynamo and DTensor
+        # (with sympy) are what DDP, functional collectives and torch.testing.assert_close
+        # import on first use: ~10 s of CPU per rank otherwise.
         _context.set_forkserver_preload([
-            "torch", "torch.distributed", "torch._dynamo", "pytest", "xccl", "dist_harness",
-            "torch.nn.parallel", "torch.distributed.algorithms.ddp_comm_hooks"])
+            "torch", "torch.distributed", "torch._dynamo", "torch.distributed.tensor",
+            "torch.testing", "pytest", "xccl", "dist_harness", "torch.nn.parallel",
+            "torch.distributed.algorithms.ddp_comm_hooks"])
     return _context
 
 
@@ -129,23 +128,12 @@ class Checker:
 
     def close(self, what: str, actual, expected, rtol: float | None = None,
               atol: float | None = None) -> None:
-        """Equality to floating-point rounding (torch.testing's default tolerances per dtype;
-        torch.testing itself is not used here: it imports DTensor and sympy, ~30 s per rank)."""
+        """torch.testing.assert_close (its default tolerances per dtype unless given)."""
         self.checks += 1
-        if actual.dtype != expected.dtype or actual.shape != expected.shape:
-            self.fail(what, f"got {actual.dtype}{tuple(actual.shape)}, "
-                            f"expected {expected.dtype}{tuple(expected.shape)}")
-            return
-        default_rtol, default_atol = _TOLERANCES.get(expected.dtype, (0.0, 0.0))
-        rtol = default_rtol if rtol is None else rtol
-        atol = default_atol if atol is None else atol
-        if not torch.allclose(actual, expected, rtol=rtol, atol=atol):
-            a, e = actual.reshape(-1), expected.reshape(-1)
-            bad = (~torch.isclose(a, e, rtol=rtol, atol=atol)).nonzero().reshape(-1)
-            i = int(bad[0])
-            self.fail(what, f"{len(bad)} of {a.numel()} elements differ beyond rtol={rtol} "
-                            f"atol={atol}; first at flat index {i}: got {a[i].item()!r}, "
-                            f"expected {e[i].item()!r}")
+        try:
+            torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol)
+        except AssertionError as e:
+            self.fail(what, " ".join(str(e).split())[:500])
 
     def raises(self, what: str, fn: Callable[[], Any], types=(ValueError, RuntimeError),
                match: str | None = None) -> BaseException | None:
@@ -194,7 +182,7 @@ def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_optio
     payload: dict = {}
     phases = {"start": time.time() - started}
     try:
-        import xccl  # noqa: F401  registers the backend
+        import xccl  # registers the backend
 
         if init:
             store = dist.TCPStore(HOST, port, is_master=False,
@@ -228,7 +216,8 @@ def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_optio
 
 
 def spawn(fn: Callable, world_size: int, *args, timeout: float = 120.0, init: bool = True,
-          pg_timeout: float = 60.0, pg_options: dict | None = None, env: dict | None = None) -> list[Outcome]:
+          pg_timeout: float = 60.0, pg_options: dict | None = None,
+          env: dict | None = None) -> list[Outcome]:
     """Runs fn(rank, world_size, *args) on `world_size` fresh processes; never hangs.
 
     `timeout` bounds the whole spawn (wall clock); `pg_timeout` is the default group's timeout

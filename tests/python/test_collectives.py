@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from datetime import timedelta
 
 import pytest
@@ -338,7 +339,8 @@ def _async_work(rank, world):
     for w in reversed(works):
         w.wait()
     chk.true("all outstanding works completed", all(w.is_completed() for w in works))
-    chk.equal("outstanding all_reduce", a, expected_reduction(Op("SUM"), torch.float64, 1001, world))
+    chk.equal("outstanding all_reduce", a,
+              expected_reduction(Op("SUM"), torch.float64, 1001, world))
     chk.equal("outstanding all_gather_into_tensor", gathered,
               torch.cat([rank_input(torch.int32, 7, r) for r in range(world)]))
     chk.equal("outstanding broadcast", c, rank_input(torch.uint8, 5, 0))
@@ -581,7 +583,7 @@ def _all_to_all(rank, world):
                 chk.equal(what + " vs gloo", out, reference)
         # uneven splits, zeros included: rank s sends (s + 2d) % 3 rows to d
         for scale in (1, 333):
-            def rows(s, d):
+            def rows(s, d, scale=scale):
                 return ((s + 2 * d) % 3) * scale
             what = f"all_to_all_single uneven {_name(dtype)} scale={scale}"
             in_splits = [rows(rank, p) for p in range(world)]
@@ -655,7 +657,8 @@ def _large(rank, world):
         x = rank_input(dtype, n * world, rank, op.pattern)
         out = torch.empty(n, dtype=dtype)
         dist.reduce_scatter_tensor(out, x, op=op.make(dtype))
-        chk.equal(what, out, expected_reduction(op, dtype, n * world, world)[rank * n:(rank + 1) * n])
+        expected = expected_reduction(op, dtype, n * world, world)[rank * n:(rank + 1) * n]
+        chk.equal(what, out, expected)
         reference = torch.empty_like(out)
         dist.reduce_scatter_tensor(reference, x, op=op.make(dtype), group=gloo)
         chk.equal(what + " vs gloo", out, reference)
@@ -732,9 +735,12 @@ def _barrier(rank, world):
     chk = Checker(rank)
     store = dist.distributed_c10d._get_default_store()
     for round_ in range(5):
-        # Ranks arrive in a different order each round; after the barrier every rank must see
-        # every other rank's pre-barrier store write.
+        # One rank arrives late each round (kept away on purpose); after the barrier every rank
+        # must see every other rank's pre-barrier store write.
+        if rank == round_ % world:
+            time.sleep(0.3)
         store.set(f"barrier/{round_}/{rank}", "1")
+        store.get(f"barrier/{round_}/{rank}")  # a round trip: the store has applied the set
         dist.barrier()
         keys = [f"barrier/{round_}/{r}" for r in range(world)]
         chk.true(f"barrier round {round_}", store.check(keys), "a rank passed the barrier early")

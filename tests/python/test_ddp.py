@@ -5,10 +5,12 @@ also match a single-process reference that averages every rank's gradient."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 import torch
 import torch.distributed as dist
-from dist_harness import run
+from dist_harness import Checker, result, run
 
 STEPS = 4
 LR = 0.1
@@ -58,43 +60,43 @@ def _ddp(rank, world, hook):
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    chk = Checker(rank)
     gloo = dist.new_group(backend="gloo")
-    results = {}
+    trained = {}
     for name, group in (("xccl", None), ("gloo", gloo)):
         model = DDP(_model(), process_group=group)
         if hook != "builtin":
             model.register_comm_hook(group if group is not None else dist.group.WORLD,
                                      getattr(default_hooks, hook))
         losses = _train(model, rank)
-        results[name] = (losses, [p.detach().clone() for p in model.parameters()])
-    return results
-
-
-def _assert_close(actual, expected, what, hook):
+        trained[name] = (torch.tensor(losses), [p.detach().clone() for p in model.parameters()])
+    reference_losses, reference_params = _reference(world)
     # fp16 compression rounds every gradient to half precision: gloo and xccl may sum three
     # halves in a different order, one fp16 rounding apart.
-    tolerance = dict(rtol=2e-3, atol=2e-4) if hook == "fp16_compress_hook" else dict(
-        rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(actual, expected, msg=lambda m: f"{what}: {m}", **tolerance)
+    rtol, atol = (2e-3, 2e-4) if hook == "fp16_compress_hook" else (1e-5, 1e-6)
+    x_losses, x_params = trained["xccl"]
+    g_losses, g_params = trained["gloo"]
+    chk.close("losses xccl vs gloo", x_losses, g_losses, rtol, atol)
+    chk.close("parameters xccl vs gloo", x_params, g_params, rtol, atol)
+    chk.close("losses vs single-process reference", x_losses,
+              torch.tensor(reference_losses[rank]), rtol, atol)
+    chk.close("parameters vs single-process reference", x_params, reference_params, rtol, atol)
+    initial = [p.detach() for p in _model().parameters()]
+    chk.true("training moved the weights",
+             any(not torch.allclose(p, q) for p, q in zip(x_params, initial)))
+    # DDP keeps replicas identical: every rank must end with the same bits (compared by the
+    # parent, which does no tensor work of its own).
+    digest = hashlib.sha256(b"".join(p.numpy().tobytes() for p in x_params)).hexdigest()
+    failures, checks = result(chk)
+    return failures, checks, digest
 
 
 @pytest.mark.parametrize("hook", HOOKS)
 @pytest.mark.parametrize("world_size", (2, 3))
 def test_ddp_matches_gloo(world_size, hook):
-    results = run(_ddp, world_size, hook, timeout=240)
-    reference_losses, reference_params = _reference(world_size)
-    initial = [p.detach() for p in _model().parameters()]
-    for rank, result in enumerate(results):
-        x_losses, x_params = result["xccl"]
-        g_losses, g_params = result["gloo"]
-        _assert_close(torch.tensor(x_losses), torch.tensor(g_losses),
-                      f"rank {rank} losses xccl vs gloo", hook)
-        _assert_close(x_params, g_params, f"rank {rank} parameters xccl vs gloo", hook)
-        _assert_close(torch.tensor(x_losses), torch.tensor(reference_losses[rank]),
-                      f"rank {rank} losses vs single-process reference", hook)
-        _assert_close(x_params, reference_params, f"rank {rank} parameters vs reference", hook)
-        # DDP keeps replicas identical: every rank ends with rank 0's parameters, bit for bit.
-        for k, (mine, first) in enumerate(zip(x_params, results[0]["xccl"][1])):
-            assert torch.equal(mine, first), f"rank {rank} parameter {k} differs from rank 0's"
-        # Training moved the weights (the comparison is not of untouched initial values).
-        assert any(not torch.allclose(p, q) for p, q in zip(x_params, initial))
+    values = run(_ddp, world_size, hook, timeout=240)
+    failures = [f"rank {rank}: {f}" for rank, (fs, _, _) in enumerate(values) for f in fs]
+    assert not failures, "\n".join(failures)
+    assert all(checks >= 5 for _, checks, _ in values)
+    digests = [digest for _, _, digest in values]
+    assert len(set(digests)) == 1, f"replicas differ after training: {digests}"

@@ -10,7 +10,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from xccl_modules import FIXTURE_DIR, FakeRoot, fixture, load
+from xccl_modules import FIXTURE_DIR, FakeRoot, fixture, installed, load
 
 doctor = load("doctor")
 env = load("env")
@@ -249,7 +249,7 @@ def test_selftest_verdicts():
 
 
 def test_selftest_runs_two_gloo_ranks():
-    pytest.importorskip("torch")
+    doctor = installed("doctor")
     start = time.monotonic()
     out = doctor.run_selftest("gloo", "cpu", timeout_s=120)
     assert out["error"] is None, out
@@ -266,7 +266,7 @@ def test_selftest_runs_two_gloo_ranks():
 
 
 def test_selftest_reports_a_backend_that_cannot_be_created():
-    pytest.importorskip("torch")
+    doctor = installed("doctor")
     out = doctor.run_selftest("no_such_backend", "cpu", timeout_s=120)
     checks = doctor.check_selftest(out)
     assert statuses(checks) == [FAIL]
@@ -274,8 +274,8 @@ def test_selftest_reports_a_backend_that_cannot_be_created():
 
 
 def test_doctor_command_with_gloo_on_a_fixture(capsys):
-    pytest.importorskip("torch")
-    args = cli.build_parser().parse_args(
+    doctor = installed("doctor")
+    args = installed("cli").build_parser().parse_args(
         ["doctor", "--backend", "gloo", "--device", "cpu", "--timeout", "120",
          "--topology-file", os.path.join(FIXTURE_DIR, "cpu_vm.json")])
     status = doctor.run(args)

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 import torch
 import torch.distributed as dist
-from dist_harness import kill_self, run, spawn, describe
+from dist_harness import describe, kill_self, run, spawn
 
 TIMEOUT_S = 3.0
 # Reporting a timeout may take a little longer than the timeout (the store, a loaded machine).

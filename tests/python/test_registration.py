@@ -161,9 +161,11 @@ def _group_options(rank, world, algorithm):
             chk.equal(f"{algorithm}: all_gather_into_tensor {dtype} n={n}", gathered,
                       torch.cat([rank_input(dtype, n, r) for r in range(world)]))
             scattered = torch.empty(n, dtype=dtype)
-            dist.reduce_scatter_tensor(scattered, rank_input(dtype, n * world, rank), op=dist.ReduceOp.MAX)
+            dist.reduce_scatter_tensor(scattered, rank_input(dtype, n * world, rank),
+                                       op=dist.ReduceOp.MAX)
+            expected = expected_reduction(Op("MAX"), dtype, n * world, world)
             chk.equal(f"{algorithm}: reduce_scatter_tensor MAX {dtype} n={n}", scattered,
-                      expected_reduction(Op("MAX"), dtype, n * world, world)[rank * n:(rank + 1) * n])
+                      expected[rank * n:(rank + 1) * n])
             for root in sorted({0, world - 1}):
                 b = x.clone() if rank == root else torch.zeros(n, dtype=dtype)
                 dist.broadcast(b, src=root)

@@ -92,3 +92,12 @@ FIXTURES = (
     "pcie_4x_l40s.json",
     "cpu_vm.json",
 )
+
+
+def installed(name: str):
+    """xccl.<name> from the installed package, for tests whose code starts ranks: the ranks come
+    from a forkserver, which imports their code by its real module name."""
+    import pytest
+
+    pytest.importorskip("xccl._C")
+    return importlib.import_module(f"xccl.{name}")

@@ -7,7 +7,6 @@ Exit status: 0 done; 1 a --check failed; 2 bad usage; 3 a rank failed, crashed o
 from __future__ import annotations
 
 import importlib.util
-import multiprocessing
 import os
 import sys
 import tempfile
@@ -15,6 +14,7 @@ import time
 import traceback
 from multiprocessing import connection
 
+from .. import _procs
 from . import options
 
 EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_RANK_FAILED = 1, 2, 3
@@ -82,10 +82,7 @@ def _child(args, rank: int, world: int, init_method: str) -> None:
 def spawn_local(args) -> int:
     """Starts args.nranks ranks on this host, rendezvous through a file store in a private
     temporary folder, and waits for them within args.time_limit."""
-    # CPU ranks fork (torch is already imported here, so they start in a moment); CUDA cannot
-    # be used in a forked child, so GPU ranks are spawned fresh.
-    method = "spawn" if args.device == "cuda" else "fork"
-    context = multiprocessing.get_context(method)
+    context = _procs.rank_context()
     sys.stdout.flush()
     sys.stderr.flush()
     with tempfile.TemporaryDirectory(prefix="xccl-bench-") as folder:
