@@ -38,7 +38,8 @@ void finishAverage(ReduceOp op, DataType type, void* data, size_t count, int siz
 
 }  // namespace
 
-void allReduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op) {
+void allReduce(const Context& caller, void* data, size_t count, DataType type, ReduceOp op) {
+  const Context ctx = caller.as(opSignature(CollectiveKind::kAllReduce, type, op));
   const int n = ctx.size();
   const size_t bytes = count * elementSize(type);
   if (n > 1 && count > 0) {
@@ -56,7 +57,9 @@ void allReduce(const Context& ctx, void* data, size_t count, DataType type, Redu
   finishAverage(op, type, data, count, n);
 }
 
-void reduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op, int root) {
+void reduce(const Context& caller, void* data, size_t count, DataType type, ReduceOp op,
+            int root) {
+  const Context ctx = caller.as(opSignature(CollectiveKind::kReduce, type, op));
   const int n = ctx.size();
   const size_t elem = elementSize(type);
   if (n > 1 && count > 0) {
@@ -85,8 +88,9 @@ void reduce(const Context& ctx, void* data, size_t count, DataType type, ReduceO
   if (ctx.rank() == root) finishAverage(op, type, data, count, n);
 }
 
-void reduceScatter(const Context& ctx, const void* input, void* output, size_t count,
+void reduceScatter(const Context& caller, const void* input, void* output, size_t count,
                    DataType type, ReduceOp op) {
+  const Context ctx = caller.as(opSignature(CollectiveKind::kReduceScatter, type, op));
   const int n = ctx.size(), me = ctx.rank();
   const size_t elem = elementSize(type), bytes = count * elem;
   const auto* in = static_cast<const uint8_t*>(input);

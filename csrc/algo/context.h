@@ -20,11 +20,20 @@ struct Context {
   std::string what;          // "allreduce #12", used in every error message
   net::Deadline deadline;
   Tunables tunables;
+  // Set by each collective of collectives.h on its own copy (as()): travels in every message
+  // tag, so ranks running different collectives at one sequence number fail instead of mixing.
+  uint32_t op = 0;
 
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
   net::MessageTag tag(uint32_t step) const {
-    return {net::TagSpace::kCollective, step, seq};
+    return {net::TagSpace::kCollective, step, seq, op};
+  }
+  // This context, its messages tagged as belonging to the collective `signature`.
+  Context as(uint32_t signature) const {
+    Context stamped = *this;
+    stamped.op = signature;
+    return stamped;
   }
   net::RequestPtr isend(int peer, uint32_t step, const void* data, size_t bytes) const {
     return transport.isend(peer, tag(step), data, bytes);

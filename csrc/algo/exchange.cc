@@ -55,8 +55,9 @@ void treeBroadcast(const Context& ctx, uint8_t* data, size_t bytes, int root) {
 
 }  // namespace
 
-void allGather(const Context& ctx, const void* input, void* output,
+void allGather(const Context& caller, const void* input, void* output,
                const std::vector<size_t>& bytesPerRank) {
+  const Context ctx = caller.as(opSignature(CollectiveKind::kAllGather));
   const int n = ctx.size(), me = ctx.rank();
   Segments segments = Segments::of(bytesPerRank);
   auto* out = static_cast<uint8_t*>(output);
@@ -77,9 +78,10 @@ void allGather(const Context& ctx, const void* input, void* output,
   ctx.wait(requests);
 }
 
-void allToAll(const Context& ctx, const void* input, const std::vector<size_t>& sendOffsets,
+void allToAll(const Context& caller, const void* input, const std::vector<size_t>& sendOffsets,
               const std::vector<size_t>& sendLengths, void* output,
               const std::vector<size_t>& recvOffsets, const std::vector<size_t>& recvLengths) {
+  const Context ctx = caller.as(opSignature(CollectiveKind::kAllToAll));
   const int n = ctx.size(), me = ctx.rank();
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
@@ -98,7 +100,8 @@ void allToAll(const Context& ctx, const void* input, const std::vector<size_t>& 
   ctx.wait(requests);
 }
 
-void gather(const Context& ctx, const void* input, size_t bytes, void* output, int root) {
+void gather(const Context& caller, const void* input, size_t bytes, void* output, int root) {
+  const Context ctx = caller.as(opSignature(CollectiveKind::kGather));
   const int n = ctx.size(), me = ctx.rank();
   std::vector<net::RequestPtr> requests;
   if (me == root) {
@@ -113,7 +116,8 @@ void gather(const Context& ctx, const void* input, size_t bytes, void* output, i
   ctx.wait(requests);
 }
 
-void scatter(const Context& ctx, const void* input, void* output, size_t bytes, int root) {
+void scatter(const Context& caller, const void* input, void* output, size_t bytes, int root) {
+  const Context ctx = caller.as(opSignature(CollectiveKind::kScatter));
   const int n = ctx.size(), me = ctx.rank();
   std::vector<net::RequestPtr> requests;
   if (me == root) {
@@ -128,7 +132,8 @@ void scatter(const Context& ctx, const void* input, void* output, size_t bytes, 
   ctx.wait(requests);
 }
 
-void broadcast(const Context& ctx, void* data, size_t bytes, int root) {
+void broadcast(const Context& caller, void* data, size_t bytes, int root) {
+  const Context ctx = caller.as(opSignature(CollectiveKind::kBroadcast));
   if (ctx.size() == 1) return;
   auto* p = static_cast<uint8_t*>(data);
   if (select(Collective::kBroadcast, bytes, ctx.size(), ctx.tunables) == Algorithm::kRing) {
@@ -138,7 +143,8 @@ void broadcast(const Context& ctx, void* data, size_t bytes, int root) {
   }
 }
 
-void barrier(const Context& ctx) {
+void barrier(const Context& caller) {
+  const Context ctx = caller.as(opSignature(CollectiveKind::kBarrier));
   const int n = ctx.size(), me = ctx.rank();
   uint32_t round = 0;
   for (int distance = 1; distance < n; distance <<= 1, ++round) {

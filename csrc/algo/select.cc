@@ -19,8 +19,9 @@ Algorithm parseAlgorithm(const std::string& name) {
   if (name.empty() || name == "auto") return Algorithm::kAuto;
   if (name == "direct") return Algorithm::kDirect;
   if (name == "ring") return Algorithm::kRing;
+  if (name == "shm") return Algorithm::kShm;
   XCCL_THROW(ErrorKind::kInvalidArgument, "unknown algorithm '", name,
-             "' (XCCL_ALGO accepts auto, direct, ring)");
+             "' (XCCL_ALGO accepts auto, direct, ring, shm)");
 }
 
 const char* algorithmName(Algorithm algorithm) {
@@ -28,12 +29,32 @@ const char* algorithmName(Algorithm algorithm) {
     case Algorithm::kAuto: return "auto";
     case Algorithm::kDirect: return "direct";
     case Algorithm::kRing: return "ring";
+    case Algorithm::kShm: return "shm";
+    case Algorithm::kHierarchical: return "hierarchical";
   }
   return "?";
 }
 
-Algorithm select(Collective collective, size_t bytes, int worldSize, const Tunables& tunables) {
-  if (tunables.forced != Algorithm::kAuto) return tunables.forced;
+Algorithm select(Collective collective, size_t bytes, int worldSize, const Tunables& tunables,
+                 Locality locality) {
+  bool hasRing = true;
+  switch (collective) {
+    case Collective::kAllToAll:
+    case Collective::kGather:
+    case Collective::kScatter:
+    case Collective::kBarrier:
+      hasRing = false;
+      break;
+    default:
+      break;
+  }
+  const Algorithm forced = tunables.forced;
+  if (forced == Algorithm::kDirect || (forced == Algorithm::kRing && hasRing)) return forced;
+  if (locality == Locality::kOneHost) return Algorithm::kShm;
+  if (locality == Locality::kPerHost && collective == Collective::kAllReduce) {
+    return Algorithm::kHierarchical;
+  }
+  if (!hasRing) return Algorithm::kDirect;
   if (worldSize <= 2 && collective != Collective::kAllReduce) {
     // With two ranks a ring step is a direct exchange; direct saves the pipelining bookkeeping.
     return Algorithm::kDirect;

@@ -60,6 +60,31 @@ void reduceChunks(const Context& ctx, uint8_t* data, size_t count, DataType type
 
 }  // namespace
 
+namespace detail {
+
+void throwMismatch(const std::string& what, int rank, uint32_t step, uint64_t mine,
+                   uint64_t theirs) {
+  const auto op = [](uint64_t word) { return static_cast<uint32_t>(word >> 32) & 0xffffff; };
+  const auto collective = [](uint64_t word) { return static_cast<int>(word >> 56); };
+  if (collective(theirs) != collective(mine)) {
+    XCCL_THROW(ErrorKind::kPeerFailure, what, ": rank ", rank, " reached step ", step,
+               " in shared memory while still in an earlier collective (",
+               describeOpSignature(op(theirs)), "): the ranks called different collectives (or "
+               "with different sizes) before this one");
+  }
+  if (op(theirs) != op(mine)) {
+    XCCL_THROW(ErrorKind::kPeerFailure, what, ": rank ", rank, " ran ",
+               describeOpSignature(op(theirs)), " where this rank ran ",
+               describeOpSignature(op(mine)), ": the ranks called different collectives (or with "
+               "different dtypes or reduce ops) in the same order position");
+  }
+  XCCL_THROW(ErrorKind::kPeerFailure, what, ": rank ", rank, " ran ", describeOpSignature(op(mine)),
+             " with different sizes (or root) than this rank: the ranks called the collective "
+             "with mismatched arguments");
+}
+
+}  // namespace detail
+
 Tunables Tunables::fromEnvironment() {
   Tunables t;
   if (!env::getString("XCCL_SHM_TWO_SHOT_BYTES").empty()) {
@@ -81,16 +106,21 @@ size_t twoShotThreshold(int worldSize, const Tunables& tunables) {
 
 void allReduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op) {
   if (ctx.size() == 1 || count == 0) return;  // AVG over one rank divides by one
-  detail::run(ctx, [&] {
-    const bool twoShot = count * elementSize(type) >= twoShotThreshold(ctx.size(), ctx.tunables);
+  const bool twoShot = count * elementSize(type) >= twoShotThreshold(ctx.size(), ctx.tunables);
+  const detail::Signature signature{opSignature(CollectiveKind::kAllReduce, type, op),
+                                    detail::shapeOf({count, twoShot})};
+  detail::run(ctx, signature, [&] {
     reduceChunks(ctx, static_cast<uint8_t*>(data), count, type, op, -1, twoShot);
   });
 }
 
 void reduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op, int root) {
   if (ctx.size() == 1 || count == 0) return;
-  detail::run(ctx, [&] {
-    const bool twoShot = count * elementSize(type) >= twoShotThreshold(ctx.size(), ctx.tunables);
+  const bool twoShot = count * elementSize(type) >= twoShotThreshold(ctx.size(), ctx.tunables);
+  const detail::Signature signature{
+      opSignature(CollectiveKind::kReduce, type, op),
+      detail::shapeOf({count, twoShot, static_cast<uint64_t>(root)})};
+  detail::run(ctx, signature, [&] {
     reduceChunks(ctx, static_cast<uint8_t*>(data), count, type, op, root, twoShot);
   });
 }
@@ -108,7 +138,9 @@ void reduceScatter(const Context& ctx, const void* input, void* output, size_t c
     return;
   }
   if (count == 0) return;
-  detail::run(ctx, [&] {
+  const detail::Signature signature{opSignature(CollectiveKind::kReduceScatter, type, op),
+                                    detail::shapeOf({count})};
+  detail::run(ctx, signature, [&] {
     Steps steps(ctx);
     const size_t perBlock = detail::elementsIn(steps.slotBytes() / n, elem);
     XCCL_CHECK(perBlock > 0, "shared-memory slots of ", steps.slotBytes(),

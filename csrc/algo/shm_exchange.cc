@@ -26,8 +26,10 @@ void allGather(const Context& ctx, const void* input, void* output,
     std::memmove(out + offset[me], in, bytesPerRank[me]);
   }
   if (n == 1 || maxLength == 0) return;
+  detail::Signature signature{opSignature(CollectiveKind::kAllGather), 0};
+  for (size_t length : bytesPerRank) signature.shape = detail::shapeOf({signature.shape, length});
   // From here `in` is read again: if it aliased our part, the memmove left it unchanged.
-  detail::run(ctx, [&] {
+  detail::run(ctx, signature, [&] {
     Steps steps(ctx);
     const size_t window = steps.slotBytes();
     for (size_t base = 0; base < maxLength; base += window) {
@@ -48,7 +50,9 @@ void allGather(const Context& ctx, const void* input, void* output,
 void broadcast(const Context& ctx, void* data, size_t bytes, int root) {
   if (ctx.size() == 1 || bytes == 0) return;
   auto* p = static_cast<uint8_t*>(data);
-  detail::run(ctx, [&] {
+  const detail::Signature signature{opSignature(CollectiveKind::kBroadcast),
+                                    detail::shapeOf({bytes, static_cast<uint64_t>(root)})};
+  detail::run(ctx, signature, [&] {
     Steps steps(ctx);
     const size_t window = steps.slotBytes();
     for (size_t base = 0; base < bytes; base += window) {
@@ -73,7 +77,9 @@ void gather(const Context& ctx, const void* input, size_t bytes, void* output, i
   auto* out = static_cast<uint8_t*>(output);
   if (me == root && bytes > 0 && out + me * bytes != in) std::memmove(out + me * bytes, in, bytes);
   if (n == 1 || bytes == 0) return;
-  detail::run(ctx, [&] {
+  const detail::Signature signature{opSignature(CollectiveKind::kGather),
+                                    detail::shapeOf({bytes, static_cast<uint64_t>(root)})};
+  detail::run(ctx, signature, [&] {
     Steps steps(ctx);
     const size_t window = steps.slotBytes();
     for (size_t base = 0; base < bytes; base += window) {
@@ -102,7 +108,9 @@ void scatter(const Context& ctx, const void* input, void* output, size_t bytes, 
   auto* out = static_cast<uint8_t*>(output);
   if (me == root && bytes > 0 && in + me * bytes != out) std::memmove(out, in + me * bytes, bytes);
   if (n == 1 || bytes == 0) return;
-  detail::run(ctx, [&] {
+  const detail::Signature signature{opSignature(CollectiveKind::kScatter),
+                                    detail::shapeOf({bytes, static_cast<uint64_t>(root)})};
+  detail::run(ctx, signature, [&] {
     Steps steps(ctx);
     const size_t window = steps.slotBytes(), total = bytes * n;
     const size_t blockBegin = me * bytes, blockEnd = blockBegin + bytes;
@@ -139,7 +147,8 @@ void allToAll(const Context& ctx, const void* input, const std::vector<size_t>& 
   }
   if (n == 1) return;
   constexpr size_t kHeader = 64;
-  detail::run(ctx, [&] {
+  // Every rank's lengths differ: only the kind can be compared.
+  detail::run(ctx, {opSignature(CollectiveKind::kAllToAll), 0}, [&] {
     Steps steps(ctx);
     const size_t part = detail::elementsIn((steps.slotBytes() - kHeader) / n, 8) * 8;
     XCCL_CHECK(part > 0, "shared-memory slots of ", steps.slotBytes(), " bytes are too small for ",
@@ -174,7 +183,7 @@ void allToAll(const Context& ctx, const void* input, const std::vector<size_t>& 
 
 void barrier(const Context& ctx) {
   if (ctx.size() == 1) return;
-  detail::run(ctx, [&] {
+  detail::run(ctx, {opSignature(CollectiveKind::kBarrier), 0}, [&] {
     Steps steps(ctx);
     const uint32_t step = steps.begin();
     steps.publish(step);

@@ -10,44 +10,102 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <exception>
+#include <initializer_list>
+#include <string>
 
 #include "algo/shm_collectives.h"
+#include "common/types.h"
 
 namespace xccl::algo::shm::detail {
 
+// What identifies one collective call on every rank alike: its kind, dtype and reduce op
+// (common/types.h opSignature) and a summary of its sizes and root (shapeOf). Ranks that called
+// different collectives, or the same one with other sizes, would otherwise read each other's
+// slots as if they held what they expect: shared memory has no frame headers to catch that.
+struct Signature {
+  uint32_t op;
+  uint64_t shape;
+};
+
+// Folds the values into one shape summary (order matters).
+inline uint64_t shapeOf(std::initializer_list<uint64_t> values) {
+  uint64_t h = 0x243f6a8885a308d3ull;
+  for (uint64_t v : values) h = (h ^ v) * 0x100000001b3ull + (h >> 29);
+  return h;
+}
+
+// The word a rank publishes for its `collective`-th collective (Segment::setSignature): bits
+// 56-63 the collective counter (mod 256), 32-55 the op signature, 0-31 the folded shape.
+inline uint64_t signatureWord(uint64_t collective, const Signature& signature) {
+  return (collective & 0xff) << 56 | (uint64_t{signature.op} & 0xffffff) << 32 |
+         ((signature.shape ^ (signature.shape >> 32)) & 0xffffffffu);
+}
+
+// Throws kPeerFailure naming `rank` and both collectives: `theirs` (rank's word, seen once it
+// reached `step` of this collective) says it runs another collective than `mine`.
+[[noreturn]] void throwMismatch(const std::string& what, int rank, uint32_t step, uint64_t mine,
+                                uint64_t theirs);
+
 class Steps {
  public:
+  // Constructed when the collective begins, after run() published its signature.
   explicit Steps(const Context& ctx)
-      : segment_(ctx.segment), bounds_{ctx.deadline, ctx.what, ctx.alive} {}
+      : segment_(ctx.segment),
+        bounds_{ctx.deadline, ctx.what, ctx.alive},
+        firstStep_(ctx.segment.step() + 1),
+        mine_(ctx.segment.signatureOf(ctx.rank())) {}
 
   // The next step, in which this rank writes its slot: waits until that slot is free.
   uint32_t beginWriting() {
     const uint32_t step = segment_.nextStep();
-    segment_.waitForAll(step - 1, bounds_);
+    waitAll(step - 1);
     return step;
   }
   // The next step, in which this rank writes nothing (it still publishes it).
   uint32_t begin() { return segment_.nextStep(); }
   void publish(uint32_t step) { segment_.publish(step); }
-  void waitAll(uint32_t step) { segment_.waitForAll(step, bounds_); }
-  void waitFor(int rank, uint32_t step) { segment_.waitFor(rank, step, bounds_); }
+  // Waits, then checks that the ranks waited for run the same collective (a wait for a step
+  // of the previous collective, in beginWriting, has nothing to check).
+  void waitAll(uint32_t step) {
+    segment_.waitForAll(step, bounds_);
+    for (int r = 0; r < segment_.size(); ++r) check(r, step);
+  }
+  void waitFor(int rank, uint32_t step) {
+    segment_.waitFor(rank, step, bounds_);
+    check(rank, step);
+  }
 
   uint8_t* mine(uint32_t step) const { return segment_.slot(segment_.rank(), step); }
   const uint8_t* of(int rank, uint32_t step) const { return segment_.slot(rank, step); }
   size_t slotBytes() const { return segment_.slotBytes(); }
 
  private:
+  // `rank` reached `step`. If that step belongs to this collective, rank published its word for
+  // this collective or a later one (it stores the word before its first publish): equal words,
+  // or a later collective, are fine; anything else means the ranks' sequences differ.
+  void check(int rank, uint32_t step) const {
+    if (static_cast<int32_t>(step - firstStep_) < 0) return;
+    const uint64_t theirs = segment_.signatureOf(rank);
+    if (theirs == mine_ || static_cast<int8_t>((theirs >> 56) - (mine_ >> 56)) > 0) return;
+    throwMismatch(bounds_.what, rank, step, mine_, theirs);
+  }
+
   net::shm::Segment& segment_;
   net::shm::WaitBounds bounds_;
+  const uint32_t firstStep_;
+  const uint64_t mine_;
 };
 
-// Runs one collective's body on a usable segment; a failure leaves the ranks' step counters out
-// of agreement, so it marks the segment broken before passing the error on.
+// Runs one collective's body on a usable segment, publishing its signature first; a failure
+// leaves the ranks' step counters out of agreement, so it marks the segment broken before passing
+// the error on.
 template <typename Body>
-void run(const Context& ctx, Body body) {
+void run(const Context& ctx, const Signature& signature, Body body) {
   ctx.segment.checkUsable(ctx.what);
   try {
+    ctx.segment.setSignature(signatureWord(ctx.segment.nextCollective(), signature));
     body();
   } catch (const std::exception& e) {
     ctx.segment.markBroken(e.what());

@@ -13,7 +13,7 @@ Executor::~Executor() {
     std::lock_guard<std::mutex> guard(mutex_);
     stoppingCompletions_ = true;
   }
-  changed_.notify_all();
+  completionsChanged_.notify_all();
   completer_.join();
 }
 
@@ -22,7 +22,7 @@ void Executor::stopWorker() {
     std::lock_guard<std::mutex> guard(mutex_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  workChanged_.notify_all();
   if (worker_.joinable()) worker_.join();
 }
 
@@ -30,7 +30,7 @@ void Executor::submit(std::function<void()> task, bool mayRunInline) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!((mayRunInline || stopping_) && !busy_ && tasks_.empty())) {
     tasks_.push_back(std::move(task));
-    changed_.notify_all();
+    workChanged_.notify_all();
     return;
   }
   busy_ = true;
@@ -38,7 +38,8 @@ void Executor::submit(std::function<void()> task, bool mayRunInline) {
   task();
   lock.lock();
   busy_ = false;
-  changed_.notify_all();
+  // Only tasks queued meanwhile need the worker; otherwise nobody waits for this.
+  if (!tasks_.empty()) workChanged_.notify_all();
 }
 
 void Executor::complete(std::function<void()> callback) {
@@ -46,13 +47,15 @@ void Executor::complete(std::function<void()> callback) {
     std::lock_guard<std::mutex> guard(mutex_);
     completions_.push_back(std::move(callback));
   }
-  changed_.notify_all();
+  completionsChanged_.notify_all();
 }
 
 void Executor::workerLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return (!busy_ && !tasks_.empty()) || (stopping_ && tasks_.empty()); });
+    workChanged_.wait(lock, [&] {
+      return (!busy_ && !tasks_.empty()) || (stopping_ && tasks_.empty());
+    });
     if (tasks_.empty()) return;  // stopping and drained
     auto task = std::move(tasks_.front());
     tasks_.pop_front();
@@ -61,14 +64,13 @@ void Executor::workerLoop() {
     task();
     lock.lock();
     busy_ = false;
-    changed_.notify_all();
   }
 }
 
 void Executor::completionLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return !completions_.empty() || stoppingCompletions_; });
+    completionsChanged_.wait(lock, [&] { return !completions_.empty() || stoppingCompletions_; });
     if (completions_.empty()) return;
     auto callback = std::move(completions_.front());
     completions_.pop_front();

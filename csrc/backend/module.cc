@@ -29,7 +29,8 @@ PYBIND11_MODULE(_C, m) {
   py::class_<Options, c10d::Backend::Options, c10::intrusive_ptr<Options>>(m, "Options")
       .def(py::init<>())
       .def_readwrite("algorithm", &Options::algorithm,
-                     "Force an algorithm for this group: '' (XCCL_ALGO), auto, direct, ring")
+                     "Force an algorithm for this group: '' (XCCL_ALGO), auto, direct, ring, "
+                     "shm")
       .def_readwrite("store_host", &Options::storeHost,
                      "Host whose route picks the interface to listen on")
       .def_property(
@@ -48,7 +49,14 @@ PYBIND11_MODULE(_C, m) {
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("options", [](ProcessGroupXccl& pg) {
         return c10::static_intrusive_pointer_cast<Options>(pg.getBackendOptions());
-      });
+      })
+      .def_property_readonly("shm_segment", &ProcessGroupXccl::shmSegmentName,
+                             "Name this rank's shared-memory segment had in /dev/shm (unlinked "
+                             "at creation); empty without one")
+      .def_property_readonly("transport", &ProcessGroupXccl::transportName,
+                             "How the group's collectives travel: 'shm' (every rank on one "
+                             "host), 'hierarchical' (all_reduce over shared memory per host and "
+                             "TCP between hosts, the rest TCP) or 'tcp'");
 
   m.def(
       "env_variables",

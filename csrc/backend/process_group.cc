@@ -8,10 +8,27 @@
 
 #include "backend/store_adapter.h"
 #include "common/logging.h"
+#include "net/tcp/socket.h"
 #include "net/tcp/transport.h"
+#include "topo/affinity.h"
+#include "topo/topology.h"
 
 namespace xccl::backend {
 namespace {
+
+// The CPUs near the NIC that carries this rank's TCP traffic (topo/affinity.h); empty leaves the
+// progress thread unpinned. The machine is discovered once per process. Pinning is an
+// optimisation: a failure here (e.g. a malformed XCCL_TOPO_FILE) is logged, never fatal.
+std::vector<int> progressCpus(const std::string& storeHost) {
+  try {
+    static const topo::Topology machine = topo::discover();
+    return topo::progressCpusFor(machine, /*gpu=*/-1,
+                                 net::tcp::chooseListenAddress(storeHost).toString());
+  } catch (const std::exception& e) {
+    XCCL_WARN("backend", "progress thread left unpinned: ", e.what());
+    return {};
+  }
+}
 
 // Rethrows an xccl::Error from setup as the matching torch exception.
 [[noreturn]] void rethrowSetupError(const Error& e) {
@@ -35,7 +52,9 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
     net::tcp::TcpOptions tcp;
     tcp.storeHost = options_->storeHost;
     tcp.timeout = options_->timeout;
+    tcp.progressCpus = progressCpus(tcp.storeHost);
     transport_ = std::make_unique<net::tcp::TcpTransport>(adapter, rank, size, tcp);
+    setUpSharedMemory(adapter);
   } catch (const Error& e) {
     rethrowSetupError(e);
   }
@@ -43,7 +62,7 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
   executor_ = std::make_unique<Executor>();
   init();
   XCCL_INFO("backend", "group '", options_->group_name, "' rank ", rank, " of ", size,
-            " ready (transport ", transport_->name(), ")");
+            " ready (collectives over ", transportName(), ")");
 }
 
 ProcessGroupXccl::~ProcessGroupXccl() { shutdown(); }
@@ -75,6 +94,7 @@ void ProcessGroupXccl::markBroken(const std::string& reason) {
     std::lock_guard<std::mutex> guard(stateMutex_);
     if (!brokenReason_.empty()) return;
     brokenReason_ = reason;
+    broken_.store(true);
   }
   XCCL_WARN("backend", reason);
   transport_->abort(reason);
@@ -102,7 +122,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(c10d::OpType type, cons
         }
       }
       algo::Context ctx{*transport_, seq, what, net::Clock::now() + timeout, tunables_};
-      body(ctx);
+      body(algo::Runner{ctx, segment_.get(), shmTunables_, alive_, hierarchy_.get()});
     } catch (const std::exception& e) {
       std::string message = std::string("rank ") + std::to_string(rank_) + ": " + e.what();
       if (message.find(what) == std::string::npos) {
@@ -203,6 +223,8 @@ void ProcessGroupXccl::shutdown() {
   // Queued collectives finish first (they may still be waited on); then no thread can touch
   // the transport, and its destruction ends the p2p completions.
   if (executor_) executor_->stopWorker();
+  segment_.reset();
+  hierarchy_.reset();
   transport_.reset();
   executor_.reset();
 }

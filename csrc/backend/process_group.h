@@ -2,9 +2,12 @@
 //
 // One object serves every device type the group was registered for. Collectives are checked on
 // the caller's thread (ValueError, nothing sent), given the next sequence number, and run by
-// the Executor over the group's transport. A communication failure or timeout aborts the
-// transport, which tells every peer, and leaves this group unusable (like NCCL); argument
-// errors leave it usable.
+// the Executor over the group's transports: a shared-memory segment when every rank is on one
+// host, segments per host plus TCP between hosts for all_reduce of groups spanning hosts
+// (process_group_shm.cc), else TCP; algo::Runner picks per call (algo/select.h).
+// Point-to-point always uses TCP. A communication failure or timeout aborts the TCP transport,
+// which tells every peer (their shared-memory waits see it through peerAlive), and leaves this
+// group unusable (like NCCL); argument errors leave it usable.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -15,10 +18,12 @@
 #include <mutex>
 
 #include "algo/context.h"
+#include "algo/runner.h"
 #include "algo/select.h"
 #include "backend/compat.h"
 #include "backend/executor.h"
 #include "backend/work.h"
+#include "net/shm/segment.h"
 #include "net/transport.h"
 
 namespace xccl::backend {
@@ -54,6 +59,12 @@ class ProcessGroupXccl : public c10d::Backend {
                                           const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
   void abort() override;
   void shutdown() override;
+  // The name this rank's shared-memory segment had (already unlinked; the host's segment in a
+  // hierarchical group); empty without one.
+  std::string shmSegmentName() const;
+  // How the group's collectives travel: "shm" (one host), "hierarchical" (all_reduce over
+  // segments per host and TCP between them, the rest TCP) or "tcp".
+  const char* transportName() const;
 
   // Collectives (process_group_collectives.cc).
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
@@ -112,11 +123,11 @@ class ProcessGroupXccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
  private:
-  using Body = std::function<void(const algo::Context&)>;
+  using Body = std::function<void(const algo::Runner&)>;
 
   // Checks the group is usable, assigns `seqCount` consecutive sequence numbers and runs
   // `body` (on the executor) as collective `opName`; `outputs` become the future's value.
-  // A body running several collectives gives the i-th the context subCollective(ctx, i).
+  // A body running several collectives gives the i-th the runner subCollective(runner, i).
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* opName,
                                          std::vector<at::Tensor> outputs,
                                          std::chrono::milliseconds timeout, bool asyncOp, Body body,
@@ -130,6 +141,11 @@ class ProcessGroupXccl : public c10d::Backend {
   std::string diagnoseTimeout(uint64_t seq, std::chrono::milliseconds timeout);
   // What this rank answers to a peer's status query: "<entered> <completed> <op>".
   std::string statusText() const;
+  // Shared memory (process_group_shm.cc): builds the segment when the group can have one, and
+  // answers its waits whether a peer is alive (throws once this group is broken or aborted, or
+  // with the TCP transport's reason once that peer failed).
+  void setUpSharedMemory(net::Store& store);
+  bool peerAlive(int peer);
   c10::intrusive_ptr<c10d::Work> pointToPoint(std::vector<at::Tensor>& tensors, int peer,
                                               int tag, bool isSend, const char* opName);
 
@@ -137,6 +153,10 @@ class ProcessGroupXccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Store> store_;
   algo::Tunables tunables_;
   std::unique_ptr<net::Transport> transport_;
+  std::unique_ptr<net::shm::Segment> segment_;  // one host; null otherwise
+  std::unique_ptr<algo::Hierarchy> hierarchy_;   // several hosts sharing memory per host
+  algo::shm::Tunables shmTunables_;
+  net::shm::PeerAlive alive_;                   // peerAlive() for every shared-memory wait
   std::unique_ptr<Executor> executor_;
   std::atomic<uint64_t> seq_{0};
   // Progress, readable from the transport's progress thread without locks.
@@ -146,6 +166,7 @@ class ProcessGroupXccl : public c10d::Backend {
 
   mutable std::mutex stateMutex_;
   std::string brokenReason_;  // non-empty once a collective failed or abort() ran
+  std::atomic<bool> broken_{false};  // brokenReason_ is set: read without the lock
   bool shutDown_ = false;
 
   // batch_isend_irecv: p2p Works started between startCoalescing and endCoalescing.

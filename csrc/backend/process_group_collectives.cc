@@ -1,9 +1,10 @@
 // The reducing collectives: allreduce (plain and coalesced), reduce, reduce_scatter (list,
 // flat and coalesced). Each checks its arguments here, on the caller's thread, and hands a body
-// to enqueue(); bodies run the algorithms of csrc/algo on raw CPU buffers.
+// to enqueue(); bodies run the collectives of algo/runner.h (shared memory or TCP) on raw CPU
+// buffers.
 #include <c10/util/Exception.h>
 
-#include "algo/collectives.h"
+#include "algo/runner.h"
 #include "backend/process_group.h"
 #include "backend/tensor_args.h"
 
@@ -30,7 +31,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allreduce(std::vector<at::Tenso
   ReduceSpec spec = toReduceSpec(opts.reduceOp, "allreduce");
   ElementView view = reduceView(tensor, spec, "allreduce");
   return enqueue(c10d::OpType::ALLREDUCE, "allreduce", {tensor}, effectiveTimeout(opts.timeout),
-                 compat::isAsync(opts), [tensor, spec, view](const algo::Context& ctx) mutable {
+                 compat::isAsync(opts), [tensor, spec, view](const algo::Runner& ctx) mutable {
                    applyFactor(tensor, spec);
                    algo::allReduce(ctx, tensor.data_ptr(), view.count, view.type, algorithmOp(spec));
                  });
@@ -48,7 +49,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allreduce_coalesced(
   // One collective over the concatenation: one round of latency instead of one per tensor.
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
                  effectiveTimeout(opts.timeout), compat::isAsync(opts),
-                 [tensors, spec](const algo::Context& ctx) {
+                 [tensors, spec](const algo::Runner& ctx) {
                    std::vector<at::Tensor> flat;
                    for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
                    at::Tensor buffer = at::cat(flat);
@@ -73,7 +74,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce(std::vector<at::Tensor>&
   const int root = static_cast<int>(opts.rootRank);
   const bool isRoot = root == rank_;
   return enqueue(c10d::OpType::REDUCE, "reduce", {tensor}, effectiveTimeout(opts.timeout),
-                 compat::isAsync(opts), [tensor, spec, view, root, isRoot](const algo::Context& ctx) {
+                 compat::isAsync(opts), [tensor, spec, view, root, isRoot](const algo::Runner& ctx) {
                    // Non-roots keep their input: the algorithm may use its buffer as scratch.
                    at::Tensor buffer = isRoot ? tensor : tensor.clone();
                    applyFactor(buffer, spec);
@@ -96,7 +97,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce_scatter(
   std::vector<at::Tensor> list = inputs[0];
   return enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {output},
                  effectiveTimeout(opts.timeout), compat::isAsync(opts),
-                 [output, list, spec, view](const algo::Context& ctx) {
+                 [output, list, spec, view](const algo::Runner& ctx) {
                    std::vector<at::Tensor> flat;
                    for (const auto& t : list) flat.push_back(t.reshape({-1}));
                    at::Tensor buffer = at::cat(flat);
@@ -132,7 +133,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce_scatter_tensor_coalesced
   }
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, name, outputs, effectiveTimeout(opts.timeout),
                  compat::isAsync(opts),
-                 [outputs, inputs, spec, views](const algo::Context& ctx) {
+                 [outputs, inputs, spec, views](const algo::Runner& ctx) {
                    for (size_t i = 0; i < inputs.size(); ++i) {
                      // PREMUL_SUM scales a copy: the input is not ours to modify.
                      at::Tensor in = spec.factor ? inputs[i].mul(*spec.factor) : inputs[i];

@@ -4,7 +4,7 @@
 
 #include <numeric>
 
-#include "algo/collectives.h"
+#include "algo/runner.h"
 #include "backend/process_group.h"
 #include "backend/tensor_args.h"
 
@@ -74,7 +74,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::broadcast(std::vector<at::Tenso
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "xccl broadcast: rootTensor must be 0");
   const int root = static_cast<int>(opts.rootRank);
   return enqueue(c10d::OpType::BROADCAST, "broadcast", {tensor}, effectiveTimeout(opts.timeout),
-                 compat::isAsync(opts), [tensor, root](const algo::Context& ctx) {
+                 compat::isAsync(opts), [tensor, root](const algo::Runner& ctx) {
                    algo::broadcast(ctx, tensor.data_ptr(), byteSize(tensor), root);
                  });
 }
@@ -93,7 +93,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allgather(
   TORCH_CHECK_VALUE(list[rank_].numel() == input.numel(), "xccl allgather: this rank's output has ",
                     list[rank_].numel(), " elements but its input has ", input.numel());
   return enqueue(c10d::OpType::ALLGATHER, "allgather", list, effectiveTimeout(opts.timeout),
-                 compat::isAsync(opts), [input, list](const algo::Context& ctx) {
+                 compat::isAsync(opts), [input, list](const algo::Runner& ctx) {
                    std::vector<size_t> sizes = byteSizes(list);
                    size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
                    at::Tensor buffer = at::empty({static_cast<int64_t>(total)}, at::kByte);
@@ -129,7 +129,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allgather_into_tensor_coalesced
   }
   return enqueue(c10d::OpType::_ALLGATHER_BASE, name, outputs, effectiveTimeout(opts.timeout),
                  compat::isAsync(opts),
-                 [outputs, inputs, size = size_](const algo::Context& ctx) {
+                 [outputs, inputs, size = size_](const algo::Runner& ctx) {
                    for (size_t i = 0; i < inputs.size(); ++i) {
                      std::vector<size_t> sizes(size, byteSize(inputs[i]));
                      algo::allGather(algo::subCollective(ctx, i), inputs[i].data_ptr(),
@@ -158,7 +158,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allgather_coalesced(
   // Every rank contributes the packed concatenation of its inputs.
   return enqueue(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", all,
                  effectiveTimeout(opts.timeout), compat::isAsync(opts),
-                 [outputs, inputs](const algo::Context& ctx) {
+                 [outputs, inputs](const algo::Runner& ctx) {
                    at::Tensor mine = pack(inputs);
                    size_t bytes = byteSize(mine);
                    at::Tensor gathered = at::empty({static_cast<int64_t>(bytes * outputs.size())}, at::kByte);
@@ -191,7 +191,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::gather(
                       "xccl gather: only the root passes output tensors");
   }
   return enqueue(c10d::OpType::GATHER, "gather", list, effectiveTimeout(opts.timeout),
-                 compat::isAsync(opts), [input, list, root](const algo::Context& ctx) {
+                 compat::isAsync(opts), [input, list, root](const algo::Runner& ctx) {
                    at::Tensor buffer;
                    if (!list.empty()) buffer = at::empty({input.numel() * ctx.size()}, input.options());
                    algo::gather(ctx, input.data_ptr(), byteSize(input),
@@ -215,7 +215,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::gather_into_tensor(
   std::vector<at::Tensor> outs;
   if (rank_ == root) outs.push_back(output);
   return enqueue(c10d::OpType::GATHER, "gather_into_tensor", outs, effectiveTimeout(opts.timeout),
-                 compat::isAsync(opts), [input, outs, root](const algo::Context& ctx) {
+                 compat::isAsync(opts), [input, outs, root](const algo::Runner& ctx) {
                    algo::gather(ctx, input.data_ptr(), byteSize(input),
                                 outs.empty() ? nullptr : outs[0].data_ptr(), root);
                  });
@@ -242,7 +242,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::scatter(
                       "xccl scatter: only the root passes input tensors");
   }
   return enqueue(c10d::OpType::SCATTER, "scatter", {output}, effectiveTimeout(opts.timeout),
-                 compat::isAsync(opts), [output, list, root](const algo::Context& ctx) {
+                 compat::isAsync(opts), [output, list, root](const algo::Runner& ctx) {
                    at::Tensor buffer;
                    if (!list.empty()) buffer = pack(list);
                    algo::scatter(ctx, buffer.defined() ? buffer.data_ptr() : nullptr,
@@ -260,7 +260,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::alltoall_base(
   std::vector<size_t> recvBytes = splitBytes(output, outputSplitSizes, size_, "output");
   return enqueue(c10d::OpType::ALLTOALL_BASE, "alltoall", {output}, effectiveTimeout(opts.timeout),
                  compat::isAsync(opts),
-                 [input, output, sendBytes, recvBytes](const algo::Context& ctx) {
+                 [input, output, sendBytes, recvBytes](const algo::Runner& ctx) {
                    algo::allToAll(ctx, input.data_ptr(), offsetsOf(sendBytes), sendBytes,
                                   output.data_ptr(), offsetsOf(recvBytes), recvBytes);
                  });
@@ -279,7 +279,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::alltoall(std::vector<at::Tensor
                       "xccl alltoall: all tensors must have the same dtype");
   }
   return enqueue(c10d::OpType::ALLTOALL, "alltoall", outputs, effectiveTimeout(opts.timeout),
-                 compat::isAsync(opts), [inputs, outputs](const algo::Context& ctx) {
+                 compat::isAsync(opts), [inputs, outputs](const algo::Runner& ctx) {
                    at::Tensor in = pack(inputs);
                    std::vector<size_t> sendBytes = byteSizes(inputs), recvBytes = byteSizes(outputs);
                    size_t total = std::accumulate(recvBytes.begin(), recvBytes.end(), size_t{0});
@@ -292,7 +292,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::alltoall(std::vector<at::Tensor
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::barrier(const c10d::BarrierOptions& opts) {
   return enqueue(c10d::OpType::BARRIER, "barrier", {}, effectiveTimeout(opts.timeout),
-                 compat::isAsync(opts), [](const algo::Context& ctx) { algo::barrier(ctx); });
+                 compat::isAsync(opts), [](const algo::Runner& ctx) { algo::barrier(ctx); });
 }
 
 }  // namespace xccl::backend

@@ -20,17 +20,21 @@ const std::vector<Variable> kVariables = {
     {"XCCL_CONNECT_TIMEOUT_MS", "",
      "Bound for building the TCP mesh at group creation; default: the group timeout."},
     {"XCCL_ALGO", "",
-     "Force an algorithm for every collective that has it (e.g. ring, direct); unknown names "
-     "are rejected at group creation."},
+     "Force an algorithm for every collective that has it: direct or ring (TCP, even where "
+     "shared memory is available), shm (shared memory where every rank is on one host), auto; "
+     "unknown names are rejected at group creation."},
     {"XCCL_RING_CHUNK_BYTES", "524288",
      "Pipelining chunk of the ring algorithms, in bytes (measured best on loopback TCP)."},
     {"XCCL_SMALL_MSG_BYTES", "65536",
      "Messages at or below this use the latency algorithms (direct exchange) instead of rings."},
     {"XCCL_SHM_DISABLE", "0",
-     "1: never use the shared-memory transport for ranks on one host (use TCP)."},
+     "1 on any rank: the group's collectives use TCP even when every rank is on one host."},
     {"XCCL_SHM_SLOT_BYTES", "",
      "Bytes of one shared-memory slot (each rank has two); default: 4 MiB, reduced to fit in "
      "half of /dev/shm's free space."},
+    {"XCCL_SHM_HOST_ID", "",
+     "Which host this rank counts as when deciding which ranks share memory (for testing "
+     "multi-host groups on one machine); default: hostname and boot id."},
     {"XCCL_SHM_TWO_SHOT_BYTES", "",
      "Shared-memory all_reduce/reduce messages from this many bytes on use two-shot instead of "
      "one-shot, at 4 ranks (scaled for other world sizes, docs/shm.md); 0: always two-shot; "
@@ -41,6 +45,12 @@ const std::vector<Variable> kVariables = {
     {"XCCL_TOPO_DUMP_FILE", "",
      "Write the topology xccl found (or loaded) to this JSON file, for bug reports and for "
      "editing into an XCCL_TOPO_FILE."},
+    {"XCCL_PIN_PROGRESS", "1",
+     "0: leave transport progress threads where the scheduler puts them instead of pinning them "
+     "to the CPUs near the NIC (or GPU) they serve."},
+    {"XCCL_GPU_ALGO", "",
+     "Force the GPU plan (docs/algorithms.md): auto, nccl (also rccl, vendor), kernel, "
+     "one_shot, two_shot, all_pairs; applies to every GPU collective that can run it."},
 };
 
 std::mutex gMutex;

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace xccl {
 
@@ -52,6 +53,30 @@ constexpr bool isFloating(DataType type) {
   return type == DataType::kFloat32 || type == DataType::kFloat64 ||
          type == DataType::kFloat16 || type == DataType::kBFloat16;
 }
+
+// Which collective a message belongs to. It travels beside the collective's sequence number
+// (net::MessageTag::op), so ranks that called different collectives at the same sequence number,
+// or the same reduction with another dtype or reduce op, get an error naming both instead of a
+// silently mis-combined result.
+enum class CollectiveKind : uint8_t {
+  kNone,  // point-to-point traffic, tests
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kGather,
+  kScatter,
+  kReduceScatter,
+  kAllToAll,
+  kBarrier,
+};
+
+// Packs (kind, dtype, reduce op) into the 32-bit signature carried by messages; the data-moving
+// collectives leave dtype and op out (they move bytes). 0 is the signature of kNone.
+uint32_t opSignature(CollectiveKind kind);
+uint32_t opSignature(CollectiveKind kind, DataType type, ReduceOp op);
+// "allreduce float32 SUM", "allgather"; "unknown collective 0x..." for a foreign value.
+std::string describeOpSignature(uint32_t signature);
 
 const char* dataTypeName(DataType type);
 const char* reduceOpName(ReduceOp op);

@@ -3,6 +3,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/types.h"
+
 namespace xccl::net {
 
 std::string describe(const MessageTag& tag) {
@@ -13,6 +15,20 @@ std::string describe(const MessageTag& tag) {
     out << "collective #" << tag.seq << " step " << tag.step;
   }
   return out.str();
+}
+
+bool collectivesDiffer(const MessageTag& wanted, const MessageTag& sent) {
+  return wanted.space == TagSpace::kCollective && sent.space == TagSpace::kCollective &&
+         wanted.seq == sent.seq && wanted.op != sent.op;
+}
+
+Error collectiveMismatch(int peer, const MessageTag& wanted, const MessageTag& sent) {
+  return Error(ErrorKind::kPeerFailure,
+               detail::concat("rank ", peer, " ran ", describeOpSignature(sent.op),
+                              " as collective #", sent.seq, " where this rank ran ",
+                              describeOpSignature(wanted.op),
+                              ": the ranks called different collectives (or with different "
+                              "dtypes or reduce ops) in the same order position"));
 }
 
 void Request::rethrowIfFailed() const {

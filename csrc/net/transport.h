@@ -25,7 +25,7 @@ using Deadline = Clock::time_point;
 
 constexpr int kAnySource = -1;
 
-enum class TagSpace : uint32_t {
+enum class TagSpace : uint16_t {
   kCollective = 1,  // seq = collective sequence number, step = algorithm step / chunk
   kPointToPoint = 2,  // seq = user tag, step = 0; FIFO per (source, tag)
 };
@@ -34,12 +34,22 @@ struct MessageTag {
   TagSpace space = TagSpace::kCollective;
   uint32_t step = 0;
   uint64_t seq = 0;
+  // The collective's signature (common/types.h opSignature); 0 for point-to-point. Receives
+  // match only messages with an equal signature; one that differs at the same sequence number
+  // fails the receive with an error naming both (the ranks called different collectives).
+  uint32_t op = 0;
 
   bool operator==(const MessageTag& other) const {
-    return space == other.space && step == other.step && seq == other.seq;
+    return space == other.space && step == other.step && seq == other.seq && op == other.op;
   }
 };
 std::string describe(const MessageTag& tag);
+
+// Whether a message tagged `sent` belongs to the same collective call as a receive tagged
+// `wanted` but to a different collective (see MessageTag::op), whatever their steps.
+bool collectivesDiffer(const MessageTag& wanted, const MessageTag& sent);
+// The error for that case, from the receiving rank's point of view.
+Error collectiveMismatch(int peer, const MessageTag& wanted, const MessageTag& sent);
 
 // Completion of one isend/irecv. Completed by the transport's progress thread; waited on by the
 // caller through Transport::wait so every wait is bounded and reports which peer was missing.
@@ -114,6 +124,12 @@ class Transport {
   // "!" and the error for a peer already known to have failed (result[rank()] is our own
   // provider's answer).
   virtual std::vector<std::string> queryStatus(Deadline deadline) = 0;
+
+  // Whether `peer` is known to have failed (its connection closed, it aborted the communicator)
+  // or this transport was aborted, so that `peer` can no longer be reached; `why` (may be null)
+  // receives the error. Cheap and non-blocking, for waits outside the transport (shared
+  // memory). A transport that cannot tell says false.
+  virtual bool peerFailed(int peer, std::string* why) { return false; }
 };
 
 // Builds the timeout message: "<what> timed out; no data from rank(s) [a, b]".

@@ -1,31 +1,43 @@
 #include "topo/affinity.h"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <memory>
 
 #include "common/error.h"
-#include "common/logging.h"
+#include "common/thread_affinity.h"
 #include "topo/sysfs.h"
 
 namespace xccl::topo {
 namespace {
-
-// Large enough for any machine Linux supports today; CPU_ALLOC sizes the mask dynamically so
-// hosts with more than CPU_SETSIZE (1024) CPUs work too.
-constexpr int kMaxCpus = 8192;
-
-struct CpuSetDeleter {
-  void operator()(cpu_set_t* set) const { CPU_FREE(set); }
-};
 
 std::vector<int> nearCpus(const Topology& topology, const std::vector<int>& localCpus,
                           int numaNode) {
   if (!localCpus.empty()) return localCpus;
   std::vector<int> node = cpusOfNumaNode(topology, numaNode);
   return node.empty() ? topology.cpus : node;
+}
+
+// "10.0.0.5:29500" -> "10.0.0.5", "[fe80::1]:0" -> "fe80::1"; bare addresses pass through (an
+// IPv6 address has several colons, so a single colon can only separate a port).
+std::string hostOfAddress(const std::string& address) {
+  if (!address.empty() && address.front() == '[') {
+    size_t close = address.find(']');
+    return address.substr(1, close == std::string::npos ? std::string::npos : close - 1);
+  }
+  size_t colon = address.find(':');
+  if (colon != std::string::npos && address.find(':', colon + 1) == std::string::npos) {
+    return address.substr(0, colon);
+  }
+  return address;
+}
+
+// True when `cpus` says nothing beyond "anywhere": empty, or every online CPU (when those are
+// listed at all).
+bool coversEveryCpu(const Topology& topology, const std::vector<int>& cpus) {
+  if (cpus.empty()) return true;
+  if (topology.cpus.empty()) return false;
+  std::vector<int> sorted(cpus);
+  std::sort(sorted.begin(), sorted.end());
+  return std::includes(sorted.begin(), sorted.end(), topology.cpus.begin(), topology.cpus.end());
 }
 
 }  // namespace
@@ -76,42 +88,36 @@ int nicIndexByName(const Topology& topology, const std::string& name) {
   return -1;
 }
 
-std::vector<int> allowedCpus() {
-  std::unique_ptr<cpu_set_t, CpuSetDeleter> set(CPU_ALLOC(kMaxCpus));
-  size_t size = CPU_ALLOC_SIZE(kMaxCpus);
-  CPU_ZERO_S(size, set.get());
-  std::vector<int> cpus;
-  if (::sched_getaffinity(0, size, set.get()) != 0) return cpus;
-  for (int cpu = 0; cpu < kMaxCpus; ++cpu) {
-    if (CPU_ISSET_S(cpu, size, set.get())) cpus.push_back(cpu);
+int nicIndexByAddress(const Topology& topology, const std::string& address) {
+  const std::string host = hostOfAddress(address);
+  if (host.empty()) return -1;
+  for (size_t i = 0; i < topology.nics.size(); ++i) {
+    const std::vector<std::string>& held = topology.nics[i].addresses;
+    if (std::find(held.begin(), held.end(), host) != held.end()) return static_cast<int>(i);
   }
-  return cpus;
+  return -1;
 }
 
+std::vector<int> progressCpusFor(const Topology& topology, int gpu, const std::string& nic) {
+  if (!nic.empty()) {
+    int index = nicIndexByName(topology, nic);
+    if (index < 0) index = nicIndexByAddress(topology, nic);
+    if (index >= 0) {
+      std::vector<int> cpus = cpusNearNic(topology, index);
+      if (!coversEveryCpu(topology, cpus)) return cpus;
+    }
+  }
+  if (gpu >= 0 && gpu < static_cast<int>(topology.gpus.size())) {
+    std::vector<int> cpus = cpusNearGpu(topology, gpu);
+    if (!coversEveryCpu(topology, cpus)) return cpus;
+  }
+  return {};
+}
+
+std::vector<int> allowedCpus() { return affinity::allowedCpus(); }
+
 bool pinCurrentThreadToCpus(const std::vector<int>& cpus) {
-  std::vector<int> allowed = allowedCpus();
-  std::vector<int> wanted(cpus);
-  std::sort(wanted.begin(), wanted.end());
-  std::vector<int> target;
-  std::set_intersection(wanted.begin(), wanted.end(), allowed.begin(), allowed.end(),
-                        std::back_inserter(target));
-  if (target.empty()) {
-    XCCL_INFO("topo", "not pinning: none of CPUs ", formatCpuList(cpus),
-              " is in this thread's allowed set ", formatCpuList(allowed));
-    return false;
-  }
-  std::unique_ptr<cpu_set_t, CpuSetDeleter> set(CPU_ALLOC(kMaxCpus));
-  size_t size = CPU_ALLOC_SIZE(kMaxCpus);
-  CPU_ZERO_S(size, set.get());
-  for (int cpu : target) {
-    if (cpu < kMaxCpus) CPU_SET_S(cpu, size, set.get());
-  }
-  // With pid 0, sched_setaffinity applies to the calling thread only, not the whole process.
-  if (::sched_setaffinity(0, size, set.get()) != 0) {
-    XCCL_WARN("topo", "pinning to CPUs ", formatCpuList(target), " failed: ", errnoText(errno));
-    return false;
-  }
-  return true;
+  return affinity::pinCurrentThread(cpus);
 }
 
 }  // namespace xccl::topo

@@ -28,13 +28,25 @@ std::vector<int> cpusNearNic(const Topology& topology, int nic);
 // netdev; -1 when absent.
 int gpuIndexByPciBusId(const Topology& topology, const std::string& busId);
 int nicIndexByName(const Topology& topology, const std::string& name);
+// Index of the NIC that holds `address` ("10.0.0.5", "fe80::1"; a ":port" suffix and IPv6
+// brackets, as in "10.0.0.5:29500" or "[fe80::1]:0", are ignored); -1 when none does.
+int nicIndexByAddress(const Topology& topology, const std::string& address);
 
-// The CPUs the calling thread may run on (its affinity mask, shaped by cgroups and taskset).
+// The CPUs a progress thread should run on: those near the NIC that carries its traffic (`nic`:
+// a name, netdev or address as above; "" when unknown), else those near the rank's GPU (`gpu`:
+// an index, -1 when the rank has none or it is unknown). The NIC comes first because a transport
+// thread touches socket and DMA buffers, which the NIC fills on its own NUMA node. Empty (leave
+// the thread alone) when neither is known or the answer would be every online CPU (one NUMA node,
+// or nothing known about placement). Never throws for unknown names or indices.
+std::vector<int> progressCpusFor(const Topology& topology, int gpu, const std::string& nic);
+
+// The CPUs the calling thread may run on; the same as affinity::allowedCpus (common/).
 std::vector<int> allowedCpus();
 
 // Restricts the calling thread to `cpus` intersected with allowedCpus(). Pinning is an
 // optimisation: when the intersection is empty (a container limited to other cores) or the
 // kernel refuses, the thread is left as it was and false is returned; it never throws.
+// (affinity::pinCurrentThread, which the transports call without depending on topo.)
 bool pinCurrentThreadToCpus(const std::vector<int>& cpus);
 
 }  // namespace xccl::topo

@@ -9,8 +9,10 @@
 #include <cctype>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "common/error.h"
+#include "common/thread_affinity.h"
 
 namespace xccl::topo {
 namespace {
@@ -137,18 +139,7 @@ std::vector<int> parseCpuList(const std::string& text) {
 }
 
 std::string formatCpuList(std::vector<int> cpus) {
-  std::sort(cpus.begin(), cpus.end());
-  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
-  std::string out;
-  for (size_t i = 0; i < cpus.size();) {
-    size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(cpus[i]);
-    if (j > i) out += "-" + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
+  return affinity::formatCpuList(std::move(cpus));
 }
 
 bool isPciBusId(const std::string& text) {

@@ -26,7 +26,8 @@ inline net::tcp::TcpOptions loopbackOptions(const std::string& prefix = "tcp") {
 
 // Builds `size` TCP transports (one per thread, as ranks), runs body(rank, transport) on each
 // rank's thread and rethrows the first failure after all threads joined.
-inline void runRanks(int size, const std::function<void(int, net::Transport&)>& body) {
+inline void runRanks(int size, const net::tcp::TcpOptions& options,
+                     const std::function<void(int, net::Transport&)>& body) {
   net::MemoryStore store;
   std::vector<std::thread> threads;
   std::mutex mutex;
@@ -34,7 +35,7 @@ inline void runRanks(int size, const std::function<void(int, net::Transport&)>& 
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        net::tcp::TcpTransport transport(store, rank, size, loopbackOptions());
+        net::tcp::TcpTransport transport(store, rank, size, options);
         body(rank, transport);
       } catch (...) {
         std::lock_guard<std::mutex> guard(mutex);
@@ -44,6 +45,10 @@ inline void runRanks(int size, const std::function<void(int, net::Transport&)>& 
   }
   for (auto& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
+}
+
+inline void runRanks(int size, const std::function<void(int, net::Transport&)>& body) {
+  runRanks(size, loopbackOptions(), body);
 }
 
 }  // namespace xccl::testing

@@ -7,6 +7,14 @@ same and fails the test unless every rank returned normally; `run_checks(...)` a
 expects each rank to return a list of failure descriptions (see `Checker`) and fails with all
 of them at once, so one spawn can sweep a whole dtype x op x size matrix.
 
+Ranks on one host run their collectives over shared memory; `transport="tcp"` forces the TCP
+path, `transport="shm"` insists on shared memory and `transport="hierarchical"` simulates two
+hosts (even ranks on one, odd ranks on the other, through XCCL_SHM_HOST_ID: all_reduce then runs
+over shared memory per host and TCP between them; needs 3 or more ranks). Cases that need shared
+memory are skipped when the whole run sets XCCL_SHM_DISABLE. Every rank checks that its default
+group really uses the transport asked for. `transport_cases()` parametrizes a test over world
+sizes on the default transport plus a few on the others, so one body covers all of them.
+
 Processes are forked from a forkserver that imported torch and xccl once, so a spawn costs
 process start-up and group creation, not a torch import. Every spawn is bounded in wall-clock
 time; on expiry the harness SIGKILLs its ranks and reports which ones were still running. Ranks
@@ -39,6 +47,9 @@ import torch.distributed as dist
 
 HOST = "127.0.0.1"
 WORLD_SIZES = (1, 2, 3, 4)
+# The environment that makes a one-host group use each transport (docs/shm.md); "hierarchical"
+# also sets XCCL_SHM_HOST_ID per rank (_entry).
+TRANSPORT_ENV = {"shm": {}, "tcp": {"XCCL_SHM_DISABLE": "1"}, "hierarchical": {}}
 LOG_TAIL_CHARS = 3000
 MAX_REPORTED_FAILURES = 40
 _context = None
@@ -168,14 +179,42 @@ def _write_result(path: str, payload: dict) -> None:
     os.replace(temporary, path)
 
 
+def transport_cases(tcp_worlds=(3,), hierarchical_worlds=(), worlds=WORLD_SIZES) -> list:
+    """pytest.param((world_size, transport)) cases: every world size on the default transport
+    (ids "1", "2", ... as before), then `tcp_worlds` again with TCP forced (ids "3-tcp") and
+    `hierarchical_worlds` on two simulated hosts (ids "4-hierarchical")."""
+    import pytest
+
+    return ([pytest.param(w, None, id=str(w)) for w in worlds]
+            + [pytest.param(w, "tcp", id=f"{w}-tcp") for w in tcp_worlds]
+            + [pytest.param(w, "hierarchical", id=f"{w}-hierarchical")
+               for w in hierarchical_worlds])
+
+
+def default_transport() -> str:
+    """The transport one-host groups get in this run: "tcp" when the whole run sets
+    XCCL_SHM_DISABLE (e.g. `XCCL_SHM_DISABLE=1 pytest`), else "shm"."""
+    value = os.environ.get("XCCL_SHM_DISABLE", "").strip().lower()
+    return "tcp" if value in ("1", "true", "yes", "on") else "shm"
+
+
+def group_transport(group=None) -> str:
+    """How the group's collectives travel: "shm" (one host), "hierarchical" (segments per host,
+    TCP between them) or "tcp"."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    return pg._get_backend(torch.device("cpu")).transport
+
+
 def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_options, env,
-           started):
+           started, transport):
     """Runs in the rank's process."""
     log = os.open(os.path.join(workdir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
     faulthandler.enable()  # a crashing rank leaves its Python stack in its log
     os.environ.update(env)
+    if transport == "hierarchical":
+        os.environ["XCCL_SHM_HOST_ID"] = f"simulated-host-{rank % 2}"
     # Up to 4 ranks share 2 cores: intra-op threads would only spin against each other.
     torch.set_num_threads(1)
     result = os.path.join(workdir, f"rank{rank}.pkl")
@@ -194,6 +233,9 @@ def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_optio
                     setattr(options, name, value)
             dist.init_process_group("xccl", store=store, rank=rank, world_size=world_size,
                                     timeout=timedelta(seconds=pg_timeout), pg_options=options)
+            used = group_transport()
+            if transport is not None and world_size > 1 and used != transport:
+                raise AssertionError(f"the default group uses {used}, not {transport}")
         phases["init"] = time.time() - started
         value = fn(rank, world_size, *args)
         phases["run"] = time.time() - started
@@ -217,13 +259,20 @@ def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_optio
 
 def spawn(fn: Callable, world_size: int, *args, timeout: float = 120.0, init: bool = True,
           pg_timeout: float = 60.0, pg_options: dict | None = None,
-          env: dict | None = None) -> list[Outcome]:
+          env: dict | None = None, transport: str | None = None) -> list[Outcome]:
     """Runs fn(rank, world_size, *args) on `world_size` fresh processes; never hangs.
 
     `timeout` bounds the whole spawn (wall clock); `pg_timeout` is the default group's timeout
     (seconds). `pg_options` is a dict of xccl.Options attributes (e.g. {"algorithm": "ring"}),
     built into an Options in the rank. `env` is applied in each rank before anything else runs.
+    `transport` ("shm", "tcp", "hierarchical" or None for the default) selects and checks the
+    group's transport (module docstring).
     """
+    if transport in ("shm", "hierarchical") and default_transport() == "tcp":
+        import pytest
+
+        pytest.skip("XCCL_SHM_DISABLE is set for this run: no shared-memory case")
+    env = {**TRANSPORT_ENV[transport or "shm"], **(env or {})}
     context = _mp_context()
     workdir = tempfile.mkdtemp(prefix="xccl-test-")
     store = None
@@ -237,7 +286,7 @@ def spawn(fn: Callable, world_size: int, *args, timeout: float = 120.0, init: bo
             p = context.Process(
                 target=_entry, name=f"xccl-rank{rank}",
                 args=(fn, rank, world_size, args, workdir, store.port if store else 0, init,
-                      pg_timeout, pg_options, dict(env or {}), started))
+                      pg_timeout, pg_options, env, started, transport))
             p.start()
             processes.append(p)
         deadline = started + timeout

@@ -17,7 +17,8 @@ from datetime import timedelta
 import pytest
 import torch
 import torch.distributed as dist
-from dist_harness import WORLD_SIZES, Checker, result, run_checks
+from dist_harness import (WORLD_SIZES, Checker, group_transport, result, run_checks,
+                          transport_cases)
 
 R = dist.ReduceOp
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -201,9 +202,10 @@ def _all_reduce(rank, world):
     return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_all_reduce(world_size):
-    run_checks(_all_reduce, world_size, min_checks=200)
+@pytest.mark.parametrize("world_size,transport",
+                         transport_cases(tcp_worlds=(3,), hierarchical_worlds=(3, 4)))
+def test_all_reduce(world_size, transport):
+    run_checks(_all_reduce, world_size, min_checks=200, transport=transport)
 
 
 def _reduce(rank, world):
@@ -228,9 +230,9 @@ def _reduce(rank, world):
     return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_reduce_every_root(world_size):
-    run_checks(_reduce, world_size, min_checks=60)
+@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(2,)))
+def test_reduce_every_root(world_size, transport):
+    run_checks(_reduce, world_size, min_checks=60, transport=transport)
 
 
 def _reduce_scatter(rank, world):
@@ -265,9 +267,9 @@ def _reduce_scatter(rank, world):
     return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_reduce_scatter(world_size):
-    run_checks(_reduce_scatter, world_size, min_checks=100)
+@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(3,)))
+def test_reduce_scatter(world_size, transport):
+    run_checks(_reduce_scatter, world_size, min_checks=100, transport=transport)
 
 
 def _all_reduce_coalesced(rank, world):
@@ -298,9 +300,10 @@ def _all_reduce_coalesced(rank, world):
     return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_all_reduce_coalesced(world_size):
-    run_checks(_all_reduce_coalesced, world_size, min_checks=20)
+@pytest.mark.parametrize("world_size,transport",
+                         transport_cases(tcp_worlds=(2,), hierarchical_worlds=(4,)))
+def test_all_reduce_coalesced(world_size, transport):
+    run_checks(_all_reduce_coalesced, world_size, min_checks=20, transport=transport)
 
 
 def _async_work(rank, world):
@@ -440,14 +443,16 @@ def _coalesced_variants(rank, world):
     return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_coalesced_and_functional_collectives(world_size):
-    run_checks(_coalesced_variants, world_size, min_checks=20)
+@pytest.mark.parametrize("world_size,transport",
+                         transport_cases(tcp_worlds=(3,), hierarchical_worlds=(4,)))
+def test_coalesced_and_functional_collectives(world_size, transport):
+    run_checks(_coalesced_variants, world_size, min_checks=20, transport=transport)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_async_work_and_futures(world_size):
-    run_checks(_async_work, world_size, min_checks=12)
+@pytest.mark.parametrize("world_size,transport",
+                         transport_cases(tcp_worlds=(2,), hierarchical_worlds=(3,)))
+def test_async_work_and_futures(world_size, transport):
+    run_checks(_async_work, world_size, min_checks=12, transport=transport)
 
 
 # --- data movement --------------------------------------------------------------------------
@@ -469,9 +474,9 @@ def _broadcast(rank, world):
     return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_broadcast_every_root(world_size):
-    run_checks(_broadcast, world_size, min_checks=40)
+@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(3,)))
+def test_broadcast_every_root(world_size, transport):
+    run_checks(_broadcast, world_size, min_checks=40, transport=transport)
 
 
 def _all_gather(rank, world):
@@ -516,9 +521,9 @@ def _all_gather(rank, world):
     return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_all_gather(world_size):
-    run_checks(_all_gather, world_size, min_checks=40)
+@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(3,)))
+def test_all_gather(world_size, transport):
+    run_checks(_all_gather, world_size, min_checks=40, transport=transport)
 
 
 def _gather_scatter(rank, world):
@@ -556,9 +561,9 @@ def _gather_scatter(rank, world):
     return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_gather_scatter_every_root(world_size):
-    run_checks(_gather_scatter, world_size, min_checks=40)
+@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(2,)))
+def test_gather_scatter_every_root(world_size, transport):
+    run_checks(_gather_scatter, world_size, min_checks=40, transport=transport)
 
 
 def _a2a_block(dtype, rows, src, dst, cols=3):
@@ -620,9 +625,9 @@ def _all_to_all(rank, world):
     return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_all_to_all(world_size):
-    run_checks(_all_to_all, world_size, min_checks=60)
+@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(3,)))
+def test_all_to_all(world_size, transport):
+    run_checks(_all_to_all, world_size, min_checks=60, transport=transport)
 
 
 def _large(rank, world):
@@ -695,9 +700,10 @@ def _large(rank, world):
     return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_large_messages(world_size):
-    run_checks(_large, world_size, min_checks=15, timeout=300)
+@pytest.mark.parametrize("world_size,transport",
+                         transport_cases(tcp_worlds=(4,), hierarchical_worlds=(4,)))
+def test_large_messages(world_size, transport):
+    run_checks(_large, world_size, min_checks=15, timeout=300, transport=transport)
 
 
 # --- objects, barrier, groups ---------------------------------------------------------------
@@ -749,9 +755,9 @@ def _barrier(rank, world):
     return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_barrier(world_size):
-    run_checks(_barrier, world_size, min_checks=6)
+@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(3,)))
+def test_barrier(world_size, transport):
+    run_checks(_barrier, world_size, min_checks=6, transport=transport)
 
 
 def _new_group(rank, world):
@@ -784,6 +790,9 @@ def _new_group(rank, world):
                      dist.all_reduce(t, group=g) is None and torch.equal(t, torch.full((3,), 5.0)))
             continue
         chk.equal(what + " backend", dist.get_backend(g), "xccl")
+        # Subgroups get their own segment wherever the default group has one.
+        chk.equal(what + " transport", group_transport(g),
+                  group_transport() if len(ranks) > 1 else "tcp")
         chk.equal(what + " size", dist.get_world_size(g), len(ranks))
         chk.equal(what + " group rank", dist.get_rank(g), ranks.index(rank))
         x = rank_input(torch.int64, 1001, rank)
@@ -846,6 +855,8 @@ def _split(rank, world):
         backend = child._get_backend(cpu)
         chk.true("split backend is ProcessGroupXccl", isinstance(backend, xccl.ProcessGroupXccl),
                  repr(backend))
+        chk.equal("split transport", group_transport(child),
+                  group_transport() if len(upper) > 1 else "tcp")
         x = rank_input(torch.float32, 1001, rank)
         child.allreduce([x]).wait()
         chk.equal("split allreduce", x,

@@ -1,7 +1,9 @@
 """DistributedDataParallel parity: the same model trained with backend "xccl" and with gloo (in
 the same job, on identical initial weights and per-rank data) gives the same losses and
 parameters to fp32 rounding, with DDP's built-in allreduce and with communication hooks; both
-also match a single-process reference that averages every rank's gradient."""
+also match a single-process reference that averages every rank's gradient. Every case runs on
+the default transport (shared memory on one host); some also with TCP forced or on two
+simulated hosts (hierarchical all_reduce)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import hashlib
 import pytest
 import torch
 import torch.distributed as dist
-from dist_harness import Checker, result, run
+from dist_harness import Checker, default_transport, group_transport, result, run
 
 STEPS = 4
 LR = 0.1
@@ -88,15 +90,23 @@ def _ddp(rank, world, hook):
     # parent, which does no tensor work of its own).
     digest = hashlib.sha256(b"".join(p.numpy().tobytes() for p in x_params)).hexdigest()
     failures, checks = result(chk)
-    return failures, checks, digest
+    return failures, checks, digest, group_transport()
 
 
-@pytest.mark.parametrize("hook", HOOKS)
-@pytest.mark.parametrize("world_size", (2, 3))
-def test_ddp_matches_gloo(world_size, hook):
-    values = run(_ddp, world_size, hook, timeout=240)
-    failures = [f"rank {rank}: {f}" for rank, (fs, _, _) in enumerate(values) for f in fs]
+CASES = [pytest.param(w, h, None, id=f"{w}-{h}") for w in (2, 3) for h in HOOKS] + [
+    pytest.param(2, "builtin", "tcp", id="2-builtin-tcp"),
+    pytest.param(3, "fp16_compress_hook", "tcp", id="3-fp16_compress_hook-tcp"),
+    pytest.param(3, "builtin", "hierarchical", id="3-builtin-hierarchical")]
+
+
+@pytest.mark.parametrize("world_size,hook,transport", CASES)
+def test_ddp_matches_gloo(world_size, hook, transport):
+    values = run(_ddp, world_size, hook, timeout=240, transport=transport)
+    failures = [f"rank {rank}: {f}" for rank, (fs, _, _, _) in enumerate(values) for f in fs]
     assert not failures, "\n".join(failures)
-    assert all(checks >= 5 for _, checks, _ in values)
-    digests = [digest for _, _, digest in values]
+    assert all(checks >= 5 for _, checks, _, _ in values)
+    digests = [digest for _, _, digest, _ in values]
     assert len(set(digests)) == 1, f"replicas differ after training: {digests}"
+    expected = transport or default_transport()
+    used = {used for _, _, _, used in values}
+    assert used == {expected}, f"DDP ran over {used}, expected {expected}"

@@ -146,3 +146,25 @@ def _bad_arguments(rank, world):
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 def test_bad_arguments_raise_before_traffic(world_size):
     run_checks(_bad_arguments, world_size, min_checks=35)
+
+
+def _mismatched_collectives(rank, world):
+    """Ranks that call different collectives at the same sequence number get an error naming
+    the mismatch, never a silently wrong result (DESIGN.md section 8)."""
+    chk = Checker(rank)
+    x = torch.ones(1001)
+    if rank == 0:
+        error = chk.raises("all_reduce against all_gather", lambda: dist.all_reduce(x),
+                           (RuntimeError,))
+    else:
+        out = torch.empty(1001 * world)
+        error = chk.raises("all_gather against all_reduce",
+                           lambda: dist.all_gather_into_tensor(out, x), (RuntimeError,))
+    chk.true("the error says the collectives differ", error is not None and (
+        "different" in str(error) or "mismatch" in str(error).lower()), str(error))
+    return result(chk)
+
+
+@pytest.mark.parametrize("world_size", (2, 3))
+def test_mismatched_collectives_are_detected(world_size):
+    run_checks(_mismatched_collectives, world_size, min_checks=2, pg_timeout=20.0)

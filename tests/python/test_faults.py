@@ -1,10 +1,14 @@
 """Failures of a peer: a rank that never enters a collective (the others time out with a
 message naming the op, its sequence number and the missing rank) and a rank killed with SIGKILL
-(the others fail promptly, long before the timeout, naming the dead rank). The group is
-unusable afterwards (like NCCL) and says why; the harness bounds every spawn."""
+(the others fail promptly, long before the timeout, naming the dead rank, and no shared-memory
+segment is left in /dev/shm). The group is unusable afterwards (like NCCL) and says why; the
+harness bounds every spawn. Each case runs on the default transport (shared memory on this one
+host) and some also with TCP forced."""
 
 from __future__ import annotations
 
+import glob
+import os
 import re
 import time
 from datetime import timedelta
@@ -12,7 +16,7 @@ from datetime import timedelta
 import pytest
 import torch
 import torch.distributed as dist
-from dist_harness import describe, kill_self, run, spawn
+from dist_harness import describe, group_transport, kill_self, run, spawn
 
 TIMEOUT_S = 3.0
 # Reporting a timeout may take a little longer than the timeout (the store, a loaded machine).
@@ -51,10 +55,12 @@ def _absent(rank, world, absent, async_op):
     return outcome
 
 
-@pytest.mark.parametrize("world_size,absent,async_op", [(2, 1, False), (3, 2, False),
-                                                         (3, 0, True), (4, 1, False)])
-def test_rank_that_never_enters_times_out(world_size, absent, async_op):
-    outcomes = spawn(_absent, world_size, absent, async_op, pg_timeout=TIMEOUT_S, timeout=90)
+@pytest.mark.parametrize("world_size,absent,async_op,transport", [
+    (2, 1, False, "shm"), (3, 2, False, "shm"), (3, 0, True, "shm"), (4, 1, False, "shm"),
+    (3, 2, False, "tcp"), (4, 2, False, "hierarchical")])
+def test_rank_that_never_enters_times_out(world_size, absent, async_op, transport):
+    outcomes = spawn(_absent, world_size, absent, async_op, pg_timeout=TIMEOUT_S, timeout=90,
+                     transport=transport)
     assert all(o.ok for o in outcomes), describe(outcomes)
     for o in outcomes:
         if o.rank == absent:
@@ -75,9 +81,12 @@ def test_rank_that_never_enters_times_out(world_size, absent, async_op):
 
 
 def _killed(rank, world, victim, in_flight):
+    store = dist.distributed_c10d._get_default_store()
+    store.set(f"pid/{rank}", str(os.getpid()))
     x = torch.ones(1001)
     dist.all_reduce(x)  # collective #1 connects everyone
     big = torch.ones(1_000_003)
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
     if rank == victim:
         if in_flight:
             dist.all_reduce(big, async_op=True)  # peers are mid-transfer with us when we die
@@ -85,13 +94,18 @@ def _killed(rank, world, victim, in_flight):
     started = time.time()
     outcome = _fail(rank, lambda: dist.all_reduce(big), started)
     outcome["next"] = _fail(rank, lambda: dist.all_reduce(torch.ones(3)), time.time())
+    outcome["transport"] = group_transport()
+    outcome["segment"] = backend.shm_segment
+    outcome["pids"] = [int(store.get(f"pid/{r}")) for r in range(world)]
     return outcome
 
 
-@pytest.mark.parametrize("world_size,victim,in_flight", [(2, 1, False), (3, 0, True),
-                                                          (3, 1, False), (4, 2, True)])
-def test_killed_rank_is_reported_promptly(world_size, victim, in_flight):
-    outcomes = spawn(_killed, world_size, victim, in_flight, pg_timeout=60.0, timeout=60)
+@pytest.mark.parametrize("world_size,victim,in_flight,transport", [
+    (2, 1, False, "shm"), (3, 0, True, "shm"), (3, 1, False, "shm"), (4, 2, True, "shm"),
+    (3, 1, True, "tcp"), (4, 1, True, "hierarchical"), (4, 0, False, "hierarchical")])
+def test_killed_rank_is_reported_promptly(world_size, victim, in_flight, transport):
+    outcomes = spawn(_killed, world_size, victim, in_flight, pg_timeout=60.0, timeout=60,
+                     transport=transport)
     assert outcomes[victim].exitcode == -9, describe(outcomes)
     survivors = [o for o in outcomes if o.rank != victim]
     assert all(o.ok for o in survivors), describe(survivors)
@@ -103,6 +117,17 @@ def test_killed_rank_is_reported_promptly(world_size, victim, in_flight):
         assert re.search(rf"\brank(?:s|\(s\))? \[?[\d, ]*\b{victim}\b", v["message"]), context
         assert "allreduce" in v["message"], context
         assert v["next"]["raised"] is not None, context
+        assert v["transport"] == transport, context
+    if transport != "tcp":
+        # Every survivor knew its segment ("xccl-<creator's pid>-...": the group's, or its
+        # host's); none of them, nor any other segment these ranks created, is in /dev/shm,
+        # though a rank died holding one.
+        names = {o.value["segment"] for o in survivors}
+        assert len(names) == (1 if transport == "shm" else 2), describe(survivors)
+        assert all(name.startswith("xccl-") for name in names), names
+        pids = survivors[0].value["pids"]
+        leftovers = [path for pid in pids for path in glob.glob(f"/dev/shm/xccl-{pid}-*")]
+        assert not leftovers, f"segments left in /dev/shm: {leftovers}"
 
 
 def _abort(rank, world):
@@ -116,10 +141,37 @@ def _abort(rank, world):
     return _fail(rank, lambda: dist.all_reduce(torch.ones(1_000_003)), started)
 
 
-@pytest.mark.parametrize("world_size", (2, 3))
-def test_abort_fails_peers_promptly(world_size):
-    values = run(_abort, world_size, pg_timeout=60.0, timeout=60)
+@pytest.mark.parametrize("world_size,transport", [(2, "shm"), (3, "shm"), (2, "tcp")])
+def test_abort_fails_peers_promptly(world_size, transport):
+    values = run(_abort, world_size, pg_timeout=60.0, timeout=60, transport=transport)
     for rank, v in enumerate(values):
         assert v["raised"] is not None and v["after"] < DEATH_BOUND_S, f"rank {rank}: {v}"
         if rank != 0:
             assert re.search(r"\brank 0\b", v["message"]), f"rank {rank}: {v}"
+
+
+def _abort_own_wait(rank, world):
+    """abort() from another thread ends this rank's own pending collective promptly, wherever
+    it waits (shared memory or TCP): here for a peer that stays away."""
+    import threading
+
+    store = dist.distributed_c10d._get_default_store()
+    dist.all_reduce(torch.ones(7))
+    if rank == 1:
+        store.wait(["aborted"], timedelta(seconds=60))
+        return None
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    work = dist.all_reduce(torch.ones(1001), async_op=True)  # rank 1 never joins this one
+    threading.Timer(0.5, backend.abort).start()
+    outcome = _fail(rank, work.wait, time.time() + 0.5)
+    store.set("aborted", "1")
+    return outcome
+
+
+@pytest.mark.parametrize("transport", ("shm", "tcp"))
+def test_abort_ends_this_ranks_own_wait(transport):
+    values = run(_abort_own_wait, 2, pg_timeout=60.0, timeout=60, transport=transport)
+    v = values[0]
+    assert v["raised"] is not None, v
+    assert v["after"] < 2.0, v  # seconds after abort(), not the 60 s timeout
+    assert "abort" in v["message"], v

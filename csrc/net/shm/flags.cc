@@ -81,6 +81,16 @@ void Segment::publish(uint32_t step) {
   if (flag.sleepers.load(std::memory_order_seq_cst) != 0) futexWakeAll(&flag.arrived);
 }
 
+// Release, and before the collective's first publish (seq_cst, program order): a peer that
+// acquire-loaded that step from `arrived` then reads this word or a later one.
+void Segment::setSignature(uint64_t word) {
+  flags_[rank_].signature.store(word, std::memory_order_release);
+}
+
+uint64_t Segment::signatureOf(int rank) const {
+  return flags_[rank].signature.load(std::memory_order_acquire);
+}
+
 bool Segment::reached(int rank, uint32_t step) const {
   return atOrPast(flags_[rank].arrived.load(std::memory_order_acquire), step);
 }

@@ -24,13 +24,17 @@ struct Header {
   uint64_t totalBytes;
 };
 
-// One writer per word: only the owning rank stores `arrived`; `sleepers` is a counter the
-// readers increment around a futex sleep, so the owner skips the wake syscall when it is zero.
+// One writer per word: only the owning rank stores `arrived` and `signature`; `sleepers` is a
+// counter the readers increment around a futex sleep, so the owner skips the wake syscall when it
+// is zero. `signature` (Segment::setSignature) shares the line with `arrived`: a reader that just
+// loaded the flag finds it in its cache.
 struct alignas(128) RankFlag {
   std::atomic<uint32_t> arrived;
   std::atomic<uint32_t> sleepers;
+  std::atomic<uint64_t> signature;
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "flags must work across processes");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "flags must work across processes");
 static_assert(sizeof(std::atomic<uint32_t>) == 4, "futex words are 32 bits");
 
 constexpr size_t roundUp(size_t value, size_t unit) { return (value + unit - 1) / unit * unit; }

@@ -129,6 +129,7 @@ std::string firstRefusal(const std::vector<Bytes>& votes) {
 Options Options::fromEnvironment() {
   Options options;
   options.disabled = env::getBool("XCCL_SHM_DISABLE");
+  options.hostIdentity = env::getString("XCCL_SHM_HOST_ID");
   if (!env::getString("XCCL_SHM_SLOT_BYTES").empty()) {
     int64_t slot = env::getInt("XCCL_SHM_SLOT_BYTES");
     XCCL_CHECK_ARG(slot >= static_cast<int64_t>(kMinSlotBytes),

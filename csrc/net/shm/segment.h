@@ -46,7 +46,8 @@ struct Options {
   // Which host this rank is on; empty: hostIdentity(). Tests set it to simulate several hosts.
   std::string hostIdentity;
 
-  // slotBytes from XCCL_SHM_SLOT_BYTES (unset: 0), disabled from XCCL_SHM_DISABLE.
+  // slotBytes from XCCL_SHM_SLOT_BYTES (unset: 0), disabled from XCCL_SHM_DISABLE,
+  // hostIdentity from XCCL_SHM_HOST_ID.
   static Options fromEnvironment();
 };
 
@@ -111,6 +112,17 @@ class Segment {
   void waitFor(int rank, uint32_t step, const WaitBounds& bounds);
   void waitForAll(uint32_t step, const WaitBounds& bounds);
 
+  // Which collective this rank runs (an opaque word from the shm collectives: a collective
+  // counter, the kind, sizes). Stored before the collective's first publish, so a peer that saw
+  // this rank reach one of that collective's steps reads it (or a later collective's word) and
+  // can tell when the ranks called different collectives.
+  void setSignature(uint64_t word);
+  uint64_t signatureOf(int rank) const;
+  // Counts the collectives run on this segment (the same sequence on every rank).
+  uint64_t nextCollective() { return ++collective_; }
+  // The last step nextStep() handed out: a collective that begins now starts at step() + 1.
+  uint32_t step() const { return step_; }
+
   // After a failed wait the ranks' step counters no longer agree: the segment refuses further
   // collectives (kAborted with this reason) instead of mixing up their data.
   void markBroken(const std::string& reason);
@@ -137,6 +149,7 @@ class Segment {
   uint8_t* slots_ = nullptr;
   const int yields_;
   uint32_t step_ = 0;
+  uint64_t collective_ = 0;
   std::string broken_;
 };
 

@@ -12,9 +12,9 @@
 
 namespace xccl::net::tcp {
 
-constexpr uint32_t kFrameMagic = 0x58434c31;  // "XCL1"
+constexpr uint32_t kFrameMagic = 0x58434c32;  // "XCL2"
 
-enum class FrameType : uint32_t {
+enum class FrameType : uint16_t {
   kData = 1,
   kAbort = 2,        // payload: the reason; the sender's communicator is dead
   kStatusQuery = 3,  // "where are you?", answered by the progress thread (no payload)
@@ -28,6 +28,7 @@ struct FrameHeader {
   FrameType type = FrameType::kData;
   TagSpace space = TagSpace::kCollective;
   uint32_t step = 0;
+  uint32_t op = 0;  // MessageTag::op
   uint64_t seq = 0;
   uint64_t bytes = 0;
 };

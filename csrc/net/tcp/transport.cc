@@ -8,6 +8,7 @@
 #include <random>
 
 #include "common/logging.h"
+#include "common/thread_affinity.h"
 
 namespace xccl::net::tcp {
 namespace {
@@ -63,7 +64,10 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& o
     ::close(epollFd_);
     throw;
   }
-  progressThread_ = std::thread([this] { progressLoop(); });
+  progressThread_ = std::thread([this, cpus = options.progressCpus] {
+    affinity::pinProgressThread(cpus, "tcp");  // never throws; unpinned when it cannot pin
+    progressLoop();
+  });
 }
 
 TcpTransport::~TcpTransport() {
@@ -177,9 +181,17 @@ FrameTarget TcpTransport::onHeader(int peer, const FrameHeader& header) {
     slot.control.resize(header.bytes);
     return {slot.control.data()};
   }
-  MessageTag tag{header.space, header.step, header.seq};
+  MessageTag tag{header.space, header.step, header.seq, header.op};
   std::lock_guard<std::mutex> guard(mutex_);
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if (!(it->request->peer() == kAnySource || it->request->peer() == peer)) continue;
+    if (collectivesDiffer(it->request->tag(), tag)) {
+      // The frame is discarded: this rank is not running the collective it belongs to.
+      it->request->failLocked(collectiveMismatch(peer, it->request->tag(), tag));
+      posted_.erase(it);
+      completed_.notify_all();
+      return {};
+    }
     if (!matches(it->request->peer(), it->request->tag(), peer, tag)) continue;
     RequestPtr request = std::move(it->request);
     uint8_t* data = it->data;

@@ -6,6 +6,7 @@
 #include <list>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "net/store.h"
 #include "net/tcp/connection.h"
@@ -17,6 +18,9 @@ struct TcpOptions {
   std::string storeHost;  // hint for choosing the interface; may be empty
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // bound for building the mesh
   std::string storePrefix = "tcp";  // keys written under this prefix (unique per group)
+  // CPUs for the progress thread, normally those near the NIC or GPU the rank uses
+  // (topo::progressCpusFor); empty: the thread is not pinned. XCCL_PIN_PROGRESS=0 ignores it.
+  std::vector<int> progressCpus;
 };
 
 class TcpTransport final : public Transport, private FrameSink {
@@ -38,6 +42,7 @@ class TcpTransport final : public Transport, private FrameSink {
   void abort(const std::string& reason) override;
   void setStatusProvider(std::function<std::string()> provider) override;
   std::vector<std::string> queryStatus(Deadline deadline) override;
+  bool peerFailed(int peer, std::string* why) override;
 
  private:
   struct Posted {

@@ -38,6 +38,7 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
   header.space = tag.space;
   header.step = tag.step;
   header.seq = tag.seq;
+  header.op = tag.op;
   header.bytes = bytes;
   std::vector<RequestPtr> completed;
   try {
@@ -61,9 +62,12 @@ RequestPtr TcpTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
     std::lock_guard<std::mutex> guard(mutex_);
     for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
       UnexpectedPtr entry = *it;
-      if (entry->waiter || !(peer == kAnySource || peer == entry->peer) || !(entry->tag == tag)) {
-        continue;
+      if (entry->waiter || !(peer == kAnySource || peer == entry->peer)) continue;
+      if (collectivesDiffer(tag, entry->tag)) {
+        unexpected_.erase(it);
+        return failed(request, collectiveMismatch(entry->peer, tag, entry->tag));
       }
+      if (!(entry->tag == tag)) continue;
       if (entry->data.size() != bytes) {
         unexpected_.erase(it);
         return failed(request, Error(ErrorKind::kPeerFailure,
@@ -202,6 +206,13 @@ void TcpTransport::abort(const std::string& reason) {
   std::lock_guard<std::mutex> guard(mutex_);
   for (auto& r : sends) r->failLocked(*abortError_);
   failEverythingLocked(*abortError_);
+}
+
+bool TcpTransport::peerFailed(int peer, std::string* why) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const Error* error = abortError_ ? abortError_.get() : peerError_[peer].get();
+  if (error != nullptr && why != nullptr) *why = error->what();
+  return error != nullptr;
 }
 
 void TcpTransport::setStatusProvider(std::function<std::string()> provider) {

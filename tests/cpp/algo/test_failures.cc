@@ -1,6 +1,7 @@
 // Failure behaviour of the collectives: a rank that never joins makes the others time out at
 // their deadline with a message naming it; a rank that aborts mid-collective makes the others
-// fail promptly, long before the deadline, with its reason.
+// fail promptly, long before the deadline, with its reason; ranks that call different
+// collectives at one sequence number fail naming both.
 #include <condition_variable>
 #include <mutex>
 
@@ -207,6 +208,70 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(AbortCase{"direct_world3", Algorithm::kDirect, 3, 7, 1},
                       AbortCase{"ring_world4", Algorithm::kRing, 4, 50000, 10}),
     [](const ::testing::TestParamInfo<AbortCase>& info) { return info.param.name; });
+
+// ---------------------------------------------------------------------------------------------
+
+// Ranks that call different collectives at one sequence number, with message sizes that agree
+// byte for byte, must fail promptly naming both collectives instead of mixing the data.
+struct MismatchCase {
+  const char* name;
+  Algorithm algorithm;
+  DataType otherType;      // rank 1's all_reduce dtype (when it runs an all_reduce)
+  ReduceOp otherOp;        // rank 1's all_reduce op
+  bool otherIsAllGather;   // rank 1 runs all_gather instead
+  const char* otherName;   // how rank 0's error must describe rank 1's collective
+};
+
+class MismatchedCollectives : public ::testing::TestWithParam<MismatchCase> {};
+
+TEST_P(MismatchedCollectives, FailPromptlyNamingBoth) {
+  const MismatchCase& c = GetParam();
+  constexpr int kWorld = 2;
+  constexpr size_t kCount = 1001;
+  Latch checked(kWorld);
+  runRanks(kWorld, [&](int rank, net::Transport& transport) {
+    std::vector<uint32_t> data(kCount, 1);  // 4-byte elements for every dtype used here
+    std::vector<uint32_t> gathered(kCount * kWorld);
+    const net::Clock::time_point start = net::Clock::now();
+    auto error = errorFrom([&] {
+      algo::Context ctx = contextFor(transport, 1, "collective", start + 10s, c.algorithm);
+      if (rank == 0) {
+        algo::allReduce(ctx, data.data(), kCount, DataType::kFloat32, ReduceOp::kSum);
+      } else if (c.otherIsAllGather) {
+        algo::allGather(ctx, data.data(), gathered.data(), {kCount * 4, kCount * 4});
+      } else {
+        algo::allReduce(ctx, data.data(), kCount, c.otherType, c.otherOp);
+      }
+    });
+    const auto elapsed = net::Clock::now() - start;
+    checked.countDown();
+    checked.wait();
+    if (!error) {
+      ADD_FAILURE() << "rank " << rank << " completed a mismatched collective";
+      return;
+    }
+    const std::string message = error->what();
+    EXPECT_EQ(error->kind(), ErrorKind::kPeerFailure) << message;
+    EXPECT_NE(message.find("different collectives"), std::string::npos) << message;
+    const std::string mine = rank == 0 ? "allreduce float32 SUM" : c.otherName;
+    const std::string theirs = rank == 0 ? c.otherName : "allreduce float32 SUM";
+    EXPECT_NE(message.find("rank " + std::to_string(1 - rank) + " ran " + theirs),
+              std::string::npos) << message;
+    EXPECT_NE(message.find("this rank ran " + mine), std::string::npos) << message;
+    EXPECT_LT(elapsed, 5s) << "rank " << rank << " was not told promptly";
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Collectives, MismatchedCollectives,
+    ::testing::Values(
+        MismatchCase{"allgather_direct", Algorithm::kDirect, DataType::kFloat32, ReduceOp::kSum,
+                     true, "allgather"},
+        MismatchCase{"dtype_ring", Algorithm::kRing, DataType::kInt32, ReduceOp::kSum, false,
+                     "allreduce int32 SUM"},
+        MismatchCase{"reduce_op_direct", Algorithm::kDirect, DataType::kFloat32, ReduceOp::kMax,
+                     false, "allreduce float32 MAX"}),
+    [](const ::testing::TestParamInfo<MismatchCase>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace xccl

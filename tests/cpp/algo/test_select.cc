@@ -1,6 +1,8 @@
 // Algorithm selection (select.h): a pure function, checked over a grid without any transport.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 
 #include "algo/select.h"
 #include "algo_testing.h"
@@ -12,9 +14,18 @@ using algo::Algorithm;
 using algo::Collective;
 using testing::throwsError;
 
+// The collectives that have a ring (and a direct) TCP algorithm.
 constexpr Collective kCollectives[] = {Collective::kAllReduce, Collective::kAllGather,
                                        Collective::kReduceScatter, Collective::kBroadcast,
                                        Collective::kReduce};
+// The ones with a single TCP algorithm (direct).
+constexpr Collective kDirectOnly[] = {Collective::kAllToAll, Collective::kGather,
+                                      Collective::kScatter, Collective::kBarrier};
+// The values XCCL_ALGO can force.
+constexpr Algorithm kAlgorithms[] = {Algorithm::kAuto, Algorithm::kDirect, Algorithm::kRing,
+                                     Algorithm::kShm};
+constexpr algo::Locality kLocalities[] = {algo::Locality::kNone, algo::Locality::kOneHost,
+                                          algo::Locality::kPerHost};
 
 const char* name(Collective c) {
   switch (c) {
@@ -23,6 +34,10 @@ const char* name(Collective c) {
     case Collective::kReduceScatter: return "reduce_scatter";
     case Collective::kBroadcast: return "broadcast";
     case Collective::kReduce: return "reduce";
+    case Collective::kAllToAll: return "all_to_all";
+    case Collective::kGather: return "gather";
+    case Collective::kScatter: return "scatter";
+    case Collective::kBarrier: return "barrier";
   }
   return "?";
 }
@@ -85,26 +100,105 @@ TEST(Select, ForcedAlgorithmWinsEverywhere) {
   }
 }
 
+// Transport choice over the whole grid: collective x size x world x locality x every forced
+// value. The expectation is written out per case, independently of the implementation's order
+// of tests.
+TEST(Select, TransportGrid) {
+  std::vector<Collective> all(std::begin(kCollectives), std::end(kCollectives));
+  all.insert(all.end(), std::begin(kDirectOnly), std::end(kDirectOnly));
+  for (Algorithm forced : kAlgorithms) {
+    algo::Tunables t;
+    t.forced = forced;
+    for (size_t bytes : sizesAround(t.smallMessageBytes)) {
+      for (int world = 1; world <= 8; ++world) {
+        for (Collective c : all) {
+          const bool hasRing = std::find(std::begin(kDirectOnly), std::end(kDirectOnly), c) ==
+                               std::end(kDirectOnly);
+          const bool small = bytes <= t.smallMessageBytes;
+          const Algorithm tcpAuto =
+              !hasRing || small || (world <= 2 && c != Collective::kAllReduce) ? Algorithm::kDirect
+                                                                               : Algorithm::kRing;
+          for (algo::Locality locality : kLocalities) {
+            Algorithm want = tcpAuto;  // no shared memory, or per host for all but all_reduce
+            if (forced == Algorithm::kDirect) {
+              want = Algorithm::kDirect;  // every collective has direct
+            } else if (forced == Algorithm::kRing && hasRing) {
+              want = Algorithm::kRing;
+            } else if (locality == algo::Locality::kOneHost) {
+              want = Algorithm::kShm;  // auto, shm, or ring where there is none
+            } else if (locality == algo::Locality::kPerHost && c == Collective::kAllReduce) {
+              want = Algorithm::kHierarchical;
+            }
+            EXPECT_EQ(algo::select(c, bytes, world, t, locality), want)
+                << name(c) << " bytes=" << bytes << " world=" << world
+                << " locality=" << static_cast<int>(locality)
+                << " forced=" << algo::algorithmName(forced);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Select, SharedMemorySpotChecks) {
+  using algo::Locality;
+  algo::Tunables t;
+  // One host: every collective at every size goes over shared memory...
+  EXPECT_EQ(algo::select(Collective::kAllReduce, 8, 2, t, Locality::kOneHost), Algorithm::kShm);
+  EXPECT_EQ(algo::select(Collective::kAllReduce, size_t{64} << 20, 4, t, Locality::kOneHost),
+            Algorithm::kShm);
+  EXPECT_EQ(algo::select(Collective::kAllToAll, 0, 3, t, Locality::kOneHost), Algorithm::kShm);
+  EXPECT_EQ(algo::select(Collective::kBarrier, 0, 4, t, Locality::kOneHost), Algorithm::kShm);
+  // ...segments per host: all_reduce is hierarchical, the rest TCP...
+  EXPECT_EQ(algo::select(Collective::kAllReduce, 8, 4, t, Locality::kPerHost),
+            Algorithm::kHierarchical);
+  EXPECT_EQ(algo::select(Collective::kAllGather, 1 << 20, 4, t, Locality::kPerHost),
+            Algorithm::kRing);
+  // ...none: the TCP rule, as if shared memory did not exist.
+  EXPECT_EQ(algo::select(Collective::kAllReduce, 8, 2, t), Algorithm::kDirect);
+  EXPECT_EQ(algo::select(Collective::kAllToAll, size_t{64} << 20, 4, t), Algorithm::kDirect);
+  // Forcing shm without shared memory falls back to the TCP rule, so the TCP algorithms' own
+  // calls (which never pass a locality) still get a TCP algorithm.
+  t.forced = Algorithm::kShm;
+  EXPECT_EQ(algo::select(Collective::kAllReduce, 1 << 20, 4, t), Algorithm::kRing);
+  EXPECT_EQ(algo::select(Collective::kBroadcast, 8, 4, t), Algorithm::kDirect);
+  EXPECT_EQ(algo::select(Collective::kAllReduce, 8, 4, t, Locality::kPerHost),
+            Algorithm::kHierarchical);
+  // Forcing ring keeps ring collectives on TCP; the ones without a ring stay on shm.
+  t.forced = Algorithm::kRing;
+  EXPECT_EQ(algo::select(Collective::kAllGather, 8, 4, t, Locality::kOneHost), Algorithm::kRing);
+  EXPECT_EQ(algo::select(Collective::kAllReduce, 8, 4, t, Locality::kPerHost), Algorithm::kRing);
+  EXPECT_EQ(algo::select(Collective::kScatter, 8, 4, t, Locality::kOneHost), Algorithm::kShm);
+  EXPECT_EQ(algo::select(Collective::kScatter, 8, 4, t), Algorithm::kDirect);
+  // Forcing direct pins everything to TCP.
+  t.forced = Algorithm::kDirect;
+  EXPECT_EQ(algo::select(Collective::kBarrier, 0, 4, t, Locality::kOneHost), Algorithm::kDirect);
+  EXPECT_EQ(algo::select(Collective::kAllReduce, 0, 4, t, Locality::kPerHost), Algorithm::kDirect);
+}
+
 TEST(Select, ParseAlgorithm) {
   EXPECT_EQ(algo::parseAlgorithm(""), Algorithm::kAuto);
   EXPECT_EQ(algo::parseAlgorithm("auto"), Algorithm::kAuto);
   EXPECT_EQ(algo::parseAlgorithm("direct"), Algorithm::kDirect);
   EXPECT_EQ(algo::parseAlgorithm("ring"), Algorithm::kRing);
-  for (Algorithm a : {Algorithm::kAuto, Algorithm::kDirect, Algorithm::kRing}) {
+  EXPECT_EQ(algo::parseAlgorithm("shm"), Algorithm::kShm);
+  for (Algorithm a : kAlgorithms) {
     EXPECT_EQ(algo::parseAlgorithm(algo::algorithmName(a)), a);
   }
   EXPECT_STREQ(algo::algorithmName(Algorithm::kRing), "ring");
+  EXPECT_STREQ(algo::algorithmName(Algorithm::kHierarchical), "hierarchical");
 }
 
 TEST(Select, ParseAlgorithmRejectsUnknownNames) {
   for (const char* bad :
-       {"Ring", "DIRECT", "tree", " ring", "ring ", "directx", "0", "auto,ring"}) {
+       {"Ring", "DIRECT", "tree", " ring", "ring ", "directx", "0", "auto,ring", "SHM", "tcp",
+        "hierarchical"}) {
     EXPECT_TRUE(throwsError(ErrorKind::kInvalidArgument, [&] { algo::parseAlgorithm(bad); },
                             std::string("'") + bad + "'"))
         << bad;
   }
   EXPECT_TRUE(throwsError(ErrorKind::kInvalidArgument, [] { algo::parseAlgorithm("tree"); },
-                          "auto, direct, ring"));
+                          "auto, direct, ring, shm"));
 }
 
 // Environment values are cached for the life of the process, so only the defaults are testable

@@ -1,5 +1,6 @@
 // Helpers shared by the shm tests and shm_bench: a store that works across fork()ed processes,
-// ranks as threads over one segment, per-rank collective contexts, and /dev/shm listings.
+// ranks as threads over one segment (or with TCP transports too), per-rank collective contexts,
+// and /dev/shm listings.
 #pragma once
 
 #include <dirent.h>
@@ -14,6 +15,7 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -23,6 +25,7 @@
 
 #include "algo/shm_collectives.h"
 #include "common/error.h"
+#include "harness.h"
 #include "net/shm/segment.h"
 #include "net/store.h"
 
@@ -175,6 +178,41 @@ inline void runShmRanks(int size, size_t slotBytes,
   }
   for (auto& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
+}
+
+// Runs body(rank, store, tcp) on `size` threads, each with its own TCP transport over loopback,
+// all sharing one MemoryStore (to build segments through as well); rethrows the first failure
+// after all threads joined. `tcp` may be reset by the body (a rank whose process "exits").
+inline void runTcpRanks(
+    int size,
+    const std::function<void(int, net::Store&, std::unique_ptr<net::tcp::TcpTransport>&)>& body) {
+  net::MemoryStore store;
+  std::vector<std::thread> threads;
+  std::mutex mutex;
+  std::exception_ptr failure;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto tcp = std::make_unique<net::tcp::TcpTransport>(store, rank, size, loopbackOptions());
+        body(rank, store, tcp);
+      } catch (...) {
+        std::lock_guard<std::mutex> guard(mutex);
+        if (!failure) failure = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+// What the backend passes as alive(): the TCP transport's verdict on a group rank, with its
+// reason.
+inline net::shm::PeerAlive aliveFrom(net::Transport& tcp) {
+  return [&tcp](int peer) {
+    std::string why;
+    if (tcp.peerFailed(peer, &why)) throw Error(ErrorKind::kPeerFailure, why);
+    return true;
+  };
 }
 
 }  // namespace xccl::testing

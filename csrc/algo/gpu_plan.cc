@@ -1,0 +1,398 @@
+#include "algo/gpu_plan.h"
+
+#include <algorithm>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "kernels/plan.h"
+#include "topo/links.h"
+
+namespace xccl::algo {
+namespace {
+
+// "256 KiB", "8 MiB", "1000 B": sizes in reasons read like the thresholds in the docs.
+std::string formatBytes(size_t bytes) {
+  if (bytes == kNoLimit) return "no limit";
+  if (bytes >= kMiB && bytes % kMiB == 0) return std::to_string(bytes / kMiB) + " MiB";
+  if (bytes >= kKiB && bytes % kKiB == 0) return std::to_string(bytes / kKiB) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
+bool isReduction(GpuCollective collective) {
+  return collective == GpuCollective::kAllReduce || collective == GpuCollective::kReduce ||
+         collective == GpuCollective::kReduceScatter;
+}
+
+// Whether two GPUs can load from each other's memory: over NVLink, NVSwitch or xGMI, or over PCIe
+// below a common switch. Paths through a host bridge or between sockets are assumed not to carry
+// P2P: NCCL itself allows them only up to PXB on Intel and ARM CPUs (src/graph/paths.cc,
+// ncclTopoCheckP2p), and pull kernels like ours were reported never to complete over such PCIe
+// P2P (gpu_kernels.md 1.8). The topology cannot tell whether the driver enables P2P at all.
+bool peerAccess(const topo::GpuLink* link) {
+  if (link == nullptr) return false;
+  if (link->type != topo::LinkType::kPcie) return true;
+  return link->pciPath == topo::PciPath::kPix || link->pciPath == topo::PciPath::kPxb;
+}
+
+GpuKernel kernelFor(GpuCollective collective, bool oneShot) {
+  switch (collective) {
+    case GpuCollective::kAllReduce:
+      return oneShot ? GpuKernel::kOneShotAllReduce : GpuKernel::kTwoShotAllReduce;
+    case GpuCollective::kAllGather: return GpuKernel::kAllPairsAllGather;
+    case GpuCollective::kReduceScatter: return GpuKernel::kAllPairsReduceScatter;
+    case GpuCollective::kAllToAll: return GpuKernel::kAllPairsAllToAll;
+    case GpuCollective::kBroadcast: return GpuKernel::kBroadcast;
+    case GpuCollective::kReduce: break;
+  }
+  return GpuKernel::kNone;
+}
+
+// Whether the forced choice names a kernel of this collective.
+bool forceNamesKernel(GpuForce force, GpuCollective collective) {
+  switch (force) {
+    case GpuForce::kKernel: return collective != GpuCollective::kReduce;
+    case GpuForce::kOneShot:
+    case GpuForce::kTwoShot: return collective == GpuCollective::kAllReduce;
+    case GpuForce::kAllPairs:
+      return collective == GpuCollective::kAllGather ||
+             collective == GpuCollective::kReduceScatter ||
+             collective == GpuCollective::kAllToAll;
+    case GpuForce::kAuto:
+    case GpuForce::kVendor: break;
+  }
+  return false;
+}
+
+size_t maxBytesFor(GpuCollective collective, const FabricLimits& limits) {
+  switch (collective) {
+    case GpuCollective::kAllReduce: return limits.allReduceMaxBytes;
+    case GpuCollective::kBroadcast: return limits.broadcastMaxBytes;
+    default: return limits.allPairsMaxBytes;
+  }
+}
+
+const FabricLimits& limitsFor(GpuFabric fabric, const GpuTunables& tunables) {
+  switch (fabric) {
+    case GpuFabric::kNvswitch: return tunables.nvswitch;
+    case GpuFabric::kNvlinkMesh: return tunables.nvlinkMesh;
+    case GpuFabric::kXgmiMesh: return tunables.xgmiMesh;
+    case GpuFabric::kSingleGpu: return tunables.singleGpu;
+    default: return tunables.pcieSwitch;  // PCIe switch, and mixed fabrics (slowest pairs PCIe)
+  }
+}
+
+void validate(const GpuRequest& request, const topo::Topology& topology) {
+  XCCL_CHECK_ARG(request.worldSize >= 1, "world size must be at least 1, got ", request.worldSize);
+  XCCL_CHECK_ARG(request.hosts >= 1 && request.hosts <= request.worldSize, "hosts must be 1..",
+                 request.worldSize, ", got ", request.hosts);
+  XCCL_CHECK_ARG(request.ranksPerGpu >= 1 && request.ranksPerGpu <= request.worldSize,
+                 "ranks per GPU must be 1..", request.worldSize, ", got ", request.ranksPerGpu);
+  const int count = static_cast<int>(topology.gpus.size());
+  for (int gpu : request.gpus) {
+    XCCL_CHECK_ARG(gpu >= 0 && gpu < count, "GPU ", gpu, " is not one of the ", count, " GPUs");
+  }
+  if (request.hosts == 1 && !request.gpus.empty()) {
+    const size_t capacity = request.gpus.size() * static_cast<size_t>(request.ranksPerGpu);
+    XCCL_CHECK_ARG(capacity >= static_cast<size_t>(request.worldSize), request.worldSize,
+                   " ranks do not fit on ", request.gpus.size(), " GPUs with at most ",
+                   request.ranksPerGpu, " per GPU");
+  }
+}
+
+// Builds plans; holds what every rule needs to name its outcome.
+class Planner {
+ public:
+  Planner(const GpuRequest& request, const topo::Topology& topology, const GpuTunables& tunables)
+      : request_(request),
+        topology_(topology),
+        tunables_(tunables),
+        shared_(request.ranksPerGpu > 1),
+        forcedKernel_(forceNamesKernel(tunables.forced, request.collective)) {
+    gpus_ = request.gpus;
+    std::sort(gpus_.begin(), gpus_.end());
+    gpus_.erase(std::unique(gpus_.begin(), gpus_.end()), gpus_.end());
+    vendor_ = vendorName();
+  }
+
+  GpuPlan plan() {
+    const GpuRequest& r = request_;
+    if (tunables_.forced == GpuForce::kVendor) {
+      return vendor(std::string("forced by XCCL_GPU_ALGO=") + gpuForceName(tunables_.forced) +
+                    (shared_ ? "; NCCL refuses ranks that share a GPU unless "
+                               "NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL >= 2.30)"
+                             : ""));
+    }
+    // What no kernel can do.
+    if (r.hosts > 1) {
+      return noKernel(detail::concat("spans ", r.hosts, " hosts; the kernels reach their peers "
+                                     "through CUDA/HIP IPC on one host"));
+    }
+    if (r.collective == GpuCollective::kReduce) return noKernel("no reduce kernel");
+    if (r.collective == GpuCollective::kAllToAll && !r.evenSplits) {
+      return noKernel("no kernel for uneven all_to_all splits");
+    }
+    if (isReduction(r.collective) && !kernels::kernelSupports(r.dtype, r.op)) {
+      return noKernel(detail::concat("no kernel for ", reduceOpName(r.op), " on ",
+                                     dataTypeName(r.dtype), " (float32/float16/bfloat16 with "
+                                     "sum, avg, premul_sum, min, max)"));
+    }
+    if (!isReduction(r.collective) && !kernels::kernelSupports(r.dtype)) {
+      return noKernel(detail::concat("no kernel for ", dataTypeName(r.dtype)));
+    }
+    if (r.worldSize > kernels::kMaxRanks) {
+      return noKernel(detail::concat(r.worldSize, " ranks on one host; the kernels take at most ",
+                                     kernels::kMaxRanks));
+    }
+    if (r.worldSize == 1) {
+      fabric_ = GpuFabric::kSingleGpu;
+      return kernel(true, "one rank: a local copy");
+    }
+    fabric_ = fabric();
+    if (fabric_ == GpuFabric::kUnknown) {
+      return noKernel(detail::concat("the topology lists ", topology_.gpus.size(),
+                                     " GPUs, not the ones this host's ranks use"));
+    }
+    if (fabric_ == GpuFabric::kNoPeerAccess) {
+      return noKernel("some GPU pair has neither NVLink/xGMI nor a common PCIe switch (no P2P)");
+    }
+    const FabricLimits& limits = limitsFor(fabric_, tunables_);
+    if (shared_) {
+      return kernelBySize(limits, detail::concat(r.ranksPerGpu, " ranks share a GPU (NCCL "
+                                                 "refuses that), so never delegated"));
+    }
+    if (forcedKernel_) {
+      return kernelBySize(limits, std::string("forced by XCCL_GPU_ALGO=") +
+                                      gpuForceName(tunables_.forced));
+    }
+    // Fabric policy: where the vendor library's topology-aware schedules are the safer choice.
+    if (fabric_ == GpuFabric::kMixed) {
+      return vendor("links differ between pairs (some over PCIe); the vendor's rings follow "
+                    "the fast links");
+    }
+    if (fabric_ == GpuFabric::kPcieSwitch && gpus_.size() > 2) {
+      return vendor(detail::concat(gpus_.size(), " PCIe GPUs; kernels only on 2 (vLLM's rule)"));
+    }
+    const size_t maxBytes = maxBytesFor(r.collective, limits);
+    if (r.bytes > maxBytes) {
+      return vendor(detail::concat(formatBytes(r.bytes), " > ", formatBytes(maxBytes), " (",
+                                   gpuCollectiveName(r.collective), " kernel limit on ",
+                                   gpuFabricName(fabric_), ")"));
+    }
+    return kernelBySize(limits, detail::concat(formatBytes(r.bytes), " <= ",
+                                               formatBytes(maxBytes), " on ",
+                                               gpuFabricName(fabric_)));
+  }
+
+ private:
+  // The fabric among this host's GPUs. Without an explicit set, ranks that all share one GPU
+  // need no topology; otherwise the whole machine stands in for the set.
+  GpuFabric fabric() {
+    if (gpus_.empty() && request_.ranksPerGpu >= request_.worldSize) return GpuFabric::kSingleGpu;
+    if (gpus_.empty()) {
+      const int needed = (request_.worldSize + request_.ranksPerGpu - 1) / request_.ranksPerGpu;
+      if (static_cast<int>(topology_.gpus.size()) < needed) return GpuFabric::kUnknown;
+      for (const topo::Gpu& gpu : topology_.gpus) gpus_.push_back(gpu.index);
+    }
+    return classifyFabric(topology_, gpus_);
+  }
+
+  // RCCL on AMD GPUs, NCCL otherwise: what torch's ProcessGroupNCCL wraps on that platform.
+  const char* vendorName() const {
+    auto isAmd = [](const topo::Gpu& gpu) { return gpu.vendor == topo::GpuVendor::kAmd; };
+    const bool amd = gpus_.empty()
+                         ? std::any_of(topology_.gpus.begin(), topology_.gpus.end(), isAmd)
+                         : isAmd(topology_.gpus[static_cast<size_t>(gpus_.front())]);
+    return amd ? "rccl" : "nccl";
+  }
+
+  // all_reduce: one-shot below the fabric's threshold for this world size, two-shot above; the
+  // other collectives have one kernel each.
+  GpuPlan kernelBySize(const FabricLimits& limits, const std::string& why) {
+    if (request_.collective != GpuCollective::kAllReduce) return kernel(false, why);
+    const int world = request_.worldSize;
+    if (tunables_.forced == GpuForce::kOneShot || tunables_.forced == GpuForce::kTwoShot) {
+      return kernel(tunables_.forced == GpuForce::kOneShot, why);
+    }
+    if (world <= 2) return kernel(true, why + "; 2 ranks: one-shot at every size");
+    const size_t below = world <= 4 ? limits.oneShotBelow4 : limits.oneShotBelow8;
+    const bool oneShot = request_.bytes < below;
+    return kernel(oneShot, detail::concat(why, "; ", formatBytes(request_.bytes),
+                                          oneShot ? " < " : " >= ", formatBytes(below),
+                                          " (one-shot limit at ", world <= 4 ? "3-4" : "5-8",
+                                          " ranks)"));
+  }
+
+  GpuPlan kernel(bool oneShot, const std::string& why) {
+    GpuPlan plan;
+    plan.route = GpuRoute::kKernel;
+    plan.kernel = kernelFor(request_.collective, oneShot);
+    plan.fabric = fabric_;
+    switch (plan.kernel) {
+      case GpuKernel::kOneShotAllReduce: plan.name = "one_shot"; break;
+      case GpuKernel::kTwoShotAllReduce: plan.name = "two_shot"; break;
+      case GpuKernel::kBroadcast: plan.name = "broadcast"; break;
+      default: plan.name = "all_pairs"; break;
+    }
+    plan.reason = why;
+    return plan;
+  }
+
+  GpuPlan vendor(const std::string& why) {
+    GpuPlan plan;
+    plan.route = GpuRoute::kVendor;
+    plan.fabric = fabric_;
+    plan.name = vendor_;
+    plan.reason = why;
+    return plan;
+  }
+
+  // No kernel can run the request: the vendor library, or host memory when ranks share a GPU.
+  GpuPlan noKernel(const std::string& why) {
+    std::string reason = why;
+    if (forcedKernel_) {
+      reason += std::string(" (XCCL_GPU_ALGO=") + gpuForceName(tunables_.forced) +
+                " cannot run here)";
+    }
+    if (!shared_) return vendor(reason);
+    GpuPlan plan;
+    plan.route = GpuRoute::kHost;
+    plan.fabric = fabric_;
+    plan.name = "host";
+    plan.reason = detail::concat(reason, "; ", request_.ranksPerGpu,
+                                 " ranks share a GPU, which NCCL refuses");
+    return plan;
+  }
+
+  const GpuRequest& request_;
+  const topo::Topology& topology_;
+  const GpuTunables& tunables_;
+  const bool shared_;
+  const bool forcedKernel_;
+  std::vector<int> gpus_;  // this host's GPUs, sorted and distinct (filled in by fabric())
+  const char* vendor_ = "nccl";
+  GpuFabric fabric_ = GpuFabric::kUnknown;
+};
+
+}  // namespace
+
+GpuTunables GpuTunables::fromEnvironment() {
+  GpuTunables tunables;
+  tunables.forced = parseGpuForce(env::getString("XCCL_GPU_ALGO"));
+  return tunables;
+}
+
+GpuPlan planGpu(const GpuRequest& request, const topo::Topology& topology,
+                const GpuTunables& tunables) {
+  validate(request, topology);
+  return Planner(request, topology, tunables).plan();
+}
+
+GpuFabric classifyFabric(const topo::Topology& topology, const std::vector<int>& gpus) {
+  std::vector<int> set(gpus);
+  std::sort(set.begin(), set.end());
+  set.erase(std::unique(set.begin(), set.end()), set.end());
+  const int count = static_cast<int>(topology.gpus.size());
+  for (int gpu : set) {
+    XCCL_CHECK_ARG(gpu >= 0 && gpu < count, "GPU ", gpu, " is not one of the ", count, " GPUs");
+  }
+  if (set.size() <= 1) return GpuFabric::kSingleGpu;
+  bool allNvlink = true;  // every pair a direct NVLink or through NVSwitch
+  for (size_t i = 0; i < set.size(); ++i) {
+    for (size_t j = i + 1; j < set.size(); ++j) {
+      const topo::GpuLink* link = topo::findGpuLink(topology, set[i], set[j]);
+      if (!peerAccess(link)) return GpuFabric::kNoPeerAccess;
+      allNvlink = allNvlink && (link->type == topo::LinkType::kNvlink ||
+                                link->type == topo::LinkType::kNvswitch);
+    }
+  }
+  switch (topo::gpuLinkClass(topology, set)) {
+    case topo::LinkClass::kNone: return GpuFabric::kSingleGpu;
+    case topo::LinkClass::kNvswitch: return GpuFabric::kNvswitch;
+    case topo::LinkClass::kXgmiFullMesh: return GpuFabric::kXgmiMesh;
+    case topo::LinkClass::kPcie: return GpuFabric::kPcieSwitch;
+    case topo::LinkClass::kNvlinkPartial:
+      return allNvlink ? GpuFabric::kNvlinkMesh : GpuFabric::kMixed;
+    case topo::LinkClass::kXgmiPartial: return GpuFabric::kMixed;
+  }
+  return GpuFabric::kUnknown;
+}
+
+kernels::Algorithm allReduceAlgorithm(GpuKernel kernel) {
+  if (kernel == GpuKernel::kOneShotAllReduce) return kernels::Algorithm::kOneShot;
+  if (kernel == GpuKernel::kTwoShotAllReduce) return kernels::Algorithm::kTwoShot;
+  XCCL_THROW(ErrorKind::kInvalidArgument, gpuKernelName(kernel), " is not an all-reduce kernel");
+}
+
+GpuForce parseGpuForce(const std::string& name) {
+  if (name.empty() || name == "auto") return GpuForce::kAuto;
+  if (name == "nccl" || name == "rccl" || name == "vendor") return GpuForce::kVendor;
+  if (name == "kernel") return GpuForce::kKernel;
+  if (name == "one_shot") return GpuForce::kOneShot;
+  if (name == "two_shot") return GpuForce::kTwoShot;
+  if (name == "all_pairs") return GpuForce::kAllPairs;
+  XCCL_THROW(ErrorKind::kInvalidArgument, "unknown GPU algorithm '", name,
+             "' (XCCL_GPU_ALGO accepts auto, nccl, rccl, vendor, kernel, one_shot, two_shot, "
+             "all_pairs)");
+}
+
+const char* gpuForceName(GpuForce force) {
+  switch (force) {
+    case GpuForce::kAuto: return "auto";
+    case GpuForce::kVendor: return "nccl";
+    case GpuForce::kKernel: return "kernel";
+    case GpuForce::kOneShot: return "one_shot";
+    case GpuForce::kTwoShot: return "two_shot";
+    case GpuForce::kAllPairs: return "all_pairs";
+  }
+  return "?";
+}
+
+const char* gpuCollectiveName(GpuCollective collective) {
+  switch (collective) {
+    case GpuCollective::kAllReduce: return "all_reduce";
+    case GpuCollective::kReduce: return "reduce";
+    case GpuCollective::kAllGather: return "all_gather";
+    case GpuCollective::kReduceScatter: return "reduce_scatter";
+    case GpuCollective::kBroadcast: return "broadcast";
+    case GpuCollective::kAllToAll: return "all_to_all";
+  }
+  return "?";
+}
+
+const char* gpuKernelName(GpuKernel kernel) {
+  switch (kernel) {
+    case GpuKernel::kNone: return "none";
+    case GpuKernel::kOneShotAllReduce: return "one_shot_all_reduce";
+    case GpuKernel::kTwoShotAllReduce: return "two_shot_all_reduce";
+    case GpuKernel::kAllPairsAllGather: return "all_pairs_all_gather";
+    case GpuKernel::kAllPairsReduceScatter: return "all_pairs_reduce_scatter";
+    case GpuKernel::kAllPairsAllToAll: return "all_pairs_all_to_all";
+    case GpuKernel::kBroadcast: return "broadcast";
+  }
+  return "?";
+}
+
+const char* gpuRouteName(GpuRoute route) {
+  switch (route) {
+    case GpuRoute::kKernel: return "kernel";
+    case GpuRoute::kVendor: return "vendor";
+    case GpuRoute::kHost: return "host";
+  }
+  return "?";
+}
+
+const char* gpuFabricName(GpuFabric fabric) {
+  switch (fabric) {
+    case GpuFabric::kSingleGpu: return "single_gpu";
+    case GpuFabric::kNvswitch: return "nvswitch";
+    case GpuFabric::kNvlinkMesh: return "nvlink_mesh";
+    case GpuFabric::kXgmiMesh: return "xgmi_mesh";
+    case GpuFabric::kMixed: return "mixed";
+    case GpuFabric::kPcieSwitch: return "pcie_switch";
+    case GpuFabric::kNoPeerAccess: return "no_peer_access";
+    case GpuFabric::kUnknown: return "unknown";
+  }
+  return "?";
+}
+
+}  // namespace xccl::algo

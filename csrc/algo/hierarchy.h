@@ -1,0 +1,49 @@
+// Groups that span hosts: one shared-memory segment per host that has several of the group's
+// ranks, and the TCP transport seen as the subset of one leader per host (its lowest rank).
+// all_reduce then runs in three phases (algo/runner.h): a shared-memory reduce to the leader
+// inside each host, a TCP all_reduce among the H leaders, a shared-memory broadcast from the
+// leader inside each host. Between hosts that moves the bytes of an H-rank all_reduce instead of
+// an n-rank one, and nothing of it crosses loopback TCP.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/shm/segment.h"
+#include "net/store.h"
+#include "net/subset_transport.h"
+#include "net/transport.h"
+
+namespace xccl::algo {
+
+class Hierarchy {
+ public:
+  // Collective over the store: every rank of `tcp`'s group calls it, after the group decided it
+  // cannot share one segment. Returns nullptr with the reason, on every rank alike, when the
+  // group does not qualify: all ranks on one host, one rank per host (nothing to share), shared
+  // memory disabled on some rank, or some host could not build its segment. Hosts are told
+  // apart as in net::shm (hostname + boot id, or options.hostIdentity); each host's segment is
+  // created under options.storePrefix + "/host<h>". Throws (kTimeout) when a peer does not take
+  // part in time.
+  static std::unique_ptr<Hierarchy> create(net::Store& store, net::Transport& tcp,
+                                           const net::shm::Options& options, std::string* why);
+
+  int hosts() const { return hosts_; }
+  // This host's ranks of the group, ascending; the first is the host's leader.
+  const std::vector<int>& local() const { return local_; }
+  // This host's segment (local rank = index in local()); null when the host has one rank.
+  net::shm::Segment* segment() const { return segment_.get(); }
+  // The leaders as a transport of their own (host order); null on ranks that do not lead.
+  net::Transport* leaders() const { return leaders_.get(); }
+
+ private:
+  Hierarchy() = default;
+
+  int hosts_ = 0;
+  std::vector<int> local_;
+  std::unique_ptr<net::shm::Segment> segment_;
+  std::unique_ptr<net::SubsetTransport> leaders_;
+};
+
+}  // namespace xccl::algo

@@ -1,0 +1,57 @@
+// One collective call of a group, run over the transport select() picks for it: the group's
+// shared-memory segment (algo/shm_collectives.h) when every rank is on one host, the
+// hierarchical all_reduce (algo/hierarchy.h) when the group spans hosts with segments per host,
+// else the TCP algorithms (algo/collectives.h). The functions below have the names, signatures
+// and semantics of algo/collectives.h, overloaded on Runner, so the backend's collective bodies
+// do not depend on which transport moves their bytes. Point-to-point traffic never comes here.
+#pragma once
+
+#include <vector>
+
+#include "algo/collectives.h"
+#include "algo/context.h"
+#include "algo/hierarchy.h"
+#include "algo/select.h"
+#include "algo/shm_collectives.h"
+
+namespace xccl::algo {
+
+struct Runner {
+  Context tcp;                           // the TCP transport's context (always usable)
+  net::shm::Segment* segment = nullptr;  // the group's segment; null: no shared memory
+  shm::Tunables shmTunables;
+  net::shm::PeerAlive alive;  // liveness of peers (group ranks) for shared-memory waits; may be empty
+  const Hierarchy* hierarchy = nullptr;  // segments per host; null unless the group spans hosts
+
+  int rank() const { return tcp.rank(); }
+  int size() const { return tcp.size(); }
+  Locality locality() const;
+  // select() for `collective` of `bytes` (as select() wants them: the same on every rank).
+  Algorithm choose(Collective collective, size_t bytes) const;
+  bool onShm(Collective collective, size_t bytes) const {
+    return choose(collective, bytes) == Algorithm::kShm;
+  }
+  // The shared-memory context of this call; only with a segment.
+  shm::Context shmContext() const;
+};
+
+// The i-th of several collectives run under one call (coalesced operations), as
+// subCollective(const Context&, size_t) in context.h.
+Runner subCollective(const Runner& runner, size_t i);
+
+void allReduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op);
+void broadcast(const Runner& runner, void* data, size_t bytes, int root);
+void reduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op,
+            int root);
+void allGather(const Runner& runner, const void* input, void* output,
+               const std::vector<size_t>& bytesPerRank);
+void reduceScatter(const Runner& runner, const void* input, void* output, size_t count,
+                   DataType type, ReduceOp op);
+void allToAll(const Runner& runner, const void* input, const std::vector<size_t>& sendOffsets,
+              const std::vector<size_t>& sendLengths, void* output,
+              const std::vector<size_t>& recvOffsets, const std::vector<size_t>& recvLengths);
+void gather(const Runner& runner, const void* input, size_t bytes, void* output, int root);
+void scatter(const Runner& runner, const void* input, void* output, size_t bytes, int root);
+void barrier(const Runner& runner);
+
+}  // namespace xccl::algo

@@ -1,0 +1,69 @@
+// The group's shared memory: one segment when every rank is on one host, or a segment per host
+// plus the host leaders' TCP subset when the group spans hosts (algo/hierarchy.h), built at group
+// creation; and the liveness check their waits call. Which collective runs where is
+// algo::select's choice (algo::Runner); layout, algorithms and cleanup guarantees: docs/shm.md.
+#include "backend/process_group.h"
+#include "common/logging.h"
+
+namespace xccl::backend {
+
+// Collective over the store, right after the TCP mesh (so peerAlive works from the first
+// collective on). Every rank reaches the same outcome, so the whole group agrees on the
+// transport; group rank 0 says once why shared memory is not (fully) used.
+void ProcessGroupXccl::setUpSharedMemory(net::Store& store) {
+  alive_ = [this](int peer) { return peerAlive(peer); };
+  if (size_ == 1) return;  // nothing to share: every collective is a local copy
+  shmTunables_ = algo::shm::Tunables::fromEnvironment();
+  net::shm::Options options = net::shm::Options::fromEnvironment();
+  // `store` is this group's (torch prefixes it per group), so the keys are unique per group.
+  options.storePrefix = "shm";
+  options.timeout = options_->timeout;
+  std::string why;
+  segment_ = net::shm::Segment::create(store, rank_, size_, options, &why);
+  if (segment_) return;
+  std::string whyNot;
+  options.storePrefix = "shm-hosts";
+  hierarchy_ = algo::Hierarchy::create(store, *transport_, options, &whyNot);
+  if (rank_ != 0) return;
+  const std::string group = "group '" + options_->group_name + "': ";
+  if (hierarchy_) {
+    XCCL_INFO("backend", group, "ranks on ", hierarchy_->hosts(), " hosts (", why,
+              "); all_reduce runs over shared memory inside each host and TCP between them, "
+              "the other collectives over TCP");
+    return;
+  }
+  // Asked for (XCCL_SHM_DISABLE) or expected (one rank per host) is worth an info line; a host
+  // whose /dev/shm cannot hold the segment deserves a warning: it silently costs speed.
+  const std::string text = group + "shared memory unavailable (" + why + "; across hosts: " +
+                           whyNot + "); its collectives use TCP";
+  if (options.disabled || why.find("different hosts") != std::string::npos) {
+    XCCL_INFO("backend", text);
+  } else {
+    XCCL_WARN("backend", text);
+  }
+}
+
+// Called by shared-memory waits that already slept (every few milliseconds per peer): cheap.
+bool ProcessGroupXccl::peerAlive(int peer) {
+  if (broken_.load()) {
+    std::lock_guard<std::mutex> guard(stateMutex_);
+    throw Error(ErrorKind::kAborted, "the process group is unusable: " + brokenReason_);
+  }
+  std::string why;
+  // The transport's reason names the rank and how it failed (connection closed, or its
+  // communicator aborted, with that rank's own error).
+  if (transport_->peerFailed(peer, &why)) throw Error(ErrorKind::kPeerFailure, why);
+  return true;
+}
+
+std::string ProcessGroupXccl::shmSegmentName() const {
+  if (segment_) return segment_->name();
+  if (hierarchy_ && hierarchy_->segment()) return hierarchy_->segment()->name();
+  return "";
+}
+
+const char* ProcessGroupXccl::transportName() const {
+  return segment_ ? "shm" : hierarchy_ ? "hierarchical" : "tcp";
+}
+
+}  // namespace xccl::backend

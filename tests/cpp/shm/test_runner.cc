@@ -1,0 +1,145 @@
+// algo::Runner over a group with both transports (ranks as threads, real TCP over loopback and
+// one shm segment): it runs each collective where select() says, and the TCP transport's
+// peerFailed() ends shared-memory waits for a peer whose connection closed or that aborted.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <numeric>
+
+#include "algo/runner.h"
+#include "algo_testing.h"
+#include "shm_testing.h"
+
+namespace xccl {
+namespace {
+
+using namespace std::chrono_literals;
+using algo::Algorithm;
+
+// Each rank's TCP transport and segment, built through one store.
+struct Member {
+  std::unique_ptr<net::tcp::TcpTransport>& tcp;
+  std::unique_ptr<net::shm::Segment> segment;
+};
+
+void runMembers(int world, const std::function<void(int, Member&)>& body) {
+  testing::runTcpRanks(world, [&](int rank, net::Store& store,
+                                  std::unique_ptr<net::tcp::TcpTransport>& tcp) {
+    std::string why;
+    Member m{tcp, net::shm::Segment::create(store, rank, world, testing::shmOptions(4096), &why)};
+    if (!m.segment) XCCL_THROW(ErrorKind::kInternal, "shared memory unavailable: ", why);
+    body(rank, m);
+  });
+}
+
+algo::Runner runnerFor(Member& m, uint64_t seq, Algorithm forced, bool withSegment,
+                       std::chrono::milliseconds timeout = 30s) {
+  algo::Tunables tunables;
+  tunables.forced = forced;
+  algo::Context tcp{*m.tcp, seq, "op #" + std::to_string(seq), net::Clock::now() + timeout,
+                    tunables};
+  return {tcp, withSegment ? m.segment.get() : nullptr, {}, testing::aliveFrom(*m.tcp)};
+}
+
+TEST(Runner, RunsEachCollectiveWhereSelectSays) {
+  constexpr int kWorld = 3;
+  runMembers(kWorld, [&](int rank, Member& m) {
+    uint64_t seq = 0;
+    // All four ways: shm available or not, ring forced or not. Only "available and not forced"
+    // moves the segment's step counter for all_reduce; all_to_all has no ring, so forcing ring
+    // leaves it on shared memory.
+    for (bool withSegment : {true, false}) {
+      for (Algorithm forced : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kShm}) {
+        std::vector<int32_t> data(5000);
+        std::iota(data.begin(), data.end(), rank);
+        const uint32_t before = m.segment->step();
+        algo::allReduce(runnerFor(m, ++seq, forced, withSegment), data.data(), data.size(),
+                        DataType::kInt32, ReduceOp::kSum);
+        for (size_t i = 0; i < data.size(); ++i) {
+          ASSERT_EQ(data[i], static_cast<int32_t>(kWorld * i + 3)) << "element " << i;
+        }
+        const bool shm = withSegment && forced != Algorithm::kRing;
+        EXPECT_EQ(m.segment->step() != before, shm)
+            << "all_reduce segment=" << withSegment << " forced=" << algo::algorithmName(forced);
+
+        const uint32_t beforeA2a = m.segment->step();
+        std::vector<size_t> lengths(kWorld, 8), offsets{0, 8, 16};
+        std::vector<uint8_t> in(24, static_cast<uint8_t>(rank)), out(24, 0xff);
+        algo::allToAll(runnerFor(m, ++seq, forced, withSegment), in.data(), offsets, lengths,
+                       out.data(), offsets, lengths);
+        for (int p = 0; p < kWorld; ++p) EXPECT_EQ(out[p * 8], p) << "from rank " << p;
+        EXPECT_EQ(m.segment->step() != beforeA2a, withSegment)
+            << "all_to_all segment=" << withSegment << " forced=" << algo::algorithmName(forced);
+      }
+    }
+    // Coalesced calls: consecutive sequence numbers, each its own collective on the segment.
+    const algo::Runner runner = runnerFor(m, ++seq, Algorithm::kAuto, true);
+    ++seq;
+    EXPECT_EQ(algo::subCollective(runner, 1).tcp.seq, runner.tcp.seq + 1);
+    for (size_t i = 0; i < 2; ++i) {
+      std::vector<int64_t> value{rank + 10 * static_cast<int64_t>(i)};
+      algo::allReduce(algo::subCollective(runner, i), value.data(), 1, DataType::kInt64,
+                      ReduceOp::kMax);
+      EXPECT_EQ(value[0], kWorld - 1 + 10 * static_cast<int64_t>(i));
+    }
+  });
+}
+
+// A rank whose TCP transport goes away (closed: the process died; or aborted with a reason)
+// while the others wait for it in shared memory: they fail long before their deadline, naming
+// it, with the transport's reason.
+TEST(Runner, ShmWaitsEndWhenTcpSaysThePeerFailed) {
+  for (bool abort : {false, true}) {
+    constexpr int kWorld = 3, kVictim = 1;
+    runMembers(kWorld, [&](int rank, Member& m) {
+      if (rank == kVictim) {
+        std::this_thread::sleep_for(100ms);  // the others are waiting in shared memory by now
+        if (abort) {
+          m.tcp->abort("injected fault on rank 1");
+        } else {
+          m.tcp.reset();  // closes every connection, as a process exit does
+        }
+        return;
+      }
+      std::vector<float> data(10000, 1.0f);
+      const auto start = net::Clock::now();
+      auto error = testing::errorFrom([&] {
+        algo::allReduce(runnerFor(m, 1, Algorithm::kAuto, true, 30s), data.data(), data.size(),
+                        DataType::kFloat32, ReduceOp::kSum);
+      });
+      ASSERT_TRUE(error.has_value()) << "rank " << rank;
+      EXPECT_EQ(error->kind(), ErrorKind::kPeerFailure) << error->what();
+      EXPECT_LT(net::Clock::now() - start, 5s) << error->what();
+      const std::string text = error->what();
+      EXPECT_NE(text.find("rank 1"), std::string::npos) << text;
+      if (abort) {
+        EXPECT_NE(text.find("injected fault on rank 1"), std::string::npos) << text;
+      }
+    });
+  }
+}
+
+TEST(Runner, PeerFailedIsTrueForEveryPeerAfterAnAbortHere) {
+  runMembers(2, [&](int rank, Member& m) {
+    const int peer = 1 - rank;
+    EXPECT_FALSE(m.tcp->peerFailed(peer, nullptr));
+    std::string why = "untouched";
+    EXPECT_FALSE(m.tcp->peerFailed(peer, &why));
+    EXPECT_EQ(why, "untouched");
+    if (rank == 0) {
+      m.tcp->abort("stopping");
+      EXPECT_TRUE(m.tcp->peerFailed(peer, &why));
+      EXPECT_NE(why.find("stopping"), std::string::npos) << why;
+    } else {
+      // The abort frame arrives on the progress thread: wait for it, bounded.
+      const auto deadline = net::Clock::now() + 10s;
+      while (!m.tcp->peerFailed(peer, &why) && net::Clock::now() < deadline) {
+        std::this_thread::sleep_for(1ms);
+      }
+      EXPECT_NE(why.find("rank 0 aborted"), std::string::npos) << why;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace xccl
