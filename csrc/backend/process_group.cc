@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "backend/store_adapter.h"
+#include "common/env.h"
 #include "common/logging.h"
 #include "net/tcp/socket.h"
 #include "net/tcp/transport.h"
@@ -21,6 +22,8 @@ namespace {
 // optimisation: a failure here (e.g. a malformed XCCL_TOPO_FILE) is logged, never fatal.
 std::vector<int> progressCpus(const std::string& storeHost) {
   try {
+    // No discovery (NVML, sysfs walks) at group creation when its only use is switched off.
+    if (!env::getBool("XCCL_PIN_PROGRESS")) return {};
     static const topo::Topology machine = topo::discover();
     return topo::progressCpusFor(machine, /*gpu=*/-1,
                                  net::tcp::chooseListenAddress(storeHost).toString());
