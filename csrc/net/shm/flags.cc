@@ -124,7 +124,7 @@ void Segment::waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds) {
   while (missing < size_) {
     const auto now = Clock::now();
     if (now >= bounds.deadline) throwTimeout(onlyRank, step, bounds);
-    checkPeers(missing, bounds);
+    checkPeers(missing, step, bounds);
     RankFlag& flag = flags_[missing];
     flag.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = flag.arrived.load(std::memory_order_seq_cst);
@@ -146,13 +146,17 @@ void Segment::throwTimeout(int onlyRank, uint32_t step, const WaitBounds& bounds
              rankList(missing), " (waiting for step ", step, ")");
 }
 
-// A collective cannot finish once any peer died, so every peer is checked, the one we wait for
-// first: a rank stuck behind a live peer that itself waits for the dead one learns it directly.
-void Segment::checkPeers(int firstMissingRank, const WaitBounds& bounds) const {
+// Every rank publishes every step of a collective, so a dead peer that has not reached `step`
+// never will and the collective cannot finish; the one we wait for is checked first, and the
+// others too: a rank stuck behind a live peer that itself waits for the dead one learns it
+// directly. A dead peer that already reached `step` is no failure: it finished its part and
+// exited (the last collective before a clean shutdown ends that way), and a later wait that
+// still needs it fails then.
+void Segment::checkPeers(int firstMissingRank, uint32_t step, const WaitBounds& bounds) const {
   if (!bounds.alive) return;
   for (int i = 0; i < size_; ++i) {
     const int r = (firstMissingRank + i) % size_;
-    if (r != rank_ && !bounds.alive(r)) {
+    if (r != rank_ && !reached(r, step) && !bounds.alive(r)) {
       XCCL_THROW(ErrorKind::kPeerFailure, bounds.what, ": rank ", r,
                  " failed (its process exited or its connection closed) while rank ", rank_,
                  " waited for it in shared memory");

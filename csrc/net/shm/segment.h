@@ -135,7 +135,7 @@ class Segment {
   void waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds);
   int firstMissing(int onlyRank, int from, uint32_t step) const;
   [[noreturn]] void throwTimeout(int onlyRank, uint32_t step, const WaitBounds& bounds) const;
-  void checkPeers(int firstMissingRank, const WaitBounds& bounds) const;
+  void checkPeers(int firstMissingRank, uint32_t step, const WaitBounds& bounds) const;
   // How many sched_yield()s a wait tries before sleeping, for `size` ranks on this host.
   static int yieldsBeforeSleep(int size);
 
