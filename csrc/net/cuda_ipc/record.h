@@ -1,0 +1,52 @@
+// What each rank publishes through the store when it creates a CUDA IPC workspace (workspace.h):
+// either its exported allocation or why it could not make one, so that every rank of the group
+// fails together and at once instead of waiting out the timeout for a record that never comes.
+//
+// Plain C++: no CUDA headers. The cudaIpcMemHandle_t travels as opaque bytes (workspace.cc
+// static_asserts that it has kIpcHandleBytes).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/error.h"
+#include "net/store.h"
+
+namespace xccl::net::cuda_ipc {
+
+constexpr size_t kIpcHandleBytes = 64;  // sizeof(cudaIpcMemHandle_t), CUDA_IPC_HANDLE_SIZE
+constexpr size_t kMaxBusIdBytes = 64;   // "0000:19:00.0" needs 13 with its terminator
+constexpr size_t kMaxFailureBytes = 16 * 1024;
+
+struct Record {
+  // The allocation, mapped in another process with cudaIpcOpenMemHandle.
+  std::array<uint8_t, kIpcHandleBytes> handle{};
+  // The allocation's address in the publishing process: usable directly by a peer in that same
+  // process (unified addressing), meaningless anywhere else.
+  uint64_t address = 0;
+  // Together they tell whether a peer is this very process: pids alone repeat across pid
+  // namespaces (containers on one host), and a fork()ed child inherits the token but not the pid.
+  int64_t pid = 0;
+  uint64_t processToken = 0;
+  // The device as the publishing process numbers it (its CUDA_VISIBLE_DEVICES), and its PCI bus
+  // id, which names the same GPU in every process. For messages only: the handle alone says where
+  // the memory is.
+  int32_t device = -1;
+  std::string busId;
+  uint64_t dataBytes = 0;  // every rank must pass the same
+  // Set when this rank could not create or export its allocation; the fields above are then
+  // unset. The peers throw `failureKind` with `failure` as the reason.
+  bool failed = false;
+  ErrorKind failureKind = ErrorKind::kInternal;
+  std::string failure;
+};
+
+// Versioned and self-checking: decodeRecord throws kInternal for anything encodeRecord of this
+// version would not have produced (wrong magic or version, truncated, trailing bytes, lengths or
+// enum values out of range), e.g. a stale key of an unrelated group under the same prefix.
+Bytes encodeRecord(const Record& record);
+Record decodeRecord(const Bytes& bytes);
+
+}  // namespace xccl::net::cuda_ipc

@@ -1,0 +1,183 @@
+// The pure parts of the CUDA IPC workspaces (net/cuda_ipc): the layout every rank allocates and the
+// record each rank publishes through the store. No GPU needed.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "common/error.h"
+#include "kernels/device_handle.h"
+#include "net/cuda_ipc/layout.h"
+#include "net/cuda_ipc/record.h"
+
+namespace xccl {
+namespace {
+
+using net::Bytes;
+using net::cuda_ipc::decodeRecord;
+using net::cuda_ipc::encodeRecord;
+using net::cuda_ipc::layoutFor;
+using net::cuda_ipc::Record;
+using net::cuda_ipc::WorkspaceLayout;
+
+constexpr size_t kAlign = 256;
+constexpr size_t kFlagBytes = sizeof(kernels::FlagArea);
+constexpr size_t kEpochBytes = kernels::kMaxBlocks * sizeof(uint32_t);
+
+template <typename F>
+ErrorKind kindThrownBy(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.kind();
+  }
+  ADD_FAILURE() << "nothing thrown";
+  return ErrorKind::kAborted;
+}
+
+TEST(CudaIpcLayout, PartsAreAlignedOrderedAndTight) {
+  for (size_t dataBytes : {size_t{0}, size_t{1}, size_t{3}, size_t{255}, size_t{256},
+                           size_t{257}, size_t{4095}, size_t{10007}, size_t{1} << 20,
+                           (size_t{1} << 20) + 7, size_t{3} << 30}) {
+    SCOPED_TRACE(dataBytes);
+    const WorkspaceLayout l = layoutFor(dataBytes);
+    EXPECT_EQ(l.dataBytes, dataBytes);
+    for (size_t offset : {l.flagsOffset, l.epochsOffset, l.errorOffset, l.totalBytes}) {
+      EXPECT_EQ(offset % kAlign, 0u) << offset;
+    }
+    // Each part follows the previous one without overlap and with less than one unit of padding.
+    EXPECT_GE(l.flagsOffset, dataBytes);
+    EXPECT_LT(l.flagsOffset - dataBytes, kAlign);
+    EXPECT_GE(l.epochsOffset, l.flagsOffset + kFlagBytes);
+    EXPECT_LT(l.epochsOffset - (l.flagsOffset + kFlagBytes), kAlign);
+    EXPECT_GE(l.errorOffset, l.epochsOffset + kEpochBytes);
+    EXPECT_LT(l.errorOffset - (l.epochsOffset + kEpochBytes), kAlign);
+    EXPECT_GE(l.totalBytes, l.errorOffset + sizeof(uint32_t));
+    EXPECT_LT(l.totalBytes - (l.errorOffset + sizeof(uint32_t)), kAlign);
+    // The flag rows keep the alignment their writers rely on.
+    EXPECT_EQ(l.flagsOffset % alignof(kernels::FlagArea), 0u);
+  }
+}
+
+TEST(CudaIpcLayout, KnownOffsetsWithoutData) {
+  // 80 rows of 128 bytes, then 80 epochs (320 bytes, padded to 512), then the error word.
+  const WorkspaceLayout l = layoutFor(0);
+  EXPECT_EQ(l.flagsOffset, 0u);
+  EXPECT_EQ(l.epochsOffset, 10240u);
+  EXPECT_EQ(l.errorOffset, 10752u);
+  EXPECT_EQ(l.totalBytes, 11008u);
+  // The fixed parts are the same size whatever the data size, once it is a multiple of 256.
+  const WorkspaceLayout m = layoutFor(1 << 20);
+  EXPECT_EQ(m.totalBytes - m.flagsOffset, l.totalBytes);
+}
+
+TEST(CudaIpcLayout, SizesThatWouldWrapAreRejected) {
+  const size_t max = std::numeric_limits<size_t>::max();
+  EXPECT_EQ(kindThrownBy([&] { layoutFor(max); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(kindThrownBy([&] { layoutFor(max - kFlagBytes); }), ErrorKind::kInvalidArgument);
+  const WorkspaceLayout l = layoutFor(max / 2);
+  EXPECT_GT(l.totalBytes, l.errorOffset);
+  EXPECT_GT(l.flagsOffset, max / 4);
+}
+
+Record sampleRecord() {
+  Record r;
+  for (size_t i = 0; i < r.handle.size(); ++i) r.handle[i] = static_cast<uint8_t>(0xA0 ^ (i * 7));
+  r.address = 0x7f12'3456'7800ull;
+  r.pid = 4242;
+  r.processToken = 0x0123'4567'89ab'cdefull;
+  r.device = 3;
+  r.busId = "0000:19:00.0";
+  r.dataBytes = (size_t{1} << 20) + 7;
+  return r;
+}
+
+void expectSame(const Record& a, const Record& b) {
+  EXPECT_EQ(a.handle, b.handle);
+  EXPECT_EQ(a.address, b.address);
+  EXPECT_EQ(a.pid, b.pid);
+  EXPECT_EQ(a.processToken, b.processToken);
+  EXPECT_EQ(a.device, b.device);
+  EXPECT_EQ(a.busId, b.busId);
+  EXPECT_EQ(a.dataBytes, b.dataBytes);
+  EXPECT_EQ(a.failed, b.failed);
+  EXPECT_EQ(a.failureKind, b.failureKind);
+  EXPECT_EQ(a.failure, b.failure);
+}
+
+TEST(CudaIpcRecord, RoundTrip) {
+  const Record r = sampleRecord();
+  expectSame(decodeRecord(encodeRecord(r)), r);
+
+  Record failed;
+  failed.failed = true;
+  failed.failureKind = ErrorKind::kSystem;
+  failed.failure = "cudaIpcGetMemHandle failed: cudaErrorNotSupported";
+  expectSame(decodeRecord(encodeRecord(failed)), failed);
+
+  Record empty;  // defaults, empty strings, negative device
+  expectSame(decodeRecord(encodeRecord(empty)), empty);
+}
+
+TEST(CudaIpcRecord, EveryErrorKindSurvives) {
+  for (ErrorKind kind : {ErrorKind::kInternal, ErrorKind::kInvalidArgument, ErrorKind::kTimeout,
+                         ErrorKind::kPeerFailure, ErrorKind::kSystem, ErrorKind::kAborted}) {
+    Record r;
+    r.failed = true;
+    r.failureKind = kind;
+    r.failure = errorKindName(kind);
+    EXPECT_EQ(decodeRecord(encodeRecord(r)).failureKind, kind);
+  }
+}
+
+TEST(CudaIpcRecord, OverlongFieldsAreCutOrRefusedWhenEncoding) {
+  Record r;
+  r.failed = true;
+  r.failure = std::string(net::cuda_ipc::kMaxFailureBytes + 100, 'x');
+  EXPECT_EQ(decodeRecord(encodeRecord(r)).failure.size(), net::cuda_ipc::kMaxFailureBytes);
+
+  Record bus = sampleRecord();
+  bus.busId = std::string(net::cuda_ipc::kMaxBusIdBytes + 1, '0');
+  EXPECT_EQ(kindThrownBy([&] { encodeRecord(bus); }), ErrorKind::kInternal);
+}
+
+TEST(CudaIpcRecord, TruncatedOrPaddedRecordsAreRejected) {
+  const Bytes good = encodeRecord(sampleRecord());
+  for (size_t length = 0; length < good.size(); ++length) {
+    SCOPED_TRACE(length);
+    const Bytes cut(good.begin(), good.begin() + length);
+    EXPECT_EQ(kindThrownBy([&] { decodeRecord(cut); }), ErrorKind::kInternal);
+  }
+  Bytes longer = good;
+  longer.push_back(0);
+  EXPECT_EQ(kindThrownBy([&] { decodeRecord(longer); }), ErrorKind::kInternal);
+}
+
+TEST(CudaIpcRecord, ForeignOrCorruptRecordsAreRejected) {
+  // A record with empty strings ends in: u8 failed, u8 kind, u32 bus id length, u32 failure length.
+  const Bytes good = encodeRecord(Record{});
+  const size_t failedAt = good.size() - 10, kindAt = good.size() - 9, busLengthAt = good.size() - 8;
+  auto corrupted = [&](size_t at, uint8_t value) {
+    Bytes b = good;
+    b[at] = value;
+    return b;
+  };
+  EXPECT_EQ(kindThrownBy([&] { decodeRecord(corrupted(0, good[0] ^ 1)); }), ErrorKind::kInternal)
+      << "magic";
+  EXPECT_EQ(kindThrownBy([&] { decodeRecord(corrupted(4, good[4] + 1)); }), ErrorKind::kInternal)
+      << "version";
+  EXPECT_EQ(kindThrownBy([&] { decodeRecord(corrupted(failedAt, 2)); }), ErrorKind::kInternal)
+      << "failed flag";
+  EXPECT_EQ(kindThrownBy([&] { decodeRecord(corrupted(kindAt, 200)); }), ErrorKind::kInternal)
+      << "error kind";
+  // A bus id length beyond the limit, and one within it that runs past the end.
+  EXPECT_EQ(kindThrownBy([&] { decodeRecord(corrupted(busLengthAt + 1, 1)); }),
+            ErrorKind::kInternal);
+  EXPECT_EQ(kindThrownBy([&] { decodeRecord(corrupted(busLengthAt, 5)); }), ErrorKind::kInternal);
+  // Text that is not a record at all (e.g. another transport's key under the same prefix).
+  EXPECT_EQ(kindThrownBy([&] { decodeRecord(net::toBytes("+4096 xccl-123-abc")); }),
+            ErrorKind::kInternal);
+}
+
+}  // namespace
+}  // namespace xccl
