@@ -59,6 +59,33 @@ PYBIND11_MODULE(_C, m) {
                              "TCP between hosts, the rest TCP) or 'tcp'");
 
   m.def(
+      "_set_vendor_factory",
+      [](py::object factory) {
+        if (factory.is_none()) {
+          setVendorFactory(nullptr);
+          return;
+        }
+        // Held with the GIL taken for its last release: the factory may outlive any thread
+        // that holds the GIL (it is dropped at exit, or when replaced).
+        auto held = std::shared_ptr<py::object>(new py::object(std::move(factory)), [](py::object* f) {
+          if (Py_IsInitialized()) {
+            py::gil_scoped_acquire gil;
+            delete f;
+          }
+        });
+        setVendorFactory([held](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                std::chrono::milliseconds timeout, const std::string& groupName) {
+          py::gil_scoped_acquire gil;
+          py::object group = (*held)(store, rank, size, timeout, groupName);
+          if (group.is_none()) return c10::intrusive_ptr<c10d::Backend>();
+          return group.cast<c10::intrusive_ptr<c10d::Backend>>();
+        });
+      },
+      "Registers the callable (store, rank, size, timeout, group_name) -> Backend or None that "
+      "builds the inner vendor-library group (NCCL/RCCL) for GPU collectives without a kernel; "
+      "None removes it.");
+
+  m.def(
       "env_variables",
       [] {
         std::vector<std::tuple<std::string, std::string, std::string>> rows;

@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "backend/machine.h"
 #include "backend/store_adapter.h"
 #include "common/env.h"
 #include "common/logging.h"
@@ -24,8 +25,7 @@ std::vector<int> progressCpus(const std::string& storeHost) {
   try {
     // No discovery (NVML, sysfs walks) at group creation when its only use is switched off.
     if (!env::getBool("XCCL_PIN_PROGRESS")) return {};
-    static const topo::Topology machine = topo::discover();
-    return topo::progressCpusFor(machine, /*gpu=*/-1,
+    return topo::progressCpusFor(thisMachine(), /*gpu=*/-1,
                                  net::tcp::chooseListenAddress(storeHost).toString());
   } catch (const std::exception& e) {
     XCCL_WARN("backend", "progress thread left unpinned: ", e.what());
@@ -40,6 +40,11 @@ std::vector<int> progressCpus(const std::string& storeHost) {
 }
 
 }  // namespace
+
+const topo::Topology& thisMachine() {
+  static const topo::Topology machine = topo::discover();
+  return machine;
+}
 
 ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                    int size, c10::intrusive_ptr<Options> options)
@@ -226,6 +231,11 @@ void ProcessGroupXccl::shutdown() {
   // Queued collectives finish first (they may still be waited on); then no thread can touch
   // the transport, and its destruction ends the p2p completions.
   if (executor_) executor_->stopWorker();
+  {
+    std::lock_guard<std::mutex> guard(gpuMutex_);
+    if (gpu_) gpu_->shutdown(std::min<std::chrono::milliseconds>(timeout(), std::chrono::seconds(30)));
+    gpu_.reset();
+  }
   segment_.reset();
   hierarchy_.reset();
   transport_.reset();

@@ -22,6 +22,7 @@
 #include "algo/select.h"
 #include "backend/compat.h"
 #include "backend/executor.h"
+#include "backend/gpu_ops.h"
 #include "backend/work.h"
 #include "net/shm/segment.h"
 #include "net/transport.h"
@@ -65,6 +66,10 @@ class ProcessGroupXccl : public c10d::Backend {
   // How the group's collectives travel: "shm" (one host), "hierarchical" (all_reduce over
   // segments per host and TCP between them, the rest TCP) or "tcp".
   const char* transportName() const;
+  // For the GPU side (gpu_path.cc).
+  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
+  std::chrono::milliseconds timeout() const { return effectiveTimeout(c10d::kUnsetTimeout); }
+  std::string groupName() const { return options_->group_name; }
 
   // Collectives (process_group_collectives.cc).
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
@@ -146,6 +151,10 @@ class ProcessGroupXccl : public c10d::Backend {
   // with the TCP transport's reason once that peer failed).
   void setUpSharedMemory(net::Store& store);
   bool peerAlive(int peer);
+  // The GPU side, created by the first collective on CUDA tensors (a collective step: every
+  // rank's first CUDA call creates it); gpuTensors() says whether a call goes there.
+  GpuOps& gpu(const std::vector<at::Tensor*>& tensors, const char* opName);
+  static bool gpuTensors(const std::vector<at::Tensor*>& tensors);
   c10::intrusive_ptr<c10d::Work> pointToPoint(std::vector<at::Tensor>& tensors, int peer,
                                               int tag, bool isSend, const char* opName);
 
@@ -158,6 +167,8 @@ class ProcessGroupXccl : public c10d::Backend {
   algo::shm::Tunables shmTunables_;
   net::shm::PeerAlive alive_;                   // peerAlive() for every shared-memory wait
   std::unique_ptr<Executor> executor_;
+  std::mutex gpuMutex_;
+  std::unique_ptr<GpuOps> gpu_;
   std::atomic<uint64_t> seq_{0};
   // Progress, readable from the transport's progress thread without locks.
   std::atomic<uint64_t> entered_{0};    // sequence number of the last collective started

@@ -26,6 +26,7 @@ void checkSameType(const std::vector<at::Tensor>& tensors, const char* op) {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
+  if (gpuTensors(pointers(tensors))) return gpu(pointers(tensors), "allreduce").allreduce(tensors, opts);
   at::Tensor tensor = single(tensors, "allreduce");
   TORCH_CHECK_VALUE(!opts.sparseIndices.has_value(), "xccl allreduce: sparse tensors are not supported");
   ReduceSpec spec = toReduceSpec(opts.reduceOp, "allreduce");
@@ -39,6 +40,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allreduce(std::vector<at::Tenso
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  if (gpuTensors(pointers(tensors))) {
+    return gpu(pointers(tensors), "allreduce_coalesced")
+        .withoutKernel("allreduce_coalesced",
+                       [&](c10d::Backend& b) { return b.allreduce_coalesced(tensors, opts); },
+                       pointers(tensors), pointers(tensors),
+                       vendorReduces(toReduceSpec(opts.reduceOp, "allreduce_coalesced").op));
+  }
   TORCH_CHECK_VALUE(!tensors.empty(), "xccl allreduce_coalesced: no tensors");
   ReduceSpec spec = toReduceSpec(opts.reduceOp, "allreduce_coalesced");
   for (const auto& t : tensors) {
@@ -66,6 +74,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
+  if (gpuTensors(pointers(tensors))) {
+    return gpu(pointers(tensors), "reduce")
+        .withoutKernel("reduce", [&](c10d::Backend& b) { return b.reduce(tensors, opts); },
+                       pointers(tensors), pointers(tensors),
+                       vendorReduces(toReduceSpec(opts.reduceOp, "reduce").op));
+  }
   at::Tensor tensor = single(tensors, "reduce");
   checkRoot(opts.rootRank, size_, "reduce");
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "xccl reduce: rootTensor must be 0");
@@ -85,6 +99,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce(std::vector<at::Tensor>&
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
+  if (gpuTensors(pointers(outputs, inputs))) {
+    return gpu(pointers(outputs, inputs), "reduce_scatter")
+        .withoutKernel("reduce_scatter",
+                       [&](c10d::Backend& b) { return b.reduce_scatter(outputs, inputs, opts); },
+                       pointers(outputs, inputs), pointers(outputs),
+                       vendorReduces(toReduceSpec(opts.reduceOp, "reduce_scatter").op));
+  }
   at::Tensor output = single(outputs, "reduce_scatter");
   TORCH_CHECK_VALUE(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
                     "xccl reduce_scatter: expected one list of ", size_, " input tensors");
@@ -117,6 +138,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce_scatter_tensor_coalesced
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const char* name = "reduce_scatter_tensor";
+  if (gpuTensors(pointers(outputs, inputs))) {
+    GpuOps& ops = gpu(pointers(outputs, inputs), name);
+    if (outputs.size() == 1 && inputs.size() == 1) {
+      return ops.reduceScatterBase(outputs[0], inputs[0], opts);
+    }
+    return ops.withoutKernel(
+        name, [&](c10d::Backend& b) { return b.reduce_scatter_tensor_coalesced(outputs, inputs, opts); },
+        pointers(outputs, inputs), pointers(outputs),
+        vendorReduces(toReduceSpec(opts.reduceOp, name).op));
+  }
   TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(), "xccl ", name,
                     ": expected as many outputs as inputs");
   ReduceSpec spec = toReduceSpec(opts.reduceOp, name);

@@ -69,6 +69,7 @@ std::vector<size_t> splitBytes(const at::Tensor& t, const std::vector<int64_t>& 
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
+  if (gpuTensors(pointers(tensors))) return gpu(pointers(tensors), "broadcast").broadcast(tensors, opts);
   at::Tensor tensor = single(tensors, "broadcast");
   checkRoot(opts.rootRank, size_, "broadcast");
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "xccl broadcast: rootTensor must be 0");
@@ -82,6 +83,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::broadcast(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  if (gpuTensors(pointers(outputs, inputs))) {
+    return gpu(pointers(outputs, inputs), "allgather")
+        .withoutKernel("allgather",
+                       [&](c10d::Backend& b) { return b.allgather(outputs, inputs, opts); },
+                       pointers(outputs, inputs), pointers(outputs));
+  }
   at::Tensor input = single(inputs, "allgather");
   TORCH_CHECK_VALUE(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
                     "xccl allgather: expected one list of ", size_, " output tensors");
@@ -116,6 +123,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allgather_into_tensor_coalesced
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   const char* name = "allgather_into_tensor";
+  if (gpuTensors(pointers(outputs, inputs))) {
+    GpuOps& ops = gpu(pointers(outputs, inputs), name);
+    if (outputs.size() == 1 && inputs.size() == 1) return ops.allgatherBase(outputs[0], inputs[0], opts);
+    return ops.withoutKernel(
+        name, [&](c10d::Backend& b) { return b.allgather_into_tensor_coalesced(outputs, inputs, opts); },
+        pointers(outputs, inputs), pointers(outputs));
+  }
   TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(), "xccl ", name,
                     ": expected as many outputs as inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -142,6 +156,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allgather_into_tensor_coalesced
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  if (gpuTensors(pointers(outputs, inputs))) {
+    return gpu(pointers(outputs, inputs), "allgather_coalesced")
+        .withoutKernel("allgather_coalesced",
+                       [&](c10d::Backend& b) { return b.allgather_coalesced(outputs, inputs, opts); },
+                       pointers(outputs, inputs), pointers(outputs));
+  }
   TORCH_CHECK_VALUE(outputs.size() == static_cast<size_t>(size_), "xccl allgather_coalesced: "
                     "expected ", size_, " output lists");
   std::vector<at::Tensor> all;
@@ -174,6 +194,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allgather_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
+  if (gpuTensors(pointers(outputs, inputs))) {
+    return gpu(pointers(outputs, inputs), "gather")
+        .withoutKernel("gather", [&](c10d::Backend& b) { return b.gather(outputs, inputs, opts); },
+                       pointers(outputs, inputs), pointers(outputs));
+  }
   at::Tensor input = single(inputs, "gather");
   checkRoot(opts.rootRank, size_, "gather");
   const int root = static_cast<int>(opts.rootRank);
@@ -203,6 +228,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::gather(
 #if XCCL_TORCH_HAS_GATHER_INTO_TENSOR
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::gather_into_tensor(
     at::Tensor& output, at::Tensor& input, const c10d::GatherOptions& opts) {
+  if (gpuTensors(pointers(output, input))) {
+    return gpu(pointers(output, input), "gather_into_tensor")
+        .withoutKernel("gather_into_tensor",
+                       [&](c10d::Backend& b) { return b.gather_into_tensor(output, input, opts); },
+                       pointers(output, input), pointers(output));
+  }
   checkTensor(input, "gather_into_tensor", "input");
   checkRoot(opts.rootRank, size_, "gather_into_tensor");
   const int root = static_cast<int>(opts.rootRank);
@@ -225,6 +256,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::gather_into_tensor(
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
+  if (gpuTensors(pointers(outputs, inputs))) {
+    return gpu(pointers(outputs, inputs), "scatter")
+        .withoutKernel("scatter", [&](c10d::Backend& b) { return b.scatter(outputs, inputs, opts); },
+                       pointers(outputs, inputs), pointers(outputs));
+  }
   at::Tensor output = single(outputs, "scatter");
   checkRoot(opts.rootRank, size_, "scatter");
   const int root = static_cast<int>(opts.rootRank);
@@ -253,6 +289,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::scatter(
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplitSizes,
     std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions& opts) {
+  if (gpuTensors(pointers(output, input))) {
+    return gpu(pointers(output, input), "alltoall")
+        .alltoallBase(output, input, outputSplitSizes, inputSplitSizes, opts);
+  }
   checkTensor(input, "alltoall", "input");
   checkTensor(output, "alltoall", "output");
   TORCH_CHECK_VALUE(input.scalar_type() == output.scalar_type(), "xccl alltoall: dtype mismatch");
@@ -269,6 +309,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::alltoall_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::alltoall(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllToAllOptions& opts) {
+  if (gpuTensors(pointers(outputs, inputs))) {
+    return gpu(pointers(outputs, inputs), "alltoall")
+        .withoutKernel("alltoall", [&](c10d::Backend& b) { return b.alltoall(outputs, inputs, opts); },
+                       pointers(outputs, inputs), pointers(outputs));
+  }
   TORCH_CHECK_VALUE(inputs.size() == static_cast<size_t>(size_) && outputs.size() == inputs.size(),
                     "xccl alltoall: expected ", size_, " input and output tensors");
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -14,6 +14,15 @@ namespace xccl::backend {
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::pointToPoint(std::vector<at::Tensor>& tensors,
                                                               int peer, int tag, bool isSend,
                                                               const char* opName) {
+  if (gpuTensors(pointers(tensors))) {
+    auto call = [&](c10d::Backend& b) {
+      if (isSend) return b.send(tensors, peer, tag);
+      return peer == net::kAnySource ? b.recvAnysource(tensors, tag) : b.recv(tensors, peer, tag);
+    };
+    return gpu(pointers(tensors), opName)
+        .withoutKernel(opName, call, pointers(tensors),
+                       isSend ? std::vector<at::Tensor*>{} : pointers(tensors));
+  }
   at::Tensor tensor = single(tensors, opName);
   if (peer != net::kAnySource) checkPeer(peer, rank_, size_, opName);
   TORCH_CHECK_VALUE(tag >= 0, "xccl ", opName, ": tag must be non-negative, got ", tag);

@@ -32,8 +32,8 @@ void checkTensor(const at::Tensor& tensor, const char* op, const char* what) {
   TORCH_CHECK_VALUE(tensor.layout() == at::kStrided, "xccl ", op, ": ", what,
                     " must be a dense tensor, got layout ", tensor.layout());
   TORCH_CHECK_VALUE(tensor.device().is_cpu(), "xccl ", op, ": ", what, " is on ", tensor.device(),
-                    "; this build of xccl moves CPU tensors only (the GPU path is not available "
-                    "yet, see the README)");
+                    "; xccl moves CPU and CUDA tensors (on CUDA, every tensor of a call on the "
+                    "group's device)");
   TORCH_CHECK_VALUE(tensor.is_contiguous(), "xccl ", op, ": ", what, " must be contiguous");
 }
 

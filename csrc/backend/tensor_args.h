@@ -25,7 +25,8 @@ struct ReduceSpec {
   std::optional<double> factor;
 };
 
-// CPU, dense, contiguous: what this backend moves today. `what` names the argument.
+// CPU, dense, contiguous: what the CPU path moves (CUDA tensors go to gpu_ops.h before any
+// check). `what` names the argument.
 void checkTensor(const at::Tensor& tensor, const char* op, const char* what);
 // Exactly one tensor (one device per process), checked.
 const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op);
@@ -37,9 +38,35 @@ void checkPeer(int peer, int rank, int size, const char* op);
 ElementView reduceView(const at::Tensor& tensor, const ReduceSpec& spec, const char* op);
 ReduceSpec toReduceSpec(const c10d::ReduceOp& op, const char* opName);
 
+// Whether NCCL/RCCL implement the reduction (they have no bitwise ones).
+inline bool vendorReduces(ReduceOp op) {
+  return op != ReduceOp::kBand && op != ReduceOp::kBor && op != ReduceOp::kBxor;
+}
+
 // Multiplies `tensor` in place by PREMUL_SUM's factor, if any.
 void applyFactor(at::Tensor& tensor, const ReduceSpec& spec);
 
 size_t byteSize(const at::Tensor& tensor);
+
+// Every tensor of a call's arguments, by address (for the GPU side, gpu_ops.h).
+inline std::vector<at::Tensor*> pointers(at::Tensor& tensor) { return {&tensor}; }
+inline std::vector<at::Tensor*> pointers(std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor*> out;
+  for (auto& t : tensors) out.push_back(&t);
+  return out;
+}
+inline std::vector<at::Tensor*> pointers(std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor*> out;
+  for (auto& list : lists) {
+    for (auto& t : list) out.push_back(&t);
+  }
+  return out;
+}
+template <typename A, typename B>
+std::vector<at::Tensor*> pointers(A& a, B& b) {
+  std::vector<at::Tensor*> out = pointers(a);
+  for (at::Tensor* t : pointers(b)) out.push_back(t);
+  return out;
+}
 
 }  // namespace xccl::backend

@@ -51,6 +51,11 @@ const std::vector<Variable> kVariables = {
     {"XCCL_GPU_ALGO", "",
      "Force the GPU plan (docs/algorithms.md): auto, nccl (also rccl, vendor), kernel, "
      "one_shot, two_shot, all_pairs; applies to every GPU collective that can run it."},
+    {"XCCL_GPU_WORKSPACE_BYTES", "33554432",
+     "Bytes of each rank's GPU workspace (device memory peers read through CUDA IPC, allocated "
+     "by a group's first GPU collective). all_reduce and broadcast run larger messages in "
+     "chunks of this size; all_gather, reduce_scatter and all_to_all with a larger per-rank "
+     "input go to NCCL/RCCL (or host memory when ranks share a GPU)."},
 };
 
 std::mutex gMutex;

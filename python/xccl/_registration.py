@@ -62,6 +62,21 @@ def create_backend(dist_opts, pg_options=None):
     return _C.ProcessGroupXccl(dist_opts.store, dist_opts.group_rank, dist_opts.group_size, options)
 
 
+def _vendor_group(store, rank, size, timeout, group_name):
+    """The inner NCCL/RCCL group of a GPU group (csrc/backend/gpu_ops.h), built on first need.
+
+    Called from C++ with the group's store already prefixed for it; returns None when this
+    torch has no NCCL (then GPU collectives without a kernel go through host memory)."""
+    if not dist.is_nccl_available():
+        return None
+    options = dist.ProcessGroupNCCL.Options()
+    options.is_high_priority_stream = False
+    options._timeout = timeout
+    if hasattr(options, "group_name"):
+        options.group_name = f"{group_name}:xccl_vendor"
+    return dist.ProcessGroupNCCL(store, rank, size, options)
+
+
 def _helper_has_hardcoded_branch() -> bool:
     try:
         source = inspect.getsource(c10d._new_process_group_helper)
@@ -116,6 +131,9 @@ def install() -> bool:
         _state["reason"] = "this torch has Intel's native XCCL backend"
         return False
     c10d.Backend.register_backend(BACKEND_NAME, create_backend, extended_api=True, devices=DEVICES)
+    from xccl import _C
+
+    _C._set_vendor_factory(_vendor_group)
     if _helper_has_hardcoded_branch():
         _patch_helper()
     if hasattr(c10d.Backend, "_ensure_backend_registered"):

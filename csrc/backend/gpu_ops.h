@@ -1,0 +1,73 @@
+// The GPU side of ProcessGroupXccl: what it does with CUDA tensors. Plain C++ (no CUDA headers):
+// the implementation (gpu_path.cc) exists only in builds with the CUDA parts; other builds
+// refuse CUDA tensors with a ValueError that says so.
+//
+// Every CUDA collective takes one of three routes, decided per call by algo::planGpu from the
+// request, this host's topology and where the group's ranks and GPUs are (docs/algorithms.md):
+//  - kernel: xccl's kernels over the group's CUDA IPC workspace, on an internal comm stream;
+//  - vendor: the same call on an inner ProcessGroupNCCL (RCCL on ROCm), created on first use;
+//  - host:   copies to host memory, the CPU collective, copies back (the caller blocks); the
+//            way left when ranks share a GPU (NCCL refuses that) and no kernel runs the request.
+// All ranks of a group decide alike: the inputs to the decision are exchanged at creation.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace xccl::backend {
+
+class ProcessGroupXccl;
+
+class GpuOps {
+ public:
+  virtual ~GpuOps() = default;
+
+  // The collectives with a kernel; each takes the kernel, vendor or host route.
+  virtual c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                                   const c10d::AllreduceOptions& opts) = 0;
+  virtual c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                                   const c10d::BroadcastOptions& opts) = 0;
+  virtual c10::intrusive_ptr<c10d::Work> allgatherBase(at::Tensor& output, at::Tensor& input,
+                                                       const c10d::AllgatherOptions& opts) = 0;
+  virtual c10::intrusive_ptr<c10d::Work> reduceScatterBase(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) = 0;
+  virtual c10::intrusive_ptr<c10d::Work> alltoallBase(at::Tensor& output, at::Tensor& input,
+                                                      std::vector<int64_t>& outputSplits,
+                                                      std::vector<int64_t>& inputSplits,
+                                                      const c10d::AllToAllOptions& opts) = 0;
+
+  // Everything else: `call` runs on the vendor group when it can serve this group and
+  // `vendorCan` (false for what NCCL lacks, e.g. bitwise reductions); otherwise on this group's
+  // CPU path with every tensor in `args` (all the call reads or writes) replaced by a host copy
+  // while it runs, and `outputs` (a subset of args) copied back.
+  using Call = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&)>;
+  virtual c10::intrusive_ptr<c10d::Work> withoutKernel(const char* op, const Call& call,
+                                                       const std::vector<at::Tensor*>& args,
+                                                       const std::vector<at::Tensor*>& outputs,
+                                                       bool vendorCan = true) = 0;
+
+  // Waits (bounded) until this rank's GPU work finished and every rank is done with the shared
+  // workspace, then releases it. Called by shutdown().
+  virtual void shutdown(std::chrono::milliseconds timeout) = 0;
+};
+
+// Creates the GPU side for the group on `device` (the first CUDA collective's device): a
+// collective step (ranks exchange where their GPUs are through the group's store). Throws a
+// ValueError in builds without the CUDA parts.
+std::unique_ptr<GpuOps> makeGpuOps(ProcessGroupXccl& group, int device);
+
+// The inner vendor-library group: built by Python (python/xccl/_registration.py registers the
+// factory when torch has NCCL/RCCL) from the group's store (already prefixed for it), rank,
+// size, timeout and name. Empty when no vendor library is available.
+using VendorFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout, const std::string& groupName)>;
+void setVendorFactory(VendorFactory factory);
+VendorFactory vendorFactory();
+
+}  // namespace xccl::backend

@@ -1,0 +1,71 @@
+// The Work of a collective that ran on the group's internal comm stream (gpu_path.cc).
+//
+// Completion is an event recorded on the comm stream after the collective (DESIGN.md section 3):
+//  - wait() without a timeout makes the caller's current stream wait on that event and returns
+//    at once: the host never blocks, later work on the current stream sees the result;
+//  - wait(timeout) blocks the host until the event completes (or throws DistBackendError after
+//    `timeout`), then reports an error the kernels recorded on the device;
+//  - the future carries the device, and is completed while the comm stream is current, so a
+//    consumer synchronises by event like with ProcessGroupNCCL's futures.
+// Tensors stay referenced by the Work; the group also keeps them until the event completes,
+// whatever happens to the Work (gpu_path.cc, InFlight).
+#pragma once
+
+#include <c10/core/Stream.h>
+#include <cuda_runtime_api.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace xccl::backend {
+
+// A CUDA event without timing, destroyed with its owner.
+class CudaEvent {
+ public:
+  CudaEvent();
+  ~CudaEvent();
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  cudaEvent_t get() const { return event_; }
+  // Whether the work before the event's record completed; throws on a CUDA error.
+  bool query() const;
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+class GpuWork : public c10d::Work {
+ public:
+  // `done` was recorded on the comm stream after the collective. `captured`: recorded during
+  // CUDA graph capture; the caller's stream already joined it and the event may not be
+  // queried, so the Work is complete as far as the host can tell. `deviceError` reads the
+  // kernels' error word after completion ("" when healthy; may be empty for vendor routes).
+  // Construct right after recording `done` on `comm` (the future is completed on it).
+  GpuWork(int rank, c10d::OpType opType, const char* opName, c10::Stream comm,
+          std::shared_ptr<CudaEvent> done, bool captured, std::vector<at::Tensor> outputs,
+          std::function<std::string()> deviceError);
+
+  bool isCompleted() override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override;
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  // Makes the caller's current stream (on device_) wait for the collective.
+  void joinCurrentStream();
+  void checkDeviceError();
+
+  const std::string opName_;
+  const c10::Device device_;
+  const std::shared_ptr<CudaEvent> done_;
+  const bool captured_;
+  const std::vector<at::Tensor> outputs_;
+  const std::function<std::string()> deviceError_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+}  // namespace xccl::backend

@@ -1,0 +1,70 @@
+// ProcessGroupXccl's door to its GPU side (gpu_ops.h): which calls go there, creating it, and the
+// vendor-library factory Python registers.
+#include <c10/util/Exception.h>
+
+#include "backend/process_group.h"
+#include "common/config.h"
+
+namespace xccl::backend {
+namespace {
+
+std::mutex& factoryMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+VendorFactory& factorySlot() {
+  static VendorFactory factory;
+  return factory;
+}
+
+}  // namespace
+
+void setVendorFactory(VendorFactory factory) {
+  std::lock_guard<std::mutex> guard(factoryMutex());
+  factorySlot() = std::move(factory);
+}
+
+VendorFactory vendorFactory() {
+  std::lock_guard<std::mutex> guard(factoryMutex());
+  return factorySlot();
+}
+
+#if !XCCL_WITH_CUDA
+std::unique_ptr<GpuOps> makeGpuOps(ProcessGroupXccl&, int device) {
+  C10_THROW_ERROR(ValueError, c10::str("xccl: got a tensor on cuda:", device, ", but this build "
+                                       "of xccl has no CUDA support (it was built against a "
+                                       "CPU-only torch or without a CUDA compiler; see the "
+                                       "README)"));
+}
+#endif
+
+bool ProcessGroupXccl::gpuTensors(const std::vector<at::Tensor*>& tensors) {
+  for (const at::Tensor* t : tensors) {
+    if (t->defined() && t->is_cuda()) return true;
+  }
+  return false;
+}
+
+GpuOps& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const char* opName) {
+  checkUsable(opName);
+  {
+    std::lock_guard<std::mutex> guard(stateMutex_);
+    TORCH_CHECK_VALUE(!coalescing_, "xccl ", opName, ": batch_isend_irecv / coalescing with "
+                      "CUDA tensors is not supported yet (CPU tensors are)");
+  }
+  std::lock_guard<std::mutex> guard(gpuMutex_);
+  if (!gpu_) {
+    int device = -1;
+    for (const at::Tensor* t : tensors) {
+      if (t->defined() && t->is_cuda()) {
+        device = t->device().index();
+        break;
+      }
+    }
+    gpu_ = makeGpuOps(*this, device);
+  }
+  return *gpu_;
+}
+
+}  // namespace xccl::backend
