@@ -4,10 +4,13 @@ Install with `pip install --no-build-isolation .` so the build sees that torch (
 build environment would fetch another one). Environment knobs:
   XCCL_BUILD_DIR   CMake build folder (default: build/cmake in the source tree)
   XCCL_GPU         AUTO (default), ON or OFF: the CUDA parts
+  XCCL_CUDA_ARCHS  GPU architectures of the CUDA kernels as a CMake list ("80-real;90-real;100");
+                   default: chosen from the installed torch's (see cuda_archs below)
   MAX_JOBS         parallel compile jobs (default: CPU count)
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +19,41 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+
+# The kernels' system-scope acquire/release (ld.acquire.sys, st.release.sys in
+# csrc/kernels/primitives.cuh) need sm_70.
+MIN_CUDA_ARCH = 70
+# Machine code for A100 and H100/H200 whenever torch has it; sm_80 code also runs on sm_86/87/89.
+ALWAYS_REAL_CUDA_ARCHS = (80, 90)
+
+
+def cuda_archs(torch) -> "str | None":
+    """XCCL_CUDA_ARCHS for CMake: the environment's, else a choice among torch's architectures.
+
+    Every architecture is a full device compile of csrc/kernels (cicc, then ptxas for machine
+    code), and that compile dominates the CUDA build on small machines. So machine code only for
+    ALWAYS_REAL_CUDA_ARCHS that torch lists, plus PTX for the newest of them (compute_90 for
+    torch 2.14.1+cu130), which the driver JIT-compiles once (then caches) on every newer GPU:
+    B200 (sm_100), RTX 50 (sm_120) and GPUs not made yet. Not covered: sm_75 (T4), which torch
+    supports but the kernels do not (they need sm_70's system-scope acquire/release; T4 would
+    need its own compile: set XCCL_CUDA_ARCHS="75-real;80-real;90").
+    """
+    archs = os.environ.get("XCCL_CUDA_ARCHS")
+    if archs:
+        return archs
+    if not torch.version.cuda:
+        return None
+    listed = {
+        int(m.group(1))
+        for a in torch.cuda.get_arch_list()
+        if (m := re.fullmatch(r"(?:sm|compute)_(\d+)[af]?", a))
+    }
+    real = sorted(a for a in listed if a in ALWAYS_REAL_CUDA_ARCHS)
+    if not real:
+        usable = sorted(a for a in listed if a >= MIN_CUDA_ARCH)
+        return f"{usable[-1]}" if usable else None  # one arch, machine code and PTX
+    # "80-real;90": machine code for both, PTX for the newest.
+    return ";".join([f"{a}-real" for a in real[:-1]] + [str(real[-1])])
 
 
 class CMakeExtension(Extension):
@@ -38,6 +76,9 @@ class CMakeBuild(build_ext):
             f"-DPython3_EXECUTABLE={sys.executable}",
             "-DCMAKE_BUILD_TYPE=Release",
         ]
+        archs = cuda_archs(torch)
+        if archs:
+            configure.append(f"-DXCCL_CUDA_ARCHS={archs}")
         if shutil.which("ninja") and not os.path.exists(os.path.join(build_dir, "Makefile")):
             configure.append("-GNinja")
         subprocess.check_call(configure)
