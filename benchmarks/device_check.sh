@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # One-shot check on a machine with one NVIDIA GPU, no network, torch and the CUDA toolkit
-# installed: build the kernels, the GPU tests and the kernel benchmark, run them, print a summary.
-# Meant to finish well inside 8 minutes on an H200 (16 cores).
+# installed: build the kernels, the GPU tests, the kernel benchmark and the Python extension, run
+# them, print a summary. Meant to finish well inside 8 minutes on an H200 (16 cores).
 #
 #   benchmarks/device_check.sh [--build-only]
 #
-#   --build-only   configure and build only, without looking for a GPU (to check this script on
-#                  a machine without one).
+#   --build-only   configure and build only (the CMake targets and the extension, which is
+#                  installed with pip), without looking for a GPU (to check this script on a
+#                  machine without one).
+# Steps, most valuable first: GPU, configure, build (CMake), then the extension is built and
+# installed (pip) in the background while the GoogleTests run (test_gpu_logic, test_gpu_kernels,
+# test_cuda_ipc); then tests/python/test_gpu.py, benchmarks/gpu_overhead.py (xccl vs NCCL at
+# world size 1) and the kernel benchmark. Each step has its own timeout, cut to what is left of
+# the time budget; a step the budget leaves no time for is a FAIL ("not run").
 # Environment:
-#   OUT                 if set, the full log (device_check.log) and the benchmark CSV go there
-#   XCCL_BUILD_DIR      build folder (default: build/device in the repository)
+#   OUT                 if set, the full log (device_check.log) and the benchmark CSVs go there
+#   XCCL_BUILD_DIR      build folder (default: build/device in the repository); the extension
+#                       builds in its ext/ subfolder
 #   XCCL_GTEST_SOURCE   a googletest source tree to build when CMake finds no installed GTest
 #                       (default: third_party/googletest, then /usr/src/googletest)
 #   XCCL_CUDA_ARCHS     override the detected architecture, e.g. "90"
+#   XCCL_CHECK_BUDGET_S seconds the whole check may take (default 420; not in --build-only)
 #
 # Exit status: 0 all passed; 1 a step failed; 3 no GPU found (nothing was built or run).
 set -uo pipefail
@@ -22,6 +30,7 @@ build="${XCCL_BUILD_DIR:-$repo/build/device}"
 build_only=0
 [[ "${1:-}" == "--build-only" ]] && build_only=1
 jobs="$(nproc 2>/dev/null || echo 4)"
+budget_s="${XCCL_CHECK_BUDGET_S:-420}"
 
 mkdir -p "$build"
 logdir="${OUT:-$build}"
@@ -41,10 +50,23 @@ print_summary() {
   echo "==================== device_check summary ===================="
   printf '%-22s %-8s %7s  %s\n' step status time note
   printf '%s\n' "${summary[@]}"
+  [[ -n "${overhead_lines:-}" ]] && printf '\n%s\n' "$overhead_lines"
   [[ -n "${bench_lines:-}" ]] && printf '\n%s\n' "$bench_lines"
   echo "log: $log"
 }
 step_start() { echo; echo "=== $1 ($(date +%H:%M:%S))"; t0=$SECONDS; }
+# Seconds a step may run: WANT, or what is left of the budget when that is less.
+step_limit() {  # step_limit WANT
+  local left=$((budget_s - SECONDS))
+  echo $(($1 < left ? $1 : left))
+}
+# True (and STEP recorded as not run) when LIMIT leaves STEP no useful time. Never let a limit of
+# 0 reach timeout(1): 0 there means no limit at all.
+out_of_time() {  # out_of_time STEP LIMIT
+  (($2 >= 20)) && return 1
+  record "$1" FAIL 0 "not run: the ${budget_s}s budget is spent"
+  return 0
+}
 
 # --- 1. GPU ------------------------------------------------------------------------------------
 step_start "GPU"
@@ -84,6 +106,48 @@ archs="${archs:-80;90}"
 nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
 echo "torch CUDA $torch_cuda, nvcc $nvcc_path, architectures $archs, $jobs jobs"
 
+# The Python extension builds in the background from here on: pip runs setup.py (CMake in
+# $build/ext, the CUDA parts on, this torch) and installs xccl._C. Each build compiles the five
+# kernel TUs (csrc/kernels/*.cu), too few to fill 16 cores alone, so the two builds overlap, and the
+# extension's finishing overlaps the GoogleTests, which hold the GPU, not the CPUs. No index: the
+# machine has no network, and --no-deps --no-build-isolation need nothing from one. timeout(1)
+# leads its own process group, which the EXIT trap ends if the script stops early.
+ext_out="$build/ext_install.out"
+ext_limit=0  # --build-only: no limit (a 2-core machine takes long)
+# With a GPU: bounded, and never 0 (which timeout(1) reads as no limit).
+[[ $build_only -eq 0 ]] && ext_limit="$(step_limit 400)" && ((ext_limit < 1)) && ext_limit=1
+ext_t0=$SECONDS
+ext_ok=0
+echo "extension: pip install in the background from $(date +%H:%M:%S); log: $ext_out"
+CUDACXX="$nvcc_path" XCCL_GPU=ON XCCL_CUDA_ARCHS="$archs" XCCL_BUILD_DIR="$build/ext" \
+  MAX_JOBS="$jobs" PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore \
+  PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 \
+  timeout -k 10 "$ext_limit" python3 -m pip install --no-build-isolation --no-deps --no-index \
+  -q "$repo" >"$ext_out" 2>&1 &
+ext_pid=$!
+trap '[[ -n "$ext_pid" ]] && kill -TERM -- "-$ext_pid" 2>/dev/null' EXIT
+finish_extension() {  # waits for the pip install; records it; sets ext_ok
+  step_start "extension"
+  wait "$ext_pid"
+  local rc=$? where
+  ext_pid=""
+  # From / so that nothing but the installed package can answer `import xccl`.
+  if [[ $rc -eq 0 ]] && where="$(cd / && python3 -c 'import xccl; print(xccl.__file__)' 2>&1)"; then
+    ext_ok=1
+    echo "xccl installed: $where"
+    record extension ok $((SECONDS - ext_t0)) "pip install, sm $archs (alongside other steps)"
+  else
+    # pip ends with its own traceback: show the build's errors first, then that end.
+    grep -E 'FAILED:|error:|Error|interrupted|Killed' "$ext_out" | head -n 30
+    tail -n 15 "$ext_out"
+    [[ $rc -eq 0 ]] && echo "$where"
+    local why="rc $rc"
+    [[ $rc -eq 124 || $rc -eq 137 ]] && why="timed out after ${ext_limit}s"
+    [[ $rc -eq 0 ]] && why="installed but import xccl fails"
+    record extension FAIL $((SECONDS - ext_t0)) "$why; log: $ext_out"
+  fi
+}
+
 configure() {
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXCCL_GPU=ON \
     -DXCCL_TORCH_CUDA="$torch_cuda" -DCMAKE_CUDA_COMPILER="$nvcc_path" \
@@ -116,7 +180,7 @@ if [[ $configure_ok -ne 1 ]]; then print_summary; exit 1; fi
 # --- 3. Build ----------------------------------------------------------------------------------
 step_start "build"
 if cmake --build "$build" -j "$jobs" --target xccl_kernels test_gpu_logic test_gpu_kernels \
-     xccl_kernel_bench; then
+     test_cuda_ipc xccl_kernel_bench; then
   record build ok $((SECONDS - t0)) "kernels, gpu tests, kernel bench"
 else
   record build FAIL $((SECONDS - t0))
@@ -124,11 +188,8 @@ else
   exit 1
 fi
 
-# === PLACEHOLDER (backend work): build the Python extension (pip install / setup.py with this
-# === torch) and run the xccl-vs-NCCL world-size-1 comparison here, recording its own summary
-# === rows with `record`.
-
 if [[ $build_only -eq 1 ]]; then
+  finish_extension
   record run skipped 0 "--build-only"
   print_summary
   exit $failed
@@ -138,9 +199,12 @@ fi
 # Run each test binary directly (one process, one CUDA context). A skip on a machine with a GPU
 # means the test could not see it: that is a failure here.
 run_tests() {  # run_tests NAME BINARY
+  local limit
+  limit="$(step_limit 300)"
+  out_of_time "$1" "$limit" && return
   step_start "$1"
   local out="$build/$1.out"
-  timeout 300 "$2" --gtest_color=no 2>&1 | tee "$out"
+  timeout -k 10 "$limit" "$2" --gtest_color=no 2>&1 | tee "$out"
   local rc=${PIPESTATUS[0]}
   local passed skipped
   passed="$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n1)"
@@ -148,26 +212,88 @@ run_tests() {  # run_tests NAME BINARY
   if [[ $rc -eq 0 && -z "$skipped" ]]; then
     record "$1" ok $((SECONDS - t0)) "${passed:-0} passed"
   else
+    [[ $rc -eq 124 || $rc -eq 137 ]] && rc="$rc (timed out after ${limit}s)"
     record "$1" FAIL $((SECONDS - t0)) "rc $rc, ${passed:-0} passed, ${skipped:-0} skipped"
   fi
 }
 gpu_tests="$build/tests/cpp/gpu"
 run_tests test_gpu_logic "$gpu_tests/test_gpu_logic"
 run_tests test_gpu_kernels "$gpu_tests/test_gpu_kernels"
+# CUDA IPC workspaces between fork()ed processes on the one GPU.
+run_tests test_cuda_ipc "$gpu_tests/test_cuda_ipc"
+finish_extension
 
-# --- 5. Kernel benchmark -----------------------------------------------------------------------
+# --- 5. Python GPU tests -----------------------------------------------------------------------
+# tests/python/test_gpu.py against the installed extension (the harness forks its ranks from a
+# forkserver; timeout(1) signals its whole process group). Skips count as failures, as above.
+limit="$(step_limit 240)"
+if [[ $ext_ok -ne 1 ]]; then
+  record test_gpu.py FAIL 0 "not run: no extension"
+elif ! out_of_time test_gpu.py "$limit"; then
+  step_start "test_gpu.py"
+  out="$build/test_gpu_py.out"
+  (cd "$repo" && PYTHONPATH="$repo/tests/python${PYTHONPATH:+:$PYTHONPATH}" \
+    timeout -k 10 "$limit" python3 -m pytest tests/python/test_gpu.py -q -p no:cacheprovider) \
+    2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  # pytest's last line: "3 passed, 1 skipped in 41.2s" (any of passed/failed/skipped/error(s)).
+  tally="$(tail -n 3 "$out" | grep -E '[0-9]+ (passed|failed|skipped|errors?)' | tail -n1)"
+  count() { grep -oE "[0-9]+ $1" <<<"$tally" | grep -oE '^[0-9]+' || echo 0; }
+  passed="$(count passed)" failed_n="$(count failed)" skipped="$(count skipped)"
+  errors="$(count 'errors?')"
+  note="$passed passed, $failed_n failed, $skipped skipped, $errors errors"
+  if [[ $rc -eq 0 && $passed -gt 0 && $skipped -eq 0 ]]; then
+    record test_gpu.py ok $((SECONDS - t0)) "$note"
+  else
+    [[ $rc -eq 124 || $rc -eq 137 ]] && rc="$rc (timed out after ${limit}s)"
+    record test_gpu.py FAIL $((SECONDS - t0)) "rc $rc, $note"
+  fi
+fi
+
+# --- 6. xccl vs NCCL at world size 1 -----------------------------------------------------------
+limit="$(step_limit 120)"
+if [[ $ext_ok -ne 1 ]]; then
+  record gpu_overhead FAIL 0 "not run: no extension"
+elif ! out_of_time gpu_overhead "$limit"; then
+  step_start "gpu_overhead"
+  out="$build/gpu_overhead.out"
+  # Its own time limit (counted after torch's import) ends a hung run with the rows it has.
+  timeout -k 10 "$limit" python3 "$repo/benchmarks/gpu_overhead.py" \
+    --csv "$logdir/gpu_overhead.csv" --time-limit $((limit > 50 ? limit - 25 : 25)) 2>&1 |
+    tee "$out"
+  rc=${PIPESTATUS[0]}
+  overhead_lines="$(sed -n '/^== gpu_overhead/,$p' "$out" | grep -v '^  FAIL ')"
+  case $rc in
+    0) record gpu_overhead ok $((SECONDS - t0)) "csv: $logdir/gpu_overhead.csv" ;;
+    3) record gpu_overhead FAIL $((SECONDS - t0)) "rc 3: torch sees no GPU" ;;
+    124 | 137) record gpu_overhead FAIL $((SECONDS - t0)) "timed out after ${limit}s" ;;
+    *) record gpu_overhead FAIL $((SECONDS - t0)) "rc $rc: a measurement failed (see the table)" ;;
+  esac
+fi
+
+# --- 7. Kernel benchmark -----------------------------------------------------------------------
+limit="$(step_limit 240)"
+if out_of_time kernel_bench "$limit"; then
+  print_summary
+  exit $failed
+fi
 step_start "kernel bench"
 bench_out="$build/kernel_bench.out"
-timeout 240 "$gpu_tests/xccl_kernel_bench" --csv "$logdir/kernel_bench.csv" 2>&1 | tee "$bench_out"
+# Less than its full time left: the --quick sweep (every 64x in size instead of 8x).
+quick=()
+((limit < 240)) && quick=(--quick)
+timeout -k 10 "$limit" "$gpu_tests/xccl_kernel_bench" "${quick[@]}" \
+  --csv "$logdir/kernel_bench.csv" 2>&1 | tee "$bench_out"
 rc=${PIPESTATUS[0]}
 if [[ $rc -eq 0 ]]; then
-  record kernel_bench ok $((SECONDS - t0)) "csv: $logdir/kernel_bench.csv"
+  record kernel_bench ok $((SECONDS - t0)) "${quick[*]:+--quick, }csv: $logdir/kernel_bench.csv"
   # The roofline and each kernel's largest-size row (world 8) for the summary.
   bench_lines="$(grep -m1 'HBM roofline' "$bench_out")"$'\n'"$(
     awk '$1 ~ /^[a-z_0-9]+$/ && $1 !~ /^[0-9]/ && $1 != "collective" && $2 == 8 { last[$1] = $0 }
          END { for (k in last) print last[k] }' "$bench_out" |
       sort)"
 else
+  [[ $rc -eq 124 || $rc -eq 137 ]] && rc="$rc (timed out after ${limit}s)"
   record kernel_bench FAIL $((SECONDS - t0)) "rc $rc"
 fi
 
