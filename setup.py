@@ -4,7 +4,7 @@ Install with `pip install --no-build-isolation .` so the build sees that torch (
 build environment would fetch another one). Environment knobs:
   XCCL_BUILD_DIR   CMake build folder (default: build/cmake in the source tree)
   XCCL_GPU         AUTO (default), ON or OFF: the CUDA parts
-  XCCL_CUDA_ARCHS  GPU architectures of the CUDA kernels as a CMake list ("80-real;90-real;100");
+  XCCL_CUDA_ARCHS  GPU architectures of the CUDA kernels as a CMake list ("80-real;90");
                    default: chosen from the installed torch's (see cuda_archs below)
   MAX_JOBS         parallel compile jobs (default: CPU count)
 """
@@ -30,13 +30,17 @@ ALWAYS_REAL_CUDA_ARCHS = (80, 90)
 def cuda_archs(torch) -> "str | None":
     """XCCL_CUDA_ARCHS for CMake: the environment's, else a choice among torch's architectures.
 
-    Every architecture is a full device compile of csrc/kernels (cicc, then ptxas for machine
-    code), and that compile dominates the CUDA build on small machines. So machine code only for
-    ALWAYS_REAL_CUDA_ARCHS that torch lists, plus PTX for the newest of them (compute_90 for
-    torch 2.14.1+cu130), which the driver JIT-compiles once (then caches) on every newer GPU:
-    B200 (sm_100), RTX 50 (sm_120) and GPUs not made yet. Not covered: sm_75 (T4), which torch
-    supports but the kernels do not (they need sm_70's system-scope acquire/release; T4 would
-    need its own compile: set XCCL_CUDA_ARCHS="75-real;80-real;90").
+    Each architecture is a full device compile of csrc/kernels (cicc, plus ptxas for machine
+    code), and that compile dominates the CUDA build. Machine code only for ALWAYS_REAL_CUDA_ARCHS
+    (else for torch's oldest usable one), and PTX for the newest of those: the driver JIT-compiles
+    it (once, then caches it) on every later GPU, which covers the B200 (sm_100), RTX 50 (sm_120)
+    and GPUs not made yet. PTX for the newest architecture torch lists instead (compute_120)
+    would leave the B200 without code, and compute_100 PTX costs one more cicc pass for nothing
+    compute_90 PTX lacks. Not covered: sm_75 (T4), which torch 2.14 lists.
+    Measured with torch 2.14.1+cu130 and nvcc 13.0 with -j2 on 2 cores that other builds shared:
+    the device code for "80-real;90" took 6.1 CPU-minutes (6m23s wall; ~3 min on idle cores),
+    compute_100 PTX would add 2.3, every further machine-code architecture about 3. Torch's whole
+    list (sm_75 to sm_120) would cost ~18 CPU-minutes, more than CI's time limit allows.
     """
     archs = os.environ.get("XCCL_CUDA_ARCHS")
     if archs:
@@ -48,11 +52,11 @@ def cuda_archs(torch) -> "str | None":
         for a in torch.cuda.get_arch_list()
         if (m := re.fullmatch(r"(?:sm|compute)_(\d+)[af]?", a))
     }
-    real = sorted(a for a in listed if a in ALWAYS_REAL_CUDA_ARCHS)
-    if not real:
-        usable = sorted(a for a in listed if a >= MIN_CUDA_ARCH)
-        return f"{usable[-1]}" if usable else None  # one arch, machine code and PTX
-    # "80-real;90": machine code for both, PTX for the newest.
+    usable = sorted(a for a in listed if a >= MIN_CUDA_ARCH)
+    if not usable:
+        return None  # gpu.cmake's default
+    real = [a for a in usable if a in ALWAYS_REAL_CUDA_ARCHS] or usable[:1]
+    # "80-real;90": machine code for both, PTX for sm_90 and later.
     return ";".join([f"{a}-real" for a in real[:-1]] + [str(real[-1])])
 
 
