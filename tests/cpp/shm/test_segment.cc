@@ -247,7 +247,9 @@ TEST(SegmentWait, PeerThatFinishedItsPartAndExitedIsNoFailure) {
       ADD_FAILURE() << "rank " << rank << ": " << e.what();
     }
     if (rank == 1) rank1Gone = true;
-    if (rank == 0) EXPECT_EQ(data[99], 6.0f);
+    if (rank == 0) {
+      EXPECT_EQ(data[99], 6.0f);
+    }
     done.arriveAndWait();
   });
 }
