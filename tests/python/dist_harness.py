@@ -212,6 +212,8 @@ def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_optio
     os.dup2(log, 1)
     os.dup2(log, 2)
     faulthandler.enable()  # a crashing rank leaves its Python stack in its log
+    # ... and so does a hung one: spawn() sends SIGUSR1 before killing it at the bound.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     os.environ.update(env)
     if transport == "hierarchical":
         os.environ["XCCL_SHM_HOST_ID"] = f"simulated-host-{rank % 2}"
@@ -296,6 +298,11 @@ def spawn(fn: Callable, world_size: int, *args, timeout: float = 120.0, init: bo
         for rank, p in enumerate(processes):
             timed_out = p.is_alive()
             if timed_out:
+                try:
+                    os.kill(p.pid, signal.SIGUSR1)  # its Python stacks into its log
+                    time.sleep(1)
+                except ProcessLookupError:
+                    pass
                 p.kill()
             p.join(10)
             outcome = Outcome(rank, None if timed_out else p.exitcode,
