@@ -3,16 +3,12 @@
 
 #include <gtest/gtest.h>
 
-#include <exception>
 #include <functional>
-#include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "net/store.h"
 #include "net/tcp/transport.h"
+#include "threads.h"
 
 namespace xccl::testing {
 
@@ -29,22 +25,10 @@ inline net::tcp::TcpOptions loopbackOptions(const std::string& prefix = "tcp") {
 inline void runRanks(int size, const net::tcp::TcpOptions& options,
                      const std::function<void(int, net::Transport&)>& body) {
   net::MemoryStore store;
-  std::vector<std::thread> threads;
-  std::mutex mutex;
-  std::exception_ptr failure;
-  for (int rank = 0; rank < size; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        net::tcp::TcpTransport transport(store, rank, size, options);
-        body(rank, transport);
-      } catch (...) {
-        std::lock_guard<std::mutex> guard(mutex);
-        if (!failure) failure = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (failure) std::rethrow_exception(failure);
+  runThreads(size, [&](int rank) {
+    net::tcp::TcpTransport transport(store, rank, size, options);
+    body(rank, transport);
+  });
 }
 
 inline void runRanks(int size, const std::function<void(int, net::Transport&)>& body) {

@@ -9,6 +9,7 @@
 
 #include "algo/gpu_plan.h"
 #include "common/error.h"
+#include "threads.h"
 
 namespace xccl::algo {
 namespace {
@@ -49,16 +50,6 @@ std::vector<int> range(int n, int first = 0) {
   return v;
 }
 
-ErrorKind kindOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.kind();
-  }
-  ADD_FAILURE() << "no xccl::Error thrown";
-  return ErrorKind::kInternal;
-}
-
 TEST(GpuPlan, DefaultThresholdsAreThePublishedOnes) {
   GpuTunables t;
   EXPECT_EQ(t.nvswitch.oneShotBelow4, 512 * kKiB);  // vLLM, gpu_kernels.md 1.1
@@ -92,7 +83,7 @@ TEST(GpuPlan, ClassifiesTheFixtureFabrics) {
   EXPECT_EQ(classifyFabric(l40s, {2, 3}), GpuFabric::kPcieSwitch);
   EXPECT_EQ(classifyFabric(l40s, {1, 2}), GpuFabric::kNoPeerAccess);
   EXPECT_EQ(classifyFabric(l40s, range(4)), GpuFabric::kNoPeerAccess);
-  EXPECT_EQ(kindOf([&] { classifyFabric(l40s, {0, 4}); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([&] { classifyFabric(l40s, {0, 4}); }), ErrorKind::kInvalidArgument);
 }
 
 // Hand-made machines for the fabrics no fixture has: an NVLink mesh and a mixed one.
@@ -384,8 +375,8 @@ TEST(GpuPlan, ForcingByName) {
                      GpuForce::kTwoShot, GpuForce::kAllPairs}) {
     EXPECT_EQ(parseGpuForce(gpuForceName(f)), f);
   }
-  EXPECT_EQ(kindOf([] { parseGpuForce("ring"); }), ErrorKind::kInvalidArgument);
-  EXPECT_EQ(kindOf([] { parseGpuForce("ONE_SHOT"); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([] { parseGpuForce("ring"); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([] { parseGpuForce("ONE_SHOT"); }), ErrorKind::kInvalidArgument);
 }
 
 TEST(GpuPlan, ForcedChoices) {
@@ -426,18 +417,18 @@ TEST(GpuPlan, ForcedFromTheEnvironment) {
 TEST(GpuPlan, RejectsMalformedRequests) {
   topo::Topology t = load("hgx_h100_8x_nvswitch.json");
   auto plan = [&](GpuRequest r) { return [&t, r] { planGpu(r, t, {}); }; };
-  EXPECT_EQ(kindOf(plan(request(GpuCollective::kAllReduce, 1, 0))), ErrorKind::kInvalidArgument);
-  EXPECT_EQ(kindOf(plan(request(GpuCollective::kAllReduce, 1, 2, 0))),
+  EXPECT_EQ(testing::errorKindOf(plan(request(GpuCollective::kAllReduce, 1, 0))), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf(plan(request(GpuCollective::kAllReduce, 1, 2, 0))),
             ErrorKind::kInvalidArgument);
-  EXPECT_EQ(kindOf(plan(request(GpuCollective::kAllReduce, 1, 2, 3))),
+  EXPECT_EQ(testing::errorKindOf(plan(request(GpuCollective::kAllReduce, 1, 2, 3))),
             ErrorKind::kInvalidArgument);
-  EXPECT_EQ(kindOf(plan(request(GpuCollective::kAllReduce, 1, 2, 1, {}, 3))),
+  EXPECT_EQ(testing::errorKindOf(plan(request(GpuCollective::kAllReduce, 1, 2, 1, {}, 3))),
             ErrorKind::kInvalidArgument);
-  EXPECT_EQ(kindOf(plan(request(GpuCollective::kAllReduce, 1, 2, 1, {0, 8}))),
+  EXPECT_EQ(testing::errorKindOf(plan(request(GpuCollective::kAllReduce, 1, 2, 1, {0, 8}))),
             ErrorKind::kInvalidArgument);
-  EXPECT_EQ(kindOf(plan(request(GpuCollective::kAllReduce, 1, 4, 1, {0, 1}))),
+  EXPECT_EQ(testing::errorKindOf(plan(request(GpuCollective::kAllReduce, 1, 4, 1, {0, 1}))),
             ErrorKind::kInvalidArgument);  // 4 ranks on 2 GPUs with one rank per GPU
-  EXPECT_EQ(kindOf([] { allReduceAlgorithm(GpuKernel::kBroadcast); }),
+  EXPECT_EQ(testing::errorKindOf([] { allReduceAlgorithm(GpuKernel::kBroadcast); }),
             ErrorKind::kInvalidArgument);
 }
 

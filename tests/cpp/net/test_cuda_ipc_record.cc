@@ -9,6 +9,7 @@
 #include "kernels/device_handle.h"
 #include "net/cuda_ipc/layout.h"
 #include "net/cuda_ipc/record.h"
+#include "threads.h"
 
 namespace xccl {
 namespace {
@@ -23,17 +24,6 @@ using net::cuda_ipc::WorkspaceLayout;
 constexpr size_t kAlign = 256;
 constexpr size_t kFlagBytes = sizeof(kernels::FlagArea);
 constexpr size_t kEpochBytes = kernels::kMaxBlocks * sizeof(uint32_t);
-
-template <typename F>
-ErrorKind kindThrownBy(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.kind();
-  }
-  ADD_FAILURE() << "nothing thrown";
-  return ErrorKind::kAborted;
-}
 
 TEST(CudaIpcLayout, PartsAreAlignedOrderedAndTight) {
   for (size_t dataBytes : {size_t{0}, size_t{1}, size_t{3}, size_t{255}, size_t{256},
@@ -73,8 +63,8 @@ TEST(CudaIpcLayout, KnownOffsetsWithoutData) {
 
 TEST(CudaIpcLayout, SizesThatWouldWrapAreRejected) {
   const size_t max = std::numeric_limits<size_t>::max();
-  EXPECT_EQ(kindThrownBy([&] { layoutFor(max); }), ErrorKind::kInvalidArgument);
-  EXPECT_EQ(kindThrownBy([&] { layoutFor(max - kFlagBytes); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([&] { layoutFor(max); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([&] { layoutFor(max - kFlagBytes); }), ErrorKind::kInvalidArgument);
   const WorkspaceLayout l = layoutFor(max / 2);
   EXPECT_GT(l.totalBytes, l.errorOffset);
   EXPECT_GT(l.flagsOffset, max / 4);
@@ -138,7 +128,7 @@ TEST(CudaIpcRecord, OverlongFieldsAreCutOrRefusedWhenEncoding) {
 
   Record bus = sampleRecord();
   bus.busId = std::string(net::cuda_ipc::kMaxBusIdBytes + 1, '0');
-  EXPECT_EQ(kindThrownBy([&] { encodeRecord(bus); }), ErrorKind::kInternal);
+  EXPECT_EQ(testing::errorKindOf([&] { encodeRecord(bus); }), ErrorKind::kInternal);
 }
 
 TEST(CudaIpcRecord, TruncatedOrPaddedRecordsAreRejected) {
@@ -146,11 +136,11 @@ TEST(CudaIpcRecord, TruncatedOrPaddedRecordsAreRejected) {
   for (size_t length = 0; length < good.size(); ++length) {
     SCOPED_TRACE(length);
     const Bytes cut(good.begin(), good.begin() + length);
-    EXPECT_EQ(kindThrownBy([&] { decodeRecord(cut); }), ErrorKind::kInternal);
+    EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(cut); }), ErrorKind::kInternal);
   }
   Bytes longer = good;
   longer.push_back(0);
-  EXPECT_EQ(kindThrownBy([&] { decodeRecord(longer); }), ErrorKind::kInternal);
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(longer); }), ErrorKind::kInternal);
 }
 
 TEST(CudaIpcRecord, ForeignOrCorruptRecordsAreRejected) {
@@ -162,20 +152,20 @@ TEST(CudaIpcRecord, ForeignOrCorruptRecordsAreRejected) {
     b[at] = value;
     return b;
   };
-  EXPECT_EQ(kindThrownBy([&] { decodeRecord(corrupted(0, good[0] ^ 1)); }), ErrorKind::kInternal)
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(0, good[0] ^ 1)); }), ErrorKind::kInternal)
       << "magic";
-  EXPECT_EQ(kindThrownBy([&] { decodeRecord(corrupted(4, good[4] + 1)); }), ErrorKind::kInternal)
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(4, good[4] + 1)); }), ErrorKind::kInternal)
       << "version";
-  EXPECT_EQ(kindThrownBy([&] { decodeRecord(corrupted(failedAt, 2)); }), ErrorKind::kInternal)
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(failedAt, 2)); }), ErrorKind::kInternal)
       << "failed flag";
-  EXPECT_EQ(kindThrownBy([&] { decodeRecord(corrupted(kindAt, 200)); }), ErrorKind::kInternal)
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(kindAt, 200)); }), ErrorKind::kInternal)
       << "error kind";
   // A bus id length beyond the limit, and one within it that runs past the end.
-  EXPECT_EQ(kindThrownBy([&] { decodeRecord(corrupted(busLengthAt + 1, 1)); }),
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(busLengthAt + 1, 1)); }),
             ErrorKind::kInternal);
-  EXPECT_EQ(kindThrownBy([&] { decodeRecord(corrupted(busLengthAt, 5)); }), ErrorKind::kInternal);
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(busLengthAt, 5)); }), ErrorKind::kInternal);
   // Text that is not a record at all (e.g. another transport's key under the same prefix).
-  EXPECT_EQ(kindThrownBy([&] { decodeRecord(net::toBytes("+4096 xccl-123-abc")); }),
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(net::toBytes("+4096 xccl-123-abc")); }),
             ErrorKind::kInternal);
 }
 

@@ -160,24 +160,12 @@ class ShmCalls {
 inline void runShmRanks(int size, size_t slotBytes,
                         const std::function<void(int, net::shm::Segment&)>& body) {
   net::MemoryStore store;
-  std::vector<std::thread> threads;
-  std::mutex mutex;
-  std::exception_ptr failure;
-  for (int rank = 0; rank < size; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        std::string why;
-        auto segment = net::shm::Segment::create(store, rank, size, shmOptions(slotBytes), &why);
-        if (!segment) XCCL_THROW(ErrorKind::kInternal, "shared memory unavailable: ", why);
-        body(rank, *segment);
-      } catch (...) {
-        std::lock_guard<std::mutex> guard(mutex);
-        if (!failure) failure = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (failure) std::rethrow_exception(failure);
+  runThreads(size, [&](int rank) {
+    std::string why;
+    auto segment = net::shm::Segment::create(store, rank, size, shmOptions(slotBytes), &why);
+    if (!segment) XCCL_THROW(ErrorKind::kInternal, "shared memory unavailable: ", why);
+    body(rank, *segment);
+  });
 }
 
 // Runs body(rank, store, tcp) on `size` threads, each with its own TCP transport over loopback,
@@ -187,22 +175,10 @@ inline void runTcpRanks(
     int size,
     const std::function<void(int, net::Store&, std::unique_ptr<net::tcp::TcpTransport>&)>& body) {
   net::MemoryStore store;
-  std::vector<std::thread> threads;
-  std::mutex mutex;
-  std::exception_ptr failure;
-  for (int rank = 0; rank < size; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto tcp = std::make_unique<net::tcp::TcpTransport>(store, rank, size, loopbackOptions());
-        body(rank, store, tcp);
-      } catch (...) {
-        std::lock_guard<std::mutex> guard(mutex);
-        if (!failure) failure = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (failure) std::rethrow_exception(failure);
+  runThreads(size, [&](int rank) {
+    auto tcp = std::make_unique<net::tcp::TcpTransport>(store, rank, size, loopbackOptions());
+    body(rank, store, tcp);
+  });
 }
 
 // What the backend passes as alive(): the TCP transport's verdict on a group rank, with its

@@ -14,6 +14,7 @@
 #include "topo/links.h"
 #include "topo/pci.h"
 #include "topo/topology.h"
+#include "threads.h"
 
 namespace xccl::topo {
 namespace {
@@ -30,16 +31,6 @@ std::string readText(const std::string& path) {
 }
 
 Topology load(const std::string& name) { return loadTopologyFile(fixturePath(name)); }
-
-ErrorKind kindOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.kind();
-  }
-  ADD_FAILURE() << "no xccl::Error thrown";
-  return ErrorKind::kInternal;
-}
 
 const std::vector<std::string> kFixtures = {
     "hgx_h100_8x_nvswitch.json", "mi300x_8x_xgmi.json", "mi250_2node_host0.json",
@@ -163,8 +154,8 @@ TEST(TopoFixtures, CpuVmHasNoGpusAndUnknownDeviceNuma) {
   ASSERT_EQ(t.numaNodes.size(), 1u);
   EXPECT_EQ(numaNodeOfNic(t, 0), -1);
   EXPECT_EQ(cpusNearNic(t, 0), (std::vector<int>{0, 1}));
-  EXPECT_EQ(kindOf([&] { numaNodeOfGpu(t, 0); }), ErrorKind::kInvalidArgument);
-  EXPECT_EQ(kindOf([&] { gpuLinkClass(t, {0}); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([&] { numaNodeOfGpu(t, 0); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([&] { gpuLinkClass(t, {0}); }), ErrorKind::kInvalidArgument);
 }
 
 // A minimal valid document with `extra` spliced into its top-level object.
@@ -203,7 +194,7 @@ TEST(TopoFormat, RejectsBadDocuments) {
       R"({"format": "xccl-topology", "version": 1, "numaNodes": [{"id": 0}, {"id": 0}]})",
   };
   for (const std::string& text : bad) {
-    EXPECT_EQ(kindOf([&] { fromJson(text); }), ErrorKind::kInvalidArgument) << text;
+    EXPECT_EQ(testing::errorKindOf([&] { fromJson(text); }), ErrorKind::kInvalidArgument) << text;
   }
 }
 

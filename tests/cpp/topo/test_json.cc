@@ -6,19 +6,10 @@
 #include "common/error.h"
 #include "topo/json.h"
 #include "topo/sysfs.h"
+#include "threads.h"
 
 namespace xccl::topo {
 namespace {
-
-ErrorKind kindOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.kind();
-  }
-  ADD_FAILURE() << "no xccl::Error thrown";
-  return ErrorKind::kInternal;
-}
 
 TEST(TopoJson, RoundTripsEveryKind) {
   Json object = Json::object();
@@ -72,10 +63,10 @@ TEST(TopoJson, RejectsMalformedText) {
   for (const char* bad : {"", "{", "[1,]", "{\"a\" 1}", "{\"a\": 1,}", "tru", "\"open",
                           "{\"a\": 1} x", "[01x]", "{\"a\": 1, \"a\": 2}", "\"\\ud800\"",
                           "\"bad \x01 control\"", "1e999"}) {
-    EXPECT_EQ(kindOf([&] { Json::parse(bad); }), ErrorKind::kInvalidArgument) << bad;
+    EXPECT_EQ(testing::errorKindOf([&] { Json::parse(bad); }), ErrorKind::kInvalidArgument) << bad;
   }
   std::string deep(200, '[');
-  EXPECT_EQ(kindOf([&] { Json::parse(deep); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([&] { Json::parse(deep); }), ErrorKind::kInvalidArgument);
 }
 
 TEST(TopoJson, TypedAccessNamesTheValue) {
@@ -87,7 +78,7 @@ TEST(TopoJson, TypedAccessNamesTheValue) {
     EXPECT_EQ(error.kind(), ErrorKind::kInvalidArgument);
     EXPECT_NE(std::string(error.what()).find("count must be an integer"), std::string::npos);
   }
-  EXPECT_EQ(kindOf([&] { value.find("ratio")->asInt("ratio"); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([&] { value.find("ratio")->asInt("ratio"); }), ErrorKind::kInvalidArgument);
 }
 
 TEST(TopoCpuList, ParsesAndFormatsKernelSyntax) {
@@ -98,7 +89,7 @@ TEST(TopoCpuList, ParsesAndFormatsKernelSyntax) {
   EXPECT_EQ(formatCpuList({}), "");
   EXPECT_EQ(formatCpuList({4}), "4");
   for (const char* bad : {"a", "3-1", "1-", "-2", "1,,x"}) {
-    EXPECT_EQ(kindOf([&] { parseCpuList(bad); }), ErrorKind::kInvalidArgument) << bad;
+    EXPECT_EQ(testing::errorKindOf([&] { parseCpuList(bad); }), ErrorKind::kInvalidArgument) << bad;
   }
 }
 
