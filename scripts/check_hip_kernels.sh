@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Compile-checks every csrc/kernels/*.cu as HIP for an AMD target, so the one CUDA/HIP source
-# (through kernels/gpu.h) keeps building for ROCm without an AMD GPU or a ROCm install.
+# (through kernels/gpu.h) keeps building for ROCm without an AMD GPU or a ROCm install; and the
+# host code that calls the runtime through kernels/gpu_runtime.h (net/cuda_ipc/workspace.cc) as
+# C++ against HIP's headers, as a ROCm build would compile it.
 #
 #   scripts/check_hip_kernels.sh [--require] [--offload-arch gfx90a] [-j N]
 #
@@ -11,7 +13,8 @@
 # Configuration header: the sources include "common/config.h", which CMake generates. Here it is
 # generated into a temporary folder from csrc/common/config.h.in with every feature 0 except
 # XCCL_WITH_CUDA=1 ("the GPU device code is built"). There is no separate XCCL_WITH_HIP: whether a
-# file is compiled as CUDA or HIP is decided by the compiler alone (kernels/gpu.h tests __HIP__).
+# file is compiled as CUDA or HIP is decided by the compiler alone (kernels/gpu_runtime.h tests
+# __HIP__ and __HIP_PLATFORM_AMD__, which hipcc defines).
 set -euo pipefail
 
 require=0
@@ -22,7 +25,7 @@ while [[ $# -gt 0 ]]; do
     --require) require=1 ;;
     --offload-arch) arch="$2"; shift ;;
     -j) jobs="$2"; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "check_hip_kernels: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -51,15 +54,18 @@ export HIP_PLATFORM=amd
 version="$(hipcc --version 2>/dev/null || true)"
 echo "check_hip_kernels: $(grep -i 'HIP version' <<<"$version" | head -n1), target $arch"
 
-mapfile -t sources < <(cd "$root" && ls csrc/kernels/*.cu)
+mapfile -t sources < <(cd "$root" && ls csrc/kernels/*.cu csrc/net/cuda_ipc/workspace.cc)
 if [[ ${#sources[@]} -eq 0 ]]; then
-  echo "check_hip_kernels: FAILED: no .cu files under csrc/kernels" >&2
+  echo "check_hip_kernels: FAILED: no sources found under csrc/kernels" >&2
   exit 1
 fi
 
 compile() {
-  local source="$1" log="$work/obj/$(basename "$1").log"
-  if hipcc -x hip --offload-arch="$arch" -std=c++17 -O2 -Wall -Werror=return-type \
+  local source="$1" log="$work/obj/$(basename "$1").log" language=(-x hip)
+  # Host code: plain C++ with the platform macro HIP's headers need, as a ROCm build (CMake's
+  # hip::host) compiles it.
+  [[ "$source" == *.cc ]] && language=(-x c++ -D__HIP_PLATFORM_AMD__=1)
+  if hipcc "${language[@]}" --offload-arch="$arch" -std=c++17 -O2 -Wall -Werror=return-type \
        -I "$root/csrc" -I "$work/generated" -c "$root/$source" \
        -o "$work/obj/$(basename "$source").o" >"$log" 2>&1; then
     echo "  ok      $source"

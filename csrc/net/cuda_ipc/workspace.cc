@@ -1,51 +1,54 @@
 #include "net/cuda_ipc/workspace.h"
 
-#include <cuda_runtime_api.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <exception>
 #include <random>
+#include <type_traits>
 
 #include "common/error.h"
 #include "common/logging.h"
 #include "kernels/device_handle.h"
+#include "kernels/gpu_runtime.h"
 
 namespace xccl::net::cuda_ipc {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+using kernels::gpuError_t;
+using kernels::gpuSuccess;
 
-static_assert(sizeof(cudaIpcMemHandle_t) == kIpcHandleBytes, "record.h carries the handle");
+static_assert(sizeof(XCCL_RT(IpcMemHandle_t)) == kIpcHandleBytes, "record.h carries the handle");
 
 // What create() and base() throw when CUDA IPC cannot work here (see workspace.h). common/error.h
 // has no kind for "transport unavailable, fall back" yet; one constant to change when it does.
 constexpr ErrorKind kIpcUnavailable = ErrorKind::kSystem;
 
-std::string cudaText(cudaError_t rc) {
-  return detail::concat(cudaGetErrorName(rc), " (", cudaGetErrorString(rc), ")");
+std::string runtimeText(gpuError_t rc) {
+  return detail::concat(kernels::gpuGetErrorName(rc), " (", kernels::gpuGetErrorString(rc), ")");
 }
 
 // Throws `kind` naming the failed call. Clears the runtime's last error first: the caller (torch)
 // checks cudaGetLastError after its own launches and must not be blamed for ours.
 #define XCCL_IPC_CHECK(kind, call)                                         \
   do {                                                                     \
-    const cudaError_t xccl_ipc_rc_ = (call);                               \
-    if (xccl_ipc_rc_ != cudaSuccess) {                                     \
-      cudaGetLastError();                                                  \
+    const ::xccl::kernels::gpuError_t xccl_ipc_rc_ = (call);               \
+    if (xccl_ipc_rc_ != ::xccl::kernels::gpuSuccess) {                     \
+      (void)::xccl::kernels::gpuGetLastError();                            \
       XCCL_THROW((kind), #call, " failed: ",                               \
-                 ::xccl::net::cuda_ipc::cudaText(xccl_ipc_rc_));           \
+                 ::xccl::net::cuda_ipc::runtimeText(xccl_ipc_rc_));        \
     }                                                                      \
   } while (0)
 
 // For destructors: logs instead of throwing. At process exit the runtime may already be unloading;
 // the driver then reclaims everything and there is nothing to report.
-void warnIfFailed(cudaError_t rc, const char* what) {
-  if (rc == cudaSuccess) return;
-  cudaGetLastError();
-  if (rc != cudaErrorCudartUnloading) XCCL_WARN("cuda_ipc", what, " failed: ", cudaText(rc));
+void warnIfFailed(gpuError_t rc, const char* what) {
+  if (rc == gpuSuccess) return;
+  (void)kernels::gpuGetLastError();
+  if (rc != kernels::gpuErrorUnloading) XCCL_WARN("cuda_ipc", what, " failed: ", runtimeText(rc));
 }
 
 // Makes `device` current for a scope and restores the caller's device after it: the backend shares
@@ -55,26 +58,45 @@ void warnIfFailed(cudaError_t rc, const char* what) {
 class ScopedDevice {
  public:
   explicit ScopedDevice(int device) {
-    status_ = cudaGetDevice(&previous_);
-    if (status_ == cudaSuccess && previous_ != device) {
-      status_ = cudaSetDevice(device);
-      restore_ = status_ == cudaSuccess;
+    status_ = XCCL_RT(GetDevice)(&previous_);
+    if (status_ == gpuSuccess && previous_ != device) {
+      status_ = XCCL_RT(SetDevice)(device);
+      restore_ = status_ == gpuSuccess;
     }
   }
   ~ScopedDevice() {
-    if (restore_) warnIfFailed(cudaSetDevice(previous_), "restoring the current device");
+    if (restore_) warnIfFailed(XCCL_RT(SetDevice)(previous_), "restoring the current device");
   }
-  cudaError_t status() const { return status_; }
+  gpuError_t status() const { return status_; }
 
  private:
   int previous_ = 0;
   bool restore_ = false;
-  cudaError_t status_ = cudaSuccess;
+  gpuError_t status_ = gpuSuccess;
 };
 
+// The workspace's one allocation. CUDA: plain device memory (peers' flag stores reach a running
+// kernel through NVLink/PCIe coherence). ROCm: plain hipMalloc memory is coarse-grained and a
+// peer's store may stay invisible to a kernel polling it, so the allocation is uncached, as vLLM's
+// and aiter's custom all-reduce allocate their signals and staging buffer together
+// (hipExtMallocWithFlags(hipDeviceMallocUncached)); HIP headers older than that flag (ROCm 5.2)
+// get fine-grained memory, the coherent kind they have. The kernels pair it with system-scope
+// atomics on both sides (kernels/primitives.cuh).
+gpuError_t allocate(void** base, size_t bytes) {
+#if XCCL_GPU_HIP
+#ifdef hipDeviceMallocUncached
+  return hipExtMallocWithFlags(base, bytes, hipDeviceMallocUncached);
+#else
+  return hipExtMallocWithFlags(base, bytes, hipDeviceMallocFinegrained);
+#endif
+#else
+  return cudaMalloc(base, bytes);
+#endif
+}
+
 struct StreamDestroyer {
-  void operator()(CUstream_st* stream) const {
-    warnIfFailed(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  void operator()(kernels::gpuStream_t stream) const {
+    warnIfFailed(XCCL_RT(StreamDestroy)(stream), "destroying the zeroing stream");
   }
 };
 
@@ -146,7 +168,7 @@ std::unique_ptr<Workspace> Workspace::create(Store& store, const std::string& pr
   try {
     const WorkspaceLayout layout = layoutFor(dataBytes);
     int count = 0;
-    XCCL_IPC_CHECK(ErrorKind::kInternal, cudaGetDeviceCount(&count));
+    XCCL_IPC_CHECK(ErrorKind::kInternal, XCCL_RT(GetDeviceCount)(&count));
     XCCL_CHECK_ARG(device >= 0 && device < count, "cuda_ipc workspace: device ", device, " of ",
                    count, " visible CUDA devices");
     workspace.reset(new Workspace(rank, size, device, layout));
@@ -154,23 +176,25 @@ std::unique_ptr<Workspace> Workspace::create(Store& store, const std::string& pr
     XCCL_IPC_CHECK(ErrorKind::kInternal, scoped.status());
 
     void* base = nullptr;
-    XCCL_IPC_CHECK(ErrorKind::kInternal, cudaMalloc(&base, layout.totalBytes));
+    XCCL_IPC_CHECK(ErrorKind::kInternal, allocate(&base, layout.totalBytes));
     workspace->own_ = static_cast<char*>(base);
     // Zeroed and complete before the handle is published, hence before any peer can write a flag
     // (kernels/device_handle.h). A private non-blocking stream does not wait for the caller's work.
-    cudaStream_t stream = nullptr;
-    XCCL_IPC_CHECK(ErrorKind::kInternal, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    std::unique_ptr<CUstream_st, StreamDestroyer> owned(stream);
+    XCCL_RT(Stream_t) stream = nullptr;
     XCCL_IPC_CHECK(ErrorKind::kInternal,
-                   cudaMemsetAsync(workspace->own_ + layout.flagsOffset, 0,
+                   XCCL_RT(StreamCreateWithFlags)(&stream, XCCL_RT(StreamNonBlocking)));
+    std::unique_ptr<std::remove_pointer_t<kernels::gpuStream_t>, StreamDestroyer> owned(stream);
+    XCCL_IPC_CHECK(ErrorKind::kInternal,
+                   XCCL_RT(MemsetAsync)(workspace->own_ + layout.flagsOffset, 0,
                                    layout.totalBytes - layout.flagsOffset, stream));
-    XCCL_IPC_CHECK(ErrorKind::kInternal, cudaStreamSynchronize(stream));
+    XCCL_IPC_CHECK(ErrorKind::kInternal, XCCL_RT(StreamSynchronize)(stream));
 
-    cudaIpcMemHandle_t handle;
-    XCCL_IPC_CHECK(kIpcUnavailable, cudaIpcGetMemHandle(&handle, base));
+    XCCL_RT(IpcMemHandle_t) handle;
+    XCCL_IPC_CHECK(kIpcUnavailable, XCCL_RT(IpcGetMemHandle)(&handle, base));
     std::memcpy(mine.handle.data(), &handle, kIpcHandleBytes);
     char busId[kMaxBusIdBytes] = {};
-    XCCL_IPC_CHECK(ErrorKind::kInternal, cudaDeviceGetPCIBusId(busId, sizeof(busId) - 1, device));
+    XCCL_IPC_CHECK(ErrorKind::kInternal,
+                   XCCL_RT(DeviceGetPCIBusId)(busId, sizeof(busId) - 1, device));
     mine.busId = busId;
     mine.address = reinterpret_cast<uintptr_t>(base);
     mine.pid = ::getpid();
@@ -224,11 +248,13 @@ std::unique_ptr<Workspace> Workspace::create(Store& store, const std::string& pr
 
 Workspace::~Workspace() {
   ScopedDevice scoped(device_);
-  warnIfFailed(scoped.status(), "cudaSetDevice in ~Workspace");
+  warnIfFailed(scoped.status(), "making the workspace's device current in ~Workspace");
   for (size_t r = 0; r < opened_.size(); ++r) {
-    if (opened_[r]) warnIfFailed(cudaIpcCloseMemHandle(mapped_[r]), "cudaIpcCloseMemHandle");
+    if (opened_[r]) {
+      warnIfFailed(XCCL_RT(IpcCloseMemHandle)(mapped_[r]), "closing a peer's workspace mapping");
+    }
   }
-  if (own_ != nullptr) warnIfFailed(cudaFree(own_), "cudaFree of the workspace");
+  if (own_ != nullptr) warnIfFailed(XCCL_RT(Free)(own_), "freeing the workspace");
 }
 
 void* Workspace::base(int r) {
@@ -251,14 +277,14 @@ void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
     if (peer.device != device_) {
       int canAccess = 0;
       XCCL_IPC_CHECK(ErrorKind::kInternal,
-                     cudaDeviceCanAccessPeer(&canAccess, device_, peer.device));
+                     XCCL_RT(DeviceCanAccessPeer)(&canAccess, device_, peer.device));
       if (!canAccess) {
         XCCL_THROW(kIpcUnavailable, "cuda_ipc: rank ", rank_, " on ", describe(me),
                    " has no peer access to rank ", r, " on ", describe(peer));
       }
-      const cudaError_t rc = cudaDeviceEnablePeerAccess(peer.device, 0);
-      if (rc == cudaErrorPeerAccessAlreadyEnabled) {
-        cudaGetLastError();  // enabled by an earlier workspace or by the caller: fine
+      const gpuError_t rc = XCCL_RT(DeviceEnablePeerAccess)(peer.device, 0);
+      if (rc == XCCL_RT(ErrorPeerAccessAlreadyEnabled)) {
+        (void)kernels::gpuGetLastError();  // enabled by an earlier workspace or by the caller: fine
       } else {
         XCCL_IPC_CHECK(kIpcUnavailable, rc);
       }
@@ -266,15 +292,16 @@ void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
     return reinterpret_cast<void*>(static_cast<uintptr_t>(peer.address));
   }
 
-  cudaIpcMemHandle_t handle;
+  XCCL_RT(IpcMemHandle_t) handle;
   std::memcpy(&handle, peer.handle.data(), kIpcHandleBytes);
   void* mapped = nullptr;
-  const cudaError_t rc = cudaIpcOpenMemHandle(&mapped, handle, cudaIpcMemLazyEnablePeerAccess);
-  if (rc != cudaSuccess) {
-    cudaGetLastError();
+  const gpuError_t rc =
+      XCCL_RT(IpcOpenMemHandle)(&mapped, handle, XCCL_RT(IpcMemLazyEnablePeerAccess));
+  if (rc != gpuSuccess) {
+    (void)kernels::gpuGetLastError();
     XCCL_THROW(kIpcUnavailable, "cuda_ipc: rank ", rank_, " on ", describe(me),
                " cannot map rank ", r, "'s workspace on ", describe(peer),
-               ": cudaIpcOpenMemHandle failed: ", cudaText(rc));
+               ": opening its IPC handle failed: ", runtimeText(rc));
   }
   opened_[r] = true;
   XCCL_DEBUG("cuda_ipc", "rank ", rank_, " mapped rank ", r, "'s workspace (", describe(peer), ")");

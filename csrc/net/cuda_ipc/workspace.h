@@ -14,8 +14,10 @@
 // them has finished (e.g. after a store barrier at shutdown), never from a failed rank while the
 // others still run.
 //
-// Built only when XCCL_WITH_CUDA is 1 (the header itself needs no CUDA). Host code only: the
-// CUDA runtime API, compiled by the C++ compiler.
+// Built only when XCCL_WITH_CUDA is 1 (the header itself needs no CUDA). Host code only: the CUDA
+// or HIP runtime API through kernels/gpu_runtime.h, compiled by the C++ compiler (on ROCm the
+// allocation is uncached memory, see allocate() in workspace.cc). The names say CUDA IPC; HIP's
+// IPC handles work the same way.
 #pragma once
 
 #include <chrono>
@@ -77,7 +79,7 @@ class Workspace {
   const int size_;
   const int device_;
   const WorkspaceLayout layout_;
-  char* own_ = nullptr;          // this rank's allocation (cudaMalloc on device_)
+  char* own_ = nullptr;          // this rank's allocation on device_ (allocate() in the .cc)
   std::vector<Record> records_;  // every rank's, from create()
   std::mutex mutex_;             // guards the two vectors below
   std::vector<void*> mapped_;    // base(r) once resolved; nullptr before
