@@ -51,6 +51,17 @@ class GpuOps {
                                                        const std::vector<at::Tensor*>& outputs,
                                                        bool vendorCan = true) = 0;
 
+  // A coalesced batch of CUDA calls (batch_isend_irecv, torch's coalescing manager): every call
+  // between the two takes the vendor route and the vendor group runs the batch as one (an NCCL
+  // group); endCoalescing returns its Work for the batch. startCoalescing throws a ValueError
+  // when this group has no vendor route (ranks share a GPU, or torch has no NCCL/RCCL); a call
+  // in the batch that the vendor cannot run (a bitwise reduction) throws a ValueError too, after
+  // closing the batch (coalescing() is false from then on: torch never ends a batch whose body
+  // raised, and later calls must not join it).
+  virtual void startCoalescing(const char* op) = 0;
+  virtual c10::intrusive_ptr<c10d::Work> endCoalescing() = 0;
+  virtual bool coalescing() const = 0;
+
   // Waits (bounded) until this rank's GPU work finished and every rank is done with the shared
   // workspace, then releases it. Called by shutdown().
   virtual void shutdown(std::chrono::milliseconds timeout) = 0;

@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <deque>
 #include <map>
@@ -313,9 +314,29 @@ class GpuPath final : public GpuOps {
     algo::GpuPlan plan;
     plan.route = placement_.ranksPerGpu > 1 || !vendorCan ? algo::GpuRoute::kHost
                                                           : algo::GpuRoute::kVendor;
-    plan.reason = "no kernel for this operation";
+    plan.reason = vendorCan ? "no kernel for this operation"
+                            : "no kernel, and NCCL/RCCL have no such reduction";
     return other(op, plan, call, args, outputs);
   }
+
+  void startCoalescing(const char* op) override {
+    TORCH_CHECK_VALUE(placement_.ranksPerGpu == 1, "xccl ", op, ": batch_isend_irecv / "
+                      "coalescing with CUDA tensors runs on NCCL/RCCL, which refuse ranks that "
+                      "share a GPU; issue the operations one by one");
+    c10d::Backend* vendor = vendorGroup(op);
+    TORCH_CHECK_VALUE(vendor != nullptr, "xccl ", op, ": batch_isend_irecv / coalescing with "
+                      "CUDA tensors runs on NCCL/RCCL, which this torch lacks; issue the "
+                      "operations one by one");
+    vendor->startCoalescing();
+    coalescing_ = true;
+  }
+
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override {
+    coalescing_ = false;
+    return vendorGroup("endCoalescing")->endCoalescing();
+  }
+
+  bool coalescing() const override { return coalescing_; }
 
   void shutdown(std::chrono::milliseconds timeout) override {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -372,6 +393,10 @@ class GpuPath final : public GpuOps {
     request.ranksPerGpu = placement_.ranksPerGpu;
     request.gpus = placement_.gpus;
     algo::GpuPlan plan = algo::planGpu(request, thisMachine(), tunables_);
+    if (coalescing_) {
+      plan.route = algo::GpuRoute::kVendor;
+      plan.reason = "inside a coalesced batch, which the vendor library runs";
+    }
     XCCL_DEBUG("backend", algo::gpuCollectiveName(collective), " ", bytes, " B: ", plan.name,
                " (", plan.reason, ")");
     return plan;
@@ -405,6 +430,11 @@ class GpuPath final : public GpuOps {
   c10::intrusive_ptr<c10d::Work> other(const char* op, const algo::GpuPlan& plan,
                                        const Call& call, const std::vector<at::Tensor*>& args,
                                        const std::vector<at::Tensor*>& outputs) {
+    if (coalescing_ && plan.route != algo::GpuRoute::kVendor) {
+      (void)endCoalescing();  // what the batch held so far still runs
+      TORCH_CHECK_VALUE(false, "xccl ", op, " cannot be part of a coalesced batch with CUDA "
+                        "tensors (", plan.reason, "); the batch was closed");
+    }
     if (plan.route == algo::GpuRoute::kVendor) {
       if (c10d::Backend* vendor = vendorGroup(op)) return call(*vendor);
     }
@@ -585,6 +615,7 @@ class GpuPath final : public GpuOps {
   uint32_t* errorCopy_ = nullptr;  // pinned host copy of the workspace's error word
   c10::intrusive_ptr<c10d::Backend> vendor_;
   bool vendorTried_ = false;
+  std::atomic<bool> coalescing_{false};  // between startCoalescing and endCoalescing
   InFlight inFlight_;
 };
 

@@ -150,7 +150,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(c10d::OpType type, cons
   };
   {
     std::lock_guard<std::mutex> guard(stateMutex_);
-    if (coalescing_) coalesced_.push_back(work);
+    addToBatchLocked(work, opName);
   }
   executor_->submit(std::move(task), !asyncOp);
   return work;

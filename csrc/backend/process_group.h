@@ -155,6 +155,12 @@ class ProcessGroupXccl : public c10d::Backend {
   // rank's first CUDA call creates it); gpuTensors() says whether a call goes there.
   GpuOps& gpu(const std::vector<at::Tensor*>& tensors, const char* opName);
   static bool gpuTensors(const std::vector<at::Tensor*>& tensors);
+  // Adds a CPU operation's Work to the batch when coalescing (caller holds stateMutex_); a
+  // ValueError when the batch already holds CUDA operations.
+  void addToBatchLocked(const c10::intrusive_ptr<XcclWork>& work, const char* opName);
+  // Forgets a CUDA batch that the GPU side closed after refusing one of its calls (caller
+  // holds stateMutex_).
+  void dropClosedGpuBatchLocked();
   c10::intrusive_ptr<c10d::Work> pointToPoint(std::vector<at::Tensor>& tensors, int peer,
                                               int tag, bool isSend, const char* opName);
 
@@ -180,10 +186,12 @@ class ProcessGroupXccl : public c10d::Backend {
   std::atomic<bool> broken_{false};  // brokenReason_ is set: read without the lock
   bool shutDown_ = false;
 
-  // batch_isend_irecv: p2p Works started between startCoalescing and endCoalescing.
+  // batch_isend_irecv and torch's coalescing manager: Works started between startCoalescing and
+  // endCoalescing. A batch is all CPU (its Works collected here) or all CUDA (gpuCoalescing_:
+  // the GPU side's vendor group coalesces it).
   bool coalescing_ = false;
+  bool gpuCoalescing_ = false;
   std::vector<c10::intrusive_ptr<XcclWork>> coalesced_;
-  std::vector<at::Tensor> coalescedTensors_;
 };
 
 }  // namespace xccl::backend

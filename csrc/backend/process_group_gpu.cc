@@ -48,11 +48,6 @@ bool ProcessGroupXccl::gpuTensors(const std::vector<at::Tensor*>& tensors) {
 
 GpuOps& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const char* opName) {
   checkUsable(opName);
-  {
-    std::lock_guard<std::mutex> guard(stateMutex_);
-    TORCH_CHECK_VALUE(!coalescing_, "xccl ", opName, ": batch_isend_irecv / coalescing with "
-                      "CUDA tensors is not supported yet (CPU tensors are)");
-  }
   std::lock_guard<std::mutex> guard(gpuMutex_);
   if (!gpu_) {
     int device = -1;
@@ -63,6 +58,33 @@ GpuOps& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const cha
       }
     }
     gpu_ = makeGpuOps(*this, device);
+  }
+  // The first CUDA call of a coalesced batch opens the batch on the GPU side. Not under
+  // stateMutex_: that may create the vendor group, which calls into Python.
+  // A batch that cannot run on the GPU is abandoned before the ValueError: torch never ends a
+  // batch whose body raised, and later calls must not find it still open.
+  bool opensBatch = false;
+  {
+    std::lock_guard<std::mutex> state(stateMutex_);
+    dropClosedGpuBatchLocked();
+    opensBatch = coalescing_ && !gpuCoalescing_;
+    if (opensBatch && !coalesced_.empty()) {
+      coalescing_ = false;
+      coalesced_.clear();
+      TORCH_CHECK_VALUE(false, "xccl ", opName, ": a coalesced batch (batch_isend_irecv) mixes "
+                        "CPU and CUDA tensors; use one device per batch");
+    }
+  }
+  if (opensBatch) {
+    try {
+      gpu_->startCoalescing(opName);
+    } catch (...) {
+      std::lock_guard<std::mutex> state(stateMutex_);
+      coalescing_ = false;
+      throw;
+    }
+    std::lock_guard<std::mutex> state(stateMutex_);
+    gpuCoalescing_ = true;
   }
   return *gpu_;
 }

@@ -8,6 +8,7 @@
 
 #include "backend/process_group.h"
 #include "backend/tensor_args.h"
+#include "common/logging.h"
 
 namespace xccl::backend {
 
@@ -35,7 +36,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::pointToPoint(std::vector<at::Te
                                             effectiveTimeout(c10d::kUnsetTimeout));
   {
     std::lock_guard<std::mutex> guard(stateMutex_);
-    if (coalescing_) coalesced_.push_back(work);
+    addToBatchLocked(work, opName);
   }
   Executor* executor = executor_.get();
   std::string what = std::string(opName) + (isSend ? " to rank " : " from rank ") +
@@ -79,20 +80,58 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::recvAnysource(std::vector<at::T
   return pointToPoint(tensors, net::kAnySource, tag, /*isSend=*/false, "recv");
 }
 
+void ProcessGroupXccl::addToBatchLocked(const c10::intrusive_ptr<XcclWork>& work,
+                                        const char* opName) {
+  dropClosedGpuBatchLocked();
+  if (!coalescing_) return;
+  TORCH_CHECK_VALUE(!gpuCoalescing_, "xccl ", opName, ": a coalesced batch (batch_isend_irecv) "
+                    "mixes CPU and CUDA tensors; use one device per batch");
+  coalesced_.push_back(work);
+}
+
+void ProcessGroupXccl::dropClosedGpuBatchLocked() {
+  // gpu_ was set (under gpuMutex_) before gpuCoalescing_ could become true.
+  if (gpuCoalescing_ && !gpu_->coalescing()) {
+    coalescing_ = false;
+    gpuCoalescing_ = false;
+  }
+}
+
 void ProcessGroupXccl::startCoalescing() {
-  std::lock_guard<std::mutex> guard(stateMutex_);
-  TORCH_CHECK(!coalescing_, "xccl: startCoalescing() called twice without endCoalescing()");
-  coalescing_ = true;
-  coalesced_.clear();
+  bool closeGpuBatch = false;
+  {
+    std::lock_guard<std::mutex> guard(stateMutex_);
+    dropClosedGpuBatchLocked();
+    if (coalescing_) {
+      // torch's coalescing manager never ends a batch whose body raised: close that one (its
+      // operations still complete on their own) and start afresh.
+      XCCL_WARN("backend", "startCoalescing: the previous batch was never ended (an exception "
+                           "inside it?); closing it");
+      closeGpuBatch = gpuCoalescing_;
+    }
+    coalescing_ = true;
+    gpuCoalescing_ = false;
+    coalesced_.clear();
+  }
+  if (closeGpuBatch) {
+    std::lock_guard<std::mutex> guard(gpuMutex_);
+    (void)gpu_->endCoalescing();
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::endCoalescing() {
   std::vector<c10::intrusive_ptr<XcclWork>> works;
+  bool onGpu = false;
   {
     std::lock_guard<std::mutex> guard(stateMutex_);
     TORCH_CHECK(coalescing_, "xccl: endCoalescing() without startCoalescing()");
     coalescing_ = false;
+    std::swap(onGpu, gpuCoalescing_);
     works.swap(coalesced_);
+  }
+  if (onGpu) {
+    std::lock_guard<std::mutex> guard(gpuMutex_);
+    return gpu_->endCoalescing();
   }
   // One Work that completes when every operation issued while coalescing has: the operations
   // already run concurrently (p2p is posted at once), so nothing is re-issued here.

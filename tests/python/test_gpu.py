@@ -147,11 +147,28 @@ def _host_route(rank, world):
                            input_split_sizes=[q + 1 for q in range(world)])
     chk.equal("uneven all_to_all", recv.cpu(),
               torch.cat([torch.full((rank + 1,), float(r)) for r in range(world)]))
+    # A coalesced batch runs on NCCL, which refuses ranks sharing a GPU: a clear ValueError,
+    # after which no call is caught in a batch left open. (torch itself keeps the group marked
+    # as coalescing after a batch raised, until the next batch ends: the CPU batch comes first.)
+    nxt, prev = (rank + 1) % world, (rank - 1) % world
+    chk.raises("batch_isend_irecv of CUDA tensors on a shared GPU",
+               lambda: dist.batch_isend_irecv([
+                   dist.P2POp(dist.isend, torch.ones(4, device="cuda"), nxt),
+                   dist.P2POp(dist.irecv, torch.empty(4, device="cuda"), prev)]),
+               types=(ValueError,))
+    got = torch.zeros(4)
+    for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((4,), float(rank)), nxt),
+                                     dist.P2POp(dist.irecv, got, prev)]):
+        w.wait()
+    chk.equal("CPU batch after the refused one", got, torch.full((4,), float(prev)))
+    x = torch.ones(6, device="cuda")
+    dist.all_reduce(x)
+    chk.equal("CUDA all_reduce after the refused batch", x.cpu(), torch.full((6,), float(world)))
     return result(chk)
 
 
 def test_host_route_when_ranks_share_the_gpu():
-    run_checks(_host_route, 3, min_checks=6, timeout=300)
+    run_checks(_host_route, 3, min_checks=9, timeout=300)
 
 
 def _streams_and_graphs(rank, world):
@@ -215,10 +232,38 @@ def _vendor_world_one(rank, world):
     x = torch.arange(10, dtype=torch.int64, device="cuda")
     dist.all_reduce(x, op=R.MAX)
     chk.equal("NCCL int64 MAX", x.cpu(), torch.arange(10, dtype=torch.int64))
+    # A coalesced batch of CUDA calls runs as one NCCL group; its Work covers them all.
+    cuda = torch.device("cuda", 0)
+    a, b = torch.arange(5.0, device=cuda), torch.arange(7.0, device=cuda) * 2
+    with dist._coalescing_manager(device=cuda, async_ops=True) as cm:
+        dist.broadcast(a, src=0)
+        dist.broadcast(b, src=0)
+    cm.wait()
+    chk.equal("coalesced broadcasts", torch.cat([a, b]).cpu(),
+              torch.cat([torch.arange(5.0), torch.arange(7.0) * 2]))
+    # A call NCCL cannot run (a bitwise reduction) is refused inside a batch, which is closed;
+    # the next batch runs (torch forgets the failed one when the next one ends).
+    x = torch.full((4,), 6, dtype=torch.int32, device=cuda)
+
+    def bitwise_in_batch():
+        with dist._coalescing_manager(device=cuda, async_ops=True):
+            dist.reduce(x, dst=0, op=R.BAND)
+    chk.raises("bitwise reduce inside a CUDA batch", bitwise_in_batch, types=(ValueError,),
+               match="coalesced batch")
+    c = torch.arange(3.0, device=cuda)
+    with dist._coalescing_manager(device=cuda, async_ops=True) as cm:
+        dist.broadcast(c, src=0)
+    cm.wait()
+    chk.equal("a batch after the refused one", c.cpu(), torch.arange(3.0))
+    work = dist.all_reduce(x, op=R.BAND, async_op=True)
+    chk.true("all_reduce after the batches is issued, not queued by torch",
+             type(work).__name__ != "_IllegalWork", type(work).__name__)
+    work.wait()
+    chk.equal("bitwise all_reduce (host route)", x.cpu(), torch.full((4,), 6, dtype=torch.int32))
     return result(chk)
 
 
 def test_vendor_route_at_world_size_one():
     if not dist.is_nccl_available():
         pytest.skip("this torch has no NCCL")
-    run_checks(_vendor_world_one, 1, min_checks=2, timeout=300, env={"XCCL_GPU_ALGO": "nccl"})
+    run_checks(_vendor_world_one, 1, min_checks=7, timeout=300, env={"XCCL_GPU_ALGO": "nccl"})

@@ -167,6 +167,26 @@ def test_batch_isend_irecv(world_size):
     run_checks(_batch, world_size, min_checks=9)
 
 
+def _batch_after_a_failed_one(rank, world):
+    chk = Checker(rank)
+    nxt, prev = (rank + 1) % world, (rank - 1) % world
+    # torch never ends a batch whose body raised; the backend must not refuse the next one.
+    chk.raises("a batch whose operation is refused",
+               lambda: dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(2), nxt,
+                                                          tag=-1)]),
+               types=(ValueError,), match="tag")
+    got = torch.zeros(3)
+    for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((3,), float(rank)), nxt),
+                                     dist.P2POp(dist.irecv, got, prev)]):
+        w.wait()
+    chk.equal("the next batch runs", got, torch.full((3,), float(prev)))
+    return result(chk)
+
+
+def test_batch_after_a_failed_batch():
+    run_checks(_batch_after_a_failed_one, 2, min_checks=2)
+
+
 def _interleaved(rank, world):
     chk = Checker(rank)
     nxt, prev = (rank + 1) % world, (rank - 1) % world
