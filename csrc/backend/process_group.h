@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -185,6 +186,9 @@ class ProcessGroupXccl : public c10d::Backend {
   std::string brokenReason_;  // non-empty once a collective failed or abort() ran
   std::atomic<bool> broken_{false};  // brokenReason_ is set: read without the lock
   bool shutDown_ = false;
+
+  // split(): how many children each member list got so far (names their store prefix).
+  std::map<std::vector<int>, int> splitCounts_;
 
   // batch_isend_irecv and torch's coalescing manager: Works started between startCoalescing and
   // endCoalescing. A batch is all CPU (its Works collected here) or all CUDA (gpuCoalescing_:
