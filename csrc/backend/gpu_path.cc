@@ -472,8 +472,13 @@ class GpuPath final : public GpuOps {
       for (size_t i = 0; i < args.size(); ++i) *args[i] = originals[i];
     };
     std::vector<at::Tensor> hostOutputs;
+    c10d::OpType type = c10d::OpType::UNKNOWN;
+    int source = -1;
     try {
-      call(group_)->wait();
+      c10::intrusive_ptr<c10d::Work> hostWork = call(group_);
+      hostWork->wait();
+      type = hostWork->retrieveOpType();
+      if (type == c10d::OpType::RECVANYSOURCE) source = hostWork->sourceRank();
       for (at::Tensor* t : outputs) hostOutputs.push_back(*t);
     } catch (...) {
       restore();
@@ -488,9 +493,11 @@ class GpuPath final : public GpuOps {
     auto done = std::make_shared<CudaEvent>();
     cudaStream_t current = c10::cuda::getCurrentCUDAStream(device_).stream();
     checkCuda(cudaEventRecord(done->get(), current), "cudaEventRecord");
-    return c10::make_intrusive<GpuWork>(group_.getRank(), c10d::OpType::UNKNOWN, op,
-                                        c10::cuda::getCurrentCUDAStream(device_).unwrap(), done,
-                                        false, results, nullptr);
+    auto work = c10::make_intrusive<GpuWork>(group_.getRank(), type, op,
+                                             c10::cuda::getCurrentCUDAStream(device_).unwrap(),
+                                             done, false, results, nullptr);
+    work->setSourceRank(source);
+    return work;
   }
 
   // Creates the workspace on first use: a collective step, reached by every rank at the same

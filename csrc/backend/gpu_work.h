@@ -53,6 +53,11 @@ class GpuWork : public c10d::Work {
   void synchronize() override;
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // The sender of a receive from any source (host route); c10d's error for any other Work.
+  int sourceRank() const override {
+    return sourceRank_ >= 0 ? sourceRank_ : c10d::Work::sourceRank();
+  }
+  void setSourceRank(int rank) { sourceRank_ = rank; }
 
  private:
   // Makes the caller's current stream (on device_) wait for the collective.
@@ -66,6 +71,7 @@ class GpuWork : public c10d::Work {
   const std::vector<at::Tensor> outputs_;
   const std::function<std::string()> deviceError_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  int sourceRank_ = -1;
 };
 
 }  // namespace xccl::backend
