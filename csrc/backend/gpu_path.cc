@@ -38,13 +38,6 @@
 namespace xccl::backend {
 namespace {
 
-void checkCuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    C10_THROW_ERROR(DistBackendError,
-                    std::string("xccl: ") + what + " failed: " + cudaGetErrorString(status));
-  }
-}
-
 // "0000:18:00.0", lower case, as topology files write it.
 std::string busIdOf(int device) {
   char id[32] = {};
@@ -206,11 +199,7 @@ class GpuPath final : public GpuOps {
     const char* name = "allgather_into_tensor";
     checkOnDevice(input, name, "input");
     checkOnDevice(output, name, "output");
-    TORCH_CHECK_VALUE(input.scalar_type() == output.scalar_type(), "xccl ", name,
-                      ": input and output dtypes differ");
-    TORCH_CHECK_VALUE(output.numel() == input.numel() * group_.getSize(), "xccl ", name,
-                      ": output has ", output.numel(), " elements, expected input size x ",
-                      group_.getSize());
+    checkFlatPair(output, "output", input, "input", group_.getSize(), name);
     const size_t bytes = byteSize(input);
     const algo::GpuPlan plan = fitWorkspace(
         planFor(algo::GpuCollective::kAllGather, byteSize(output), DataType::kUInt8,
@@ -239,11 +228,7 @@ class GpuPath final : public GpuOps {
     const char* name = "reduce_scatter_tensor";
     checkOnDevice(input, name, "input");
     checkOnDevice(output, name, "output");
-    TORCH_CHECK_VALUE(input.scalar_type() == output.scalar_type(), "xccl ", name,
-                      ": input and output dtypes differ");
-    TORCH_CHECK_VALUE(input.numel() == output.numel() * group_.getSize(), "xccl ", name,
-                      ": input has ", input.numel(), " elements, expected output size x ",
-                      group_.getSize());
+    checkFlatPair(input, "input", output, "output", group_.getSize(), name);
     const ReduceSpec spec = toReduceSpec(opts.reduceOp, name);
     const ElementView view = reduceView(output, spec, name);
     const size_t bytes = byteSize(input);
@@ -491,11 +476,10 @@ class GpuPath final : public GpuOps {
       results.push_back(*outputs[i]);
     }
     auto done = std::make_shared<CudaEvent>();
-    cudaStream_t current = c10::cuda::getCurrentCUDAStream(device_).stream();
-    checkCuda(cudaEventRecord(done->get(), current), "cudaEventRecord");
-    auto work = c10::make_intrusive<GpuWork>(group_.getRank(), type, op,
-                                             c10::cuda::getCurrentCUDAStream(device_).unwrap(),
-                                             done, false, results, nullptr);
+    c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device_);
+    checkCuda(cudaEventRecord(done->get(), current.stream()), "cudaEventRecord");
+    auto work = c10::make_intrusive<GpuWork>(group_.getRank(), type, op, current.unwrap(), done,
+                                             false, results, nullptr);
     work->setSourceRank(source);
     return work;
   }

@@ -7,18 +7,16 @@
 #include <thread>
 
 namespace xccl::backend {
-namespace {
 
-[[noreturn]] void throwCuda(const char* what, cudaError_t status) {
-  C10_THROW_ERROR(DistBackendError,
-                  std::string("xccl: ") + what + " failed: " + cudaGetErrorString(status));
+void checkCuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    C10_THROW_ERROR(DistBackendError,
+                    std::string("xccl: ") + what + " failed: " + cudaGetErrorString(status));
+  }
 }
 
-}  // namespace
-
 CudaEvent::CudaEvent() {
-  cudaError_t status = cudaEventCreateWithFlags(&event_, cudaEventDisableTiming);
-  if (status != cudaSuccess) throwCuda("cudaEventCreateWithFlags", status);
+  checkCuda(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
 }
 
 CudaEvent::~CudaEvent() {
@@ -26,13 +24,13 @@ CudaEvent::~CudaEvent() {
 }
 
 bool CudaEvent::query() const {
-  cudaError_t status = cudaEventQuery(event_);
-  if (status == cudaSuccess) return true;
+  const cudaError_t status = cudaEventQuery(event_);
   if (status == cudaErrorNotReady) {
     (void)cudaGetLastError();  // NotReady is sticky in the last-error slot; it is no error
     return false;
   }
-  throwCuda("cudaEventQuery", status);
+  checkCuda(status, "cudaEventQuery");
+  return true;
 }
 
 GpuWork::GpuWork(int rank, c10d::OpType opType, const char* opName, c10::Stream comm,
@@ -62,8 +60,7 @@ bool GpuWork::isCompleted() {
 
 void GpuWork::joinCurrentStream() {
   cudaStream_t current = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
-  cudaError_t status = cudaStreamWaitEvent(current, done_->get(), 0);
-  if (status != cudaSuccess) throwCuda("cudaStreamWaitEvent", status);
+  checkCuda(cudaStreamWaitEvent(current, done_->get(), 0), "cudaStreamWaitEvent");
 }
 
 void GpuWork::synchronize() { joinCurrentStream(); }

@@ -22,6 +22,9 @@
 
 namespace xccl::backend {
 
+// Throws DistBackendError "xccl: <what> failed: <CUDA's text>" unless `status` is cudaSuccess.
+void checkCuda(cudaError_t status, const char* what);
+
 // A CUDA event without timing, destroyed with its owner.
 class CudaEvent {
  public:

@@ -156,6 +156,11 @@ class ProcessGroupXccl : public c10d::Backend {
   // rank's first CUDA call creates it); gpuTensors() says whether a call goes there.
   GpuOps& gpu(const std::vector<at::Tensor*>& tensors, const char* opName);
   static bool gpuTensors(const std::vector<at::Tensor*>& tensors);
+  // A call with CUDA tensors and no kernel: GpuOps::withoutKernel on the GPU side.
+  c10::intrusive_ptr<c10d::Work> gpuWithoutKernel(const char* op, const GpuOps::Call& call,
+                                                  const std::vector<at::Tensor*>& args,
+                                                  const std::vector<at::Tensor*>& outputs,
+                                                  bool vendorCan = true);
   // Adds a CPU operation's Work to the batch when coalescing (caller holds stateMutex_); a
   // ValueError when the batch already holds CUDA operations.
   void addToBatchLocked(const c10::intrusive_ptr<XcclWork>& work, const char* opName);

@@ -26,7 +26,9 @@ void checkSameType(const std::vector<at::Tensor>& tensors, const char* op) {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
-  if (gpuTensors(pointers(tensors))) return gpu(pointers(tensors), "allreduce").allreduce(tensors, opts);
+  if (gpuTensors(pointers(tensors))) {
+    return gpu(pointers(tensors), "allreduce").allreduce(tensors, opts);
+  }
   at::Tensor tensor = single(tensors, "allreduce");
   TORCH_CHECK_VALUE(!opts.sparseIndices.has_value(), "xccl allreduce: sparse tensors are not supported");
   ReduceSpec spec = toReduceSpec(opts.reduceOp, "allreduce");
@@ -41,11 +43,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allreduce(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   if (gpuTensors(pointers(tensors))) {
-    return gpu(pointers(tensors), "allreduce_coalesced")
-        .withoutKernel("allreduce_coalesced",
-                       [&](c10d::Backend& b) { return b.allreduce_coalesced(tensors, opts); },
-                       pointers(tensors), pointers(tensors),
-                       vendorReduces(toReduceSpec(opts.reduceOp, "allreduce_coalesced").op));
+    return gpuWithoutKernel(
+        "allreduce_coalesced",
+        [&](c10d::Backend& b) { return b.allreduce_coalesced(tensors, opts); }, pointers(tensors),
+        pointers(tensors), vendorReduces(toReduceSpec(opts.reduceOp, "allreduce_coalesced").op));
   }
   TORCH_CHECK_VALUE(!tensors.empty(), "xccl allreduce_coalesced: no tensors");
   ReduceSpec spec = toReduceSpec(opts.reduceOp, "allreduce_coalesced");
@@ -75,10 +76,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
   if (gpuTensors(pointers(tensors))) {
-    return gpu(pointers(tensors), "reduce")
-        .withoutKernel("reduce", [&](c10d::Backend& b) { return b.reduce(tensors, opts); },
-                       pointers(tensors), pointers(tensors),
-                       vendorReduces(toReduceSpec(opts.reduceOp, "reduce").op));
+    return gpuWithoutKernel(
+        "reduce", [&](c10d::Backend& b) { return b.reduce(tensors, opts); }, pointers(tensors),
+        pointers(tensors), vendorReduces(toReduceSpec(opts.reduceOp, "reduce").op));
   }
   at::Tensor tensor = single(tensors, "reduce");
   checkRoot(opts.rootRank, size_, "reduce");
@@ -100,11 +100,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   if (gpuTensors(pointers(outputs, inputs))) {
-    return gpu(pointers(outputs, inputs), "reduce_scatter")
-        .withoutKernel("reduce_scatter",
-                       [&](c10d::Backend& b) { return b.reduce_scatter(outputs, inputs, opts); },
-                       pointers(outputs, inputs), pointers(outputs),
-                       vendorReduces(toReduceSpec(opts.reduceOp, "reduce_scatter").op));
+    return gpuWithoutKernel(
+        "reduce_scatter", [&](c10d::Backend& b) { return b.reduce_scatter(outputs, inputs, opts); },
+        pointers(outputs, inputs), pointers(outputs),
+        vendorReduces(toReduceSpec(opts.reduceOp, "reduce_scatter").op));
   }
   at::Tensor output = single(outputs, "reduce_scatter");
   TORCH_CHECK_VALUE(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
@@ -144,7 +143,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce_scatter_tensor_coalesced
       return ops.reduceScatterBase(outputs[0], inputs[0], opts);
     }
     return ops.withoutKernel(
-        name, [&](c10d::Backend& b) { return b.reduce_scatter_tensor_coalesced(outputs, inputs, opts); },
+        name,
+        [&](c10d::Backend& b) { return b.reduce_scatter_tensor_coalesced(outputs, inputs, opts); },
         pointers(outputs, inputs), pointers(outputs),
         vendorReduces(toReduceSpec(opts.reduceOp, name).op));
   }
@@ -155,11 +155,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reduce_scatter_tensor_coalesced
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkTensor(inputs[i], name, "input");
     checkTensor(outputs[i], name, "output");
-    TORCH_CHECK_VALUE(inputs[i].scalar_type() == outputs[i].scalar_type(), "xccl ", name,
-                      ": input and output dtypes differ");
-    TORCH_CHECK_VALUE(inputs[i].numel() == outputs[i].numel() * size_, "xccl ", name,
-                      ": input has ", inputs[i].numel(), " elements, expected output size x ",
-                      size_, " = ", outputs[i].numel() * size_);
+    checkFlatPair(inputs[i], "input", outputs[i], "output", size_, name);
     views.push_back(reduceView(outputs[i], spec, name));
   }
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, name, outputs, effectiveTimeout(opts.timeout),

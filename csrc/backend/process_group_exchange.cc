@@ -69,7 +69,9 @@ std::vector<size_t> splitBytes(const at::Tensor& t, const std::vector<int64_t>& 
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
-  if (gpuTensors(pointers(tensors))) return gpu(pointers(tensors), "broadcast").broadcast(tensors, opts);
+  if (gpuTensors(pointers(tensors))) {
+    return gpu(pointers(tensors), "broadcast").broadcast(tensors, opts);
+  }
   at::Tensor tensor = single(tensors, "broadcast");
   checkRoot(opts.rootRank, size_, "broadcast");
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "xccl broadcast: rootTensor must be 0");
@@ -84,10 +86,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   if (gpuTensors(pointers(outputs, inputs))) {
-    return gpu(pointers(outputs, inputs), "allgather")
-        .withoutKernel("allgather",
-                       [&](c10d::Backend& b) { return b.allgather(outputs, inputs, opts); },
-                       pointers(outputs, inputs), pointers(outputs));
+    return gpuWithoutKernel(
+        "allgather", [&](c10d::Backend& b) { return b.allgather(outputs, inputs, opts); },
+        pointers(outputs, inputs), pointers(outputs));
   }
   at::Tensor input = single(inputs, "allgather");
   TORCH_CHECK_VALUE(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
@@ -125,9 +126,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allgather_into_tensor_coalesced
   const char* name = "allgather_into_tensor";
   if (gpuTensors(pointers(outputs, inputs))) {
     GpuOps& ops = gpu(pointers(outputs, inputs), name);
-    if (outputs.size() == 1 && inputs.size() == 1) return ops.allgatherBase(outputs[0], inputs[0], opts);
+    if (outputs.size() == 1 && inputs.size() == 1) {
+      return ops.allgatherBase(outputs[0], inputs[0], opts);
+    }
     return ops.withoutKernel(
-        name, [&](c10d::Backend& b) { return b.allgather_into_tensor_coalesced(outputs, inputs, opts); },
+        name,
+        [&](c10d::Backend& b) { return b.allgather_into_tensor_coalesced(outputs, inputs, opts); },
         pointers(outputs, inputs), pointers(outputs));
   }
   TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(), "xccl ", name,
@@ -135,11 +139,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allgather_into_tensor_coalesced
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkTensor(inputs[i], name, "input");
     checkTensor(outputs[i], name, "output");
-    TORCH_CHECK_VALUE(inputs[i].scalar_type() == outputs[i].scalar_type(), "xccl ", name,
-                      ": input and output dtypes differ");
-    TORCH_CHECK_VALUE(outputs[i].numel() == inputs[i].numel() * size_, "xccl ", name,
-                      ": output has ", outputs[i].numel(), " elements, expected input size x ",
-                      size_, " = ", inputs[i].numel() * size_);
+    checkFlatPair(outputs[i], "output", inputs[i], "input", size_, name);
   }
   return enqueue(c10d::OpType::_ALLGATHER_BASE, name, outputs, effectiveTimeout(opts.timeout),
                  compat::isAsync(opts),
@@ -157,10 +157,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   if (gpuTensors(pointers(outputs, inputs))) {
-    return gpu(pointers(outputs, inputs), "allgather_coalesced")
-        .withoutKernel("allgather_coalesced",
-                       [&](c10d::Backend& b) { return b.allgather_coalesced(outputs, inputs, opts); },
-                       pointers(outputs, inputs), pointers(outputs));
+    return gpuWithoutKernel(
+        "allgather_coalesced",
+        [&](c10d::Backend& b) { return b.allgather_coalesced(outputs, inputs, opts); },
+        pointers(outputs, inputs), pointers(outputs));
   }
   TORCH_CHECK_VALUE(outputs.size() == static_cast<size_t>(size_), "xccl allgather_coalesced: "
                     "expected ", size_, " output lists");
@@ -195,9 +195,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
   if (gpuTensors(pointers(outputs, inputs))) {
-    return gpu(pointers(outputs, inputs), "gather")
-        .withoutKernel("gather", [&](c10d::Backend& b) { return b.gather(outputs, inputs, opts); },
-                       pointers(outputs, inputs), pointers(outputs));
+    return gpuWithoutKernel(
+        "gather", [&](c10d::Backend& b) { return b.gather(outputs, inputs, opts); },
+        pointers(outputs, inputs), pointers(outputs));
   }
   at::Tensor input = single(inputs, "gather");
   checkRoot(opts.rootRank, size_, "gather");
@@ -229,10 +229,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::gather(
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::gather_into_tensor(
     at::Tensor& output, at::Tensor& input, const c10d::GatherOptions& opts) {
   if (gpuTensors(pointers(output, input))) {
-    return gpu(pointers(output, input), "gather_into_tensor")
-        .withoutKernel("gather_into_tensor",
-                       [&](c10d::Backend& b) { return b.gather_into_tensor(output, input, opts); },
-                       pointers(output, input), pointers(output));
+    return gpuWithoutKernel(
+        "gather_into_tensor",
+        [&](c10d::Backend& b) { return b.gather_into_tensor(output, input, opts); },
+        pointers(output, input), pointers(output));
   }
   checkTensor(input, "gather_into_tensor", "input");
   checkRoot(opts.rootRank, size_, "gather_into_tensor");
@@ -257,9 +257,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
   if (gpuTensors(pointers(outputs, inputs))) {
-    return gpu(pointers(outputs, inputs), "scatter")
-        .withoutKernel("scatter", [&](c10d::Backend& b) { return b.scatter(outputs, inputs, opts); },
-                       pointers(outputs, inputs), pointers(outputs));
+    return gpuWithoutKernel(
+        "scatter", [&](c10d::Backend& b) { return b.scatter(outputs, inputs, opts); },
+        pointers(outputs, inputs), pointers(outputs));
   }
   at::Tensor output = single(outputs, "scatter");
   checkRoot(opts.rootRank, size_, "scatter");
@@ -310,9 +310,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::alltoall(std::vector<at::Tensor
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllToAllOptions& opts) {
   if (gpuTensors(pointers(outputs, inputs))) {
-    return gpu(pointers(outputs, inputs), "alltoall")
-        .withoutKernel("alltoall", [&](c10d::Backend& b) { return b.alltoall(outputs, inputs, opts); },
-                       pointers(outputs, inputs), pointers(outputs));
+    return gpuWithoutKernel(
+        "alltoall", [&](c10d::Backend& b) { return b.alltoall(outputs, inputs, opts); },
+        pointers(outputs, inputs), pointers(outputs));
   }
   TORCH_CHECK_VALUE(inputs.size() == static_cast<size_t>(size_) && outputs.size() == inputs.size(),
                     "xccl alltoall: expected ", size_, " input and output tensors");

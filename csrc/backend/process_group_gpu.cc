@@ -89,4 +89,10 @@ GpuOps& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const cha
   return *gpu_;
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::gpuWithoutKernel(
+    const char* op, const GpuOps::Call& call, const std::vector<at::Tensor*>& args,
+    const std::vector<at::Tensor*>& outputs, bool vendorCan) {
+  return gpu(args, op).withoutKernel(op, call, args, outputs, vendorCan);
+}
+
 }  // namespace xccl::backend

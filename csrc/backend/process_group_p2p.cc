@@ -20,9 +20,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::pointToPoint(std::vector<at::Te
       if (isSend) return b.send(tensors, peer, tag);
       return peer == net::kAnySource ? b.recvAnysource(tensors, tag) : b.recv(tensors, peer, tag);
     };
-    return gpu(pointers(tensors), opName)
-        .withoutKernel(opName, call, pointers(tensors),
-                       isSend ? std::vector<at::Tensor*>{} : pointers(tensors));
+    return gpuWithoutKernel(
+        opName, call, pointers(tensors), isSend ? std::vector<at::Tensor*>{} : pointers(tensors));
   }
   at::Tensor tensor = single(tensors, opName);
   if (peer != net::kAnySource) checkPeer(peer, rank_, size_, opName);

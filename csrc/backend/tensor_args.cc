@@ -51,6 +51,15 @@ void checkSameShapeAndType(const at::Tensor& a, const at::Tensor& b, const char*
                     " vs ", b.numel(), " elements)");
 }
 
+void checkFlatPair(const at::Tensor& whole, const char* wholeName, const at::Tensor& part,
+                   const char* partName, int size, const char* op) {
+  TORCH_CHECK_VALUE(whole.scalar_type() == part.scalar_type(), "xccl ", op,
+                    ": input and output dtypes differ");
+  TORCH_CHECK_VALUE(whole.numel() == part.numel() * size, "xccl ", op, ": ", wholeName, " has ",
+                    whole.numel(), " elements, expected ", partName, " size x ", size, " = ",
+                    part.numel() * size);
+}
+
 void checkRoot(int64_t root, int size, const char* op) {
   TORCH_CHECK_VALUE(root >= 0 && root < size, "xccl ", op, ": root rank ", root,
                     " is outside the group of size ", size);

@@ -31,6 +31,10 @@ void checkTensor(const at::Tensor& tensor, const char* op, const char* what);
 // Exactly one tensor (one device per process), checked.
 const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op);
 void checkSameShapeAndType(const at::Tensor& a, const at::Tensor& b, const char* op);
+// The flat pair of all_gather_into_tensor / reduce_scatter_tensor: one dtype, and `whole` holds
+// `size` times the elements of `part` (the names say which argument is which in the message).
+void checkFlatPair(const at::Tensor& whole, const char* wholeName, const at::Tensor& part,
+                   const char* partName, int size, const char* op);
 void checkRoot(int64_t root, int size, const char* op);
 void checkPeer(int peer, int rank, int size, const char* op);
 

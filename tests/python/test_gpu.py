@@ -38,6 +38,13 @@ def _name(dtype):
     return str(dtype).replace("torch.", "")
 
 
+def _check_usable(chk, what, world):
+    """The group still runs a CUDA all_reduce (after a refused call)."""
+    x = torch.ones(8, device="cuda")
+    dist.all_reduce(x)
+    chk.equal(what, x.cpu(), torch.full((8,), float(world)))
+
+
 def _kernel_collectives(rank, world):
     torch.cuda.set_device(0)
     chk = Checker(rank)
@@ -166,9 +173,7 @@ def _host_route(rank, world):
                                      dist.P2POp(dist.irecv, got, prev)]):
         w.wait()
     chk.equal("CPU batch after the refused one", got, torch.full((4,), float(prev)))
-    x = torch.ones(6, device="cuda")
-    dist.all_reduce(x)
-    chk.equal("CUDA all_reduce after the refused batch", x.cpu(), torch.full((6,), float(world)))
+    _check_usable(chk, "CUDA all_reduce after the refused batch", world)
     return result(chk)
 
 
@@ -218,9 +223,7 @@ def _streams_and_graphs(rank, world):
     chk.raises("CPU output with a CUDA input",
                lambda: dist.all_gather_into_tensor(torch.empty(world * 4), torch.ones(4, device="cuda")),
                types=(ValueError,))
-    x = torch.ones(8, device="cuda")
-    dist.all_reduce(x)
-    chk.equal("usable after a bad call", x.cpu(), torch.full((8,), float(world)))
+    _check_usable(chk, "usable after a bad call", world)
     return result(chk)
 
 
