@@ -100,12 +100,21 @@ def test_verdicts_follow_issue_9s_targets():
                              record("all_reduce", 256 * KiB, 20.0, 50.0),
                              record("all_reduce", 1 * MiB, 90.0, 100.0)])
     assert met[0] == "all_reduce <= 256 KiB: worst xccl/NCCL 0.40 at 256 KiB (target <= 0.5: met)"
-    assert met[1] == "slower than NCCL at 0 of 3 sizes"
+    assert met[1] == "xccl slower than NCCL at 0 of 3 sizes"
     missed = markdown.verdicts([record("all_reduce", 8, 15.0, 25.0),
                                 record("reduce_scatter", 8 * MiB, 120.0, 100.0, check="FAIL")])
     assert missed[0].endswith("0.60 at 8 B (target <= 0.5: NOT met)")
-    assert missed[1] == "slower than NCCL at 1 of 2 sizes: reduce_scatter 8 MiB (1.20)"
+    assert missed[1] == "xccl slower than NCCL at 1 of 2 sizes: reduce_scatter 8 MiB (1.20)"
     assert missed[2] == "check FAILED at 1 sizes: reduce_scatter 8 MiB"
+
+
+def test_headings_name_the_backends_measured():
+    entry = record("all_reduce", 8, 10.0, 20.0)
+    entry["reference"]["name"] = "gloo"
+    assert markdown.table([entry]).splitlines()[0].startswith(
+        "| op | size | gloo us | xccl us | xccl/gloo | gloo busbw | xccl busbw |")
+    # The small-message target is stated against NCCL: no verdict against another reference.
+    assert markdown.verdicts([entry]) == ["xccl slower than gloo at 0 of 1 sizes"]
 
 
 def test_a_row_without_a_reference_time_has_no_ratio():
@@ -123,7 +132,7 @@ def test_document_has_a_header_a_section_per_run_and_the_runs_that_did_not_finis
         [("kernel", {"meta": META, "results": [record("all_reduce", 8, 10.0, 25.0)]}),
          ("graph", {"meta": graph_meta, "results": [record("all_reduce", 8, 4.0, 9.0)]})],
         missing=[("vendor", "the 200 s budget is spent")])
-    assert text.startswith("xccl 0.1 vs NCCL, torch 2.14.1, 8 x NVIDIA H200")
+    assert text.startswith("xccl 0.1: xccl vs NCCL, torch 2.14.1, 8 x NVIDIA H200")
     assert "### kernel\n\n8 ranks on NVIDIA H200, float32, XCCL_GPU_ALGO=kernel, eager" in text
     assert "XCCL_GPU_ALGO=auto (xccl's own plan), CUDA graph of 20 calls per replay" in text
     assert "batch of 10 calls per synchronize" in text

@@ -23,7 +23,25 @@ SMALL_ALL_REDUCE_BYTES = 256 << 10
 SMALL_ALL_REDUCE_TARGET = 0.5
 ANY_SIZE_TARGET = 1.0
 
-COLUMNS = ("op", "size", "NCCL us", "xccl us", "xccl/NCCL", "NCCL busbw", "xccl busbw", "check")
+# How backend names print in headings: the vendor libraries in capitals, as they spell them.
+DISPLAY = {"nccl": "NCCL", "rccl": "RCCL"}
+
+
+def display(name) -> str:
+    return DISPLAY.get(str(name).lower(), str(name))
+
+
+def names(records: list) -> tuple:
+    """(tested, reference) display names: those of the first record, "xccl"/"NCCL" if none."""
+    first = records[0] if records else {}
+    return (display((first.get("backend") or {}).get("name", "xccl")),
+            display((first.get("reference") or {}).get("name", "nccl")))
+
+
+def columns(records: list) -> tuple:
+    mine, ref = names(records)
+    return ("op", "size", f"{ref} us", f"{mine} us", f"{mine}/{ref}", f"{ref} busbw",
+            f"{mine} busbw", "check")
 
 
 def ratio(record: dict) -> float | None:
@@ -63,21 +81,24 @@ def row(record: dict) -> list:
 
 def table(records: list) -> str:
     """One markdown table, rows in the records' order (op, then size)."""
-    lines = ["| " + " | ".join(COLUMNS) + " |",
-             "|" + "|".join("---" if c in ("op", "check") else "---:" for c in COLUMNS) + "|"]
+    heads = columns(records)
+    lines = ["| " + " | ".join(heads) + " |",
+             "|" + "|".join("---" if c in ("op", "check") else "---:" for c in heads) + "|"]
     lines += ["| " + " | ".join(row(record)) + " |" for record in records]
     return "\n".join(lines)
 
 
 def verdicts(records: list) -> list:
-    """Lines saying how the run fares against issue 9's targets (only what it measured)."""
+    """Lines saying how the run fares against issue 9's targets (only what it measured; the
+    small-message target only against NCCL/RCCL, which it is stated for)."""
     lines = []
+    mine, ref = names(records)
     small = [(ratio(r), r["bytes"]) for r in records
              if r["op"] == "all_reduce" and r["bytes"] <= SMALL_ALL_REDUCE_BYTES and ratio(r)]
-    if small:
+    if small and ref in DISPLAY.values():
         worst = max(small)
         met = "met" if worst[0] <= SMALL_ALL_REDUCE_TARGET else "NOT met"
-        lines.append(f"all_reduce <= {format_size(SMALL_ALL_REDUCE_BYTES)}: worst xccl/NCCL "
+        lines.append(f"all_reduce <= {format_size(SMALL_ALL_REDUCE_BYTES)}: worst {mine}/{ref} "
                      f"{worst[0]:.2f} at {format_size(worst[1])} (target <= "
                      f"{SMALL_ALL_REDUCE_TARGET:g}: {met})")
     measured = [(ratio(r), r["op"], r["bytes"]) for r in records if ratio(r)]
@@ -85,7 +106,7 @@ def verdicts(records: list) -> list:
     if measured:
         detail = ", ".join(f"{op} {format_size(n)} ({x:.2f})" for x, op, n in slower[:8])
         more = f" and {len(slower) - 8} more" if len(slower) > 8 else ""
-        lines.append(f"slower than NCCL at {len(slower)} of {len(measured)} sizes"
+        lines.append(f"{mine} slower than {ref} at {len(slower)} of {len(measured)} sizes"
                      + (f": {detail}{more}" if slower else ""))
     failed = [f"{r['op']} {format_size(r['bytes'])}" for r in records
               if _check(r).startswith("FAIL")]
@@ -119,11 +140,12 @@ def section(label: str, document: dict) -> str:
 
 def header(document: dict) -> str:
     meta = document.get("meta", {})
-    return (f"xccl {meta.get('xccl_version')} vs NCCL, torch {meta.get('torch_version')}, "
+    mine, ref = names(document.get("results", []))
+    return (f"xccl {meta.get('xccl_version')}: {mine} vs {ref}, torch {meta.get('torch_version')}, "
             f"{meta.get('nranks')} x {meta.get('device')}, host {meta.get('host')}, "
             f"{meta.get('created')}. Times: median per-call us of the slowest rank; busbw in "
             "GB/s with nccl-tests' factors (all_reduce 2(n-1)/n, all_gather and reduce_scatter "
-            "(n-1)/n); xccl/NCCL < 1: xccl faster.")
+            f"(n-1)/n); {mine}/{ref} < 1: {mine} faster.")
 
 
 def document(runs: list, missing: list = ()) -> str:
