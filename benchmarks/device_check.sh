@@ -122,7 +122,9 @@ if [[ $build_only -eq 0 ]]; then
   gpu_count="$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null)"
   [[ "$gpu_count" =~ ^[0-9]+$ ]] || gpu_count="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
   ((gpu_count >= 2)) && multi_gpu=1
-  echo "GPU: $gpu_name ($gpu_count visible; $([[ $multi_gpu -eq 1 ]] && echo multi-GPU || echo one-GPU) mode)"
+  mode="one-GPU"
+  ((multi_gpu)) && mode="multi-GPU"
+  echo "GPU: $gpu_name ($gpu_count visible: $mode mode)"
   record gpu ok $((SECONDS - t0)) "$gpu_count x $gpu_name"
 else
   echo "--build-only: not looking for a GPU"
