@@ -68,14 +68,16 @@ def test_batch_timing_gives_one_sample_per_batch_and_makes_every_call():
 # Markdown tables (synthetic results)
 
 
-def side(name, median_us, busbw, check="PASS"):
-    return {"name": name, "median_us": median_us, "busbw_gbps": busbw, "check": check}
+def side(name, nbytes, median_us, check="PASS"):
+    algbw = nbytes / median_us / 1e3  # GB/s
+    return {"name": name, "median_us": median_us, "algbw_gbps": algbw,
+            "busbw_gbps": algbw * 1.75, "check": check}  # 2(n-1)/n at 8 ranks
 
 
 def record(op, nbytes, xccl_us, nccl_us, check="PASS"):
     return {"op": op, "bytes": nbytes, "count": nbytes // 4, "dtype": "float32", "nranks": 8,
-            "backend": side("xccl", xccl_us, nbytes / xccl_us / 1e3 * 1.75, check),
-            "reference": side("nccl", nccl_us, nbytes / nccl_us / 1e3 * 1.75)}
+            "backend": side("xccl", nbytes, xccl_us, check),
+            "reference": side("nccl", nbytes, nccl_us)}
 
 
 META = {"xccl_version": "0.1", "torch_version": "2.14.1", "nranks": 8, "device": "NVIDIA H200",
@@ -87,12 +89,13 @@ META = {"xccl_version": "0.1", "torch_version": "2.14.1", "nranks": 8, "device":
 def test_rows_give_both_times_the_ratio_and_both_busbw():
     rows = markdown.table([record("all_reduce", 8, 10.0, 25.0),
                            record("all_gather", 256 * MiB, 2000.0, 1600.0)]).splitlines()
-    assert rows[0] == ("| op | size | NCCL us | xccl us | xccl/NCCL | NCCL busbw | xccl busbw "
-                       "| check |")
-    assert rows[1].count("|") == 9
-    assert rows[2] == "| all_reduce | 8 B | 25.0 | 10.0 | 0.40 | 0.0 | 0.0 | PASS |"
-    # 256 MiB in 2000 us: 134.2 GB/s algbw, x 1.75 = 234.9 GB/s busbw.
-    assert rows[3] == "| all_gather | 256 MiB | 1600 | 2000 | 1.25 | 293.6 | 234.9 | PASS |"
+    assert rows[0] == ("| op | size | NCCL us | xccl us | xccl/NCCL | NCCL algbw | xccl algbw "
+                       "| NCCL busbw | xccl busbw | check |")
+    assert rows[1].count("|") == 11
+    assert rows[2] == "| all_reduce | 8 B | 25.0 | 10.0 | 0.40 | 0.0 | 0.0 | 0.0 | 0.0 | PASS |"
+    # 256 MiB in 2000 us: 134.2 GB/s algbw, x 1.75 = 234.9 GB/s busbw (NCCL: 167.8, 293.6).
+    assert rows[3] == ("| all_gather | 256 MiB | 1600 | 2000 | 1.25 | 167.8 | 134.2 | 293.6 "
+                       "| 234.9 | PASS |")
 
 
 def test_verdicts_follow_issue_9s_targets():
@@ -112,7 +115,7 @@ def test_headings_name_the_backends_measured():
     entry = record("all_reduce", 8, 10.0, 20.0)
     entry["reference"]["name"] = "gloo"
     assert markdown.table([entry]).splitlines()[0].startswith(
-        "| op | size | gloo us | xccl us | xccl/gloo | gloo busbw | xccl busbw |")
+        "| op | size | gloo us | xccl us | xccl/gloo | gloo algbw | xccl algbw |")
     # The small-message target is stated against NCCL: no verdict against another reference.
     assert markdown.verdicts([entry]) == ["xccl slower than gloo at 0 of 1 sizes"]
 
@@ -121,7 +124,7 @@ def test_a_row_without_a_reference_time_has_no_ratio():
     entry = record("all_reduce", 64, 5.0, 5.0)
     entry["reference"]["median_us"] = None
     assert markdown.ratio(entry) is None
-    assert "| - | 5.0 | - |" in markdown.table([entry])
+    assert "| - | 5.0 | - |" in markdown.table([entry])  # NCCL us, xccl us, ratio
     assert markdown.verdicts([entry]) == []
 
 

@@ -40,8 +40,8 @@ def names(records: list) -> tuple:
 
 def columns(records: list) -> tuple:
     mine, ref = names(records)
-    return ("op", "size", f"{ref} us", f"{mine} us", f"{mine}/{ref}", f"{ref} busbw",
-            f"{mine} busbw", "check")
+    return ("op", "size", f"{ref} us", f"{mine} us", f"{mine}/{ref}", f"{ref} algbw",
+            f"{mine} algbw", f"{ref} busbw", f"{mine} busbw", "check")
 
 
 def ratio(record: dict) -> float | None:
@@ -76,6 +76,7 @@ def row(record: dict) -> list:
     r = ratio(record)
     return [record["op"], format_size(record["bytes"]), _us(theirs.get("median_us")),
             _us(mine.get("median_us")), "-" if r is None else f"{r:.2f}",
+            _gbps(theirs.get("algbw_gbps")), _gbps(mine.get("algbw_gbps")),
             _gbps(theirs.get("busbw_gbps")), _gbps(mine.get("busbw_gbps")), _check(record)]
 
 
@@ -143,8 +144,8 @@ def header(document: dict) -> str:
     mine, ref = names(document.get("results", []))
     return (f"xccl {meta.get('xccl_version')}: {mine} vs {ref}, torch {meta.get('torch_version')}, "
             f"{meta.get('nranks')} x {meta.get('device')}, host {meta.get('host')}, "
-            f"{meta.get('created')}. Times: median per-call us of the slowest rank; busbw in "
-            "GB/s with nccl-tests' factors (all_reduce 2(n-1)/n, all_gather and reduce_scatter "
+            f"{meta.get('created')}. Times: median per-call us of the slowest rank; algbw = "
+            "size / time and busbw in GB/s, busbw with nccl-tests' factors (all_reduce 2(n-1)/n, all_gather and reduce_scatter "
             f"(n-1)/n); {mine}/{ref} < 1: {mine} faster.")
 
 
