@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# One-shot check on a machine with one NVIDIA GPU, no network, torch and the CUDA toolkit
+# One-shot check on a machine with NVIDIA GPUs, no network, torch and the CUDA toolkit
 # installed: build the kernels, the GPU tests, the kernel benchmark and the Python extension, run
 # them, print a summary. Meant to finish well inside 8 minutes on an H200 (16 cores).
 #
-#   benchmarks/device_check.sh [--build-only]
+#   benchmarks/device_check.sh [--build-only] [--out DIR]
 #
 #   --build-only   configure and build only (the CMake targets and the extension, which is
 #                  installed with pip), without looking for a GPU (to check this script on a
 #                  machine without one).
+#   --out DIR      where the log, the CSVs and the multi-GPU tables go (default: $OUT, else
+#                  the build folder).
 # Steps, most valuable first: GPU, configure, build (CMake), then the extension is built and
 # installed (pip) in the background while the GoogleTests run (test_gpu_logic, test_gpu_kernels,
-# test_cuda_ipc); then tests/python/test_gpu.py, benchmarks/gpu_overhead.py (xccl vs NCCL at
-# world size 1) and the kernel benchmark. Each step has its own timeout, cut to what is left of
-# the time budget; a step the budget leaves no time for is a FAIL ("not run"). A failed configure
-# or CMake build (e.g. no GoogleTest) costs only the GoogleTests and the kernel benchmark.
+# test_cuda_ipc). Then, with one GPU: tests/python/test_gpu.py and test_gpu_hardening.py,
+# benchmarks/gpu_overhead.py (xccl vs NCCL at world size 1) and the kernel benchmark (virtual
+# ranks). With two or more GPUs (multi-GPU mode): benchmarks/gpu_bench.py (xccl vs NCCL on every
+# GPU: all_reduce, all_gather_into_tensor, reduce_scatter_tensor from 8 B to 256 MiB on xccl's
+# own plan, the kernel route and the vendor route, and small all_reduce replayed from CUDA
+# graphs; markdown tables in DIR/gpu_bench/gpu_bench.md and in the summary), then the Python GPU
+# tests that need several GPUs (ranks spread over the GPUs; the shared-GPU cases are what the
+# one-GPU mode runs), then the one-GPU benchmarks if time is left (skipped, not failed, when it
+# is not). Each step has its own timeout, cut to what is left of the time budget; a step the
+# budget leaves no time for is a FAIL ("not run"). A failed configure or CMake build (e.g. no
+# GoogleTest) costs only the GoogleTests and the kernel benchmark.
 # Environment:
-#   OUT                 if set, the full log (device_check.log) and the benchmark CSVs go there
+#   OUT                 if set (and no --out), the full log (device_check.log), the benchmark
+#                       CSVs and the multi-GPU tables go there
 #   XCCL_BUILD_DIR      build folder (default: build/device in the repository); the extension
 #                       builds in its ext/ subfolder
 #   XCCL_GTEST_SOURCE   a googletest source tree to build when CMake finds no installed GTest
@@ -23,18 +33,32 @@
 #   XCCL_CUDA_ARCHS     override the detected architecture, e.g. "90"
 #   XCCL_CHECK_BUDGET_S seconds the whole check may take (default 420; not in --build-only)
 #
-# Exit status: 0 all passed; 1 a step failed; 3 no GPU found (nothing was built or run).
+# Exit status: 0 all passed; 1 a step failed; 2 bad usage; 3 no GPU found (nothing was built or
+# run).
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${XCCL_BUILD_DIR:-$repo/build/device}"
 build_only=0
-[[ "${1:-}" == "--build-only" ]] && build_only=1
+out_dir="${OUT:-}"
+while (($# > 0)); do
+  case "$1" in
+    --build-only) build_only=1 ;;
+    --out)
+      [[ $# -ge 2 && -n "$2" ]] || { echo "device_check: --out needs a folder" >&2; exit 2; }
+      out_dir="$2"
+      shift
+      ;;
+    -h | --help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "device_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
 jobs="$(nproc 2>/dev/null || echo 4)"
 budget_s="${XCCL_CHECK_BUDGET_S:-420}"
 
 mkdir -p "$build"
-logdir="${OUT:-$build}"
+logdir="${out_dir:-$build}"
 mkdir -p "$logdir"
 log="$logdir/device_check.log"
 : >"$log"
@@ -53,6 +77,7 @@ print_summary() {
   printf '%s\n' "${summary[@]}"
   [[ -n "${overhead_lines:-}" ]] && printf '\n%s\n' "$overhead_lines"
   [[ -n "${bench_lines:-}" ]] && printf '\n%s\n' "$bench_lines"
+  [[ -n "${gpu_bench_lines:-}" ]] && printf '\n%s\n' "$gpu_bench_lines"
   echo "log: $log"
 }
 step_start() { echo; echo "=== $1 ($(date +%H:%M:%S))"; t0=$SECONDS; }
@@ -62,16 +87,23 @@ step_limit() {  # step_limit WANT
   echo $(($1 < left ? $1 : left))
 }
 # True (and STEP recorded as not run) when LIMIT leaves STEP no useful time. Never let a limit of
-# 0 reach timeout(1): 0 there means no limit at all.
-out_of_time() {  # out_of_time STEP LIMIT
+# 0 reach timeout(1): 0 there means no limit at all. OPTIONAL steps (the one-GPU benchmarks in
+# multi-GPU mode) are recorded as skipped, not failed.
+out_of_time() {  # out_of_time STEP LIMIT [optional]
   (($2 >= 20)) && return 1
-  record "$1" FAIL 0 "not run: the ${budget_s}s budget is spent"
+  if [[ "${3:-}" == optional ]]; then
+    record "$1" skipped 0 "the ${budget_s}s budget went to the multi-GPU steps"
+  else
+    record "$1" FAIL 0 "not run: the ${budget_s}s budget is spent"
+  fi
   return 0
 }
 
 # --- 1. GPU ------------------------------------------------------------------------------------
 step_start "GPU"
 gpu_name=""
+gpu_count=0
+multi_gpu=0
 if [[ $build_only -eq 0 ]]; then
   if command -v nvidia-smi >/dev/null 2>&1; then
     gpu_name="$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null | head -n1)"
@@ -86,8 +118,14 @@ if [[ $build_only -eq 0 ]]; then
     print_summary
     exit 3
   fi
-  echo "GPU: $gpu_name"
-  record gpu ok $((SECONDS - t0)) "$gpu_name"
+  # torch's count honours CUDA_VISIBLE_DEVICES; nvidia-smi's is the fallback.
+  gpu_count="$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null)"
+  [[ "$gpu_count" =~ ^[0-9]+$ ]] || gpu_count="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
+  ((gpu_count >= 2)) && multi_gpu=1
+  mode="one-GPU"
+  ((multi_gpu)) && mode="multi-GPU"
+  echo "GPU: $gpu_name ($gpu_count visible: $mode mode)"
+  record gpu ok $((SECONDS - t0)) "$gpu_count x $gpu_name"
 else
   echo "--build-only: not looking for a GPU"
 fi
@@ -234,37 +272,75 @@ fi
 finish_extension
 
 # --- 5. Python GPU tests -----------------------------------------------------------------------
-# tests/python/test_gpu.py against the installed extension (the harness forks its ranks from a
-# forkserver; timeout(1) signals its whole process group). Skips count as failures, as above.
-limit="$(step_limit 240)"
-if [[ $ext_ok -ne 1 ]]; then
-  record test_gpu.py FAIL 0 "not run: no extension"
-elif ! out_of_time test_gpu.py "$limit"; then
+# tests/python/test_gpu.py and test_gpu_hardening.py against the installed extension (the
+# harness forks its ranks from a forkserver; timeout(1) signals its whole process group). Skips
+# count as failures, as above. In multi-GPU mode only the cases that need several GPUs run
+# (`-k "not shared"` leaves out the ranks-share-cuda:0 parametrisations, which one GPU covers).
+python_tests() {
+  local limit out rc tally passed failed_n skipped errors note
+  local select=()
+  ((multi_gpu)) && select=(-k "not shared")
+  limit="$(step_limit 240)"
+  if [[ $ext_ok -ne 1 ]]; then
+    record test_gpu.py FAIL 0 "not run: no extension"
+    return
+  fi
+  out_of_time test_gpu.py "$limit" && return
   step_start "test_gpu.py"
   out="$build/test_gpu_py.out"
   (cd "$repo" && PYTHONPATH="$repo/tests/python${PYTHONPATH:+:$PYTHONPATH}" \
-    timeout -k 10 "$limit" python3 -m pytest tests/python/test_gpu.py -q -p no:cacheprovider) \
-    2>&1 | tee "$out"
+    timeout -k 10 "$limit" python3 -m pytest tests/python/test_gpu.py \
+    tests/python/test_gpu_hardening.py "${select[@]}" -q -p no:cacheprovider) 2>&1 | tee "$out"
   rc=${PIPESTATUS[0]}
   # pytest's last line: "3 passed, 1 skipped in 41.2s" (any of passed/failed/skipped/error(s)).
   tally="$(tail -n 3 "$out" | grep -E '[0-9]+ (passed|failed|skipped|errors?)' | tail -n1)"
   count() { grep -oE "[0-9]+ $1" <<<"$tally" | grep -oE '^[0-9]+' || echo 0; }
   passed="$(count passed)" failed_n="$(count failed)" skipped="$(count skipped)"
   errors="$(count 'errors?')"
-  note="$passed passed, $failed_n failed, $skipped skipped, $errors errors"
+  note="$passed passed, $failed_n failed, $skipped skipped, $errors errors${select:+ (not shared)}"
   if [[ $rc -eq 0 && $passed -gt 0 && $skipped -eq 0 ]]; then
     record test_gpu.py ok $((SECONDS - t0)) "$note"
   else
     [[ $rc -eq 124 || $rc -eq 137 ]] && rc="$rc (timed out after ${limit}s)"
     record test_gpu.py FAIL $((SECONDS - t0)) "rc $rc, $note"
   fi
-fi
+}
 
-# --- 6. xccl vs NCCL at world size 1 -----------------------------------------------------------
-limit="$(step_limit 120)"
-if [[ $ext_ok -ne 1 ]]; then
-  record gpu_overhead FAIL 0 "not run: no extension"
-elif ! out_of_time gpu_overhead "$limit"; then
+# --- 6. xccl vs NCCL on every GPU (multi-GPU mode) ---------------------------------------------
+# benchmarks/gpu_bench.py: one `python -m xccl.bench` run per mode (own plan, graph replay,
+# kernel route, vendor route) inside its own time limit, which it shares out; the markdown
+# tables go to $logdir/gpu_bench/gpu_bench.md and into the summary.
+gpu_bench() {
+  local limit out rc dir="$logdir/gpu_bench"
+  limit="$(step_limit 200)"
+  if [[ $ext_ok -ne 1 ]]; then
+    record gpu_bench FAIL 0 "not run: no extension"
+    return
+  fi
+  out_of_time gpu_bench "$limit" && return
+  step_start "gpu_bench ($gpu_count GPUs)"
+  out="$build/gpu_bench.out"
+  # Its own limit leaves 15 s to write the tables after the last run.
+  timeout -k 10 "$limit" python3 "$repo/benchmarks/gpu_bench.py" --out "$dir" \
+    --nranks "$gpu_count" --time-limit $((limit > 45 ? limit - 15 : 30)) 2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  gpu_bench_lines="$(sed -n '/^== gpu_bench/,$p' "$out")"
+  case $rc in
+    0) record gpu_bench ok $((SECONDS - t0)) "tables: $dir/gpu_bench.md" ;;
+    124 | 137) record gpu_bench FAIL $((SECONDS - t0)) "timed out after ${limit}s" ;;
+    *) record gpu_bench FAIL $((SECONDS - t0)) "rc $rc: a run or a check failed (see $dir)" ;;
+  esac
+}
+
+# --- 7. xccl vs NCCL at world size 1 -----------------------------------------------------------
+gpu_overhead() {
+  local limit out rc
+  limit="$(step_limit 120)"
+  if [[ $ext_ok -ne 1 ]]; then
+    record gpu_overhead FAIL 0 "not run: no extension"
+    return
+  fi
+  out_of_time gpu_overhead "$limit" "$optional" && return
   step_start "gpu_overhead"
   out="$build/gpu_overhead.out"
   # Its own time limit (counted after torch's import) ends a hung run with the rows it has.
@@ -279,38 +355,49 @@ elif ! out_of_time gpu_overhead "$limit"; then
     124 | 137) record gpu_overhead FAIL $((SECONDS - t0)) "timed out after ${limit}s" ;;
     *) record gpu_overhead FAIL $((SECONDS - t0)) "rc $rc: a measurement failed (see the table)" ;;
   esac
-fi
+}
 
-# --- 7. Kernel benchmark -----------------------------------------------------------------------
-limit="$(step_limit 240)"
-if [[ $native_ok -ne 1 ]]; then
-  record kernel_bench FAIL 0 "not run: no build"
-  print_summary
-  exit $failed
-fi
-if out_of_time kernel_bench "$limit"; then
-  print_summary
-  exit $failed
-fi
-step_start "kernel bench"
-bench_out="$build/kernel_bench.out"
-# Less than its full time left: the --quick sweep (every 64x in size instead of 8x).
-quick=()
-((limit < 240)) && quick=(--quick)
-timeout -k 10 "$limit" "$gpu_tests/xccl_kernel_bench" "${quick[@]}" \
-  --csv "$logdir/kernel_bench.csv" 2>&1 | tee "$bench_out"
-rc=${PIPESTATUS[0]}
-if [[ $rc -eq 0 ]]; then
-  record kernel_bench ok $((SECONDS - t0)) "${quick[*]:+--quick, }csv: $logdir/kernel_bench.csv"
-  # The roofline and each kernel's largest-size row (world 8) for the summary.
-  bench_lines="$(grep -m1 'HBM roofline' "$bench_out")"$'\n'"$(
-    awk '$1 ~ /^[a-z_0-9]+$/ && $1 !~ /^[0-9]/ && $1 != "collective" && $2 == 8 { last[$1] = $0 }
-         END { for (k in last) print last[k] }' "$bench_out" |
-      sort)"
+# --- 8. Kernel benchmark (virtual ranks on one GPU) --------------------------------------------
+kernel_bench() {
+  local limit bench_out rc
+  limit="$(step_limit 240)"
+  if [[ $native_ok -ne 1 ]]; then
+    record kernel_bench FAIL 0 "not run: no build"
+    return
+  fi
+  out_of_time kernel_bench "$limit" "$optional" && return
+  step_start "kernel bench"
+  bench_out="$build/kernel_bench.out"
+  # Less than its full time left: the --quick sweep (every 64x in size instead of 8x).
+  local quick=()
+  ((limit < 240)) && quick=(--quick)
+  timeout -k 10 "$limit" "$gpu_tests/xccl_kernel_bench" "${quick[@]}" \
+    --csv "$logdir/kernel_bench.csv" 2>&1 | tee "$bench_out"
+  rc=${PIPESTATUS[0]}
+  if [[ $rc -eq 0 ]]; then
+    record kernel_bench ok $((SECONDS - t0)) "${quick[*]:+--quick, }csv: $logdir/kernel_bench.csv"
+    # The roofline and each kernel's largest-size row (world 8) for the summary.
+    bench_lines="$(grep -m1 'HBM roofline' "$bench_out")"$'\n'"$(
+      awk '$1 ~ /^[a-z_0-9]+$/ && $1 !~ /^[0-9]/ && $1 != "collective" && $2 == 8 { last[$1] = $0 }
+           END { for (k in last) print last[k] }' "$bench_out" |
+        sort)"
+  else
+    [[ $rc -eq 124 || $rc -eq 137 ]] && rc="$rc (timed out after ${limit}s)"
+    record kernel_bench FAIL $((SECONDS - t0)) "rc $rc"
+  fi
+}
+
+# Multi-GPU mode: the table across GPUs first (what RESULTS.md records), then the tests that
+# need several GPUs, then the one-GPU benchmarks with what is left (optional there).
+optional=""
+if ((multi_gpu)); then
+  gpu_bench
+  python_tests
+  optional=optional
 else
-  [[ $rc -eq 124 || $rc -eq 137 ]] && rc="$rc (timed out after ${limit}s)"
-  record kernel_bench FAIL $((SECONDS - t0)) "rc $rc"
+  python_tests
 fi
-
+gpu_overhead
+kernel_bench
 print_summary
 exit $failed

@@ -50,6 +50,7 @@ WORLD_SIZES = (1, 2, 3, 4)
 # The environment that makes a one-host group use each transport (docs/shm.md); "hierarchical"
 # also sets XCCL_SHM_HOST_ID per rank (_entry).
 TRANSPORT_ENV = {"shm": {}, "tcp": {"XCCL_SHM_DISABLE": "1"}, "hierarchical": {}}
+PLACEMENTS = ("shared", "spread")
 LOG_TAIL_CHARS = 3000
 MAX_REPORTED_FAILURES = 40
 _context = None
@@ -205,8 +206,17 @@ def group_transport(group=None) -> str:
     return pg._get_backend(torch.device("cpu")).transport
 
 
+def device_index(placement: str, rank: int) -> int:
+    """The CUDA device a rank uses under `placement` (see PLACEMENTS)."""
+    if placement == "shared":
+        return 0
+    if placement == "spread":
+        return rank % torch.cuda.device_count()
+    raise ValueError(f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)}")
+
+
 def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_options, env,
-           started, transport):
+           started, transport, placement):
     """Runs in the rank's process."""
     log = os.open(os.path.join(workdir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT, 0o644)
     os.dup2(log, 1)
@@ -219,6 +229,9 @@ def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_optio
         os.environ["XCCL_SHM_HOST_ID"] = f"simulated-host-{rank % 2}"
     # Up to 4 ranks share 2 cores: intra-op threads would only spin against each other.
     torch.set_num_threads(1)
+    if placement is not None:
+        # Before the group exists, so that its GPU side sees the device it will use.
+        torch.cuda.set_device(device_index(placement, rank))
     result = os.path.join(workdir, f"rank{rank}.pkl")
     payload: dict = {}
     phases = {"start": time.time() - started}
@@ -261,14 +274,16 @@ def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_optio
 
 def spawn(fn: Callable, world_size: int, *args, timeout: float = 120.0, init: bool = True,
           pg_timeout: float = 60.0, pg_options: dict | None = None,
-          env: dict | None = None, transport: str | None = None) -> list[Outcome]:
+          env: dict | None = None, transport: str | None = None,
+          placement: str | None = None) -> list[Outcome]:
     """Runs fn(rank, world_size, *args) on `world_size` fresh processes; never hangs.
 
     `timeout` bounds the whole spawn (wall clock); `pg_timeout` is the default group's timeout
     (seconds). `pg_options` is a dict of xccl.Options attributes (e.g. {"algorithm": "ring"}),
     built into an Options in the rank. `env` is applied in each rank before anything else runs.
     `transport` ("shm", "tcp", "hierarchical" or None for the default) selects and checks the
-    group's transport (module docstring).
+    group's transport (module docstring). `placement` ("shared", "spread" or None) picks each
+    rank's CUDA device before anything else runs in it (`device_index`).
     """
     if transport in ("shm", "hierarchical") and default_transport() == "tcp":
         import pytest
@@ -288,7 +303,7 @@ def spawn(fn: Callable, world_size: int, *args, timeout: float = 120.0, init: bo
             p = context.Process(
                 target=_entry, name=f"xccl-rank{rank}",
                 args=(fn, rank, world_size, args, workdir, store.port if store else 0, init,
-                      pg_timeout, pg_options, env, started, transport))
+                      pg_timeout, pg_options, env, started, transport, placement))
             p.start()
             processes.append(p)
         deadline = started + timeout

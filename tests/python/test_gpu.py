@@ -1,11 +1,17 @@
 """Backend "xccl" on CUDA tensors: every route of csrc/backend/gpu_ops.h, stream semantics and
 CUDA graph capture. Skipped without a CUDA GPU.
 
-With one GPU the ranks share it (separate processes on device 0, time-sliced: correctness only,
-never timing). Sharing a GPU is what NCCL refuses and xccl's kernels allow, so the kernel-capable
-collectives run xccl's kernels over CUDA IPC and the others go through host memory; the vendor
-route is exercised at world size 1 (XCCL_GPU_ALGO=nccl), the only NCCL group one GPU can hold.
-Inputs are small integers, so sums are exact in float16 and bfloat16 too.
+Each multi-rank test runs in two placements (dist_harness.device_index). "shared": every rank on
+cuda:0 (separate processes, time-sliced: correctness only, never timing). Sharing a GPU is what
+NCCL refuses and xccl's kernels allow, so the kernel-capable collectives run xccl's kernels over
+CUDA IPC on one device and the others go through host memory. "spread": rank r on
+cuda:(r % device_count), collected only where there are 2 or more GPUs: with at least as many
+GPUs as ranks this is the deployment case (IPC and peer access across devices, the fabric plan,
+NCCL at world size > 1 for what no kernel runs); with fewer, some ranks still share a device and
+the group behaves as shared. The vendor route at world size 1 is exercised with
+XCCL_GPU_ALGO=nccl. Inputs are small integers, so sums are exact in float16 and bfloat16 too.
+The issue-9 hardening cases (ordering across routes, failures, shutdown) are in
+test_gpu_hardening.py.
 """
 
 from __future__ import annotations
@@ -17,12 +23,30 @@ import torch
 import torch.distributed as dist
 from dist_harness import Checker, result, run_checks
 
+if torch.cuda.is_available():
+    DEVICES = torch.cuda.device_count()
+else:
+    DEVICES = 0
+
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 R = dist.ReduceOp
 KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 COUNTS = (0, 1, 7, 1001, 70_001, 1_000_003)
 WORLDS = (2, 3, 4)
+
+
+def placement_cases(worlds) -> list:
+    """pytest.param((world_size, placement)): every world shared on cuda:0, and spread over the
+    GPUs where there are several (not collected, rather than skipped, on one GPU: a skip on a
+    GPU machine reads as a failure in benchmarks/device_check.sh)."""
+    placements = ("shared", "spread") if DEVICES >= 2 else ("shared",)
+    return [pytest.param(w, p, id=f"{w}-{p}") for w in worlds for p in placements]
+
+
+def shares_a_gpu(world: int, placement: str) -> bool:
+    """Whether two ranks of the group use one device (then NCCL is out: host route)."""
+    return placement == "shared" or world > DEVICES
 
 
 def _input(dtype, n, rank, device="cuda"):
@@ -46,7 +70,6 @@ def _check_usable(chk, what, world):
 
 
 def _kernel_collectives(rank, world):
-    torch.cuda.set_device(0)
     chk = Checker(rank)
     for dtype in KERNEL_DTYPES:
         for n in COUNTS:
@@ -90,15 +113,14 @@ def _kernel_collectives(rank, world):
     return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLDS)
-def test_kernel_route(world_size):
-    run_checks(_kernel_collectives, world_size, min_checks=85, timeout=600)
+@pytest.mark.parametrize("world_size,placement", placement_cases(WORLDS))
+def test_kernel_route(world_size, placement):
+    run_checks(_kernel_collectives, world_size, min_checks=85, timeout=600, placement=placement)
 
 
 def _chunked(rank, world):
     # XCCL_GPU_WORKSPACE_BYTES=64 KiB: all_reduce and broadcast run in chunks; the larger
-    # all_gather goes through host memory (the ranks share the GPU).
-    torch.cuda.set_device(0)
+    # all_gather goes through host memory where the ranks share a GPU, else to NCCL.
     chk = Checker(rank)
     n = 300_007
     x = _input(torch.float32, n, rank)
@@ -115,17 +137,19 @@ def _chunked(rank, world):
     return result(chk)
 
 
-def test_messages_larger_than_the_workspace():
-    run_checks(_chunked, 3, min_checks=3, timeout=300,
+@pytest.mark.parametrize("world_size,placement", placement_cases((3,)))
+def test_messages_larger_than_the_workspace(world_size, placement):
+    run_checks(_chunked, world_size, min_checks=3, timeout=300, placement=placement,
                env={"XCCL_GPU_WORKSPACE_BYTES": str(64 * 1024)})
 
 
-def _host_route(rank, world):
-    torch.cuda.set_device(0)
+def _without_kernel(rank, world, shared):
+    # Calls no kernel runs: host route where ranks share a GPU (shared), NCCL otherwise; bitwise
+    # reductions go through host memory either way (NCCL has none).
     chk = Checker(rank)
     x = torch.arange(10, dtype=torch.int64, device="cuda") * (rank + 1)
     dist.all_reduce(x)
-    chk.equal("int64 all_reduce (no kernel: host)", x.cpu(),
+    chk.equal("int64 all_reduce (no kernel)", x.cpu(),
               torch.arange(10, dtype=torch.int64) * sum(range(1, world + 1)))
     x = torch.full((5,), rank + 1, dtype=torch.int32, device="cuda")
     dist.all_reduce(x, op=R.BXOR)
@@ -147,9 +171,12 @@ def _host_route(rank, world):
         got = torch.zeros(3, device="cuda")
         dist.recv(got, src=0)
         chk.equal("send/recv", got.cpu(), torch.full((3,), 42.0))
-        sender = dist.recv(got)  # from any source: rank 1 below
-        chk.equal("recv from any source names the sender", sender, 1)
-        chk.equal("recv from any source", got.cpu(), torch.full((3,), 7.0))
+        # From any source: only the host route has it (NCCL has no receive from any source).
+        if shared:
+            chk.equal("recv from any source names the sender", dist.recv(got), 1)
+        else:
+            dist.recv(got, src=1)
+        chk.equal("recv from rank 1", got.cpu(), torch.full((3,), 7.0))
     if rank == 1:
         dist.send(torch.full((3,), 7.0, device="cuda"), dst=world - 1)
     # Uneven all_to_all: rank r sends q + 1 elements to rank q.
@@ -159,30 +186,41 @@ def _host_route(rank, world):
                            input_split_sizes=[q + 1 for q in range(world)])
     chk.equal("uneven all_to_all", recv.cpu(),
               torch.cat([torch.full((rank + 1,), float(r)) for r in range(world)]))
-    # A coalesced batch runs on NCCL, which refuses ranks sharing a GPU: a clear ValueError,
-    # after which no call is caught in a batch left open. (torch itself keeps the group marked
-    # as coalescing after a batch raised, until the next batch ends: the CPU batch comes first.)
+    # A coalesced batch runs on NCCL: on distinct GPUs it runs; where ranks share a GPU NCCL
+    # refuses them, a clear ValueError, after which no call is caught in a batch left open.
+    # (torch itself keeps the group marked as coalescing after a batch raised, until the next
+    # batch ends: the CPU batch comes first.)
     nxt, prev = (rank + 1) % world, (rank - 1) % world
-    chk.raises("batch_isend_irecv of CUDA tensors on a shared GPU",
-               lambda: dist.batch_isend_irecv([
-                   dist.P2POp(dist.isend, torch.ones(4, device="cuda"), nxt),
-                   dist.P2POp(dist.irecv, torch.empty(4, device="cuda"), prev)]),
-               types=(ValueError,))
+    got = torch.zeros(4, device="cuda")
+
+    def cuda_batch():
+        for w in dist.batch_isend_irecv([
+                dist.P2POp(dist.isend, torch.full((4,), float(rank), device="cuda"), nxt),
+                dist.P2POp(dist.irecv, got, prev)]):
+            w.wait()
+    if shared:
+        chk.raises("batch_isend_irecv of CUDA tensors on a shared GPU", cuda_batch,
+                   types=(ValueError,))
+    else:
+        cuda_batch()
+        chk.equal("batch_isend_irecv of CUDA tensors (NCCL)", got.cpu(),
+                  torch.full((4,), float(prev)))
     got = torch.zeros(4)
     for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((4,), float(rank)), nxt),
                                      dist.P2POp(dist.irecv, got, prev)]):
         w.wait()
-    chk.equal("CPU batch after the refused one", got, torch.full((4,), float(prev)))
-    _check_usable(chk, "CUDA all_reduce after the refused batch", world)
+    chk.equal("CPU batch after the CUDA one", got, torch.full((4,), float(prev)))
+    _check_usable(chk, "CUDA all_reduce after the batches", world)
     return result(chk)
 
 
-def test_host_route_when_ranks_share_the_gpu():
-    run_checks(_host_route, 3, min_checks=7, timeout=300)
+@pytest.mark.parametrize("world_size,placement", placement_cases((3,)))
+def test_calls_without_a_kernel(world_size, placement):
+    run_checks(_without_kernel, world_size, shares_a_gpu(world_size, placement), min_checks=7,
+               timeout=300, placement=placement)
 
 
 def _streams_and_graphs(rank, world):
-    torch.cuda.set_device(0)
     chk = Checker(rank)
     n = 4099
     # wait() without a timeout orders the caller's stream after the collective; the future's
@@ -227,12 +265,12 @@ def _streams_and_graphs(rank, world):
     return result(chk)
 
 
-def test_stream_semantics_and_graph_capture():
-    run_checks(_streams_and_graphs, 2, min_checks=9, timeout=300)
+@pytest.mark.parametrize("world_size,placement", placement_cases((2,)))
+def test_stream_semantics_and_graph_capture(world_size, placement):
+    run_checks(_streams_and_graphs, world_size, min_checks=9, timeout=300, placement=placement)
 
 
 def _vendor_world_one(rank, world):
-    torch.cuda.set_device(0)
     chk = Checker(rank)
     x = torch.arange(100, dtype=torch.float32, device="cuda")
     dist.all_reduce(x)
@@ -241,7 +279,7 @@ def _vendor_world_one(rank, world):
     dist.all_reduce(x, op=R.MAX)
     chk.equal("NCCL int64 MAX", x.cpu(), torch.arange(10, dtype=torch.int64))
     # A coalesced batch of CUDA calls runs as one NCCL group; its Work covers them all.
-    cuda = torch.device("cuda", 0)
+    cuda = torch.device("cuda", torch.cuda.current_device())
     a, b = torch.arange(5.0, device=cuda), torch.arange(7.0, device=cuda) * 2
     with dist._coalescing_manager(device=cuda, async_ops=True) as cm:
         dist.broadcast(a, src=0)
@@ -274,4 +312,5 @@ def _vendor_world_one(rank, world):
 def test_vendor_route_at_world_size_one():
     if not dist.is_nccl_available():
         pytest.skip("this torch has no NCCL")
-    run_checks(_vendor_world_one, 1, min_checks=7, timeout=300, env={"XCCL_GPU_ALGO": "nccl"})
+    run_checks(_vendor_world_one, 1, min_checks=7, timeout=300, placement="shared",
+               env={"XCCL_GPU_ALGO": "nccl"})

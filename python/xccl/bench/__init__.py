@@ -6,7 +6,8 @@ against a reference backend, nccl-tests method. See benchmarks/README.md.
     torchrun --nproc-per-node 8 -m xccl.bench         # the launcher's ranks, GPUs if present
 
 Modules: options (command line), method (the measurement rules, pure), runner (one rank),
-launch (torchrun or self-started ranks), report (progress, table, CSV, JSON, plot). Only runner
+launch (torchrun or self-started ranks), report (progress, table, CSV, JSON, plot), markdown
+(xccl-vs-NCCL markdown tables from --json files: `python -m xccl.bench.markdown`). Only runner
 imports torch, so the others load fast and test without the extension.
 """
 

@@ -21,6 +21,11 @@ DEFAULT_MIN = "8"
 DEFAULT_MAX = "64M"
 DEFAULT_FACTOR = 4
 
+# --timing: "batch" synchronises the device once per BATCH_CALLS calls, so a GPU call's time
+# excludes the host round trip of a synchronize that an application would not pay per call.
+TIMINGS = ("call", "batch")
+BATCH_CALLS = 10
+
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 
@@ -55,6 +60,14 @@ def size_series(low: int, high: int, factor: int) -> list:
     while size <= high:
         sizes.append(size)
         size *= factor
+    return sizes
+
+
+def parse_sizes(text: str) -> list:
+    """'8,1K,256M' -> [8, 1024, 268435456]: an explicit list, ascending, repeats dropped."""
+    sizes = sorted({parse_size(part) for part in str(text).split(",") if part.strip()})
+    if not sizes or sizes[0] < 1:
+        raise ValueError(f"not a list of positive sizes: {text!r}")
     return sizes
 
 
@@ -103,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
                                            "torchrun spell it --maxbytes or -e)")
     what.add_argument("--factor", "--stepfactor", "-f", type=int, default=DEFAULT_FACTOR,
                       help=f"size multiplier between steps (default {DEFAULT_FACTOR})")
+    what.add_argument("--sizes", type=_argparse_type(parse_sizes), default=None, metavar="LIST",
+                      help="explicit comma list of sizes (e.g. 8,1K,256M), instead of --min, "
+                           "--max and --factor")
     what.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
                       help="element type (default float32)")
     who = parser.add_argument_group("who takes part")
@@ -124,6 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--target-time", type=float, default=0.25, metavar="S",
                      help="seconds of timed iterations per size and backend when --iters is "
                           "not given (default 0.25)")
+    how.add_argument("--timing", choices=TIMINGS, default="call",
+                     help="call: each call timed alone, with a device synchronize after it on "
+                          f"CUDA (default); batch: {BATCH_CALLS} calls back to back per "
+                          "synchronize, the time divided among them (nccl-tests' way; the "
+                          "same as call on CPU)")
+    how.add_argument("--graph", type=int, default=0, metavar="K",
+                     help="CUDA only: capture K calls of each size in a CUDA graph per backend "
+                          "and time its replays (per-call time = replay time / K)")
     how.add_argument("--check", action="store_true",
                      help="verify every size against an exact expectation (integer-valued "
                           "inputs); exit 1 on any failure")
@@ -144,10 +168,15 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        args.sizes = size_series(args.min_bytes, args.max_bytes, args.factor)
-    except ValueError as error:
-        parser.error(str(error))
+    if args.sizes is None:
+        try:
+            args.sizes = size_series(args.min_bytes, args.max_bytes, args.factor)
+        except ValueError as error:
+            parser.error(str(error))
+    if args.graph < 0:
+        parser.error("--graph must be >= 0")
+    if args.graph and args.device == "cpu":
+        parser.error("--graph captures CUDA graphs: it needs --device cuda (or auto with GPUs)")
     for name in ("nranks", "warmup", "iters"):
         value = getattr(args, name)
         if value is not None and value < (0 if name == "warmup" else 1):

@@ -20,7 +20,7 @@ import torch.distributed as dist
 import xccl  # registers the "xccl" backend with torch.distributed
 
 from . import method, report
-from .options import DTYPES, format_size
+from .options import BATCH_CALLS, DTYPES, format_size
 
 CONTROL_BACKEND = "gloo"  # barriers and result gathering: CPU tensors, works beside any backend
 CHECK_SENTINEL = 99  # output buffers hold this before a checked call: no exact result equals it
@@ -82,6 +82,8 @@ class Rank:
             raise RuntimeError(f"torch's {args.dtype} is not {self.itemsize} bytes")
         self.floating = self.dtype.is_floating_point
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        # Calls per synchronize when timing (--timing batch); CPU calls complete on return.
+        self.batch = BATCH_CALLS if args.timing == "batch" and device.type == "cuda" else 1
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -145,15 +147,32 @@ class Rank:
         return passed
 
     def time_calls(self, call, iters: int) -> list:
-        """Per-call wall times; on CUDA each call is followed by a device synchronize, so a
-        time covers the collective, not just its launch."""
-        times = []
-        for _ in range(iters):
+        """Per-call wall times. On CUDA a device synchronize follows each call (--timing call)
+        or each batch of calls (--timing batch: one sample per batch, its time / its calls),
+        so a time covers the collective, not just its launch."""
+        times, done = [], 0
+        while done < iters:
+            calls = min(self.batch, iters - done)
             start = time.perf_counter()
-            call()
+            for _ in range(calls):
+                call()
             self.sync()
-            times.append(time.perf_counter() - start)
+            times.append((time.perf_counter() - start) / calls)
+            done += calls
         return times
+
+    def capture(self, call, count: int):
+        """`count` calls captured in one CUDA graph; returns its replay. One eager call first:
+        each backend sets itself up on its first call (xccl's workspace, NCCL's communicator),
+        which cannot happen during capture (docs/gpu.md)."""
+        call()
+        self.sync()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(count):
+                call()
+        self.sync()
+        return graph.replay  # holds the graph
 
     def measure(self, op: str, shape: dict, salt: int) -> dict:
         """Times every side on one size, interleaved; returns this rank's statistics and check
@@ -167,6 +186,13 @@ class Rank:
         self.fill_random(inp, salt)
         if out is not inp:
             self.fill_random(out, salt + 1)
+        # --graph K: a timed "call" is one replay of K captured calls (the check above ran the
+        # eager calls); every rank captures the sides in the same order, and replays stay
+        # matched because all ranks replay the same counts.
+        per_call = 1
+        if args.graph:
+            calls = {side.role: self.capture(calls[side.role], args.graph) for side in self.sides}
+            per_call = args.graph
 
         # Estimate one call's time to size the loops: two calls per side (the first pays for
         # lazy set-up), then, for calls short enough that one sample is mostly noise, the median
@@ -203,7 +229,8 @@ class Rank:
                     self.barrier()
                     times[self.sides[i].role] += self.time_calls(calls[self.sides[i].role],
                                                                  blocks[i][index])
-        return {side.role: {"stats": method.summarize(times[side.role]), "iters": n,
+        return {side.role: {"stats": method.summarize([t / per_call for t in times[side.role]]),
+                            "iters": n,
                             "warmup": w, "check": passed.get(side.role)}
                 for side, n, w in zip(self.sides, iters, warmups)}
 
@@ -253,7 +280,11 @@ def metadata(args, world: int, device: torch.device, sides: list) -> dict:
             "bytes": "all_reduce/broadcast buffer, all_gather output, reduce_scatter/all_to_all "
                      "input",
             "check": args.check, "seed": args.seed,
+            "timing": args.timing, "batch_calls": BATCH_CALLS if args.timing == "batch" else 1,
+            "graph_calls": args.graph,
         },
+        # The GPU route xccl was told to take (docs/environment.md); None: its own plan.
+        "xccl_gpu_algo": os.environ.get("XCCL_GPU_ALGO") or None,
         "argv": args.argv,
     }
 
