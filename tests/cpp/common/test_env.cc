@@ -95,8 +95,12 @@ TEST(EnvIntegers, RangeAndStepAreInclusiveBounds) {
 
 TEST(EnvBooleans, AcceptEverySpellingInAnyCase) {
   const Variable v = testVariable("XCCL_TEST_BOOL", Kind::kBoolean);
-  for (const char* yes : {"1", "true", "TRUE", "Yes", "on", "ON"}) EXPECT_EQ(checkValue(v, yes), "1");
-  for (const char* no : {"0", "false", "False", "NO", "off"}) EXPECT_EQ(checkValue(v, no), "0");
+  for (const char* yes : {"1", "true", "TRUE", "Yes", "on", "ON"}) {
+    EXPECT_EQ(checkValue(v, yes), "1");
+  }
+  for (const char* no : {"0", "false", "False", "NO", "off"}) {
+    EXPECT_EQ(checkValue(v, no), "0");
+  }
   for (const char* bad : {"2", "-1", "y", "enable", "maybe", " 1"}) {
     const std::string message = invalidMessage([&] { checkValue(v, bad); });
     EXPECT_NE(message.find("not a boolean"), std::string::npos) << message;

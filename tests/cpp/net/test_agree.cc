@@ -57,7 +57,8 @@ TEST(SettingsMismatch, NamesEachDifferingSettingAndGroupsRanksByValue) {
 
 TEST(SettingsMismatch, ANameOneRankLacksIsADifference) {
   std::vector<Settings> byRank = {{{"A", "1"}}, {{"A", "1"}, {"B", "2"}}};
-  EXPECT_EQ(settingsMismatch(byRank), "B differs across ranks: rank 0 has (absent), rank 1 has '2'");
+  EXPECT_EQ(settingsMismatch(byRank),
+            "B differs across ranks: rank 0 has (absent), rank 1 has '2'");
   EXPECT_EQ(settingsMismatch({}), "");
   EXPECT_EQ(settingsMismatch({{{"A", "x"}}}), "") << "one rank always agrees with itself";
 }
