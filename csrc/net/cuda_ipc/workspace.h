@@ -64,10 +64,11 @@ class Workspace {
   // at once. After a failed vote each rank first closes the mappings it opened, publishes that
   // (attemptKeys().released), and frees its allocation only once every rank has; a rank that
   // does not publish within the timeout leaves the others' allocations unfreed until exit.
-  // Throws, alike on every rank: kInvalidArgument for bad arguments (size, rank, attempt,
-  // whyNot == nullptr) and for unequal dataBytes; kTimeout naming the ranks that did not publish
-  // a step within `timeout` (all steps together); this rank's allocation is then kept until exit,
-  // since a peer may have mapped it.
+  // *whyNot is written only when returning nullptr. A bad device on one rank is that rank's "no".
+  // Throws kInvalidArgument, alike on every rank, for bad arguments (size, rank, attempt,
+  // whyNot == nullptr) and for unequal dataBytes; kTimeout, on the ranks that waited, naming the
+  // ranks that did not publish a step within `timeout` (all steps together); this rank's
+  // allocation is then kept until exit, since a peer may have mapped it.
   static std::unique_ptr<Workspace> createAgreed(Store& store, const std::string& prefix,
                                                  int attempt, int rank, int size, int device,
                                                  size_t dataBytes,
