@@ -2,64 +2,239 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "common/error.h"
 
 namespace xccl::env {
 namespace {
 
-// Keep in sync with docs/environment.md (tests/python/test_docs.py checks it).
+constexpr bool kGroupWide = true, kPerRank = false;
+constexpr int64_t kKiB = 1024, kMiB = 1024 * kKiB, kGiB = 1024 * kMiB, kTiB = 1024 * kGiB;
+// Byte counts with no tighter bound stop at 1 TiB: more than any one host's or GPU's memory, and
+// small enough that products with any world size stay far inside 64 bits.
+constexpr int64_t kMaxBytes = kTiB;
+
+Variable declare(const char* name, const char* defaultValue, Kind kind, const char* meaning) {
+  Variable v;
+  v.name = name;
+  v.defaultValue = defaultValue;
+  v.meaning = meaning;
+  v.kind = kind;
+  return v;
+}
+
+Variable text(const char* name, const char* meaning) {
+  return declare(name, "", Kind::kText, meaning);
+}
+
+Variable integer(const char* name, const char* defaultValue, int64_t min, int64_t max,
+                 int64_t multipleOf, bool groupWide, const char* meaning) {
+  Variable v = declare(name, defaultValue, Kind::kInteger, meaning);
+  v.min = min;
+  v.max = max;
+  v.multipleOf = multipleOf;
+  v.groupWide = groupWide;
+  return v;
+}
+
+Variable boolean(const char* name, const char* defaultValue, const char* meaning) {
+  return declare(name, defaultValue, Kind::kBoolean, meaning);
+}
+
+Variable choice(const char* name, const char* defaultValue, std::vector<std::string> choices,
+                bool groupWide, const char* meaning) {
+  Variable v = declare(name, defaultValue, Kind::kChoice, meaning);
+  v.choices = std::move(choices);
+  v.groupWide = groupWide;
+  return v;
+}
+
+// Keep in sync with docs/environment.md: tests/python/test_env_defaults.py checks the names,
+// tests/cpp/common/test_env.cc the defaults and accepted values. Each range says why it stops
+// where it does; the readers (grep the name) rely on these bounds instead of re-checking.
 const std::vector<Variable> kVariables = {
-    {"XCCL_LOG_LEVEL", "warn", "Log verbosity: error, warn, info, debug."},
-    {"XCCL_SOCKET_IFNAME", "",
-     "Interface (or comma-separated list) whose address the TCP transport listens on; default: "
-     "the address that reaches the store's host, else the hostname's address."},
-    {"XCCL_CONNECT_TIMEOUT_MS", "",
-     "Bound for building the TCP mesh at group creation; default: the group timeout."},
-    {"XCCL_ALGO", "",
-     "Force an algorithm for every collective that has it: direct or ring (TCP, even where "
-     "shared memory is available), shm (shared memory where every rank is on one host), auto; "
-     "unknown names are rejected at group creation."},
-    {"XCCL_RING_CHUNK_BYTES", "524288",
-     "Pipelining chunk of the ring algorithms, in bytes (measured best on loopback TCP)."},
-    {"XCCL_SMALL_MSG_BYTES", "65536",
-     "Messages at or below this use the latency algorithms (direct exchange) instead of rings."},
-    {"XCCL_SHM_DISABLE", "0",
-     "1 on any rank: the group's collectives use TCP even when every rank is on one host."},
-    {"XCCL_SHM_SLOT_BYTES", "",
-     "Bytes of one shared-memory slot (each rank has two); default: 4 MiB, reduced to fit in "
-     "half of /dev/shm's free space."},
-    {"XCCL_SHM_HOST_ID", "",
-     "Which host this rank counts as when deciding which ranks share memory (for testing "
-     "multi-host groups on one machine); default: hostname and boot id."},
-    {"XCCL_SHM_TWO_SHOT_BYTES", "",
-     "Shared-memory all_reduce/reduce messages from this many bytes on use two-shot instead of "
-     "one-shot, at 4 ranks (scaled for other world sizes, docs/shm.md); 0: always two-shot; "
-     "default: the measured 2 MiB."},
-    {"XCCL_TOPO_FILE", "",
-     "Load the machine topology from this JSON file (docs/topology.md) instead of probing "
-     "sysfs, NVML and KFD; for VMs that hide the real topology and for planning offline."},
-    {"XCCL_TOPO_DUMP_FILE", "",
-     "Write the topology xccl found (or loaded) to this JSON file, for bug reports and for "
-     "editing into an XCCL_TOPO_FILE."},
-    {"XCCL_PIN_PROGRESS", "1",
-     "0: leave transport progress threads where the scheduler puts them instead of pinning them "
-     "to the CPUs near the NIC (or GPU) they serve."},
-    {"XCCL_GPU_ALGO", "",
-     "Force the GPU plan (docs/algorithms.md): auto, nccl (also rccl, vendor), kernel, "
-     "one_shot, two_shot, all_pairs; applies to every GPU collective that can run it."},
-    {"XCCL_GPU_WORKSPACE_BYTES", "33554432",
-     "Bytes of each rank's GPU workspace (device memory peers read through CUDA IPC, allocated "
-     "by a group's first GPU collective). all_reduce and broadcast run larger messages in "
-     "chunks of this size; all_gather, reduce_scatter and all_to_all with a larger per-rank "
-     "input go to NCCL/RCCL (or host memory when ranks share a GPU)."},
+    // common/logging.cc compares exactly these four.
+    choice("XCCL_LOG_LEVEL", "warn", {"error", "warn", "info", "debug"}, kPerRank,
+           "Log verbosity: error, warn, info, debug."),
+    text("XCCL_SOCKET_IFNAME",
+         "Interface (or comma-separated list) whose address the TCP transport listens on; "
+         "default: the address that reaches the store's host, else the hostname's address."),
+    // At least 1 ms (to c10d stores 0 means "no bound"); at most what poll() takes as an int.
+    integer("XCCL_CONNECT_TIMEOUT_MS", "", 1, 2147483647, 1, kPerRank,
+            "Bound for building the TCP mesh at group creation; default: the group timeout."),
+    // algo/select.cc parseAlgorithm() accepts these; ranks on different algorithms deadlock.
+    choice("XCCL_ALGO", "auto", {"auto", "direct", "ring", "shm"}, kGroupWide,
+           "Force an algorithm for every collective that has it: direct or ring (TCP, even where "
+           "shared memory is available), shm (shared memory where every rank is on one host), "
+           "auto; unknown names are rejected at group creation."),
+    // Below a page per step the uint32 chunk tags of a ring wrap for multi-GiB messages
+    // (algo/ring.cc); above 1 GiB a chunk is a whole message and only costs buffer memory.
+    integer("XCCL_RING_CHUNK_BYTES", "524288", 4 * kKiB, kGiB, 1, kGroupWide,
+            "Pipelining chunk of the ring algorithms, in bytes (measured best on loopback TCP)."),
+    integer("XCCL_SMALL_MSG_BYTES", "65536", 0, kMaxBytes, 1, kGroupWide,
+            "Messages at or below this use the latency algorithms (direct exchange) instead of "
+            "rings."),
+    // Per rank by design: shm/segment.cc votes, and one rank's 1 turns shared memory off for all.
+    boolean("XCCL_SHM_DISABLE", "0",
+            "1 on any rank: the group's collectives use TCP even when every rank is on one host."),
+    // shm::kMinSlotBytes: a slot is at least one page. The creating rank's value sizes the
+    // segment and the others read it from its header, so ranks may differ.
+    integer("XCCL_SHM_SLOT_BYTES", "", 4 * kKiB, kMaxBytes, 1, kPerRank,
+            "Bytes of one shared-memory slot (each rank has two); default: 4 MiB, reduced to fit "
+            "in half of /dev/shm's free space."),
+    text("XCCL_SHM_HOST_ID",
+         "Which host this rank counts as when deciding which ranks share memory (for testing "
+         "multi-host groups on one machine); default: hostname and boot id."),
+    // 0 means "always two-shot"; the one/two-shot choice must match on every rank of a host.
+    integer("XCCL_SHM_TWO_SHOT_BYTES", "", 0, kMaxBytes, 1, kGroupWide,
+            "Shared-memory all_reduce/reduce messages from this many bytes on use two-shot "
+            "instead of one-shot, at 4 ranks (scaled for other world sizes, docs/shm.md); 0: "
+            "always two-shot; default: the measured 2 MiB."),
+    text("XCCL_TOPO_FILE",
+         "Load the machine topology from this JSON file (docs/topology.md) instead of probing "
+         "sysfs, NVML and KFD; for VMs that hide the real topology and for planning offline."),
+    text("XCCL_TOPO_DUMP_FILE",
+         "Write the topology xccl found (or loaded) to this JSON file, for bug reports and for "
+         "editing into an XCCL_TOPO_FILE."),
+    boolean("XCCL_PIN_PROGRESS", "1",
+            "0: leave transport progress threads where the scheduler puts them instead of "
+            "pinning them to the CPUs near the NIC (or GPU) they serve."),
+    // algo/gpu_plan.cc parseGpuForce() accepts these (nccl, rccl and vendor are one plan).
+    choice("XCCL_GPU_ALGO", "auto",
+           {"auto", "nccl|rccl|vendor", "kernel", "one_shot", "two_shot", "all_pairs"}, kGroupWide,
+           "Force the GPU plan (docs/algorithms.md): auto, nccl (also rccl, vendor), kernel, "
+           "one_shot, two_shot, all_pairs; applies to every GPU collective that can run it."),
+    // all_reduce and broadcast step through messages in chunks of this size: below one element
+    // a chunk holds nothing and the loop never ends (issue 9). At least a page; a multiple of
+    // net/cuda_ipc/layout.h's 256-byte part alignment, so every chunk starts 16-byte aligned
+    // for any element size (the kernels' vector width). 1 TiB: more than any GPU's memory.
+    integer("XCCL_GPU_WORKSPACE_BYTES", "33554432", 4 * kKiB, kMaxBytes, 256, kGroupWide,
+            "Bytes of each rank's GPU workspace (device memory peers read through CUDA IPC, "
+            "allocated by a group's first GPU collective). all_reduce and broadcast run larger "
+            "messages in chunks of this size; all_gather, reduce_scatter and all_to_all with a "
+            "larger per-rank input go to NCCL/RCCL (or host memory when ranks share a GPU)."),
 };
 
 std::mutex gMutex;
-std::map<std::string, std::string> gCache;
+std::map<std::string, std::string> gCache;  // name -> raw effective value, fixed on first read
+
+std::string lower(std::string value) {
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return value;
+}
+
+// Decimal or 0x-hexadecimal with an optional '-'. Strict on purpose: no leading '+' or spaces,
+// no trailing text, and no octal (stoll's base 0 would read "010" as 8).
+std::optional<int64_t> parseInteger(const std::string& value) {
+  const bool negative = !value.empty() && value[0] == '-';
+  const char* begin = value.data() + (negative ? 1 : 0);
+  const char* end = value.data() + value.size();
+  int base = 10;
+  if (end - begin > 2 && begin[0] == '0' && (begin[1] == 'x' || begin[1] == 'X')) {
+    base = 16;
+    begin += 2;
+  }
+  uint64_t magnitude = 0;
+  const auto [stop, error] = std::from_chars(begin, end, magnitude, base);
+  if (error != std::errc() || stop != end || begin == end) return std::nullopt;
+  const uint64_t limit = negative ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+  if (magnitude > limit) return std::nullopt;
+  return negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
+}
+
+// "2^N" for the large powers of two the tables use, decimal otherwise.
+std::string describeNumber(int64_t n) {
+  if (n >= kMiB && (n & (n - 1)) == 0) {
+    int exponent = 0;
+    while ((int64_t{1} << exponent) != n) ++exponent;
+    return "2^" + std::to_string(exponent);
+  }
+  return std::to_string(n);
+}
+
+// The spellings of one choice entry ("nccl|rccl|vendor"), canonical first.
+std::vector<std::string> spellings(const std::string& entry) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  for (size_t bar; (bar = entry.find('|', start)) != std::string::npos; start = bar + 1) {
+    names.push_back(entry.substr(start, bar - start));
+  }
+  names.push_back(entry.substr(start));
+  return names;
+}
+
+// (canonical, declared spelling) of the choice `value` names, in any case; nullopt for none.
+std::optional<std::pair<std::string, std::string>> matchChoice(const Variable& var,
+                                                               const std::string& value) {
+  const std::string wanted = lower(value);
+  for (const std::string& entry : var.choices) {
+    const std::vector<std::string> names = spellings(entry);
+    auto it = std::find(names.begin(), names.end(), wanted);
+    if (it != names.end()) return std::make_pair(names.front(), *it);
+  }
+  return std::nullopt;
+}
+
+// The canonical spelling of `value` (non-empty) for `var` (see checkValue in env.h), or nullopt
+// with *why saying what is wrong with it.
+std::optional<std::string> canonical(const Variable& var, const std::string& value,
+                                     const char** why) {
+  switch (var.kind) {
+    case Kind::kText: return value;
+    case Kind::kBoolean: {
+      const std::string v = lower(value);
+      if (v == "1" || v == "true" || v == "yes" || v == "on") return "1";
+      if (v == "0" || v == "false" || v == "no" || v == "off") return "0";
+      *why = "not a boolean";
+      return std::nullopt;
+    }
+    case Kind::kInteger: {
+      const std::optional<int64_t> n = parseInteger(value);
+      *why = !n                       ? "not an integer"
+             : *n < var.min           ? "below the minimum"
+             : *n > var.max           ? "above the maximum"
+             : *n % var.multipleOf != 0 ? "not a multiple"
+                                        : nullptr;
+      if (*why != nullptr) return std::nullopt;
+      return std::to_string(*n);
+    }
+    case Kind::kChoice: {
+      const std::optional<std::pair<std::string, std::string>> match = matchChoice(var, value);
+      if (match) return match->first;
+      *why = "unknown name";
+      return std::nullopt;
+    }
+  }
+  *why = "undeclared kind";
+  return std::nullopt;
+}
+
+// What checkValue throws and checkAll lists: names the variable, its value and what it accepts.
+std::string problem(const Variable& var, const std::string& value, const char* why) {
+  return detail::concat(var.name, "='", value, "' is invalid (", why, "): ", var.name,
+                        " accepts ", describeAccepted(var));
+}
+
+// The raw effective value of `var`, read from the environment once per process.
+std::string rawValue(const Variable& var) {
+  std::lock_guard<std::mutex> guard(gMutex);
+  auto it = gCache.find(var.name);
+  if (it != gCache.end()) return it->second;
+  const char* raw = std::getenv(var.name);
+  std::string value = (raw != nullptr && raw[0] != '\0') ? raw : var.defaultValue;
+  gCache.emplace(var.name, value);
+  return value;
+}
+
+}  // namespace
+
+const std::vector<Variable>& all() { return kVariables; }
 
 const Variable& find(const char* name) {
   auto it = std::find_if(kVariables.begin(), kVariables.end(),
@@ -68,43 +243,80 @@ const Variable& find(const char* name) {
   return *it;
 }
 
-}  // namespace
+std::string describeAccepted(const Variable& var) {
+  switch (var.kind) {
+    case Kind::kText: return "any text";
+    case Kind::kBoolean: return "boolean 1/0, true/false, yes/no, on/off";
+    case Kind::kInteger: {
+      std::string out = "integer " + describeNumber(var.min) + " to " + describeNumber(var.max);
+      if (var.multipleOf > 1) out += ", multiple of " + std::to_string(var.multipleOf);
+      return out;
+    }
+    case Kind::kChoice: {
+      std::string out = "one of ";
+      for (size_t i = 0; i < var.choices.size(); ++i) {
+        const std::vector<std::string> names = spellings(var.choices[i]);
+        out += (i == 0 ? "" : ", ") + names[0];
+        for (size_t j = 1; j < names.size(); ++j) {
+          out += (j == 1 ? " (or " : ", ") + names[j] + (j + 1 == names.size() ? ")" : "");
+        }
+      }
+      return out;
+    }
+  }
+  return "?";
+}
 
-const std::vector<Variable>& all() { return kVariables; }
+std::string checkValue(const Variable& var, const std::string& value) {
+  const char* why = nullptr;
+  std::optional<std::string> result = canonical(var, value, &why);
+  if (!result) XCCL_THROW(ErrorKind::kInvalidArgument, problem(var, value, why));
+  return *result;
+}
 
 std::string getString(const char* name) {
   const Variable& var = find(name);
-  std::lock_guard<std::mutex> guard(gMutex);
-  auto it = gCache.find(name);
-  if (it != gCache.end()) return it->second;
-  const char* raw = std::getenv(name);
-  std::string value = (raw != nullptr && raw[0] != '\0') ? raw : var.defaultValue;
-  gCache.emplace(name, value);
-  return value;
+  std::string value = rawValue(var);
+  if (value.empty()) return value;
+  (void)checkValue(var, value);
+  // Choices read back as declared ("INFO" as "info"): the readers compare exact spellings.
+  return var.kind == Kind::kChoice ? matchChoice(var, value)->second : value;
 }
 
 int64_t getInt(const char* name) {
-  std::string value = getString(name);
+  const Variable& var = find(name);
+  XCCL_CHECK(var.kind == Kind::kInteger, name, " is not an integer variable");
+  const std::string value = rawValue(var);
   XCCL_CHECK_ARG(!value.empty(), name, " is not set and has no default");
-  try {
-    size_t used = 0;
-    int64_t parsed = std::stoll(value, &used, 0);
-    XCCL_CHECK_ARG(used == value.size(), name, "=", value, " is not an integer");
-    return parsed;
-  } catch (const std::logic_error&) {
-    XCCL_THROW(ErrorKind::kInvalidArgument, name, "=", value, " is not an integer");
-  }
+  return std::stoll(checkValue(var, value));  // canonical decimal: cannot fail
 }
 
 bool getBool(const char* name) {
-  std::string value = getString(name);
-  std::transform(value.begin(), value.end(), value.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
-  if (value.empty() || value == "0" || value == "false" || value == "no" || value == "off") {
-    return false;
+  const Variable& var = find(name);
+  XCCL_CHECK(var.kind == Kind::kBoolean, name, " is not a boolean variable");
+  const std::string value = rawValue(var);
+  return !value.empty() && checkValue(var, value) == "1";
+}
+
+void checkAll() {
+  std::string problems;
+  for (const Variable& var : kVariables) {
+    const std::string value = rawValue(var);
+    const char* why = nullptr;
+    if (value.empty() || canonical(var, value, &why)) continue;
+    problems += (problems.empty() ? "" : "; ") + problem(var, value, why);
   }
-  XCCL_THROW(ErrorKind::kInvalidArgument, name, "=", value, " is not a boolean");
+  XCCL_CHECK_ARG(problems.empty(), problems);
+}
+
+std::vector<std::pair<std::string, std::string>> groupWideSettings() {
+  std::vector<std::pair<std::string, std::string>> settings;
+  for (const Variable& var : kVariables) {
+    if (!var.groupWide) continue;
+    const std::string value = getString(var.name);
+    settings.emplace_back(var.name, value.empty() ? value : checkValue(var, value));
+  }
+  return settings;
 }
 
 }  // namespace xccl::env

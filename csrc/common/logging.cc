@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "common/env.h"
+#include "common/error.h"
 
 namespace xccl::log {
 namespace {
@@ -11,7 +12,14 @@ namespace {
 std::atomic<int> gRank{-1};
 
 Level parseLevel() {
-  std::string value = env::getString("XCCL_LOG_LEVEL");
+  // Logging must never throw (it runs in destructors and progress threads): a bad value logs at
+  // the default level here and is reported by env::checkAll() at group creation.
+  std::string value;
+  try {
+    value = env::getString("XCCL_LOG_LEVEL");
+  } catch (const Error&) {
+    return Level::kWarn;
+  }
   if (value == "error") return Level::kError;
   if (value == "info") return Level::kInfo;
   if (value == "debug") return Level::kDebug;

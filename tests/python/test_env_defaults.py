@@ -519,7 +519,8 @@ def test_docs_list_every_xccl_variable():
     import re
 
     with open(os.path.join(REPO, "csrc", "common", "env.cc"), encoding="utf-8") as f:
-        declared = re.findall(r'\{"(XCCL_[A-Z0-9_]+)"', f.read())
+        # Each table entry starts a line: text("XCCL_...", integer("XCCL_...", ...
+        declared = re.findall(r'^\s*[a-z]+\("(XCCL_[A-Z0-9_]+)"', f.read(), re.M)
     assert "XCCL_TOPO_FILE" in declared and "XCCL_TOPO_DUMP_FILE" in declared
     assert set(declared) <= set(_names(_doc_sections()["XCCL variables"]))
 

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "net/agree.h"
+
 namespace xccl::net::cuda_ipc {
 namespace {
 
@@ -137,6 +139,29 @@ Record decodeRecord(const Bytes& bytes) {
   record.failure = r.getString("failure", kMaxFailureBytes);
   r.expectEnd();
   return record;
+}
+
+AttemptKeys attemptKeys(const std::string& prefix, int attempt) {
+  XCCL_CHECK_ARG(attempt >= 0, "cuda_ipc workspace '", prefix, "': attempt ", attempt,
+                 " (attempts count from 0)");
+  const std::string base = prefix + "/" + std::to_string(attempt) + "/";
+  return {base + "records", base + "votes", base + "released"};
+}
+
+std::string recordsVerdict(const std::vector<Record>& records) {
+  std::vector<std::string> failures;
+  for (const Record& record : records) {
+    // A failed rank with an empty reason still says no.
+    failures.push_back(!record.failed ? "" : record.failure.empty() ? "failed" : record.failure);
+  }
+  const std::string verdict = tally(failures);
+  if (!verdict.empty()) return verdict;
+  for (size_t r = 1; r < records.size(); ++r) {
+    XCCL_CHECK_ARG(records[r].dataBytes == records[0].dataBytes,
+                   "cuda_ipc workspace: ranks disagree on the data size: rank 0 passed ",
+                   records[0].dataBytes, " bytes, rank ", r, " passed ", records[r].dataBytes);
+  }
+  return "";
 }
 
 }  // namespace xccl::net::cuda_ipc

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "net/store.h"
@@ -48,5 +49,21 @@ struct Record {
 // enum values out of range), e.g. a stale key of an unrelated group under the same prefix.
 Bytes encodeRecord(const Record& record);
 Record decodeRecord(const Bytes& bytes);
+
+// The store keys of one Workspace::createAgreed() attempt, all under "<prefix>/<attempt>/": a
+// retry (a higher attempt, counted alike on every rank) never reads an earlier attempt's records
+// or votes, which a store keeps forever. Throws kInvalidArgument for a negative attempt.
+struct AttemptKeys {
+  std::string records;   // each rank's Record
+  std::string votes;     // each rank's objection to using the workspace ("" for yes)
+  std::string released;  // after a "no": each rank has closed its mappings of the others
+};
+AttemptKeys attemptKeys(const std::string& prefix, int attempt);
+
+// The group's verdict on one attempt's records, computed alike on every rank from the same
+// records: "" when every rank created and exported its part, else why not (each failed rank's
+// reason, ranks with the same reason grouped: net::tally). Throws kInvalidArgument when every rank
+// succeeded but they passed different data sizes (a caller's bug, not a limit of the machine).
+std::string recordsVerdict(const std::vector<Record>& records);
 
 }  // namespace xccl::net::cuda_ipc

@@ -4,14 +4,13 @@
 
 #include <algorithm>
 #include <cstring>
-#include <exception>
 #include <random>
-#include <type_traits>
 
 #include "common/error.h"
 #include "common/logging.h"
 #include "kernels/device_handle.h"
-#include "kernels/gpu_runtime.h"
+#include "net/agree.h"
+#include "net/cuda_ipc/runtime.h"
 
 namespace xccl::net::cuda_ipc {
 namespace {
@@ -27,79 +26,6 @@ static_assert(sizeof(XCCL_RT(IpcMemHandle_t)) == kIpcHandleBytes, "record.h carr
 // has no kind for "transport unavailable, fall back" yet; one constant to change when it does.
 constexpr ErrorKind kIpcUnavailable = ErrorKind::kSystem;
 
-std::string runtimeText(gpuError_t rc) {
-  return detail::concat(kernels::gpuGetErrorName(rc), " (", kernels::gpuGetErrorString(rc), ")");
-}
-
-// Throws `kind` naming the failed call. Clears the runtime's last error first: the caller (torch)
-// checks cudaGetLastError after its own launches and must not be blamed for ours.
-#define XCCL_IPC_CHECK(kind, call)                                         \
-  do {                                                                     \
-    const ::xccl::kernels::gpuError_t xccl_ipc_rc_ = (call);               \
-    if (xccl_ipc_rc_ != ::xccl::kernels::gpuSuccess) {                     \
-      (void)::xccl::kernels::gpuGetLastError();                            \
-      XCCL_THROW((kind), #call, " failed: ",                               \
-                 ::xccl::net::cuda_ipc::runtimeText(xccl_ipc_rc_));        \
-    }                                                                      \
-  } while (0)
-
-// For destructors: logs instead of throwing. At process exit the runtime may already be unloading;
-// the driver then reclaims everything and there is nothing to report.
-void warnIfFailed(gpuError_t rc, const char* what) {
-  if (rc == gpuSuccess) return;
-  (void)kernels::gpuGetLastError();
-  if (rc != kernels::gpuErrorUnloading) XCCL_WARN("cuda_ipc", what, " failed: ", runtimeText(rc));
-}
-
-// Makes `device` current for a scope and restores the caller's device after it: the backend shares
-// its host threads with torch, whose current device must not change under it. Only switches when
-// the device differs, because cudaSetDevice creates a device's primary context (memory on that GPU)
-// and a caller already on `device` should pay nothing.
-class ScopedDevice {
- public:
-  explicit ScopedDevice(int device) {
-    status_ = XCCL_RT(GetDevice)(&previous_);
-    if (status_ == gpuSuccess && previous_ != device) {
-      status_ = XCCL_RT(SetDevice)(device);
-      restore_ = status_ == gpuSuccess;
-    }
-  }
-  ~ScopedDevice() {
-    if (restore_) warnIfFailed(XCCL_RT(SetDevice)(previous_), "restoring the current device");
-  }
-  gpuError_t status() const { return status_; }
-
- private:
-  int previous_ = 0;
-  bool restore_ = false;
-  gpuError_t status_ = gpuSuccess;
-};
-
-// The workspace's one allocation. CUDA: plain device memory (peers' flag stores reach a running
-// kernel through NVLink/PCIe coherence). ROCm: plain hipMalloc memory is coarse-grained and a
-// peer's store may stay invisible to a kernel polling it, so the allocation is uncached, as vLLM's
-// and aiter's custom all-reduce allocate their signals and staging buffer together
-// (hipExtMallocWithFlags(hipDeviceMallocUncached)); HIP headers older than that flag (ROCm 5.2)
-// get fine-grained memory, the coherent kind they have. The kernels pair it with system-scope
-// atomics on both sides (kernels/primitives.cuh).
-gpuError_t allocate(void** base, size_t bytes) {
-#if XCCL_GPU_HIP
-#ifdef hipDeviceMallocUncached
-  return hipExtMallocWithFlags(base, bytes, hipDeviceMallocUncached);
-#else
-  return hipExtMallocWithFlags(base, bytes, hipDeviceMallocFinegrained);
-#endif
-#else
-  return cudaMalloc(base, bytes);
-#endif
-}
-
-struct StreamDestroyer {
-  void operator()(kernels::gpuStream_t stream) const {
-    warnIfFailed(XCCL_RT(StreamDestroy)(stream), "destroying the zeroing stream");
-  }
-};
-
 // Random once per process (see Record::processToken).
 uint64_t processToken() {
   static const uint64_t token = [] {
@@ -109,14 +35,17 @@ uint64_t processToken() {
   return token;
 }
 
-std::string key(const std::string& prefix, int rank) { return prefix + "/" + std::to_string(rank); }
+// Time left until `deadline`, at least 1 ms: to some stores (c10d's) a zero timeout means no bound.
+milliseconds left(Clock::time_point deadline) {
+  return std::max(milliseconds(1),
+                  std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+}
 
-// Every rank's record, waiting for all of them against one deadline. On a timeout keeps looking
-// (briefly) at the remaining ranks, so the error names every rank that is missing, not the first.
-std::vector<Bytes> gatherRecords(Store& store, const std::string& prefix, int rank, int size,
-                                 const Bytes& mine, milliseconds timeout) {
-  store.set(key(prefix, rank), mine);
-  const auto deadline = Clock::now() + timeout;
+// Every rank's value under `key`, waiting for all of them against one deadline. On a timeout keeps
+// looking (briefly) at the remaining ranks, so the error names every rank that is missing.
+std::vector<Bytes> gatherAll(Store& store, const std::string& key, int rank, int size,
+                             const Bytes& mine, Clock::time_point deadline) {
+  store.set(key + "/" + std::to_string(rank), mine);
   std::vector<Bytes> all(size);
   std::string missing, storeError;
   for (int r = 0; r < size; ++r) {
@@ -124,11 +53,8 @@ std::vector<Bytes> gatherRecords(Store& store, const std::string& prefix, int ra
       all[r] = mine;
       continue;
     }
-    // At least 1 ms: to some stores (c10d's) a zero timeout means no bound at all.
-    const auto left = std::max(
-        milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
     try {
-      all[r] = store.get(key(prefix, r), left);
+      all[r] = store.get(key + "/" + std::to_string(r), left(deadline));
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::kTimeout) throw;
       missing += (missing.empty() ? "" : ", ") + std::to_string(r);
@@ -136,9 +62,8 @@ std::vector<Bytes> gatherRecords(Store& store, const std::string& prefix, int ra
     }
   }
   if (!missing.empty()) {
-    XCCL_THROW(ErrorKind::kTimeout, "cuda_ipc workspace '", prefix, "' (rank ", rank, " of ", size,
-               "): ranks [", missing, "] did not publish within ", timeout.count(), " ms (",
-               storeError, ")");
+    XCCL_THROW(ErrorKind::kTimeout, "cuda_ipc workspace '", key, "' (rank ", rank, " of ", size,
+               "): ranks [", missing, "] did not publish in time (", storeError, ")");
   }
   return all;
 }
@@ -147,47 +72,53 @@ std::string describe(const Record& record) {
   return detail::concat("device ", record.device, " (bus ", record.busId, "), pid ", record.pid);
 }
 
+std::string reasonOf(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
 }  // namespace
 
 Workspace::Workspace(int rank, int size, int device, const WorkspaceLayout& layout)
     : rank_(rank), size_(size), device_(device), layout_(layout) {}
 
-std::unique_ptr<Workspace> Workspace::create(Store& store, const std::string& prefix, int rank,
-                                             int size, int device, size_t dataBytes,
-                                             milliseconds timeout) {
+Workspace::Published Workspace::publish(Store& store, const std::string& recordsKey, int rank,
+                                        int size, int device, size_t dataBytes,
+                                        Deadline deadline) {
   // Equal on every rank (a precondition), so every rank refuses alike without publishing anything.
   XCCL_CHECK_ARG(size >= 1 && size <= kernels::kMaxRanks, "cuda_ipc workspace for ", size,
                  " ranks: between 1 and ", kernels::kMaxRanks, " are supported");
   XCCL_CHECK_ARG(rank >= 0 && rank < size, "cuda_ipc workspace: bad rank ", rank, " of ", size);
 
-  // From here on a failure is published instead of thrown at once, so the peers fail too rather
-  // than wait out the timeout; then every rank throws the lowest failing rank's kind.
-  std::unique_ptr<Workspace> workspace;
+  // From here on a failure is published instead of thrown, so the peers learn of it at once
+  // rather than wait out the timeout.
+  Published out;
   Record mine;
-  std::exception_ptr myFailure;
   try {
     const WorkspaceLayout layout = layoutFor(dataBytes);
     int count = 0;
     XCCL_IPC_CHECK(ErrorKind::kInternal, XCCL_RT(GetDeviceCount)(&count));
     XCCL_CHECK_ARG(device >= 0 && device < count, "cuda_ipc workspace: device ", device, " of ",
                    count, " visible CUDA devices");
-    workspace.reset(new Workspace(rank, size, device, layout));
+    out.workspace.reset(new Workspace(rank, size, device, layout));
     ScopedDevice scoped(device);
     XCCL_IPC_CHECK(ErrorKind::kInternal, scoped.status());
 
     void* base = nullptr;
     XCCL_IPC_CHECK(ErrorKind::kInternal, allocate(&base, layout.totalBytes));
-    workspace->own_ = static_cast<char*>(base);
+    out.workspace->own_ = static_cast<char*>(base);
     // Zeroed and complete before the handle is published, hence before any peer can write a flag
-    // (kernels/device_handle.h). A private non-blocking stream does not wait for the caller's work.
-    XCCL_RT(Stream_t) stream = nullptr;
+    // (kernels/device_handle.h).
+    ScopedStream stream;
     XCCL_IPC_CHECK(ErrorKind::kInternal,
-                   XCCL_RT(StreamCreateWithFlags)(&stream, XCCL_RT(StreamNonBlocking)));
-    std::unique_ptr<std::remove_pointer_t<kernels::gpuStream_t>, StreamDestroyer> owned(stream);
-    XCCL_IPC_CHECK(ErrorKind::kInternal,
-                   XCCL_RT(MemsetAsync)(workspace->own_ + layout.flagsOffset, 0,
-                                   layout.totalBytes - layout.flagsOffset, stream));
-    XCCL_IPC_CHECK(ErrorKind::kInternal, XCCL_RT(StreamSynchronize)(stream));
+                   XCCL_RT(MemsetAsync)(out.workspace->own_ + layout.flagsOffset, 0,
+                                        layout.totalBytes - layout.flagsOffset, stream.get()));
+    XCCL_IPC_CHECK(ErrorKind::kInternal, XCCL_RT(StreamSynchronize)(stream.get()));
 
     XCCL_RT(IpcMemHandle_t) handle;
     XCCL_IPC_CHECK(kIpcUnavailable, XCCL_RT(IpcGetMemHandle)(&handle, base));
@@ -202,59 +133,182 @@ std::unique_ptr<Workspace> Workspace::create(Store& store, const std::string& pr
     mine.device = device;
     mine.dataBytes = dataBytes;
   } catch (...) {
-    myFailure = std::current_exception();
+    out.failure = std::current_exception();
+    out.workspace.reset();  // never published: nobody can have mapped it
     mine = Record{};
     mine.failed = true;
+    mine.failure = reasonOf(out.failure);
     try {
       throw;
     } catch (const Error& e) {
       mine.failureKind = e.kind();
-      mine.failure = e.what();
-    } catch (const std::exception& e) {
-      mine.failure = e.what();
     } catch (...) {
-      mine.failure = "unknown exception";
     }
   }
 
-  const std::vector<Bytes> published =
-      gatherRecords(store, prefix, rank, size, encodeRecord(mine), timeout);
-  std::vector<Record> records;
-  for (const Bytes& bytes : published) records.push_back(decodeRecord(bytes));
-  for (int r = 0; r < size; ++r) {
-    if (!records[r].failed) continue;
-    if (r == rank) std::rethrow_exception(myFailure);
-    XCCL_THROW(records[r].failureKind, "cuda_ipc workspace '", prefix, "': rank ", r,
-               " could not create its part: ", records[r].failure);
+  std::vector<Bytes> published;
+  try {
+    published = gatherAll(store, recordsKey, rank, size, encodeRecord(mine), deadline);
+  } catch (...) {
+    // Peers that got every record may be mapping this allocation right now.
+    if (out.workspace) out.workspace->abandon();
+    throw;
   }
-  for (int r = 1; r < size; ++r) {
-    XCCL_CHECK_ARG(records[r].dataBytes == records[0].dataBytes, "cuda_ipc workspace '", prefix,
-                   "': ranks disagree on the data size: rank 0 passed ", records[0].dataBytes,
-                   " bytes, rank ", r, " passed ", records[r].dataBytes);
+  for (const Bytes& bytes : published) out.records.push_back(decodeRecord(bytes));
+  return out;
+}
+
+std::unique_ptr<Workspace> Workspace::create(Store& store, const std::string& prefix, int rank,
+                                             int size, int device, size_t dataBytes,
+                                             milliseconds timeout) {
+  Published p = publish(store, prefix, rank, size, device, dataBytes, Clock::now() + timeout);
+  // Every rank throws the lowest failing rank's kind: its own exception, or the peer's reason.
+  for (int r = 0; r < size; ++r) {
+    if (!p.records[r].failed) continue;
+    if (r == rank) std::rethrow_exception(p.failure);
+    XCCL_THROW(p.records[r].failureKind, "cuda_ipc workspace '", prefix, "': rank ", r,
+               " could not create its part: ", p.records[r].failure);
+  }
+  (void)recordsVerdict(p.records);  // throws for unequal data sizes
+  p.workspace->adopt(std::move(p.records));
+  return std::move(p.workspace);
+}
+
+std::unique_ptr<Workspace> Workspace::createAgreed(Store& store, const std::string& prefix,
+                                                   int attempt, int rank, int size, int device,
+                                                   size_t dataBytes, milliseconds timeout,
+                                                   std::string* whyNot,
+                                                   const PeerCheckHook& hook) {
+  XCCL_CHECK_ARG(whyNot != nullptr, "cuda_ipc workspace: whyNot must not be null");
+  const AttemptKeys keys = attemptKeys(prefix, attempt);
+  const Deadline deadline = Clock::now() + timeout;
+  auto refuse = [&](const std::string& verdict) {
+    *whyNot = detail::concat("cuda_ipc workspace '", prefix, "' attempt ", attempt, ": ", verdict);
+    if (rank == 0) XCCL_INFO("cuda_ipc", *whyNot);
+    return nullptr;
+  };
+
+  // Step 1: every rank's part exists, or all refuse; nobody has mapped anything yet.
+  Published p = publish(store, keys.records, rank, size, device, dataBytes, deadline);
+  const std::string created = recordsVerdict(p.records);  // throws for unequal data sizes
+  if (!created.empty()) return refuse(created);
+  std::unique_ptr<Workspace> ws = std::move(p.workspace);
+  ws->adopt(std::move(p.records));
+
+  // Step 2: every rank checks every peer and votes; the verdict is the same bytes everywhere.
+  const std::string objection = ws->checkPeers(hook);
+  std::string verdict;
+  try {
+    verdict = vote(store, keys.votes, rank, size, objection, left(deadline));
+  } catch (...) {
+    ws->abandon();  // peers may hold mappings of our allocation and never learn the outcome
+    throw;
+  }
+  if (verdict.empty()) {
+    if (rank == 0) {
+      XCCL_INFO("cuda_ipc", "workspace '", prefix, "' attempt ", attempt, ": ", size, " ranks x ",
+                ws->layout_.totalBytes, " bytes (", dataBytes, " data), every peer mapped");
+    }
+    return ws;
   }
 
-  workspace->records_ = std::move(records);
-  workspace->mapped_.assign(size, nullptr);
-  workspace->opened_.assign(size, false);
-  workspace->mapped_[rank] = workspace->own_;
-  if (rank == 0) {
-    std::string where;
-    for (const Record& r : workspace->records_) where += (where.empty() ? "" : ", ") + r.busId;
-    XCCL_INFO("cuda_ipc", "workspace '", prefix, "': ", size, " ranks x ",
-              workspace->layout_.totalBytes, " bytes (", dataBytes, " data) on GPUs [", where, "]");
+  // A "no": close our mappings of the peers, and free our allocation only once every peer says
+  // it closed its mapping of it.
+  ws->closePeerMappings();
+  try {
+    (void)gatherAll(store, keys.released, rank, size, {}, deadline);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kTimeout) throw;
+    XCCL_WARN("cuda_ipc", "keeping this rank's workspace until exit: ", e.what());
+    ws->abandon();
   }
-  return workspace;
+  ws.reset();
+  return refuse(verdict);
 }
 
 Workspace::~Workspace() {
   ScopedDevice scoped(device_);
   warnIfFailed(scoped.status(), "making the workspace's device current in ~Workspace");
-  for (size_t r = 0; r < opened_.size(); ++r) {
-    if (opened_[r]) {
-      warnIfFailed(XCCL_RT(IpcCloseMemHandle)(mapped_[r]), "closing a peer's workspace mapping");
-    }
-  }
+  closePeerMappings();
   if (own_ != nullptr) warnIfFailed(XCCL_RT(Free)(own_), "freeing the workspace");
+}
+
+void Workspace::adopt(std::vector<Record> records) {
+  records_ = std::move(records);
+  mapped_.assign(size_, nullptr);
+  opened_.assign(size_, false);
+  mapped_[rank_] = own_;
+}
+
+void Workspace::closePeerMappings() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (std::none_of(opened_.begin(), opened_.end(), [](bool opened) { return opened; })) return;
+  ScopedDevice scoped(device_);  // the mappings belong to device_'s context
+  warnIfFailed(scoped.status(), "making the workspace's device current to close mappings");
+  for (size_t r = 0; r < opened_.size(); ++r) {
+    if (!opened_[r]) continue;
+    warnIfFailed(XCCL_RT(IpcCloseMemHandle)(mapped_[r]), "closing a peer's workspace mapping");
+    opened_[r] = false;
+    mapped_[r] = nullptr;
+  }
+}
+
+void Workspace::abandon() {
+  closePeerMappings();
+  own_ = nullptr;  // leaked on purpose; the driver reclaims it when the process exits
+}
+
+std::string Workspace::checkPeers(const PeerCheckHook& hook) {
+  std::string objections;
+  try {
+    ScopedDevice scoped(device_);
+    XCCL_IPC_CHECK(ErrorKind::kInternal, scoped.status());
+    ScopedStream stream;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      std::string why = checkPeer(r, stream.get());
+      if (why.empty() && hook) why = hook(r);
+      if (!why.empty()) objections += (objections.empty() ? "" : "; ") + why;
+    }
+  } catch (const std::exception& e) {
+    objections += (objections.empty() ? "" : "; ") + std::string(e.what());
+  }
+  return objections;
+}
+
+std::string Workspace::checkPeer(int r, void* stream) {
+  const Record& peer = records_[r];
+  const std::string whom = detail::concat("rank ", r, " on ", describe(peer));
+  // The peer's GPU as this process numbers it, if it can see it at all (the bus id names the same
+  // GPU everywhere); one it cannot see is judged by the mapping alone.
+  int visible = -1;
+  if (XCCL_RT(DeviceGetByPCIBusId)(&visible, peer.busId.c_str()) != gpuSuccess) {
+    (void)kernels::gpuGetLastError();
+    visible = -1;
+  }
+  if (visible >= 0 && visible != device_) {
+    int canAccess = 0;
+    const gpuError_t rc = XCCL_RT(DeviceCanAccessPeer)(&canAccess, device_, visible);
+    if (rc != gpuSuccess) {
+      (void)kernels::gpuGetLastError();
+      return "cudaDeviceCanAccessPeer for " + whom + " failed: " + runtimeText(rc);
+    }
+    if (!canAccess) return "no peer access from device " + std::to_string(device_) + " to " + whom;
+  }
+  // The trial mapping and a read through it: the peer zeroed its flags before publishing and no
+  // kernel can write them before every rank has voted, so anything but zero is a wrong mapping.
+  try {
+    const void* flags = static_cast<const char*>(base(r)) + layout_.flagsOffset;
+    uint32_t word = 1;
+    const auto s = static_cast<kernels::gpuStream_t>(stream);
+    XCCL_IPC_CHECK(kIpcUnavailable, XCCL_RT(MemcpyAsync)(&word, flags, sizeof(word),
+                                                         XCCL_RT(MemcpyDeviceToHost), s));
+    XCCL_IPC_CHECK(kIpcUnavailable, XCCL_RT(StreamSynchronize)(s));
+    if (word != 0) return "reading " + whom + "'s zeroed flags through its mapping gave nonzero";
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 void* Workspace::base(int r) {

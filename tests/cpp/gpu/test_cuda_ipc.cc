@@ -285,5 +285,138 @@ TEST(CudaIpc, BadGroupsAreInvalidArguments) {
             ErrorKind::kInvalidArgument);
 }
 
+// createAgreed (issue 9 defect 4): every rank gets a workspace with every peer mapped, or every
+// rank gets nullptr and the same reason; a retry is a fresh attempt.
+
+// Writes this rank's pattern into its workspace, then checks every peer's through the mapping.
+void exchangePatterns(Workspace& ws, net::Store& store, const std::string& name, int rank,
+                      int size) {
+  const size_t bytes = ws.layout().dataBytes;
+  const std::vector<uint8_t> mine = pattern(rank, bytes);
+  cudaCheck(cudaMemcpy(ws.data(rank), mine.data(), bytes, cudaMemcpyHostToDevice), "H2D");
+  cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  barrier(store, name + "/written", rank, size);
+  for (int r = 0; r < size; ++r) {
+    XCCL_CHECK(copyToHost(ws.data(r), bytes) == pattern(r, bytes), "rank ", rank, " reading ", r);
+  }
+  barrier(store, name + "/read", rank, size);  // nobody frees what a peer still reads
+}
+
+class CudaIpcAgreed : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaIpcAgreed, EveryRankMapsEveryPeer) {
+  SKIP_WITHOUT_GPU();
+  const int size = GetParam();
+  const std::string failures = runProcesses(size, [&](int rank, net::Store& store) {
+    std::string whyNot = "untouched";
+    auto ws = Workspace::createAgreed(store, "ws", 0, rank, size, 0, 65536, 60s, &whyNot);
+    XCCL_CHECK(ws != nullptr, whyNot);
+    XCCL_CHECK(whyNot == "untouched", "whyNot is only written for a refusal: ", whyNot);
+    exchangePatterns(*ws, store, "agreed", rank, size);
+  });
+  EXPECT_EQ(failures, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CudaIpcAgreed, ::testing::Values(1, 2, 3));
+
+TEST(CudaIpcAgreed, OneRankVotingNoRefusesEverywhereAndARetryStartsFresh) {
+  SKIP_WITHOUT_GPU();
+  constexpr int kRanks = 3;
+  const std::string failures = runProcesses(kRanks, [&](int rank, net::Store& store) {
+    // Rank 1 finds (through the test seam) that it cannot reach rank 2; its real checks passed.
+    const Workspace::PeerCheckHook hook = [rank](int peer) {
+      return rank == 1 && peer == 2 ? std::string("injected: rank 2 unreachable") : "";
+    };
+    std::string whyNot;
+    auto refused = Workspace::createAgreed(store, "ws", 0, rank, kRanks, 0, 4096, 60s, &whyNot,
+                                           hook);
+    XCCL_CHECK(refused == nullptr, "rank ", rank, " got a workspace the group refused");
+    XCCL_CHECK(whyNot == "cuda_ipc workspace 'ws' attempt 0: rank 1: injected: rank 2 unreachable",
+               whyNot);
+    // Attempt 1 reads only its own records: attempt 0's handles name freed memory, so a stale
+    // read would fail to map or show the wrong bytes.
+    whyNot.clear();
+    auto ws = Workspace::createAgreed(store, "ws", 1, rank, kRanks, 0, 4096, 60s, &whyNot);
+    XCCL_CHECK(ws != nullptr, whyNot);
+    exchangePatterns(*ws, store, "retry", rank, kRanks);
+  });
+  EXPECT_EQ(failures, "");
+}
+
+TEST(CudaIpcAgreed, OneRankOutOfMemoryIsANoVoteNotAHang) {
+  SKIP_WITHOUT_GPU();
+  const std::string failures = runProcesses(2, [&](int rank, net::Store& store) {
+    // Rank 1 asks for 2^50 bytes, which no GPU has: its allocation fails as out of memory would.
+    const size_t bytes = rank == 1 ? size_t{1} << 50 : 4096;
+    std::string whyNot;
+    const auto start = Clock::now();
+    auto ws = Workspace::createAgreed(store, "oom", 0, rank, 2, 0, bytes, 60s, &whyNot);
+    XCCL_CHECK(ws == nullptr && Clock::now() - start < 30s, "rank ", rank);
+    XCCL_CHECK(whyNot.rfind("cuda_ipc workspace 'oom' attempt 0: rank 1: ", 0) == 0, whyNot);
+    XCCL_CHECK(whyNot.find("alloc") != std::string::npos, whyNot);
+  });
+  EXPECT_EQ(failures, "");
+}
+
+// Ranks as threads of one process; also runs without a GPU, where every rank's step 1 fails and
+// all must still return nullptr with one reason (in a child: it initialises CUDA).
+TEST(CudaIpcAgreed, RanksInOneProcessAgreeAlikeWithOrWithoutAGpu) {
+  const bool haveGpu = whyNoGpu().empty();
+  const std::string failures = runProcesses(1, [haveGpu](int, net::Store&) {
+    constexpr int kRanks = 3;
+    net::MemoryStore store;
+    std::vector<std::string> why(kRanks);
+    std::vector<std::unique_ptr<Workspace>> ws(kRanks);
+    auto attempt = [&](int number, const Workspace::PeerCheckHook& hook) {
+      testing::runThreads(kRanks, [&](int r) {
+        ws[r] = Workspace::createAgreed(store, "threads", number, r, kRanks, 0, 4096, 30s, &why[r],
+                                        hook);
+      });
+      for (int r = 1; r < kRanks; ++r) {
+        XCCL_CHECK(why[r] == why[0] && (ws[r] == nullptr) == (ws[0] == nullptr), "rank ", r,
+                   " disagrees: '", why[r], "' vs '", why[0], "'");
+      }
+    };
+    attempt(0, [](int peer) { return peer == 0 ? "injected" : ""; });
+    XCCL_CHECK(ws[0] == nullptr, "a refused attempt returned a workspace");
+    if (!haveGpu) {
+      XCCL_CHECK(why[0].find("ranks 0-2: ") != std::string::npos, why[0]);
+      return;
+    }
+    // Ranks 1 and 2 each objected to peer 0 (rank 0's own peers are 1 and 2, never itself).
+    XCCL_CHECK(why[0] == "cuda_ipc workspace 'threads' attempt 0: ranks 1-2: injected", why[0]);
+    attempt(1, nullptr);
+    for (int r = 0; r < kRanks; ++r) {
+      XCCL_CHECK(ws[r] != nullptr, why[r]);
+      for (int p = 0; p < kRanks; ++p) XCCL_CHECK(ws[r]->base(p) == ws[p]->base(p), r, " ", p);
+    }
+  });
+  EXPECT_EQ(failures, "");
+}
+
+TEST(CudaIpcAgreed, MissingRanksTimeOutNamingThem) {
+  SKIP_WITHOUT_GPU();
+  const std::string failures = runProcesses(1, [](int, net::Store& store) {
+    std::string message, whyNot;
+    const ErrorKind kind = kindThrownBy(
+        [&] { Workspace::createAgreed(store, "ws", 0, 0, 3, 0, 4096, 300ms, &whyNot); }, &message);
+    XCCL_CHECK(kind == ErrorKind::kTimeout, message);
+    XCCL_CHECK(message.find("ranks [1, 2]") != std::string::npos, message);
+  });
+  EXPECT_EQ(failures, "");
+}
+
+// Checked before any CUDA call: runs (and this process stays CUDA-free) without a GPU too.
+TEST(CudaIpcAgreed, BadArgumentsAreInvalidArguments) {
+  net::MemoryStore store;
+  std::string whyNot;
+  EXPECT_EQ(kindThrownBy([&] { Workspace::createAgreed(store, "x", 0, 0, 1, 0, 0, 1s, nullptr); }),
+            ErrorKind::kInvalidArgument);
+  EXPECT_EQ(kindThrownBy([&] { Workspace::createAgreed(store, "x", -1, 0, 1, 0, 0, 1s, &whyNot); }),
+            ErrorKind::kInvalidArgument);
+  EXPECT_EQ(kindThrownBy([&] { Workspace::createAgreed(store, "x", 0, 1, 1, 0, 0, 1s, &whyNot); }),
+            ErrorKind::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace xccl

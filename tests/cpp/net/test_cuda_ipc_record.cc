@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "kernels/device_handle.h"
@@ -19,6 +21,9 @@ using net::cuda_ipc::decodeRecord;
 using net::cuda_ipc::encodeRecord;
 using net::cuda_ipc::layoutFor;
 using net::cuda_ipc::Record;
+using net::cuda_ipc::AttemptKeys;
+using net::cuda_ipc::attemptKeys;
+using net::cuda_ipc::recordsVerdict;
 using net::cuda_ipc::WorkspaceLayout;
 
 constexpr size_t kAlign = 256;
@@ -167,6 +172,84 @@ TEST(CudaIpcRecord, ForeignOrCorruptRecordsAreRejected) {
   // Text that is not a record at all (e.g. another transport's key under the same prefix).
   EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(net::toBytes("+4096 xccl-123-abc")); }),
             ErrorKind::kInternal);
+}
+
+// Issue 9 defect 4: a retry must never read an earlier attempt's records or votes.
+TEST(CudaIpcAttempts, EveryKeyOfAnAttemptIsUnderItsOwnPrefix) {
+  const AttemptKeys a0 = attemptKeys("xccl/gpu_ws", 0), a1 = attemptKeys("xccl/gpu_ws", 1);
+  EXPECT_EQ(a0.records, "xccl/gpu_ws/0/records");
+  EXPECT_EQ(a0.votes, "xccl/gpu_ws/0/votes");
+  EXPECT_EQ(a0.released, "xccl/gpu_ws/0/released");
+  EXPECT_EQ(a1.records, "xccl/gpu_ws/1/records");
+  // Pairwise distinct within and across attempts, and no key is a prefix of another (a rank's
+  // key is "<key>/<rank>", so a prefix relation could alias two keys).
+  const std::vector<std::string> all = {a0.records, a0.votes, a0.released,
+                                        a1.records, a1.votes, a1.released,
+                                        attemptKeys("xccl/gpu_ws", 10).records};
+  for (size_t i = 0; i < all.size(); ++i) {
+    for (size_t j = 0; j < all.size(); ++j) {
+      if (i == j) continue;
+      EXPECT_NE((all[j] + "/").rfind(all[i] + "/", 0), 0u) << all[i] << " " << all[j];
+    }
+  }
+  EXPECT_EQ(testing::errorKindOf([] { attemptKeys("p", -1); }), ErrorKind::kInvalidArgument);
+}
+
+TEST(CudaIpcAttempts, StaleRecordsOfAnEarlierAttemptAreNotRead) {
+  // Attempt 0 left a failed record for every rank; attempt 1's gather sees only its own.
+  net::MemoryStore store;
+  Record failed;
+  failed.failed = true;
+  failed.failure = "stale";
+  for (int r = 0; r < 2; ++r) {
+    store.set(attemptKeys("ws", 0).records + "/" + std::to_string(r), encodeRecord(failed));
+  }
+  std::vector<Record> seen(2);
+  testing::runThreads(2, [&](int rank) {
+    Record mine = sampleRecord();
+    mine.pid = rank;
+    const auto all = net::allGatherThroughStore(store, attemptKeys("ws", 1).records, rank, 2,
+                                                encodeRecord(mine), std::chrono::seconds(10));
+    seen[rank] = decodeRecord(all[1 - rank]);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(seen[r].failed);
+    EXPECT_EQ(seen[r].pid, 1 - r);
+  }
+}
+
+TEST(CudaIpcAttempts, RecordsVerdictNamesFailedRanksAlike) {
+  std::vector<Record> records(4, sampleRecord());
+  EXPECT_EQ(recordsVerdict(records), "");
+  for (int r : {1, 3}) {
+    records[r] = Record{};
+    records[r].failed = true;
+    records[r].failure = "cudaMalloc failed: cudaErrorMemoryAllocation";
+  }
+  records[2] = Record{};
+  records[2].failed = true;  // no reason given still says no
+  EXPECT_EQ(recordsVerdict(records),
+            "ranks 1,3: cudaMalloc failed: cudaErrorMemoryAllocation; rank 2: failed");
+}
+
+TEST(CudaIpcAttempts, UnequalDataSizesAreTheCallersBug) {
+  std::vector<Record> records(3, sampleRecord());
+  records[2].dataBytes += 256;
+  std::string message;
+  try {
+    recordsVerdict(records);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    message = e.what();
+  }
+  EXPECT_NE(message.find("rank 2 passed " + std::to_string(records[2].dataBytes)),
+            std::string::npos)
+      << message;
+  // A failed rank has no data size: its failure is the verdict, not a size mismatch.
+  records[2] = Record{};
+  records[2].failed = true;
+  records[2].failure = "no device";
+  EXPECT_EQ(recordsVerdict(records), "rank 2: no device");
 }
 
 }  // namespace

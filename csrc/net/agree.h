@@ -1,0 +1,52 @@
+// Group-wide agreement through the store: one all-gather after which every rank holds the same
+// bytes and so reaches the same verdict. Used where a per-rank input decides a route (settings
+// at group creation) and where every rank must take the same way out of a setup step (the CUDA
+// IPC workspace vote, net/cuda_ipc/workspace.h).
+//
+// Every function here is collective: every rank of the group calls it with the same key, rank in
+// [0, size) and size. Keys must be fresh for each call (a store never forgets a key: a reused key
+// reads the previous call's values). Throws kTimeout when some rank never publishes.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "net/store.h"
+
+namespace xccl::net {
+
+using Settings = std::vector<std::pair<std::string, std::string>>;  // (name, value) in order
+
+// Every rank publishes `settings`; when any setting's value differs between ranks, every rank
+// throws the same kInvalidArgument naming each such setting and which ranks have which value
+// (settingsMismatch()). Returns normally on every rank otherwise. A name one rank lacks counts as
+// a difference (its value shows as "(absent)"), so ranks of different builds are caught too.
+void agreeOnSettings(Store& store, const std::string& key, int rank, int size,
+                     const Settings& settings, std::chrono::milliseconds timeout);
+
+// Pure: "" when all ranks' settings agree, else one sentence per differing setting, in the order
+// of first appearance, e.g. "XCCL_GPU_ALGO differs across ranks: ranks 0-2,4 have 'auto', rank 3
+// has 'kernel'". Ranks are grouped by value, groups ordered by their lowest rank; an empty value
+// shows as "(unset)".
+std::string settingsMismatch(const std::vector<Settings>& byRank);
+
+// One vote: every rank publishes `objection` ("" for yes); returns "" on every rank when every
+// rank said yes, else the same text on every rank: each objecting rank's reason, grouped like
+// settingsMismatch ("rank 1: no peer access to rank 0; ranks 2-3: out of memory").
+std::string vote(Store& store, const std::string& key, int rank, int size,
+                 const std::string& objection, std::chrono::milliseconds timeout);
+
+// Pure: the verdict of vote() over every rank's objection.
+std::string tally(const std::vector<std::string>& objections);
+
+// "0-2,4,7": sorted ranks with consecutive runs collapsed (for messages over large groups).
+std::string formatRanks(const std::vector<int>& ranks);
+
+// Codec of Settings for the store (length-prefixed, so names and values may hold any bytes).
+// decodeSettings throws kInternal on anything encodeSettings would not produce.
+Bytes encodeSettings(const Settings& settings);
+Settings decodeSettings(const Bytes& bytes);
+
+}  // namespace xccl::net

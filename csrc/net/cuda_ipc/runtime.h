@@ -1,0 +1,99 @@
+// Host-side CUDA/HIP helpers of the workspace (workspace.cc): error text, checked calls, a scoped
+// current device and the allocation. Internal to net/cuda_ipc; needs the runtime headers, so it
+// is included only by sources built when XCCL_WITH_CUDA is 1.
+#pragma once
+
+#include <string>
+
+#include "common/error.h"
+#include "common/logging.h"
+#include "kernels/gpu_runtime.h"
+
+namespace xccl::net::cuda_ipc {
+
+inline std::string runtimeText(kernels::gpuError_t rc) {
+  return detail::concat(kernels::gpuGetErrorName(rc), " (", kernels::gpuGetErrorString(rc), ")");
+}
+
+// Throws `kind` naming the failed call. Clears the runtime's last error first: the caller (torch)
+// checks cudaGetLastError after its own launches and must not be blamed for ours.
+#define XCCL_IPC_CHECK(kind, call)                                         \
+  do {                                                                     \
+    const ::xccl::kernels::gpuError_t xccl_ipc_rc_ = (call);               \
+    if (xccl_ipc_rc_ != ::xccl::kernels::gpuSuccess) {                     \
+      (void)::xccl::kernels::gpuGetLastError();                            \
+      XCCL_THROW((kind), #call, " failed: ",                               \
+                 ::xccl::net::cuda_ipc::runtimeText(xccl_ipc_rc_));        \
+    }                                                                      \
+  } while (0)
+
+// For destructors: logs instead of throwing. At process exit the runtime may already be unloading;
+// the driver then reclaims everything and there is nothing to report.
+inline void warnIfFailed(kernels::gpuError_t rc, const char* what) {
+  if (rc == kernels::gpuSuccess) return;
+  (void)kernels::gpuGetLastError();
+  if (rc != kernels::gpuErrorUnloading) XCCL_WARN("cuda_ipc", what, " failed: ", runtimeText(rc));
+}
+
+// Makes `device` current for a scope and restores the caller's device after it: the backend shares
+// its host threads with torch, whose current device must not change under it. Only switches when
+// the device differs, because cudaSetDevice creates a device's primary context (memory on that GPU)
+// and a caller already on `device` should pay nothing.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device) {
+    status_ = XCCL_RT(GetDevice)(&previous_);
+    if (status_ == kernels::gpuSuccess && previous_ != device) {
+      status_ = XCCL_RT(SetDevice)(device);
+      restore_ = status_ == kernels::gpuSuccess;
+    }
+  }
+  ~ScopedDevice() {
+    if (restore_) warnIfFailed(XCCL_RT(SetDevice)(previous_), "restoring the current device");
+  }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+  kernels::gpuError_t status() const { return status_; }
+
+ private:
+  int previous_ = 0;
+  bool restore_ = false;
+  kernels::gpuError_t status_ = kernels::gpuSuccess;
+};
+
+// A non-blocking stream private to one setup step: its work does not wait for the caller's.
+class ScopedStream {
+ public:
+  ScopedStream() {
+    XCCL_IPC_CHECK(ErrorKind::kInternal,
+                   XCCL_RT(StreamCreateWithFlags)(&stream_, XCCL_RT(StreamNonBlocking)));
+  }
+  ~ScopedStream() { warnIfFailed(XCCL_RT(StreamDestroy)(stream_), "destroying a setup stream"); }
+  ScopedStream(const ScopedStream&) = delete;
+  ScopedStream& operator=(const ScopedStream&) = delete;
+  kernels::gpuStream_t get() const { return stream_; }
+
+ private:
+  kernels::gpuStream_t stream_ = nullptr;
+};
+
+// The workspace's one allocation. CUDA: plain device memory (peers' flag stores reach a running
+// kernel through NVLink/PCIe coherence). ROCm: plain hipMalloc memory is coarse-grained and a
+// peer's store may stay invisible to a kernel polling it, so the allocation is uncached, as vLLM's
+// and aiter's custom all-reduce allocate their signals and staging buffer together
+// (hipExtMallocWithFlags(hipDeviceMallocUncached)); HIP headers older than that flag (ROCm 5.2)
+// get fine-grained memory, the coherent kind they have. The kernels pair it with system-scope
+// atomics on both sides (kernels/primitives.cuh).
+inline kernels::gpuError_t allocate(void** base, size_t bytes) {
+#if XCCL_GPU_HIP
+#ifdef hipDeviceMallocUncached
+  return hipExtMallocWithFlags(base, bytes, hipDeviceMallocUncached);
+#else
+  return hipExtMallocWithFlags(base, bytes, hipDeviceMallocFinegrained);
+#endif
+#else
+  return cudaMalloc(base, bytes);
+#endif
+}
+
+}  // namespace xccl::net::cuda_ipc

@@ -1,0 +1,320 @@
+// The XCCL_* registry (common/env.h): every kind's parsing and range checks, the table's own
+// consistency, docs/environment.md's "Accepted" column, and reads from a real environment (in a
+// fresh process each: values are cached per process).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "common/logging.h"
+#include "threads.h"
+
+namespace xccl::env {
+namespace {
+
+using testing::errorKindOf;
+
+// The message of the kInvalidArgument `fn` throws; a test failure when it throws anything else.
+std::string invalidMessage(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "nothing thrown";
+  return "";
+}
+
+Variable testVariable(const char* name, Kind kind) {
+  Variable v;
+  v.name = name;
+  v.defaultValue = "";
+  v.meaning = "test";
+  v.kind = kind;
+  return v;
+}
+
+Variable integerVariable(int64_t min, int64_t max, int64_t multipleOf) {
+  Variable v = testVariable("XCCL_TEST_INT", Kind::kInteger);
+  v.min = min;
+  v.max = max;
+  v.multipleOf = multipleOf;
+  return v;
+}
+
+TEST(EnvIntegers, AcceptDecimalAndHexWithinTheRange) {
+  const Variable v = integerVariable(-16, 1 << 20, 1);
+  EXPECT_EQ(checkValue(v, "0"), "0");
+  EXPECT_EQ(checkValue(v, "4096"), "4096");
+  EXPECT_EQ(checkValue(v, "0x1000"), "4096");
+  EXPECT_EQ(checkValue(v, "0X1f"), "31");
+  EXPECT_EQ(checkValue(v, "-16"), "-16");
+  EXPECT_EQ(checkValue(v, "-0x10"), "-16");
+  EXPECT_EQ(checkValue(v, "010"), "10") << "decimal, not octal as stoll's base 0 would read it";
+}
+
+TEST(EnvIntegers, RejectMalformedValuesNamingVariableAndValue) {
+  const Variable v = integerVariable(0, 1 << 20, 1);
+  for (const char* bad : {"abc", "12abc", " 12", "12 ", "+5", "0x", "-", "1e3", "32M", "1.5",
+                          "99999999999999999999", "0x10000000000000000"}) {
+    SCOPED_TRACE(bad);
+    const std::string message = invalidMessage([&] { checkValue(v, bad); });
+    EXPECT_NE(message.find(std::string("XCCL_TEST_INT='") + bad + "'"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("not an integer"), std::string::npos) << message;
+  }
+}
+
+TEST(EnvIntegers, RangeAndStepAreInclusiveBounds) {
+  const Variable v = integerVariable(4096, 8192, 256);
+  EXPECT_EQ(checkValue(v, "4096"), "4096");
+  EXPECT_EQ(checkValue(v, "8192"), "8192");
+  EXPECT_EQ(checkValue(v, "4352"), "4352");
+  const std::string below = invalidMessage([&] { checkValue(v, "3840"); });
+  EXPECT_NE(below.find("below the minimum"), std::string::npos) << below;
+  EXPECT_NE(below.find("integer 4096 to 8192, multiple of 256"), std::string::npos) << below;
+  EXPECT_NE(invalidMessage([&] { checkValue(v, "8448"); }).find("above the maximum"),
+            std::string::npos);
+  EXPECT_NE(invalidMessage([&] { checkValue(v, "4097"); }).find("not a multiple"),
+            std::string::npos);
+  EXPECT_NE(invalidMessage([&] { checkValue(v, "-4096"); }).find("below the minimum"),
+            std::string::npos);
+}
+
+TEST(EnvBooleans, AcceptEverySpellingInAnyCase) {
+  const Variable v = testVariable("XCCL_TEST_BOOL", Kind::kBoolean);
+  for (const char* yes : {"1", "true", "TRUE", "Yes", "on", "ON"}) {
+    EXPECT_EQ(checkValue(v, yes), "1");
+  }
+  for (const char* no : {"0", "false", "False", "NO", "off"}) {
+    EXPECT_EQ(checkValue(v, no), "0");
+  }
+  for (const char* bad : {"2", "-1", "y", "enable", "maybe", " 1"}) {
+    const std::string message = invalidMessage([&] { checkValue(v, bad); });
+    EXPECT_NE(message.find("not a boolean"), std::string::npos) << message;
+  }
+}
+
+TEST(EnvChoices, SynonymsShareOneCanonicalSpelling) {
+  const Variable& algo = find("XCCL_GPU_ALGO");
+  EXPECT_EQ(checkValue(algo, "nccl"), "nccl");
+  EXPECT_EQ(checkValue(algo, "rccl"), "nccl");
+  EXPECT_EQ(checkValue(algo, "VENDOR"), "nccl");
+  EXPECT_EQ(checkValue(algo, "Two_Shot"), "two_shot");
+  const std::string message = invalidMessage([&] { checkValue(algo, "three_shot"); });
+  EXPECT_NE(message.find("XCCL_GPU_ALGO='three_shot' is invalid (unknown name)"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("one of auto, nccl (or rccl, vendor), kernel, one_shot, two_shot, "
+                         "all_pairs"),
+            std::string::npos)
+      << message;
+  // A prefix or a synonym list is not a name.
+  EXPECT_EQ(errorKindOf([&] { checkValue(algo, "one"); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(errorKindOf([&] { checkValue(algo, "nccl|rccl"); }), ErrorKind::kInvalidArgument);
+}
+
+TEST(EnvText, AcceptsAnything) {
+  const Variable& file = find("XCCL_TOPO_FILE");
+  EXPECT_EQ(checkValue(file, " a b|c 0x10 "), " a b|c 0x10 ");
+}
+
+TEST(EnvTable, EveryDeclarationIsConsistentAndEveryDefaultAccepted) {
+  std::map<std::string, int> seen;
+  for (const Variable& v : all()) {
+    SCOPED_TRACE(v.name);
+    EXPECT_EQ(std::string(v.name).rfind("XCCL_", 0), 0u);
+    EXPECT_EQ(seen[v.name]++, 0) << "declared twice";
+    if (v.kind == Kind::kInteger) {
+      EXPECT_LE(v.min, v.max);
+      EXPECT_GE(v.multipleOf, 1);
+      EXPECT_EQ(v.min % v.multipleOf, 0) << "the minimum itself must be accepted";
+    }
+    if (v.kind == Kind::kChoice) {
+      EXPECT_FALSE(v.choices.empty());
+    }
+    if (v.kind == Kind::kBoolean) {
+      EXPECT_NE(std::string(v.defaultValue), "");
+    }
+    if (v.defaultValue[0] != '\0') {
+      EXPECT_NO_THROW(checkValue(v, v.defaultValue));
+    }
+  }
+  EXPECT_EQ(errorKindOf([] { find("XCCL_NOT_DECLARED"); }), ErrorKind::kInternal);
+}
+
+// Issue 9 defect 6: a workspace below one element made all_reduce loop forever.
+TEST(EnvTable, GpuWorkspaceBytesIsBoundedBelowAndAligned) {
+  const Variable& v = find("XCCL_GPU_WORKSPACE_BYTES");
+  for (const char* bad : {"0", "1", "8", "-1", "4095", "4097", "1099511628032"}) {
+    EXPECT_EQ(errorKindOf([&] { checkValue(v, bad); }), ErrorKind::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(checkValue(v, "4096"), "4096");
+  EXPECT_EQ(checkValue(v, "65536"), "65536");
+  EXPECT_EQ(checkValue(v, "0x2000000"), "33554432");
+  // Every accepted size splits into whole elements of every dtype, 16-byte aligned.
+  EXPECT_EQ(v.min % 16, 0);
+  EXPECT_EQ(v.multipleOf % 16, 0);
+}
+
+// docs/environment.md's XCCL table: one row per variable whose default and "Accepted" cells say
+// what the table says (the names alone are checked by tests/python/test_env_defaults.py).
+TEST(EnvTable, DocsStateEachDefaultAndRange) {
+  std::ifstream in(std::string(XCCL_SOURCE_DIR) + "/docs/environment.md");
+  ASSERT_TRUE(in.good());
+  std::map<std::string, std::vector<std::string>> rows;  // name -> cells
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| `XCCL_", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::stringstream split(line.substr(1));
+    for (std::string cell; std::getline(split, cell, '|');) {
+      cells.push_back(cell.substr(1, cell.size() >= 2 ? cell.size() - 2 : 0));
+    }
+    const std::string name = cells[0].substr(1, cells[0].find('`', 1) - 1);
+    rows[name] = cells;
+  }
+  for (const Variable& v : all()) {
+    SCOPED_TRACE(v.name);
+    ASSERT_EQ(rows.count(v.name), 1u);
+    const std::vector<std::string>& cells = rows[v.name];
+    ASSERT_GE(cells.size(), 4u);
+    const std::string defaultCell = v.defaultValue[0] == '\0'
+                                        ? std::string("(unset)")
+                                        : "`" + std::string(v.defaultValue) + "`";
+    EXPECT_EQ(cells[1].rfind(defaultCell, 0), 0u) << cells[1];
+    EXPECT_EQ(cells[2], describeAccepted(v) + (v.groupWide ? "; same on every rank" : ""));
+  }
+}
+
+// Values are cached per process (logging's level too), and tests before these may already have
+// read some, even in this process's parent: so each EnvReads test runs its checks in a fresh
+// process, this binary re-executed with only the current test selected and `vars` added to its
+// environment. Returns true in that child, which then runs the checks (its gtest exit status
+// carries the outcome); in the parent it waits for the child, fails the test if the child did,
+// and returns false.
+bool inFreshProcess(const std::vector<std::pair<const char*, const char*>>& vars) {
+  constexpr const char* kChildMarker = "XCCL_ENV_TEST_CHILD";  // test-only, never read by xccl
+  if (std::getenv(kChildMarker) != nullptr) return true;
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string filter =
+      std::string("--gtest_filter=") + test->test_suite_name() + "." + test->name();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const auto& [name, value] : vars) ::setenv(name, value, 1);
+    ::setenv(kChildMarker, "1", 1);
+    ::execl("/proc/self/exe", "test_common", filter.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the checks failed in the fresh process (status " << status << "), see its output above";
+  return false;
+}
+
+// The kind and text of the xccl::Error fn throws, "nothing thrown" when it throws none.
+std::string kindAndMessage(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return std::string(errorKindName(e.kind())) + ": " + e.what();
+  }
+  return "nothing thrown";
+}
+
+TEST(EnvReads, OutOfRangeValuesThrowOnEveryRead) {
+  if (!inFreshProcess({{"XCCL_GPU_WORKSPACE_BYTES", "8"}})) return;
+  const std::string first = kindAndMessage([] { getInt("XCCL_GPU_WORKSPACE_BYTES"); });
+  EXPECT_EQ(first.rfind("invalid argument: xccl: XCCL_GPU_WORKSPACE_BYTES='8' is invalid (below "
+                        "the minimum): XCCL_GPU_WORKSPACE_BYTES accepts integer 4096 to 2^40, "
+                        "multiple of 256",
+                        0),
+            0u)
+      << first;
+  EXPECT_EQ(kindAndMessage([] { getString("XCCL_GPU_WORKSPACE_BYTES"); }), first)
+      << "a bad value is never cached as good";
+}
+
+TEST(EnvReads, ValuesComeBackNormalised) {
+  if (!inFreshProcess({{"XCCL_LOG_LEVEL", "DEBUG"},
+                       {"XCCL_PIN_PROGRESS", "Off"},
+                       {"XCCL_SHM_DISABLE", "yes"},
+                       {"XCCL_RING_CHUNK_BYTES", "0x8000"},
+                       {"XCCL_GPU_ALGO", "Vendor"}})) {
+    return;
+  }
+  EXPECT_EQ(getString("XCCL_LOG_LEVEL"), "debug");
+  EXPECT_TRUE(log::enabled(log::Level::kDebug));
+  EXPECT_FALSE(getBool("XCCL_PIN_PROGRESS"));
+  EXPECT_TRUE(getBool("XCCL_SHM_DISABLE"));
+  EXPECT_EQ(getInt("XCCL_RING_CHUNK_BYTES"), 32768);
+  EXPECT_EQ(getString("XCCL_RING_CHUNK_BYTES"), "0x8000") << "text comes back as written";
+  EXPECT_EQ(getString("XCCL_GPU_ALGO"), "vendor") << "a synonym is kept, only its case changes";
+}
+
+TEST(EnvReads, TypedReadsOfTheWrongKindAreBugs) {
+  if (!inFreshProcess({})) return;
+  EXPECT_EQ(kindAndMessage([] { getInt("XCCL_LOG_LEVEL"); }).rfind("internal error", 0), 0u);
+  EXPECT_EQ(kindAndMessage([] { getBool("XCCL_GPU_WORKSPACE_BYTES"); }).rfind("internal error", 0),
+            0u);
+  if (std::getenv("XCCL_SHM_SLOT_BYTES") == nullptr) {
+    EXPECT_EQ(kindAndMessage([] { getInt("XCCL_SHM_SLOT_BYTES"); }).rfind("invalid argument", 0),
+              0u)
+        << "unset with no default";
+  }
+}
+
+TEST(EnvReads, CheckAllNamesEveryBadVariable) {
+  if (!inFreshProcess({{"XCCL_SMALL_MSG_BYTES", "-1"},
+                       {"XCCL_PIN_PROGRESS", "sometimes"},
+                       {"XCCL_ALGO", "tree"}})) {
+    return;
+  }
+  const std::string message = kindAndMessage([] { checkAll(); });
+  EXPECT_EQ(message.rfind("invalid argument: ", 0), 0u) << message;
+  for (const char* part : {"XCCL_SMALL_MSG_BYTES='-1'", "XCCL_PIN_PROGRESS='sometimes'",
+                           "XCCL_ALGO='tree'", "one of auto, direct, ring, shm"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << part << " in " << message;
+  }
+  EXPECT_EQ(message.find("XCCL_GPU"), std::string::npos) << "only the bad ones: " << message;
+}
+
+TEST(EnvReads, GroupWideSettingsAreCanonical) {
+  if (!inFreshProcess({{"XCCL_GPU_ALGO", "RCCL"},
+                       {"XCCL_GPU_WORKSPACE_BYTES", "0x10000"},
+                       {"XCCL_SOCKET_IFNAME", "eth9"},
+                       {"XCCL_ALGO", ""},
+                       {"XCCL_RING_CHUNK_BYTES", ""},
+                       {"XCCL_SMALL_MSG_BYTES", ""},
+                       {"XCCL_SHM_TWO_SHOT_BYTES", ""}})) {
+    return;
+  }
+  std::string settings;
+  for (const auto& [name, value] : groupWideSettings()) settings += name + "=" + value + ";";
+  EXPECT_EQ(settings,
+            "XCCL_ALGO=auto;XCCL_RING_CHUNK_BYTES=524288;XCCL_SMALL_MSG_BYTES=65536;"
+            "XCCL_SHM_TWO_SHOT_BYTES=;XCCL_GPU_ALGO=nccl;XCCL_GPU_WORKSPACE_BYTES=65536;");
+}
+
+// Logging runs in destructors and progress threads: a bad level must not make it throw.
+TEST(EnvReads, ABadLogLevelLogsAtTheDefaultInsteadOfThrowing) {
+  if (!inFreshProcess({{"XCCL_LOG_LEVEL", "loud"}})) return;
+  EXPECT_TRUE(log::enabled(log::Level::kWarn));
+  EXPECT_FALSE(log::enabled(log::Level::kInfo));
+  EXPECT_NE(kindAndMessage([] { checkAll(); }).find("XCCL_LOG_LEVEL='loud'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace xccl::env

@@ -1,0 +1,178 @@
+// Group-wide agreement through the store (net/agree.h): settings compared at group creation and
+// the one-vote outcome, with ranks as threads over a MemoryStore. Every rank must reach the same
+// verdict, word for word, so each test collects every rank's answer and compares them all.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "net/agree.h"
+#include "net/store.h"
+#include "threads.h"
+
+namespace xccl::net {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+TEST(FormatRanks, CollapsesRunsOfSortedDistinctRanks) {
+  EXPECT_EQ(formatRanks({}), "");
+  EXPECT_EQ(formatRanks({3}), "3");
+  EXPECT_EQ(formatRanks({0, 1, 2, 4, 7, 8}), "0-2,4,7-8");
+  EXPECT_EQ(formatRanks({8, 7, 2, 2, 0, 1, 4}), "0-2,4,7-8");
+  EXPECT_EQ(formatRanks({5, 9}), "5,9");
+}
+
+TEST(SettingsCodec, RoundTripsAnyBytesAndRejectsDamage) {
+  const Settings settings = {{"A", "1"}, {"", ""}, {"B|x", std::string("a\0b\n;c", 6)}};
+  EXPECT_EQ(decodeSettings(encodeSettings(settings)), settings);
+  EXPECT_EQ(decodeSettings(encodeSettings({})), Settings{});
+  Bytes bytes = encodeSettings(settings);
+  for (size_t cut : {size_t{0}, size_t{3}, bytes.size() - 1}) {
+    const Bytes truncated(bytes.begin(), bytes.begin() + cut);
+    EXPECT_EQ(testing::errorKindOf([&] { decodeSettings(truncated); }), ErrorKind::kInternal)
+        << cut;
+  }
+  bytes.push_back(0);
+  EXPECT_EQ(testing::errorKindOf([&] { decodeSettings(bytes); }), ErrorKind::kInternal);
+}
+
+TEST(SettingsMismatch, NamesEachDifferingSettingAndGroupsRanksByValue) {
+  const Settings base = {{"XCCL_GPU_ALGO", "auto"}, {"XCCL_GPU_WORKSPACE_BYTES", "33554432"}};
+  std::vector<Settings> byRank(5, base);
+  EXPECT_EQ(settingsMismatch(byRank), "");
+  byRank[3][0].second = "kernel";
+  EXPECT_EQ(settingsMismatch(byRank),
+            "XCCL_GPU_ALGO differs across ranks: ranks 0-2,4 have 'auto', rank 3 has 'kernel'");
+  byRank[0][1].second = "";
+  byRank[4][1].second = "65536";
+  EXPECT_EQ(settingsMismatch(byRank),
+            "XCCL_GPU_ALGO differs across ranks: ranks 0-2,4 have 'auto', rank 3 has 'kernel'; "
+            "XCCL_GPU_WORKSPACE_BYTES differs across ranks: rank 0 has (unset), ranks 1-3 have "
+            "'33554432', rank 4 has '65536'");
+}
+
+TEST(SettingsMismatch, ANameOneRankLacksIsADifference) {
+  std::vector<Settings> byRank = {{{"A", "1"}}, {{"A", "1"}, {"B", "2"}}};
+  EXPECT_EQ(settingsMismatch(byRank),
+            "B differs across ranks: rank 0 has (absent), rank 1 has '2'");
+  EXPECT_EQ(settingsMismatch({}), "");
+  EXPECT_EQ(settingsMismatch({{{"A", "x"}}}), "") << "one rank always agrees with itself";
+}
+
+// Runs fn(rank) on `size` threads and returns each rank's outcome: "" or the xccl::Error text
+// with its kind.
+std::vector<std::string> outcomes(int size, const std::function<void(int)>& fn) {
+  std::vector<std::string> out(size);
+  testing::runThreads(size, [&](int rank) {
+    try {
+      fn(rank);
+    } catch (const Error& e) {
+      out[rank] = std::string(errorKindName(e.kind())) + ": " + e.what();
+    }
+  });
+  return out;
+}
+
+class AgreeOnSettings : public ::testing::TestWithParam<int> {};
+
+TEST_P(AgreeOnSettings, EqualSettingsPassOnEveryRank) {
+  const int size = GetParam();
+  MemoryStore store;
+  const Settings settings = {{"XCCL_ALGO", "auto"}, {"XCCL_SHM_TWO_SHOT_BYTES", ""}};
+  for (const std::string& outcome : outcomes(size, [&](int rank) {
+         agreeOnSettings(store, "settings", rank, size, settings, 10s);
+       })) {
+    EXPECT_EQ(outcome, "");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, AgreeOnSettings, ::testing::Values(1, 2, 3, 5));
+
+// From 2 ranks: one rank cannot differ from itself.
+class DisagreeOnSettings : public ::testing::TestWithParam<int> {};
+
+TEST_P(DisagreeOnSettings, OneDifferentRankFailsEveryRankAlike) {
+  const int size = GetParam();
+  MemoryStore store;
+  const int odd = size - 1;
+  const std::vector<std::string> out = outcomes(size, [&](int rank) {
+    const Settings settings = {{"XCCL_GPU_ALGO", rank == odd ? "two_shot" : "auto"},
+                               {"XCCL_GPU_WORKSPACE_BYTES", "65536"}};
+    agreeOnSettings(store, "settings", rank, size, settings, 10s);
+  });
+  const std::string others = size == 2 ? "rank 0 has" : "ranks 0-" + std::to_string(odd - 1) +
+                                                            " have";
+  const std::string expected = "XCCL_GPU_ALGO differs across ranks: " + others +
+                               " 'auto', rank " + std::to_string(odd) + " has 'two_shot'";
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(out[r].rfind("invalid argument: xccl: " + expected, 0), 0u) << out[r];
+    EXPECT_EQ(out[r], out[0]) << "rank " << r << " saw a different verdict";
+  }
+  EXPECT_EQ(out[0].find("XCCL_GPU_WORKSPACE_BYTES"), std::string::npos) << "that one agreed";
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, DisagreeOnSettings, ::testing::Values(2, 3, 5));
+
+TEST(Vote, UnanimousYesIsEmptyEverywhere) {
+  MemoryStore store;
+  std::vector<std::string> verdicts(4, "unset");
+  testing::runThreads(4, [&](int rank) { verdicts[rank] = vote(store, "v", rank, 4, "", 10s); });
+  EXPECT_EQ(verdicts, std::vector<std::string>(4, ""));
+}
+
+TEST(Vote, EveryRankGetsTheSameVerdictNamingTheObjectors) {
+  constexpr int kRanks = 5;
+  MemoryStore store;
+  std::vector<std::string> verdicts(kRanks);
+  testing::runThreads(kRanks, [&](int rank) {
+    const std::string objection = rank == 1 || rank == 3 ? "no peer access to rank 0"
+                                  : rank == 2            ? "out of memory"
+                                                         : "";
+    verdicts[rank] = vote(store, "v", rank, kRanks, objection, 10s);
+  });
+  for (const std::string& v : verdicts) {
+    EXPECT_EQ(v, "ranks 1,3: no peer access to rank 0; rank 2: out of memory");
+  }
+}
+
+TEST(Vote, FreshKeysNeverReadAnEarlierVote) {
+  // What workspace attempts rely on: attempt 0 said no; attempt 1, under its own key, says yes.
+  MemoryStore store;
+  std::vector<std::string> first(3), second(3, "unset");
+  testing::runThreads(3, [&](int rank) {
+    first[rank] = vote(store, "ws/0/votes", rank, 3, rank == 2 ? "cannot map" : "", 10s);
+    second[rank] = vote(store, "ws/1/votes", rank, 3, "", 10s);
+  });
+  EXPECT_EQ(first, std::vector<std::string>(3, "rank 2: cannot map"));
+  EXPECT_EQ(second, std::vector<std::string>(3, ""));
+}
+
+TEST(Vote, AMissingRankTimesOut) {
+  MemoryStore store;
+  const auto start = Clock::now();
+  EXPECT_EQ(testing::errorKindOf([&] { vote(store, "v", 0, 2, "", 200ms); }),
+            ErrorKind::kTimeout);
+  EXPECT_LT(Clock::now() - start, 5s);
+}
+
+TEST(Vote, BadRanksAreInvalidArguments) {
+  MemoryStore store;
+  EXPECT_EQ(testing::errorKindOf([&] { vote(store, "v", 2, 2, "", 1s); }),
+            ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([&] { agreeOnSettings(store, "s", 0, 0, {}, 1s); }),
+            ErrorKind::kInvalidArgument);
+}
+
+TEST(Tally, GroupsRanksWithTheSameReasonInOrderOfTheirLowestRank) {
+  EXPECT_EQ(tally({}), "");
+  EXPECT_EQ(tally({"", "", ""}), "");
+  EXPECT_EQ(tally({"b", "a", "b", "", "a"}), "ranks 0,2: b; ranks 1,4: a");
+  EXPECT_EQ(tally({"", "x", "x", "x"}), "ranks 1-3: x");
+}
+
+}  // namespace
+}  // namespace xccl::net
