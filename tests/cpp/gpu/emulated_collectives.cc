@@ -142,8 +142,10 @@ std::string describe(const Sequence& s, size_t k) {
   }
   text += " call " + std::to_string(k) + " count " + std::to_string(c.count) + " blocks " +
           std::to_string(c.blocks) + " offsets " + std::to_string(c.inOffset) + "/" +
-          std::to_string(c.outOffset) + (c.inPlace ? " in place" : "") + " parts " +
-          std::to_string(c.parts) + " root " + std::to_string(c.root);
+          std::to_string(c.outOffset) + (c.inPlace ? " in place" : "");
+  if (!isReduce(s.collective)) {
+    text += " parts " + std::to_string(c.parts) + " root " + std::to_string(c.root);
+  }
   return text + " (seed " + std::to_string(s.seed) + ")";
 }
 
