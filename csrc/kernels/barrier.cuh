@@ -25,6 +25,14 @@ namespace xccl::kernels {
 
 static_assert(kThreadsPerBlock >= kMaxRanks, "thread t < worldSize owns the pair with peer t");
 
+// Mutation-testing hook: true skips the flag wait of the syncIndex-th sync() (1-based) of a kernel
+// while still storing its signal. Only tests/cpp/gpu's mutant build of the CPU emulation defines
+// it (to show that the tests fail without that wait); everywhere else it is the constant false and
+// the sync counter folds away.
+#ifndef XCCL_BARRIER_SKIP_WAIT
+#define XCCL_BARRIER_SKIP_WAIT(syncIndex) false
+#endif
+
 // Spins until *flag reaches `value`; false after timeoutNs or once this rank's error word is set
 // by another block (the flags are then poisoned and there is no point waiting).
 __device__ __forceinline__ bool waitFlagAtLeast(const uint32_t* flag, uint32_t value,
@@ -61,6 +69,7 @@ class BlockBarrier {
   // (recorded in the error word); the block must then return.
   __device__ bool sync() {
     ++epoch_;
+    ++syncIndex_;
     // (1) Block-wide barrier: every thread's earlier writes (stage results, or nothing) are ordered
     // before the release store below. bar.sync synchronises the CTA and PTX causality order is
     // transitive, so the release is cumulative over them (same pattern as vLLM barrier_at_end and
@@ -76,7 +85,9 @@ class BlockBarrier {
       stReleaseSys(&theirs->fromPeer[h_.rank], epoch_);
       // (3) Acquire at system scope on this rank's own word, written only by peer's block b in
       // its (2): everything peer's block b wrote before its (1) is visible to this thread now.
-      arrived = waitFlagAtLeast(&mine->fromPeer[peer], epoch_, h_);
+      if (!XCCL_BARRIER_SKIP_WAIT(syncIndex_)) {
+        arrived = waitFlagAtLeast(&mine->fromPeer[peer], epoch_, h_);
+      }
       if (!arrived) atomicOrSys(h_.error, kErrorTimeout | (1u << peer));
     }
     // (4) Block-wide barrier after the acquires: the other threads' later reads of peer data are
@@ -94,6 +105,7 @@ class BlockBarrier {
  private:
   const DeviceHandle& h_;
   uint32_t epoch_ = 0;
+  int syncIndex_ = 0;  // sync() calls so far in this kernel; read only by the mutation hook
 };
 
 }  // namespace xccl::kernels

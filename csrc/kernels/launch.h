@@ -50,6 +50,10 @@ struct AllReduceArgs {
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   float preMulFactor = 1.0f;
+  // PREMUL_SUM only: when non-null, the kernel reads the factor from this float in this rank's
+  // device memory (e.g. a 1-element float32 tensor, complete in stream order before the launch)
+  // instead of preMulFactor, so capture into a CUDA graph needs no host read of the factor.
+  const float* preMulFactorOnDevice = nullptr;
   Algorithm algorithm = Algorithm::kOneShot;
   LaunchShape shape;
 };
@@ -65,6 +69,10 @@ struct ReduceScatterArgs {
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   float preMulFactor = 1.0f;
+  // PREMUL_SUM only: when non-null, the kernel reads the factor from this float in this rank's
+  // device memory (e.g. a 1-element float32 tensor, complete in stream order before the launch)
+  // instead of preMulFactor, so capture into a CUDA graph needs no host read of the factor.
+  const float* preMulFactorOnDevice = nullptr;
   LaunchShape shape;
 };
 void launchReduceScatter(const ReduceScatterArgs& args, void* stream);

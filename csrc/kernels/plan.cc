@@ -96,6 +96,15 @@ void validateElementAlignment(const DeviceHandle& h, const void* output, DataTyp
   }
 }
 
+// A device factor is PREMUL_SUM's alone, and the kernel loads it as one aligned float.
+void validateDeviceFactor(const float* factor, ReduceOp op) {
+  if (factor == nullptr) return;
+  XCCL_CHECK_ARG(op == ReduceOp::kPreMulSum, "a device pre-multiplication factor needs ",
+                 reduceOpName(ReduceOp::kPreMulSum), ", not ", reduceOpName(op));
+  XCCL_CHECK_ARG(reinterpret_cast<uintptr_t>(factor) % alignof(float) == 0,
+                 "device pre-multiplication factor not aligned to ", alignof(float));
+}
+
 const char* bytesOf(const void* p, size_t offset) { return static_cast<const char*>(p) + offset; }
 
 }  // namespace
@@ -103,6 +112,7 @@ const char* bytesOf(const void* p, size_t offset) { return static_cast<const cha
 void validate(const AllReduceArgs& a) {
   validateHandle(a.handle);
   reduceSpec(a.dtype, a.op, a.preMulFactor, a.handle.worldSize);
+  validateDeviceFactor(a.preMulFactorOnDevice, a.op);
   validateSize(a.count, 1, a.dtype);
   validateBuffers(a.handle, a.count, a.output);
   if (a.count == 0) return;
@@ -121,6 +131,7 @@ void validate(const AllReduceArgs& a) {
 void validate(const ReduceScatterArgs& a) {
   validateHandle(a.handle);
   reduceSpec(a.dtype, a.op, a.preMulFactor, a.handle.worldSize);
+  validateDeviceFactor(a.preMulFactorOnDevice, a.op);
   validateSize(a.count, a.handle.worldSize, a.dtype);
   validateBuffers(a.handle, a.count, a.output);
   if (a.count == 0) return;

@@ -21,8 +21,19 @@ struct ReduceParams {
   size_t srcOffset;  // elements into every buffers[p] where this rank's input starts
   float preMul;
   float postDiv;
+  // PREMUL_SUM's factor in this rank's device memory, used instead of preMul when non-null, so a
+  // captured CUDA graph reads the factor tensor's value at each replay (no host sync at capture).
+  const float* preMulOnDevice;
 };
 static_assert(std::is_trivially_copyable_v<ReduceParams>);
+
+// The reduction's factors for this launch. The device factor is read once per thread at kernel
+// start (every thread of the grid loads the same word: one broadcast load), never per element;
+// it was written in stream order before the launch, so no ordering beyond the launch is needed.
+template <ReduceKind K>
+__device__ __forceinline__ Reducer<K> reducerFor(const ReduceParams& p) {
+  return Reducer<K>{p.preMulOnDevice != nullptr ? *p.preMulOnDevice : p.preMul, p.postDiv};
+}
 
 template <int W>
 __device__ __forceinline__ void sourcesAt(const DeviceHandle& h, size_t byteOffset,
@@ -37,6 +48,7 @@ template <typename T, ReduceKind K, int W>
 __global__ void __launch_bounds__(kThreadsPerBlock) directReduceKernel(ReduceParams p) {
   BlockBarrier barrier(p.handle);
   if (!barrier.begin()) return;
+  const Reducer<K> red = reducerFor<K>(p);
   // Start: every rank's input is complete (it was written before that rank's launch, in its
   // stream order), and visible here through the release/acquire pairs of this barrier.
   if (!barrier.sync()) return;
@@ -44,7 +56,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) directReduceKernel(ReducePar
   const char* src[W];
   sourcesAt<W>(p.handle, (p.srcOffset + part.begin) * sizeof(T), src);
   reduceRange<T, K, W>(src, static_cast<char*>(p.output) + part.begin * sizeof(T), part.size(),
-                       Reducer<K>{p.preMul, p.postDiv});
+                       red);
   // End: no peer still reads this rank's buffer once this returns, so the caller may reuse it.
   if (!barrier.sync()) return;
   barrier.end();
@@ -59,6 +71,7 @@ template <typename T, ReduceKind K, int W>
 __global__ void __launch_bounds__(kThreadsPerBlock) twoShotKernel(ReduceParams p) {
   BlockBarrier barrier(p.handle);
   if (!barrier.begin()) return;
+  const Reducer<K> red = reducerFor<K>(p);
   if (!barrier.sync()) return;  // start: all inputs complete (as in directReduceKernel)
   const int rank = p.handle.rank;
   {
@@ -67,7 +80,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) twoShotKernel(ReduceParams p
     const char* src[W];
     sourcesAt<W>(p.handle, part.begin * sizeof(T), src);
     char* own = static_cast<char*>(p.handle.buffers[rank]) + part.begin * sizeof(T);
-    reduceRange<T, K, W>(src, own, part.size(), Reducer<K>{p.preMul, p.postDiv});
+    reduceRange<T, K, W>(src, own, part.size(), red);
   }
   // Middle: every rank's reduced slice part is published (the release covers this block's stage-1
   // stores), and no rank still reads an unreduced slice that stage 2 may overwrite in place.

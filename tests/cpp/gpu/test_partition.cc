@@ -281,6 +281,30 @@ TEST(Validate, AllReduceRules) {
   expectInvalid(bad, "byte size overflow");
 }
 
+// The device-side factor (CUDA graph capture) is PREMUL_SUM's only, and must be float-aligned.
+TEST(Validate, DeviceFactorOnlyForPreMulSum) {
+  AllReduceArgs a;
+  a.handle = fakeHandle(2, 0);
+  a.output = reinterpret_cast<void*>(uintptr_t{0xc0000000});
+  a.count = 10;
+  a.op = ReduceOp::kPreMulSum;
+  a.preMulFactorOnDevice = reinterpret_cast<const float*>(uintptr_t{0xd0000000});
+  EXPECT_NO_THROW(validate(a));
+  a.op = ReduceOp::kAvg;
+  expectInvalid(a, "device factor with AVG");
+  a.op = ReduceOp::kPreMulSum;
+  a.preMulFactorOnDevice = reinterpret_cast<const float*>(uintptr_t{0xd0000002});
+  expectInvalid(a, "device factor not float-aligned");
+  ReduceScatterArgs rs;
+  rs.handle = fakeHandle(2, 0);
+  rs.output = reinterpret_cast<void*>(uintptr_t{0xc0000000});
+  rs.count = 10;
+  rs.preMulFactorOnDevice = reinterpret_cast<const float*>(uintptr_t{0xd0000000});
+  expectInvalid(rs, "device factor with SUM");
+  rs.op = ReduceOp::kPreMulSum;
+  EXPECT_NO_THROW(validate(rs));
+}
+
 TEST(Validate, InPlaceVariantsOfTheOtherCollectives) {
   const DeviceHandle h = fakeHandle(4, 2);
   const size_t count = 256;  // elements per rank, fp32: 1 KiB chunks

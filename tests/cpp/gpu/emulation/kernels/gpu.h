@@ -5,11 +5,14 @@
 // other kernel header is the real one. Test code only.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
 
-#define __global__
+#include "gpu/emulation/jitter.h"
+
+#define __global__ inline  // kernels are defined in headers included by several test sources
 #define __device__
 #define __host__
 #define __forceinline__ inline
@@ -60,11 +63,27 @@ class BlockSync {
 
 inline thread_local BlockSync* currentBlock = nullptr;
 
+#ifdef XCCL_EMULATED_MUTANTS
+// The mutant build (test_gpu_emulated_mutants) skips the flag wait of the skippedSync-th sync()
+// of every kernel (0: of all of them; -1: none), chosen at run time by the mutation tests.
+inline std::atomic<int> skippedSync{-1};
+inline bool skipWait(int syncIndex) {
+  const int s = skippedSync.load(std::memory_order_relaxed);
+  return s == 0 || s == syncIndex;
+}
+#define XCCL_BARRIER_SKIP_WAIT(syncIndex) (::xccl::emulation::skipWait(syncIndex))
+#endif
+
 }  // namespace xccl::emulation
 
 inline thread_local EmulatedDim3 threadIdx, blockIdx, blockDim, gridDim;
 
-inline void __syncthreads() { xccl::emulation::currentBlock->arriveAndWait(true); }
+// A thread may reach a block barrier late (it was descheduled, or its loads were slow).
+inline void __syncthreads() {
+  xccl::emulation::jitter(8, 100);
+  xccl::emulation::currentBlock->arriveAndWait(true);
+}
 inline int __syncthreads_and(int predicate) {
+  xccl::emulation::jitter(8, 100);
   return xccl::emulation::currentBlock->arriveAndWait(predicate != 0) ? 1 : 0;
 }
