@@ -50,6 +50,7 @@ struct AllReduceArgs {
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   float preMulFactor = 1.0f;
+  const float* preMulFactorOnDevice = nullptr;
   Algorithm algorithm = Algorithm::kOneShot;
   LaunchShape shape;
 };
@@ -65,6 +66,7 @@ struct ReduceScatterArgs {
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   float preMulFactor = 1.0f;
+  const float* preMulFactorOnDevice = nullptr;
   LaunchShape shape;
 };
 void launchReduceScatter(const ReduceScatterArgs& args, void* stream);
