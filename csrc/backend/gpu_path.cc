@@ -64,7 +64,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::allreduce(std::vector<at::Tensor>& tenso
   checkHealthy(name);
   const GpuReduce reduce = reduceOnGpu(opts.reduceOp, name);
   const ElementView view = reduceView(tensor, reduce.spec, name);
-  if (group_.getSize() == 1) {
+  if (alone()) {
     // Every reduction of one input is the input, PREMUL_SUM's product aside.
     return solo(c10d::OpType::ALLREDUCE, name, tensor, [&] {
       if (reduce.spec.op == ReduceOp::kPreMulSum) scale(tensor, tensor, reduce);
@@ -108,7 +108,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::broadcast(std::vector<at::Tensor>& tenso
   at::Tensor tensor = singleOnDevice(tensors, name);
   checkRoot(opts.rootRank, group_.getSize(), name);
   checkHealthy(name);
-  if (group_.getSize() == 1) return solo(c10d::OpType::BROADCAST, name, tensor, [] {});
+  if (alone()) return solo(c10d::OpType::BROADCAST, name, tensor, [] {});
   const size_t bytes = byteSize(tensor);
   const algo::GpuPlan plan =
       planFor(algo::GpuCollective::kBroadcast, bytes, DataType::kUInt8, ReduceOp::kSum, true);
@@ -143,7 +143,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::allgatherBase(at::Tensor& output, at::Te
   checkOnDevice(output, name, "output");
   checkFlatPair(output, "output", input, "input", group_.getSize(), name);
   checkHealthy(name);
-  if (group_.getSize() == 1) {
+  if (alone()) {
     return solo(c10d::OpType::_ALLGATHER_BASE, name, output, [&] {
       if (!output.is_same(input)) output.copy_(input);
     });
@@ -182,7 +182,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::reduceScatterBase(
   checkHealthy(name);
   const GpuReduce reduce = reduceOnGpu(opts.reduceOp, name);
   const ElementView view = reduceView(output, reduce.spec, name);
-  if (group_.getSize() == 1) {
+  if (alone()) {
     return solo(c10d::OpType::_REDUCE_SCATTER_BASE, name, output,
                 [&] { scale(output, input, reduce); });
   }
@@ -232,7 +232,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::alltoallBase(at::Tensor& output, at::Ten
   // From sizes alone: explicit equal splits and none at all take the same route on every rank.
   const bool even = rules::evenAllToAll(rows(input), input.numel(), rows(output), output.numel(),
                                         inputSplits, outputSplits, size);
-  if (size == 1 && even) {
+  if (alone() && even) {
     return solo(c10d::OpType::ALLTOALL_BASE, name, output, [&] {
       if (!output.is_same(input)) output.copy_(input);
     });

@@ -102,6 +102,8 @@ class GpuPath final : public GpuOps {
   c10::intrusive_ptr<c10d::Work> viaHost(const char* op, const Call& call,
                                          const std::vector<at::Tensor*>& args,
                                          const std::vector<at::Tensor*>& outputs);
+  // World size 1 outside a coalesced batch (whose calls the vendor group runs as one).
+  bool alone() const;
   // World size 1: `body` runs on the caller's stream (nothing, or one copy / scaling), after
   // every earlier call of the group; the Work completes with it.
   c10::intrusive_ptr<c10d::Work> solo(c10d::OpType type, const char* op, at::Tensor output,

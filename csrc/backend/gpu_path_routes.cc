@@ -223,6 +223,8 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call
   return work;
 }
 
+bool GpuPath::alone() const { return group_.getSize() == 1 && !coalescing_; }
+
 c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op,
                                              at::Tensor output,
                                              const std::function<void()>& body) {
