@@ -82,7 +82,9 @@ c10::intrusive_ptr<c10d::Work> GpuPath::allreduce(std::vector<at::Tensor>& tenso
   args.dtype = view.type;
   args.op = reduce.spec.op;
   args.preMulFactor = static_cast<float>(reduce.spec.factor.value_or(1.0));
-  if (reduce.deviceFactor.defined()) args.preMulFactorOnDevice = reduce.deviceFactor.data_ptr<float>();
+  if (reduce.deviceFactor.defined()) {
+    args.preMulFactorOnDevice = reduce.deviceFactor.data_ptr<float>();
+  }
   args.algorithm = algo::allReduceAlgorithm(plan.kernel);
   args.shape = launchShape();
   const size_t elem = elementSize(view.type);

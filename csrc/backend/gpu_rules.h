@@ -35,8 +35,8 @@ inline int residentBlocksPerSm(int threadsPerBlock, int maxThreadsPerSm, int reg
   return std::max(1, std::min(byThreads, byRegisters));
 }
 
-constexpr int kNoCap = 0;         // LaunchShape::maxBlocks 0: the kernels' default
-constexpr int kCannotFit = -1;    // fewer resident blocks than ranks: no kernel may run
+constexpr int kNoCap = 0;       // LaunchShape::maxBlocks 0: the kernels' default
+constexpr int kCannotFit = -1;  // fewer resident blocks than ranks: no kernel may run
 
 // LaunchShape::maxBlocks for a group whose busiest GPU hosts `ranksPerGpu` ranks, on GPUs of which
 // the smallest has `smCount` SMs holding `blocksPerSm` blocks each (the minimum over all ranks,

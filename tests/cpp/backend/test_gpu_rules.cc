@@ -89,8 +89,8 @@ TEST(DescribeErrorWord, NamesAbortAndPeers) {
   EXPECT_NE(describeErrorWord(kErrorAborted).find("aborted"), std::string::npos);
   const std::string both = describeErrorWord(kErrorAborted | kernels::kErrorTimeout | 2u);
   EXPECT_NE(both.find("aborted"), std::string::npos);
-  EXPECT_EQ(both.find(kernels::describeDeviceError(kernels::kErrorTimeout | 2u)) == std::string::npos,
-            false);
+  EXPECT_NE(both.find(kernels::describeDeviceError(kernels::kErrorTimeout | 2u)),
+            std::string::npos);
   EXPECT_EQ(describeErrorWord(kernels::kErrorTimeout | 1u),
             kernels::describeDeviceError(kernels::kErrorTimeout | 1u));
 }

@@ -106,8 +106,8 @@ kernels::LaunchShape VirtualRanks::shape() const {
             "cudaDeviceGetAttribute");
   cudaCheck(cudaDeviceGetAttribute(&regsPerBlock, cudaDevAttrMaxRegistersPerBlock, device),
             "cudaDeviceGetAttribute");
-  const int perSm =
-      backend::rules::residentBlocksPerSm(kernels::kThreadsPerBlock, threads, regsPerSm, regsPerBlock);
+  const int perSm = backend::rules::residentBlocksPerSm(kernels::kThreadsPerBlock, threads,
+                                                        regsPerSm, regsPerBlock);
   const int cap = backend::rules::sharedGpuMaxBlocks(perSm, smCount_, world_);
   XCCL_CHECK(cap != backend::rules::kCannotFit, world_, " virtual ranks do not fit on ", smCount_,
              " SMs");
