@@ -1,4 +1,5 @@
-// The Work of a collective that ran on the group's internal comm stream (gpu_path.cc).
+// The Work of a GPU-side call (gpu_path.h): a kernel-route collective on the group's comm stream,
+// or a host-route / world-size-1 call on the caller's stream.
 //
 // Completion is an event recorded on the comm stream after the collective (DESIGN.md section 3):
 //  - wait() without a timeout makes the caller's current stream wait on that event and returns
@@ -10,7 +11,7 @@
 //  - the future carries the device, and is completed while the comm stream is current, so a
 //    consumer synchronises by event like with ProcessGroupNCCL's futures.
 // Tensors stay referenced by the Work; the group also keeps them until the event completes,
-// whatever happens to the Work (gpu_path.cc, InFlight).
+// whatever happens to the Work (gpu_events.h, InFlight).
 #pragma once
 
 #include <c10/core/Stream.h>
