@@ -63,8 +63,13 @@ class GpuOps {
   virtual bool coalescing() const = 0;
 
   // Waits (bounded) until this rank's GPU work finished and every rank is done with the shared
-  // workspace, then releases it. Called by shutdown().
+  // workspace, then releases it. Kernels still spinning after half of `timeout` are aborted
+  // (see abort()). Called by shutdown().
   virtual void shutdown(std::chrono::milliseconds timeout) = 0;
+
+  // Makes spinning kernels return and every later call and wait raise DistBackendError; aborts
+  // the vendor group. Never blocks on the GPU. Called by abort().
+  virtual void abort() = 0;
 };
 
 // Creates the GPU side for the group on `device` (the first CUDA collective's device): a

@@ -4,7 +4,10 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <thread>
+
+#include "backend/gpu_error.h"
 
 namespace xccl::backend {
 
@@ -33,16 +36,26 @@ bool CudaEvent::query() const {
   return true;
 }
 
+bool CudaEvent::pollUntil(std::chrono::steady_clock::time_point deadline) const {
+  auto pause = std::chrono::microseconds(20);
+  while (!query()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 GpuWork::GpuWork(int rank, c10d::OpType opType, const char* opName, c10::Stream comm,
                  std::shared_ptr<CudaEvent> done, bool captured, std::vector<at::Tensor> outputs,
-                 std::function<std::string()> deviceError)
+                 std::shared_ptr<const ErrorWord> error)
     : c10d::Work(rank, opType, opName),
       opName_(opName),
       device_(comm.device()),
       done_(std::move(done)),
       captured_(captured),
       outputs_(std::move(outputs)),
-      deviceError_(std::move(deviceError)),
+      error_(std::move(error)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{device_})) {
   // The future records its own event on the current stream: make that the comm stream, so
@@ -52,9 +65,10 @@ GpuWork::GpuWork(int rank, c10d::OpType opType, const char* opName, c10::Stream 
 }
 
 bool GpuWork::isCompleted() {
+  checkErrorWord();
   if (captured_) return true;
   if (!done_->query()) return false;
-  checkDeviceError();
+  checkErrorWord();  // the word as of the collective's end
   return true;
 }
 
@@ -66,33 +80,27 @@ void GpuWork::joinCurrentStream() {
 void GpuWork::synchronize() { joinCurrentStream(); }
 
 bool GpuWork::wait(std::chrono::milliseconds timeout) {
+  // A failure the host can already see is reported even by the non-blocking wait; one that
+  // happens later is reported by the group's next call (docs/gpu.md, "Errors").
+  checkErrorWord();
   if (captured_) return true;  // the capturing stream joined the collective already
   if (timeout == kNoTimeout) {
     joinCurrentStream();
     return true;
   }
-  // A host wait: poll with short sleeps (a blocking-sync event would need its own flags, and
-  // cudaEventSynchronize cannot be bounded).
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto pause = std::chrono::microseconds(20);
-  while (!done_->query()) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      C10_THROW_ERROR(DistBackendError, "xccl " + opName_ + ": wait(" +
-                                            std::to_string(timeout.count()) +
-                                            " ms) timed out; the collective is still running "
-                                            "on the GPU");
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
+  if (!done_->pollUntil(std::chrono::steady_clock::now() + timeout)) {
+    checkErrorWord();  // a peer's failure explains the wait better than the timeout
+    C10_THROW_ERROR(DistBackendError, "xccl " + opName_ + ": wait(" +
+                                          std::to_string(timeout.count()) +
+                                          " ms) timed out; the collective is still running "
+                                          "on the GPU");
   }
-  checkDeviceError();
+  checkErrorWord();
   return true;
 }
 
-void GpuWork::checkDeviceError() {
-  if (!deviceError_) return;
-  const std::string error = deviceError_();
-  if (!error.empty()) C10_THROW_ERROR(DistBackendError, "xccl " + opName_ + ": " + error);
+void GpuWork::checkErrorWord() const {
+  if (error_) error_->throwIfSet(opName_.c_str());
 }
 
 }  // namespace xccl::backend

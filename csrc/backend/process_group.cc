@@ -234,6 +234,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupXccl::split(
 
 void ProcessGroupXccl::abort() {
   markBroken("abort() was called on rank " + std::to_string(rank_));
+  abortGpu();
 }
 
 void ProcessGroupXccl::shutdown() {

@@ -156,6 +156,8 @@ class ProcessGroupXccl : public c10d::Backend {
   // rank's first CUDA call creates it); gpuTensors() says whether a call goes there.
   GpuOps& gpu(const std::vector<at::Tensor*>& tensors, const char* opName);
   static bool gpuTensors(const std::vector<at::Tensor*>& tensors);
+  // abort() on the GPU side, if there is one (process_group_gpu.cc).
+  void abortGpu();
   // A call with CUDA tensors and no kernel: GpuOps::withoutKernel on the GPU side.
   c10::intrusive_ptr<c10d::Work> gpuWithoutKernel(const char* op, const GpuOps::Call& call,
                                                   const std::vector<at::Tensor*>& args,

@@ -89,6 +89,11 @@ GpuOps& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const cha
   return *gpu_;
 }
 
+void ProcessGroupXccl::abortGpu() {
+  std::lock_guard<std::mutex> guard(gpuMutex_);
+  if (gpu_) gpu_->abort();
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::gpuWithoutKernel(
     const char* op, const GpuOps::Call& call, const std::vector<at::Tensor*>& args,
     const std::vector<at::Tensor*>& outputs, bool vendorCan) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "backend/gpu_rules.h"
 #include "common/error.h"
 #include "kernels/plan.h"
 
@@ -95,7 +96,22 @@ kernels::DeviceHandle VirtualRanks::handle(int rank, size_t bufferOffset) const 
 }
 
 kernels::LaunchShape VirtualRanks::shape() const {
-  return kernels::LaunchShape{std::max(1, std::min(kernels::kDefaultMaxBlocks, smCount_ / world_))};
+  // The cap the backend uses for ranks that share a GPU (backend/gpu_rules.h): the virtual ranks
+  // are world_ ranks on one GPU, and must all have their blocks resident at once.
+  int device = 0, threads = 0, regsPerSm = 0, regsPerBlock = 0;
+  cudaCheck(cudaGetDevice(&device), "cudaGetDevice");
+  cudaCheck(cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device),
+            "cudaDeviceGetAttribute");
+  cudaCheck(cudaDeviceGetAttribute(&regsPerSm, cudaDevAttrMaxRegistersPerMultiprocessor, device),
+            "cudaDeviceGetAttribute");
+  cudaCheck(cudaDeviceGetAttribute(&regsPerBlock, cudaDevAttrMaxRegistersPerBlock, device),
+            "cudaDeviceGetAttribute");
+  const int perSm = backend::rules::residentBlocksPerSm(kernels::kThreadsPerBlock, threads,
+                                                        regsPerSm, regsPerBlock);
+  const int cap = backend::rules::sharedGpuMaxBlocks(perSm, smCount_, world_);
+  XCCL_CHECK(cap != backend::rules::kCannotFit, world_, " virtual ranks do not fit on ", smCount_,
+             " SMs");
+  return kernels::LaunchShape{cap};
 }
 
 void VirtualRanks::forkJoin(const std::function<void(int, cudaStream_t)>& body) {

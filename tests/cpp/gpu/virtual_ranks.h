@@ -56,8 +56,8 @@ class VirtualRanks {
 
   // Rank r's handle; buffers[p] = buffer(p) + bufferOffset (to test unaligned starts).
   kernels::DeviceHandle handle(int rank, size_t bufferOffset = 0) const;
-  // At most kDefaultMaxBlocks blocks, and few enough that all ranks' blocks fit on the GPU at once
-  // (one 512-thread block per SM is guaranteed by __launch_bounds__): SMs / world.
+  // The backend's cap for ranks sharing a GPU (backend/gpu_rules.h, sharedGpuMaxBlocks): few
+  // enough blocks that all ranks' blocks fit on the GPU at once, at most kDefaultMaxBlocks.
   kernels::LaunchShape shape() const;
 
   void setTimeoutNs(uint64_t ns) { timeoutNs_ = ns; }

@@ -1,0 +1,44 @@
+#include "backend/gpu_error.h"
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/util/Exception.h>
+#include <cuda_runtime_api.h>
+
+#include "backend/gpu_rules.h"
+#include "backend/gpu_work.h"
+
+namespace xccl::backend {
+
+const uint32_t ErrorWord::kAbortBit = rules::kErrorAborted;
+
+ErrorWord::ErrorWord(int device) {
+  c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device));
+  // Portable: the word stays valid whichever device is current when the host reads it.
+  void* host = nullptr;
+  checkCuda(cudaHostAlloc(&host, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable),
+            "cudaHostAlloc");
+  host_ = static_cast<uint32_t*>(host);
+  __atomic_store_n(host_, 0u, __ATOMIC_RELEASE);
+  void* alias = nullptr;
+  const cudaError_t status = cudaHostGetDevicePointer(&alias, host, 0);
+  if (status != cudaSuccess) {
+    cudaFreeHost(host);
+    checkCuda(status, "cudaHostGetDevicePointer");
+  }
+  device_ = static_cast<uint32_t*>(alias);
+}
+
+ErrorWord::~ErrorWord() {
+  // Only after every kernel that may write it ended or was given up on (GpuPath's destructor).
+  if (host_ != nullptr) cudaFreeHost(host_);
+}
+
+void ErrorWord::throwIfSet(const char* op) const {
+  const uint32_t word = read();
+  if (word == 0) return;
+  C10_THROW_ERROR(DistBackendError, std::string("xccl ") + op +
+                                        ": the group is unusable: a GPU collective failed: " +
+                                        rules::describeErrorWord(word));
+}
+
+}  // namespace xccl::backend

@@ -1,0 +1,39 @@
+// The group's device error word, in mapped pinned host memory (gpu_path.h).
+//
+// The kernels OR failure bits into DeviceHandle::error with system-scope atomics and poll it while
+// they spin (kernels/device_handle.h). Pointing that at the device alias of a mapped host word
+// lets the host read it at any time without a copy (every call, every wait, after graph replays,
+// which no host code follows) and set kErrorAborted (gpu_rules.h) so spinning kernels return.
+// Host and device updates are not atomic with respect to each other over PCIe; that is harmless
+// here: each side only ever sets bits, and any non-zero value means "failed" to everyone.
+// Once set the word stays set: the ranks' flags and epochs no longer agree (device_handle.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace xccl::backend {
+
+class ErrorWord {
+ public:
+  explicit ErrorWord(int device);  // zeroed
+  ~ErrorWord();
+  ErrorWord(const ErrorWord&) = delete;
+  ErrorWord& operator=(const ErrorWord&) = delete;
+
+  // What the kernels get as DeviceHandle::error.
+  uint32_t* deviceAlias() const { return device_; }
+  uint32_t read() const { return __atomic_load_n(host_, __ATOMIC_ACQUIRE); }
+  // Makes every kernel spinning with this word return at its next poll.
+  void abort() { __atomic_fetch_or(host_, kAbortBit, __ATOMIC_SEQ_CST); }
+  // Throws DistBackendError "xccl <op>: the group is unusable: a GPU collective failed: ..."
+  // when the word is set.
+  void throwIfSet(const char* op) const;
+
+ private:
+  static const uint32_t kAbortBit;
+  uint32_t* host_ = nullptr;
+  uint32_t* device_ = nullptr;
+};
+
+}  // namespace xccl::backend

@@ -1,0 +1,96 @@
+#include "backend/gpu_order.h"
+
+#include <c10/core/StreamGuard.h>
+
+#include "backend/gpu_rules.h"
+
+namespace xccl::backend {
+
+StreamOrder::StreamOrder(c10::cuda::CUDAStream comm, std::shared_ptr<EventPool> pool)
+    : comm_(comm), pool_(std::move(pool)) {}
+
+void StreamOrder::crossCaptureBoundary(bool captured) {
+  if (captured == lastCaptured_) return;
+  lastCaptured_ = captured;
+  // Into a capture: the device was idle when it began (torch.cuda.graph synchronises), and a
+  // capture may not wait on events recorded outside it. Out of one: the captured events belong
+  // to the graph and cannot be waited on or queried eagerly.
+  lastKernel_.reset();
+  if (pendingVendor_ && pendingVendorCaptured_ != captured) pendingVendor_.reset();
+}
+
+bool StreamOrder::kernelPending() {
+  if (lastKernel_ && lastKernel_->query()) lastKernel_.reset();  // done: nothing to wait for
+  return lastKernel_ != nullptr;
+}
+
+void StreamOrder::beforeKernel(cudaStream_t current, bool captured) {
+  crossCaptureBoundary(captured);
+  checkCuda(cudaEventRecord(ready_.get(), current), "cudaEventRecord");
+  checkCuda(cudaStreamWaitEvent(comm_.stream(), ready_.get(), 0), "cudaStreamWaitEvent");
+  const rules::OrderSteps steps =
+      rules::orderBefore(rules::Route::kKernel, false, pendingVendor_.defined());
+  if (steps.commWaitsVendor) {
+    // WorkNCCL::synchronize makes the current stream wait on NCCL's end event.
+    c10::StreamGuard guard(comm_.unwrap());
+    pendingVendor_->synchronize();
+    pendingVendor_.reset();
+  }
+  if (captured) {
+    // At each replay: after the eager kernel-route calls issued before the replay.
+    checkCuda(cudaStreamWaitEvent(comm_.stream(), eagerTail_.get(), cudaEventWaitExternal),
+              "cudaStreamWaitEvent(external)");
+  } else {
+    // After the replays launched before this call (a no-op while no graph was replayed).
+    checkCuda(cudaStreamWaitEvent(comm_.stream(), graphTail_.get(), 0), "cudaStreamWaitEvent");
+  }
+}
+
+std::shared_ptr<CudaEvent> StreamOrder::afterKernel(cudaStream_t current, bool captured) {
+  std::shared_ptr<CudaEvent> done = pool_->take();
+  if (captured) {
+    // The external record first: `done`, which the capturing stream joins, must come after every
+    // node the call added to the comm stream, or the capture ends with an unjoined node.
+    checkCuda(cudaEventRecordWithFlags(graphTail_.get(), comm_.stream(), cudaEventRecordExternal),
+              "cudaEventRecordWithFlags(external)");
+    checkCuda(cudaEventRecord(done->get(), comm_.stream()), "cudaEventRecord");
+    checkCuda(cudaStreamWaitEvent(current, done->get(), 0), "cudaStreamWaitEvent");
+  } else {
+    checkCuda(cudaEventRecord(done->get(), comm_.stream()), "cudaEventRecord");
+    checkCuda(cudaEventRecord(eagerTail_.get(), comm_.stream()), "cudaEventRecord");
+    lastKernel_ = done;
+  }
+  return done;
+}
+
+void StreamOrder::beforeVendor(cudaStream_t current, bool captured) {
+  crossCaptureBoundary(captured);
+  // Under capture lastKernel_ is empty: a captured kernel call already joined the caller's stream.
+  const rules::OrderSteps steps =
+      rules::orderBefore(rules::Route::kVendor, kernelPending(), pendingVendor_.defined());
+  if (steps.currentWaitsKernel) {
+    checkCuda(cudaStreamWaitEvent(current, lastKernel_->get(), 0), "cudaStreamWaitEvent");
+  }
+}
+
+void StreamOrder::afterVendor(c10::intrusive_ptr<c10d::Work> work, bool captured) {
+  pendingVendor_ = std::move(work);
+  pendingVendorCaptured_ = captured;
+}
+
+void StreamOrder::beforeCurrentStream(cudaStream_t current, bool captured) {
+  crossCaptureBoundary(captured);
+  const rules::OrderSteps steps =
+      rules::orderBefore(rules::Route::kHost, kernelPending(), pendingVendor_.defined());
+  if (steps.currentWaitsKernel) {
+    checkCuda(cudaStreamWaitEvent(current, lastKernel_->get(), 0), "cudaStreamWaitEvent");
+  }
+  if (steps.currentWaitsVendor) {
+    // With the caller's stream current (GpuPath guards the device; the stream is the current
+    // one). Kept pending: the comm stream has not waited on it, and a later kernel-route call
+    // may come from another stream.
+    pendingVendor_->synchronize();
+  }
+}
+
+}  // namespace xccl::backend

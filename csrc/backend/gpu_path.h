@@ -1,0 +1,149 @@
+// GpuOps for CUDA builds (gpu_ops.h): routes each CUDA collective and runs the kernel route.
+// Internal to csrc/backend; its members are defined by concern:
+//  - gpu_path.cc:         the five collectives with a kernel, and creation;
+//  - gpu_path_routes.cc:  planning, the vendor and host routes, world size 1, coalescing;
+//  - gpu_path_kernel.cc:  the workspace session (creation, device handle, one kernel-route call,
+//                         shutdown and abort);
+// and by the helpers gpu_placement (who is where), gpu_order (issue order across routes and
+// graph replays), gpu_events (event pool, in-flight tensors), gpu_error (the mapped error word),
+// gpu_rules (the decisions that need neither CUDA nor torch).
+//
+// Kernel route, per call: the comm stream waits on the caller's current stream (and on earlier
+// calls of other routes, gpu_order.h); on the comm stream the input is copied into this rank's
+// workspace buffer (the memory peers read through CUDA IPC), the kernel runs and writes the
+// caller's output; an event recorded after it completes the GpuWork. Messages larger than the
+// workspace run in chunks where the collective is elementwise (all_reduce, broadcast); the others
+// go to the vendor library (or host memory when ranks share a GPU) above the workspace size.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "algo/gpu_plan.h"
+#include "backend/gpu_error.h"
+#include "backend/gpu_events.h"
+#include "backend/gpu_ops.h"
+#include "backend/gpu_order.h"
+#include "backend/gpu_placement.h"
+#include "backend/tensor_args.h"
+#include "kernels/launch.h"
+#include "net/cuda_ipc/workspace.h"
+
+namespace xccl::backend {
+
+class ProcessGroupXccl;
+
+bool capturing();
+
+// A reduction on the GPU side: ReduceSpec (tensor_args.h) plus PREMUL_SUM's factor as a 1-element
+// float32 tensor on the group's device when the caller gave a CUDA tensor factor, so the kernels
+// read it on the device (no .item(), no host sync: capturable). `factor` is then empty.
+struct GpuReduce {
+  ReduceSpec spec;
+  at::Tensor deviceFactor;  // undefined unless PREMUL_SUM with a CUDA tensor factor
+};
+
+class GpuPath final : public GpuOps {
+ public:
+  GpuPath(ProcessGroupXccl& group, int device);
+  ~GpuPath() override;
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgatherBase(at::Tensor& output, at::Tensor& input,
+                                               const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduceScatterBase(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoallBase(at::Tensor& output, at::Tensor& input,
+                                              std::vector<int64_t>& outputSplits,
+                                              std::vector<int64_t>& inputSplits,
+                                              const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> withoutKernel(const char* op, const Call& call,
+                                               const std::vector<at::Tensor*>& args,
+                                               const std::vector<at::Tensor*>& outputs,
+                                               bool vendorCan) override;
+  void startCoalescing(const char* op) override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  bool coalescing() const override { return coalescing_; }
+  void shutdown(std::chrono::milliseconds timeout) override;
+  void abort() override;
+
+ private:
+  using Workspace = net::cuda_ipc::Workspace;
+
+  // ---- gpu_path_routes.cc ----
+  at::Tensor singleOnDevice(const std::vector<at::Tensor>& tensors, const char* op);
+  void checkOnDevice(const at::Tensor& t, const char* op, const char* what);
+  GpuReduce reduceOnGpu(const c10d::ReduceOp& op, const char* name);
+  algo::GpuPlan planFor(algo::GpuCollective collective, size_t bytes, DataType dtype,
+                        ReduceOp op, bool evenSplits);
+  algo::GpuPlan fitWorkspace(algo::GpuPlan plan, size_t inputBytes) const;
+  static algo::GpuPlan vendorOrHost(algo::GpuPlan plan, bool vendorCan);
+  algo::GpuRoute noKernelRoute() const;
+  static size_t workspaceBytes();
+  kernels::LaunchShape launchShape() const { return kernels::LaunchShape{maxBlocks_}; }
+  // The vendor or host route.
+  c10::intrusive_ptr<c10d::Work> other(const char* op, algo::GpuRoute route, const char* reason,
+                                       const Call& call, const std::vector<at::Tensor*>& args,
+                                       const std::vector<at::Tensor*>& outputs);
+  c10d::Backend* vendorGroup(const char* op);
+  // Refuses a vendor call during capture before the vendor group ran one eagerly.
+  void checkVendorCapturable(const char* op, bool captured) const;
+  c10::intrusive_ptr<c10d::Work> viaVendor(const char* op, c10d::Backend& vendor,
+                                           const Call& call);
+  c10::intrusive_ptr<c10d::Work> viaHost(const char* op, const Call& call,
+                                         const std::vector<at::Tensor*>& args,
+                                         const std::vector<at::Tensor*>& outputs);
+  // World size 1 outside a coalesced batch (whose calls the vendor group runs as one).
+  bool alone() const;
+  // World size 1: `body` runs on the caller's stream (nothing, or one copy / scaling), after
+  // every earlier call of the group; the Work completes with it.
+  c10::intrusive_ptr<c10d::Work> solo(c10d::OpType type, const char* op, at::Tensor output,
+                                      const std::function<void()>& body);
+
+  // ---- gpu_path_kernel.cc ----
+  // Raises DistBackendError once the error word is set (every call, every route).
+  void checkHealthy(const char* op) const { error_->throwIfSet(op); }
+  Workspace& workspace(const char* op);
+  // The one place the workspace is created (a collective step): a call can switch to another
+  // creation (e.g. one all ranks agree on) here.
+  std::unique_ptr<Workspace> createWorkspace(net::Store& store, const char* op);
+  void mapEveryPeer(net::Store& store, const char* op);
+  kernels::DeviceHandle handle(Workspace& ws) const;
+  void copyIn(Workspace& ws, const void* src, size_t bytes);
+  // One kernel-route call: `body` enqueues copies and launches on the comm stream; `keep`
+  // (inputs, outputs, a device factor) stays referenced until the call's event completed.
+  c10::intrusive_ptr<c10d::Work> runKernel(c10d::OpType type, const char* op,
+                                           std::vector<at::Tensor> keep,
+                                           const std::function<void(Workspace&)>& body);
+  // Sets the abort bit and waits (bounded) for the comm stream; true when it drained.
+  bool drainComm(std::chrono::milliseconds timeout, bool abortFirst);
+
+  ProcessGroupXccl& group_;
+  const int device_;
+  c10::cuda::CUDAStream comm_;
+  const algo::GpuTunables tunables_;
+  Placement placement_;
+  int maxBlocks_ = 0;  // LaunchShape::maxBlocks; kCannotFit routes around the kernels
+  std::shared_ptr<ErrorWord> error_;
+  std::shared_ptr<EventPool> events_;
+  std::mutex issueMutex_;  // one call at a time enqueues (launch order must match across ranks)
+  std::unique_ptr<StreamOrder> order_;  // under issueMutex_
+  std::mutex mutex_;       // guards the lazily created members below
+  std::unique_ptr<Workspace> workspace_;
+  c10::intrusive_ptr<c10d::Backend> vendor_;
+  bool vendorTried_ = false;
+  std::atomic<bool> vendorUsedEagerly_{false};  // its communicator exists: capture may use it
+  std::atomic<bool> coalescing_{false};  // between startCoalescing and endCoalescing
+  InFlight inFlight_;
+};
+
+}  // namespace xccl::backend

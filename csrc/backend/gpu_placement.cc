@@ -1,0 +1,87 @@
+#include "backend/gpu_placement.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "backend/gpu_rules.h"
+#include "backend/gpu_work.h"
+#include "backend/machine.h"
+#include "kernels/plan.h"
+#include "net/shm/segment.h"
+
+namespace xccl::backend {
+namespace {
+
+// "0000:18:00.0", lower case, as topology files write it.
+std::string busIdOf(int device) {
+  char id[32] = {};
+  checkCuda(cudaDeviceGetPCIBusId(id, sizeof(id), device), "cudaDeviceGetPCIBusId");
+  std::string text(id);
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+int attribute(cudaDeviceAttr what, int device) {
+  int value = 0;
+  checkCuda(cudaDeviceGetAttribute(&value, what, device), "cudaDeviceGetAttribute");
+  return value;
+}
+
+}  // namespace
+
+Placement exchangePlacement(net::Store& store, int rank, int size, int device,
+                            std::chrono::milliseconds timeout) {
+  std::string host = net::shm::Options::fromEnvironment().hostIdentity;
+  if (host.empty()) host = net::shm::hostIdentity();
+  const std::string bus = busIdOf(device);
+  const int sms = attribute(cudaDevAttrMultiProcessorCount, device);
+  const int perSm = rules::residentBlocksPerSm(
+      kernels::kThreadsPerBlock, attribute(cudaDevAttrMaxThreadsPerMultiProcessor, device),
+      attribute(cudaDevAttrMaxRegistersPerMultiprocessor, device),
+      attribute(cudaDevAttrMaxRegistersPerBlock, device));
+  // One record per rank: host, bus id, SM count, blocks per SM (host names hold no newline).
+  auto all = net::allGatherThroughStore(
+      store, "gpu_place", rank, size,
+      net::toBytes(host + "\n" + bus + "\n" + std::to_string(sms) + "\n" + std::to_string(perSm)),
+      timeout);
+  Placement placement;
+  placement.smCount = sms;
+  placement.blocksPerSm = perSm;
+  std::set<std::string> hosts;
+  std::map<std::string, int> perGpu;
+  std::set<std::string> localBuses;
+  for (const auto& bytes : all) {
+    std::istringstream lines(net::toString(bytes));
+    std::string peerHost, peerBus, peerSms, peerPerSm;
+    std::getline(lines, peerHost);
+    std::getline(lines, peerBus);
+    std::getline(lines, peerSms);
+    std::getline(lines, peerPerSm);
+    hosts.insert(peerHost);
+    placement.ranksPerGpu = std::max(placement.ranksPerGpu, ++perGpu[peerHost + "/" + peerBus]);
+    placement.smCount = std::min(placement.smCount, std::stoi(peerSms));
+    placement.blocksPerSm = std::min(placement.blocksPerSm, std::stoi(peerPerSm));
+    if (peerHost == host) localBuses.insert(peerBus);
+  }
+  placement.hosts = static_cast<int>(hosts.size());
+  placement.sameHost = placement.hosts == 1;
+  const topo::Topology& topology = thisMachine();
+  for (const std::string& localBus : localBuses) {
+    auto it = std::find_if(topology.gpus.begin(), topology.gpus.end(),
+                           [&](const topo::Gpu& gpu) { return gpu.pciBusId == localBus; });
+    if (it == topology.gpus.end()) {
+      placement.gpus.clear();  // the topology does not list them all: let the plan decide
+      break;
+    }
+    placement.gpus.push_back(it->index);
+  }
+  return placement;
+}
+
+}  // namespace xccl::backend

@@ -1,0 +1,27 @@
+// Where a group's ranks and GPUs are: exchanged once through the store when the GPU side is
+// created, so every rank plans from the same facts (gpu_path.h).
+#pragma once
+
+#include <chrono>
+#include <vector>
+
+#include "net/store.h"
+
+namespace xccl::backend {
+
+struct Placement {
+  int hosts = 1;
+  int ranksPerGpu = 1;    // the most ranks on any one GPU of the group
+  std::vector<int> gpus;  // topology indices of this host's ranks' GPUs (empty: not listed)
+  bool sameHost = true;   // every rank on this host
+  // The smallest SM count of the group's GPUs and the fewest kernel blocks one of their SMs is
+  // sure to hold (rules::residentBlocksPerSm): the minimum over all ranks, so the grid cap for
+  // ranks that share a GPU (rules::sharedGpuMaxBlocks) is the same on every rank.
+  int smCount = 0;
+  int blocksPerSm = 1;
+};
+
+Placement exchangePlacement(net::Store& store, int rank, int size, int device,
+                            std::chrono::milliseconds timeout);
+
+}  // namespace xccl::backend
