@@ -140,12 +140,21 @@ def _premul_tensor_graph(rank, world):
         torch.cuda.synchronize()
         chk.equal(f"replay {replay} with factor {value}", static.cpu(),
                   (value * (replay + 1) * _sum(torch.float64, SMALL, world)).to(torch.float32))
+    # An eager call right after a replay, without synchronising: ordered after the replay
+    # (docs/gpu.md, "CUDA graphs": replays and eager kernel calls share the comm stream's order).
+    static.copy_(_input(torch.float32, SMALL, rank))
+    factor.fill_(1.0)
+    graph.replay()
+    dist.all_reduce(static)
+    torch.cuda.synchronize()
+    chk.equal("eager all_reduce after an unsynchronised replay", static.cpu(),
+              (world * _sum(torch.float64, SMALL, world)).to(torch.float32))
     return result(chk)
 
 
 @pytest.mark.parametrize("world_size,placement", placement_cases((2,)))
 def test_premul_sum_tensor_factor_under_graph_capture(world_size, placement):
-    run_checks(_premul_tensor_graph, world_size, min_checks=4, timeout=180, placement=placement)
+    run_checks(_premul_tensor_graph, world_size, min_checks=5, timeout=180, placement=placement)
 
 
 def _world_one(rank, world):
@@ -218,3 +227,23 @@ def test_shutdown_after_a_peer_died_mid_kernel_is_bounded(world_size, placement)
     assert took < SHUTDOWN_BOUND_S, (
         f"destroy_process_group took {took:.1f} s after the peer died mid-kernel (group timeout "
         f"{SHUTDOWN_TIMEOUT_S:g} s, bound {SHUTDOWN_BOUND_S:g} s)\n" + describe([survivor]))
+
+
+def _even_splits(rank, world):
+    """all_to_all with explicit equal splits on rank 0 and none elsewhere: every rank decides
+    "even" from the sizes, so all take one route (defect 6; a mismatch would deadlock)."""
+    chk = Checker(rank)
+    per = 3
+    send = torch.arange(world * per, dtype=torch.float32, device="cuda") + 100 * rank
+    recv = torch.empty(world * per, device="cuda")
+    splits = [per] * world if rank == 0 else None
+    dist.all_to_all_single(recv, send, output_split_sizes=splits, input_split_sizes=splits)
+    want = torch.cat([torch.arange(rank * per, (rank + 1) * per, dtype=torch.float32) + 100 * r
+                      for r in range(world)])
+    chk.equal("all_to_all, explicit equal splits on one rank only", recv.cpu(), want)
+    return result(chk)
+
+
+@pytest.mark.parametrize("world_size,placement", placement_cases((2, 3)))
+def test_all_to_all_evenness_is_decided_from_sizes(world_size, placement):
+    run_checks(_even_splits, world_size, min_checks=1, timeout=180, placement=placement)
