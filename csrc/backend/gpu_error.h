@@ -1,11 +1,11 @@
-// The group's device error word, in mapped pinned host memory (gpu_path.h).
+// The group's mapped error word, in pinned host memory (gpu_path.h).
 //
-// The kernels OR failure bits into DeviceHandle::error with system-scope atomics and poll it while
-// they spin (kernels/device_handle.h). Pointing that at the device alias of a mapped host word
-// lets the host read it at any time without a copy (every call, every wait, after graph replays,
-// which no host code follows) and set kErrorAborted (gpu_rules.h) so spinning kernels return.
-// Host and device updates are not atomic with respect to each other over PCIe; that is harmless
-// here: each side only ever sets bits, and any non-zero value means "failed" to everyone.
+// Kernels get its device alias as DeviceHandle::hostWord (kernels/device_handle.h): they mirror
+// every failure they record in the workspace's device word into it with system-scope atomics, and
+// poll it while they spin. So the host reads the outcome at any time without a copy (every call,
+// every wait, after graph replays, which no host code follows) and sets kErrorAborted here so
+// spinning kernels return. Host and device updates are not atomic with respect to each other over
+// PCIe; that is harmless: each side only ever sets bits, and any non-zero value means "failed".
 // Once set the word stays set: the ranks' flags and epochs no longer agree (device_handle.h).
 #pragma once
 

@@ -68,9 +68,11 @@ kernels::DeviceHandle GpuPath::handle(Workspace& ws) const {
     h.flags[r] = static_cast<kernels::FlagArea*>(ws.flags(r));
   }
   h.epochs = ws.epochs();
-  // The group's mapped word, not the workspace's (which stays unused): readable by the host
-  // without a copy, and present before any workspace exists.
-  h.error = error_->deviceAlias();
+  // The workspace's word in device memory for the kernels' fast check at start, and the group's
+  // mapped host word, into which they mirror every failure (read by the host without a copy) and
+  // where the host sets the abort bit.
+  h.error = ws.error();
+  h.hostWord = error_->deviceAlias();
   h.timeoutNs = static_cast<uint64_t>(group_.timeout().count()) * 1000000ull;
   h.rank = ws.rank();
   h.worldSize = ws.size();

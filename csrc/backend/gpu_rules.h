@@ -106,24 +106,14 @@ inline OrderSteps orderBefore(Route next, bool kernelPending, bool vendorPending
 
 // ---- The group's error word ----
 //
-// Bit set by the host (abort(), shutdown with work still running) in the mapped error word: the
-// kernels treat any non-zero word as fatal, so spinning blocks return at their next poll. Free
-// in the kernels' vocabulary (device_handle.h: bits 0..kMaxRanks-1 peers, bit 31 timeout).
-constexpr uint32_t kErrorAborted = 1u << 30;
-static_assert((kErrorAborted & (kernels::kErrorTimeout | kernels::kErrorPeerMask)) == 0,
-              "the abort bit must not alias a kernel-set bit");
+// The host sets kernels::kErrorAborted in the mapped word (abort(), shutdown with work still
+// running); the kernels treat any non-zero word as fatal, so spinning blocks return at their next
+// poll (kernels/device_handle.h).
+constexpr uint32_t kErrorAborted = kernels::kErrorAborted;
 
 // "" for a healthy word; otherwise what failed, for DistBackendError texts.
 inline std::string describeErrorWord(uint32_t word) {
-  if (word == 0) return "";
-  std::string text;
-  if (word & kErrorAborted) text = "the group was aborted while GPU collectives were running";
-  const uint32_t kernelBits = word & ~kErrorAborted;
-  if (kernelBits != 0) {
-    if (!text.empty()) text += "; ";
-    text += kernels::describeDeviceError(kernelBits);
-  }
-  return text;
+  return word == 0 ? std::string() : kernels::describeDeviceError(word);
 }
 
 }  // namespace xccl::backend::rules

@@ -33,8 +33,10 @@ static_assert(kThreadsPerBlock >= kMaxRanks, "thread t < worldSize owns the pair
 #define XCCL_BARRIER_SKIP_WAIT(syncIndex) false
 #endif
 
-// Spins until *flag reaches `value`; false after timeoutNs or once this rank's error word is set
-// by another block (the flags are then poisoned and there is no point waiting).
+// Spins until *flag reaches `value`; false after timeoutNs, once this rank's error word is set by
+// another block (the flags are then poisoned and there is no point waiting), or once the host set
+// the mapped word (abort). Both words are polled only every 256 spins: the host word is a PCIe
+// read.
 __device__ __forceinline__ bool waitFlagAtLeast(const uint32_t* flag, uint32_t value,
                                                 const DeviceHandle& h) {
   uint64_t start = 0;
@@ -46,6 +48,7 @@ __device__ __forceinline__ bool waitFlagAtLeast(const uint32_t* flag, uint32_t v
       const uint64_t now = globalTimerNs();
       if (start == 0) start = now;
       if (now - start > h.timeoutNs || ldRelaxedSys(h.error) != 0) return false;
+      if (h.hostWord != nullptr && ldRelaxedSys(h.hostWord) != 0) return false;
     }
   }
 }
@@ -88,7 +91,7 @@ class BlockBarrier {
       if (!XCCL_BARRIER_SKIP_WAIT(syncIndex_)) {
         arrived = waitFlagAtLeast(&mine->fromPeer[peer], epoch_, h_);
       }
-      if (!arrived) atomicOrSys(h_.error, kErrorTimeout | (1u << peer));
+      if (!arrived) recordFailure(kErrorTimeout | (1u << peer));
     }
     // (4) Block-wide barrier after the acquires: the other threads' later reads of peer data are
     // ordered after (3) (causality through bar.sync again). Also agrees on failure block-wide.
@@ -103,6 +106,13 @@ class BlockBarrier {
   }
 
  private:
+  // Into the device word (later launches stop at begin()) and the host's mirror (read without a
+  // copy). Relaxed: a set bit orders nothing, it only makes everyone give up.
+  __device__ void recordFailure(uint32_t bits) {
+    atomicOrSys(h_.error, bits);
+    if (h_.hostWord != nullptr) atomicOrSys(h_.hostWord, bits);
+  }
+
   const DeviceHandle& h_;
   uint32_t epoch_ = 0;
   int syncIndex_ = 0;  // sync() calls so far in this kernel; read only by the mutation hook

@@ -40,6 +40,9 @@ struct FlagArea {
 // ranks no longer agree, and the host must treat the communicator as failed (abort, or re-zero
 // flags, epochs and error words on all ranks together before reuse).
 constexpr uint32_t kErrorTimeout = 1u << 31;  // a flag wait ran past DeviceHandle::timeoutNs
+// Set by the host only, in DeviceHandle::hostWord (abort, or shutdown with kernels still running):
+// spinning blocks see it at their next poll and return.
+constexpr uint32_t kErrorAborted = 1u << 30;
 // bits 0..kMaxRanks-1: the peers whose flags never arrived (decoded by describeDeviceError)
 constexpr uint32_t kErrorPeerMask = (1u << kMaxRanks) - 1;
 
@@ -60,8 +63,14 @@ struct DeviceHandle {
   // lockstep because every rank launches the same collectives with the same grid (the grid is a
   // pure function of the Args, which must be identical across ranks, maxBlocks included).
   uint32_t* epochs;
-  // This rank's error word (see kErrorTimeout).
+  // This rank's error word (see kErrorTimeout) in its own device memory: every block reads it
+  // when it starts (a local read, so a healthy launch pays no PCIe round trip).
   uint32_t* error;
+  // Optional (may be null): the device alias of a word in mapped pinned host memory. Kernels OR
+  // every failure into it as well, so the host reads the outcome without a copy (after eager
+  // calls and graph replays alike), and poll it while they spin (every 256 polls, so its PCIe
+  // latency stays off the fast path): a host that sets kErrorAborted there stops spinning blocks.
+  uint32_t* hostWord;
   // Bound on any single flag wait; the kernel records kErrorTimeout and returns after it.
   uint64_t timeoutNs;
   int32_t rank;
@@ -70,9 +79,9 @@ struct DeviceHandle {
 
 static_assert(std::is_trivially_copyable_v<DeviceHandle>, "passed by value to kernels");
 static_assert(std::is_standard_layout_v<DeviceHandle>, "same layout in host and device code");
-static_assert(sizeof(DeviceHandle) == 2 * kMaxRanks * sizeof(void*) + 3 * 8 + 2 * 4,
+static_assert(sizeof(DeviceHandle) == 2 * kMaxRanks * sizeof(void*) + 4 * 8 + 2 * 4,
               "no padding surprises: the handle is copied into every kernel's parameters");
 static_assert(sizeof(FlagRow) == 128 && sizeof(FlagArea) == kMaxBlocks * 128);
-static_assert(kMaxRanks <= 31, "peer bits and kErrorTimeout share the error word");
+static_assert(kMaxRanks <= 30, "peer bits, kErrorAborted and kErrorTimeout share the error word");
 
 }  // namespace xccl::kernels

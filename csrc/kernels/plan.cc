@@ -183,7 +183,8 @@ void validate(const AllToAllArgs& a) {
 std::string describeDeviceError(uint32_t word) {
   if (word == 0) return "no error";
   std::string text;
-  if (word & kErrorTimeout) text = "flag wait timed out";
+  if (word & kErrorAborted) text = "aborted by the host while GPU collectives were running";
+  if (word & kErrorTimeout) text += std::string(text.empty() ? "" : "; ") + "flag wait timed out";
   std::string peers;
   int missing = 0;
   for (int p = 0; p < kMaxRanks; ++p) {
@@ -192,7 +193,7 @@ std::string describeDeviceError(uint32_t word) {
   if (missing > 0) {
     text += std::string(" (no signal from rank") + (missing > 1 ? "s " : " ") + peers + ")";
   }
-  const uint32_t unknown = word & ~(kErrorTimeout | kErrorPeerMask);
+  const uint32_t unknown = word & ~(kErrorTimeout | kErrorAborted | kErrorPeerMask);
   if (unknown != 0) text += (text.empty() ? "" : "; ") + std::string("unknown bits ") +
                             std::to_string(unknown);
   return text;

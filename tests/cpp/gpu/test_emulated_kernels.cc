@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu/emulated_collectives.h"
@@ -186,6 +187,48 @@ TEST(EmulatedBarrier, MissingPeerTimesOut) {
   launchRank0(60ull * 1000 * 1000 * 1000);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   EXPECT_EQ(errors[0], kErrorTimeout | (1u << 1));
+}
+
+// Rank 1 never launches and rank 0 waits with a 60 s bound: the host sets kErrorAborted in the
+// mapped word (DeviceHandle::hostWord) and the spinning kernel returns within its next polls,
+// mirroring what it records into both words; the next launch stops at begin() on the device word.
+TEST(EmulatedBarrier, HostAbortStopsSpinningKernel) {
+  std::vector<FlagArea> flags(2);
+  std::vector<uint32_t> epochs(2 * kMaxBlocks, 0);
+  uint32_t deviceWord = 0, hostWord = 0;
+  std::vector<float> buffers(2 * 100), outputs(2 * 100);
+  DeviceHandle h{};
+  for (int p = 0; p < 2; ++p) {
+    h.buffers[p] = &buffers[p * 100];
+    h.flags[p] = &flags[p];
+  }
+  h.epochs = epochs.data();
+  h.error = &deviceWord;
+  h.hostWord = &hostWord;
+  h.timeoutNs = 60ull * 1000 * 1000 * 1000;
+  h.rank = 0;
+  h.worldSize = 2;
+  const ReduceParams params{h, outputs.data(), 100, 0, 1, 1, nullptr};
+  const auto launchRank0 = [&] {
+    emulation::runStreams({0}, 5, [&](int) {
+      emulation::launch(&directReduceKernel<float, ReduceKind::kSum, 2>, params, 2, 4);
+    });
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::thread host([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    __atomic_fetch_or(&hostWord, kErrorAborted, __ATOMIC_SEQ_CST);
+  });
+  launchRank0();
+  host.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_NE(deviceWord & (1u << 1), 0u) << describeDeviceError(deviceWord);
+  EXPECT_EQ(hostWord & ~kErrorAborted, deviceWord) << "every failure is mirrored to the host";
+  EXPECT_NE(describeDeviceError(hostWord).find("aborted"), std::string::npos)
+      << describeDeviceError(hostWord);
+  const auto again = std::chrono::steady_clock::now();
+  launchRank0();
+  EXPECT_LT(std::chrono::steady_clock::now() - again, std::chrono::seconds(20));
 }
 
 }  // namespace
