@@ -31,14 +31,15 @@ runs=0
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# build NAME CFLAGS SPIN_DEFINES...: generates and compiles pan in $work/NAME.
+# build NAME CFLAGS SPIN_DEFINES...: generates and compiles pan in $work/NAME (CFLAGS: words).
 build() {
-  local name="$1" cflags="$2"
+  local name="$1" cflags
+  read -ra cflags <<< "$2"
   shift 2
   mkdir -p "$work/$name"
   cp "$model" "$work/$name/"
   (cd "$work/$name" && "$spin" "$@" -a block_barrier.pml > spin.log 2>&1 &&
-     "$cc" -w $cflags -DSAFETY -DNOBOUNDCHECK -o pan pan.c) || {
+     "$cc" -w "${cflags[@]}" -DSAFETY -DNOBOUNDCHECK -o pan pan.c) || {
     echo "FAIL  $name: spin or cc failed"
     cat "$work/$name/spin.log"
     return 1
@@ -47,12 +48,13 @@ build() {
 
 # verify NAME PAN_FLAGS CFLAGS SPIN_DEFINES...: the real protocol; must end with errors: 0.
 verify() {
-  local name="$1" panflags="$2" cflags="$3" start
+  local name="$1" panflags extra="$3" start
+  read -ra panflags <<< "$2"
   shift 3
   start="$(now)"
   runs=$((runs + 1))
-  build "$name" "-O2 $cflags" "$@" || { failures=$((failures + 1)); return; }
-  (cd "$work/$name" && ./pan -m100000 $panflags > pan.out 2>&1) || true
+  build "$name" "-O2 $extra" "$@" || { failures=$((failures + 1)); return; }
+  (cd "$work/$name" && ./pan -m100000 "${panflags[@]}" > pan.out 2>&1) || true
   local out="$work/$name/pan.out"
   local summary states
   summary="$(grep -E 'State-vector .* errors:' "$out" || true)"
@@ -78,14 +80,15 @@ mutant() {
   local first
   first="$(grep -m1 -E '^pan:1: ' "$work/$name/pan.out" || true)"
   if grep -qE 'errors: [1-9]' "$work/$name/pan.out" && grep -qE "$expected" <<< "$first"; then
-    echo "FAILS as required  $name [$*]: $first ($(elapsed "$start") s)"
+    echo "CAUGHT  $name [$*]: $first ($(elapsed "$start") s)"
   else
     echo "FAIL  $name [$*]: the mutant was not caught as expected (/$expected/); got: ${first:-no error}"
     failures=$((failures + 1))
   fi
 }
 
-# Kernel kinds (bit numbers in KINDS), as in block_barrier.pml.
+# Kernel kinds (bits of KINDS), as in block_barrier.pml; some are used only as ${!k} below.
+# shellcheck disable=SC2034
 ONESHOT=1 RSCATTER=2 TWOSHOT=4 GATHER=8 ALLTOALL=16 BCAST=32 TWOSHOT_IP=64
 ALL=127
 # Two blocks: reduce-scatter and all-to-all read subsets of what one-shot and all-gather read,
