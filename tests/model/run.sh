@@ -82,7 +82,8 @@ mutant() {
   if grep -qE 'errors: [1-9]' "$work/$name/pan.out" && grep -qE "$expected" <<< "$first"; then
     echo "CAUGHT  $name [$*]: $first ($(elapsed "$start") s)"
   else
-    echo "FAIL  $name [$*]: the mutant was not caught as expected (/$expected/); got: ${first:-no error}"
+    echo "FAIL  $name [$*]: the mutant was not caught as expected (/$expected/);" \
+         "got: ${first:-no error}"
     failures=$((failures + 1))
   fi
 }
