@@ -113,10 +113,11 @@ class GpuPath final : public GpuOps {
   // Raises DistBackendError once the error word is set (every call, every route).
   void checkHealthy(const char* op) const { error_->throwIfSet(op); }
   Workspace& workspace(const char* op);
+  // The workspace, created on first use; nullptr once the ranks agreed that CUDA IPC cannot work
+  // for this group (warned once; planFor then plans without kernels).
+  Workspace* workspaceOrNull(const char* op);
   // The one place the workspace is created (a collective step): a call can switch to another
   // creation (e.g. one all ranks agree on) here.
-  std::unique_ptr<Workspace> createWorkspace(net::Store& store, const char* op);
-  void mapEveryPeer(net::Store& store, const char* op);
   kernels::DeviceHandle handle(Workspace& ws) const;
   void copyIn(Workspace& ws, const void* src, size_t bytes);
   // One kernel-route call: `body` enqueues copies and launches on the comm stream; `keep`
@@ -125,7 +126,7 @@ class GpuPath final : public GpuOps {
                                            std::vector<at::Tensor> keep,
                                            const std::function<void(Workspace&)>& body);
   // Sets the abort bit and waits (bounded) for the comm stream; true when it drained.
-  bool drainComm(std::chrono::milliseconds timeout, bool abortFirst);
+  bool drainComm(std::chrono::milliseconds timeout);
 
   ProcessGroupXccl& group_;
   const int device_;
@@ -139,6 +140,8 @@ class GpuPath final : public GpuOps {
   std::unique_ptr<StreamOrder> order_;  // under issueMutex_
   std::mutex mutex_;       // guards the lazily created members below
   std::unique_ptr<Workspace> workspace_;
+  int workspaceAttempt_ = 0;  // createAgreed attempts so far, alike on every rank
+  std::string ipcRefused_;    // why the ranks refused CUDA IPC; "" while not refused
   c10::intrusive_ptr<c10d::Backend> vendor_;
   bool vendorTried_ = false;
   std::atomic<bool> vendorUsedEagerly_{false};  // its communicator exists: capture may use it

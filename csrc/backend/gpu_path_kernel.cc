@@ -16,49 +16,44 @@ bool capturing() {
 }
 
 // Created on first use: a collective step, reached by every rank at the same call because every
-// rank plans alike.
-GpuPath::Workspace& GpuPath::workspace(const char* op) {
+// rank plans alike (planFor asks before any kernel route is taken). createAgreed gives every rank
+// the same outcome: a workspace with every peer mapped, or nullptr when some rank cannot allocate,
+// export or map (no peer access, IPC refused): the group then warns once and plans without
+// kernels from then on, instead of failing every CUDA collective.
+GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
   std::lock_guard<std::mutex> guard(mutex_);
-  if (!workspace_) {
-    TORCH_CHECK(!capturing(), "xccl ", op, ": the first GPU collective of a group sets up "
-                              "shared device memory, which cannot happen during CUDA graph "
-                              "capture; run the collective once before capturing");
-    c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
-    StoreAdapter store(group_.store(), "xccl/");
-    workspace_ = createWorkspace(store, op);
-    mapEveryPeer(store, op);
-  }
-  return *workspace_;
-}
-
-std::unique_ptr<GpuPath::Workspace> GpuPath::createWorkspace(net::Store& store, const char* op) {
+  if (workspace_ || !ipcRefused_.empty()) return workspace_.get();
+  TORCH_CHECK(!capturing(), "xccl ", op, ": the first GPU collective of a group sets up "
+                            "shared device memory, which cannot happen during CUDA graph "
+                            "capture; run the collective once before capturing");
+  c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  StoreAdapter store(group_.store(), "xccl/");
+  std::string whyNot;
+  // Counted alike on every rank: a retry after a timeout never reads this attempt's records.
+  workspaceAttempt_++;
   try {
-    return Workspace::create(store, "gpu_ws", group_.getRank(), group_.getSize(), device_,
-                             workspaceBytes(), group_.timeout());
+    workspace_ = Workspace::createAgreed(store, "gpu_ws", workspaceAttempt_, group_.getRank(),
+                                         group_.getSize(), device_, workspaceBytes(),
+                                         group_.timeout(), &whyNot);
   } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kInvalidArgument) TORCH_CHECK_VALUE(false, "xccl ", op, ": ", e.what());
     C10_THROW_ERROR(DistBackendError, std::string("xccl ") + op + ": " + e.what());
   }
+  if (!workspace_) {
+    ipcRefused_ = whyNot.empty() ? std::string("no reason given") : whyNot;
+    XCCL_WARN("backend", "group '", group_.groupName(), "': xccl's GPU kernels are off for this "
+              "group, its CUDA collectives use ",
+              noKernelRoute() == algo::GpuRoute::kHost ? "host memory" : "NCCL/RCCL", ": ",
+              ipcRefused_);
+  }
+  return workspace_.get();
 }
 
-// Maps every peer's buffer now and agrees on the outcome: a rank that cannot map a peer must not
-// leave the others spinning in their first kernel until the timeout.
-void GpuPath::mapEveryPeer(net::Store& store, const char* op) {
-  std::string failure;
-  try {
-    for (int r = 0; r < workspace_->size(); ++r) workspace_->base(r);
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  auto outcomes = net::allGatherThroughStore(store, "gpu_ws_mapped", group_.getRank(),
-                                             group_.getSize(), net::toBytes(failure),
-                                             group_.timeout());
-  for (size_t r = 0; r < outcomes.size(); ++r) {
-    if (outcomes[r].empty()) continue;
-    workspace_.reset();
-    C10_THROW_ERROR(DistBackendError, std::string("xccl ") + op + ": rank " +
-                                          std::to_string(r) + " cannot map its peers' GPU "
-                                          "memory: " + net::toString(outcomes[r]));
-  }
+GpuPath::Workspace& GpuPath::workspace(const char* op) {
+  Workspace* ws = workspaceOrNull(op);
+  // planFor never takes the kernel route without a workspace.
+  TORCH_CHECK(ws != nullptr, "xccl ", op, ": internal error: kernel route without a workspace");
+  return *ws;
 }
 
 kernels::DeviceHandle GpuPath::handle(Workspace& ws) const {
@@ -112,12 +107,27 @@ c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char*
                                       std::vector<at::Tensor>{keep.front()}, error_);
 }
 
-bool GpuPath::drainComm(std::chrono::milliseconds timeout, bool abortFirst) {
-  if (abortFirst) error_->abort();
+bool GpuPath::drainComm(std::chrono::milliseconds timeout) {
   c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   std::shared_ptr<CudaEvent> tail = events_->take();
   checkCuda(cudaEventRecord(tail->get(), comm_.stream()), "cudaEventRecord");
-  return tail->pollUntil(std::chrono::steady_clock::now() + timeout);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now(), deadline = start + timeout;
+  // Healthy kernels get half the time; then the abort bit makes spinning ones return at their
+  // next poll. A failed group, or a peer the transport saw fail (its connection closed: it died
+  // or aborted), can never release them: abort at once rather than wait out the group timeout.
+  bool aborted = false;
+  for (;;) {
+    if (!aborted && (error_->read() != 0 || Clock::now() >= start + timeout / 2 ||
+                     group_.somePeerFailed())) {
+      error_->abort();
+      aborted = true;
+    }
+    if (tail->pollUntil(std::min(deadline, Clock::now() + std::chrono::milliseconds(50)))) {
+      return true;
+    }
+    if (Clock::now() >= deadline) return false;
+  }
 }
 
 void GpuPath::shutdown(std::chrono::milliseconds timeout) {
@@ -126,12 +136,10 @@ void GpuPath::shutdown(std::chrono::milliseconds timeout) {
   if (!workspace_) return;
   // Peers may still read this rank's buffer until they finished their last kernel: wait for our
   // own kernels, then for every rank to say so, before freeing (net/cuda_ipc/workspace.h).
-  // Bounded: healthy kernels get half the time; then the abort bit makes spinning ones return
-  // at their next poll (a peer that died would otherwise hold them for the group timeout).
+  // Bounded (drainComm): a peer that died would otherwise hold our kernels for the group timeout.
   bool drained = false;
   try {
-    const bool failed = error_->read() != 0;
-    drained = (!failed && drainComm(timeout / 2, false)) || drainComm(timeout / 2, true);
+    drained = drainComm(timeout);
   } catch (const std::exception& e) {
     XCCL_WARN("backend", "GPU shutdown: ", e.what());
   }
@@ -139,7 +147,8 @@ void GpuPath::shutdown(std::chrono::milliseconds timeout) {
   if (drained) {
     try {
       StoreAdapter store(group_.store(), "xccl/");
-      net::allGatherThroughStore(store, "gpu_ws_done", group_.getRank(), group_.getSize(),
+      const std::string key = "gpu_ws/" + std::to_string(workspaceAttempt_) + "/done";
+      net::allGatherThroughStore(store, key, group_.getRank(), group_.getSize(),
                                  net::toBytes("1"), timeout);
       everyoneDone = true;
     } catch (const std::exception& e) {

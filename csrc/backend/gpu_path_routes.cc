@@ -68,6 +68,11 @@ algo::GpuPlan GpuPath::planFor(algo::GpuCollective collective, size_t bytes, Dat
     plan.route = noKernelRoute();
     plan.reason = "the ranks sharing a GPU cannot all have kernel blocks resident";
   }
+  if (plan.route == algo::GpuRoute::kKernel && !coalescing_ &&
+      workspaceOrNull(algo::gpuCollectiveName(collective)) == nullptr) {
+    plan.route = noKernelRoute();
+    plan.reason = "CUDA IPC between the group's GPUs is not possible (warned when decided)";
+  }
   if (coalescing_) {
     plan.route = algo::GpuRoute::kVendor;
     plan.reason = "inside a coalesced batch, which the vendor library runs";

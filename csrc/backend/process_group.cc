@@ -11,6 +11,7 @@
 #include "backend/store_adapter.h"
 #include "common/env.h"
 #include "common/logging.h"
+#include "net/agree.h"
 #include "net/tcp/socket.h"
 #include "net/tcp/transport.h"
 #include "topo/affinity.h"
@@ -55,9 +56,19 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
                     " for group size ", size);
   try {
     log::setRankOnce(rank);  // the first group created is normally the world
+    // A typo in any XCCL_* variable is a ValueError here, not a failure at first use.
+    env::checkAll();
     tunables_ = algo::Tunables::fromEnvironment();
     if (!options_->algorithm.empty()) tunables_.forced = algo::parseAlgorithm(options_->algorithm);
     StoreAdapter adapter(store_, "xccl/");
+    if (size > 1) {
+      // What decides routes and algorithms must be equal on every rank, or ranks would take
+      // different paths through one collective and deadlock: every rank fails alike instead,
+      // naming the setting and which ranks have which value.
+      net::Settings settings = env::groupWideSettings();
+      settings.emplace_back("ProcessGroupXccl.Options.algorithm", options_->algorithm);
+      net::agreeOnSettings(adapter, "settings", rank, size, settings, options_->timeout);
+    }
     net::tcp::TcpOptions tcp;
     tcp.storeHost = options_->storeHost;
     tcp.timeout = options_->timeout;

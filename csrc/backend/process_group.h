@@ -71,6 +71,9 @@ class ProcessGroupXccl : public c10d::Backend {
   const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
   std::chrono::milliseconds timeout() const { return effectiveTimeout(c10d::kUnsetTimeout); }
   std::string groupName() const { return options_->group_name; }
+  // Whether the transport saw some peer fail (its connection closed: the process died or
+  // aborted) or this group was aborted. Never blocks; for the GPU side's bounded shutdown.
+  bool somePeerFailed() const;
 
   // Collectives (process_group_collectives.cc).
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,

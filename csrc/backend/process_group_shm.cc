@@ -56,6 +56,15 @@ bool ProcessGroupXccl::peerAlive(int peer) {
   return true;
 }
 
+bool ProcessGroupXccl::somePeerFailed() const {
+  if (broken_.load()) return true;
+  if (!transport_) return false;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_ && transport_->peerFailed(peer, nullptr)) return true;
+  }
+  return false;
+}
+
 std::string ProcessGroupXccl::shmSegmentName() const {
   if (segment_) return segment_->name();
   if (hierarchy_ && hierarchy_->segment()) return hierarchy_->segment()->name();

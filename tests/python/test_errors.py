@@ -168,3 +168,34 @@ def _mismatched_collectives(rank, world):
 @pytest.mark.parametrize("world_size", (2, 3))
 def test_mismatched_collectives_are_detected(world_size):
     run_checks(_mismatched_collectives, world_size, min_checks=2, pg_timeout=20.0)
+
+
+def _init_with_own_env(rank, world, store_path, env_by_rank, match):
+    """Group creation with per-rank XCCL_* values set before anything reads them: every rank
+    must raise ValueError naming the problem (none may hang in a later collective)."""
+    import os
+    from datetime import timedelta
+
+    os.environ.update(env_by_rank[rank])
+    chk = Checker(rank)
+    error = chk.raises(
+        "init_process_group", lambda: dist.init_process_group(
+            "xccl", init_method=f"file://{store_path}", rank=rank, world_size=world,
+            timeout=timedelta(seconds=60)),
+        types=(ValueError,), match=match)
+    if error is not None:
+        chk.true("the message names the ranks or the accepted range", any(
+            word in str(error) for word in ("rank", "accepts")), str(error)[:300])
+    return result(chk)
+
+
+def test_group_wide_setting_that_differs_across_ranks_fails_creation_on_every_rank(tmp_path):
+    env = [{"XCCL_GPU_ALGO": "auto"}, {"XCCL_GPU_ALGO": "auto"}, {"XCCL_GPU_ALGO": "kernel"}]
+    run_checks(_init_with_own_env, 3, str(tmp_path / "store"), env,
+               "XCCL_GPU_ALGO differs across ranks", init=False, min_checks=2)
+
+
+def test_out_of_range_variable_fails_creation_naming_it(tmp_path):
+    env = [{"XCCL_GPU_WORKSPACE_BYTES": "8"}] * 2
+    run_checks(_init_with_own_env, 2, str(tmp_path / "store"), env, "XCCL_GPU_WORKSPACE_BYTES",
+               init=False, min_checks=2)
