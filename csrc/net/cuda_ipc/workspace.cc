@@ -9,17 +9,15 @@
 #include <type_traits>
 
 #include "common/error.h"
+#include "common/gpu_runtime.h"
 #include "common/logging.h"
 #include "kernels/device_handle.h"
-#include "kernels/gpu_runtime.h"
 
 namespace xccl::net::cuda_ipc {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-using kernels::gpuError_t;
-using kernels::gpuSuccess;
 
 static_assert(sizeof(XCCL_RT(IpcMemHandle_t)) == kIpcHandleBytes, "record.h carries the handle");
 
@@ -28,27 +26,27 @@ static_assert(sizeof(XCCL_RT(IpcMemHandle_t)) == kIpcHandleBytes, "record.h carr
 constexpr ErrorKind kIpcUnavailable = ErrorKind::kSystem;
 
 std::string runtimeText(gpuError_t rc) {
-  return detail::concat(kernels::gpuGetErrorName(rc), " (", kernels::gpuGetErrorString(rc), ")");
+  return detail::concat(gpuGetErrorName(rc), " (", gpuGetErrorString(rc), ")");
 }
 
 // Throws `kind` naming the failed call. Clears the runtime's last error first: the caller (torch)
 // checks cudaGetLastError after its own launches and must not be blamed for ours.
-#define XCCL_IPC_CHECK(kind, call)                                         \
-  do {                                                                     \
-    const ::xccl::kernels::gpuError_t xccl_ipc_rc_ = (call);               \
-    if (xccl_ipc_rc_ != ::xccl::kernels::gpuSuccess) {                     \
-      (void)::xccl::kernels::gpuGetLastError();                            \
-      XCCL_THROW((kind), #call, " failed: ",                               \
-                 ::xccl::net::cuda_ipc::runtimeText(xccl_ipc_rc_));        \
-    }                                                                      \
+#define XCCL_IPC_CHECK(kind, call)                                  \
+  do {                                                              \
+    const ::xccl::gpuError_t xccl_ipc_rc_ = (call);                 \
+    if (xccl_ipc_rc_ != ::xccl::gpuSuccess) {                       \
+      (void)::xccl::gpuGetLastError();                              \
+      XCCL_THROW((kind), #call, " failed: ",                        \
+                 ::xccl::net::cuda_ipc::runtimeText(xccl_ipc_rc_)); \
+    }                                                               \
   } while (0)
 
 // For destructors: logs instead of throwing. At process exit the runtime may already be unloading;
 // the driver then reclaims everything and there is nothing to report.
 void warnIfFailed(gpuError_t rc, const char* what) {
   if (rc == gpuSuccess) return;
-  (void)kernels::gpuGetLastError();
-  if (rc != kernels::gpuErrorUnloading) XCCL_WARN("cuda_ipc", what, " failed: ", runtimeText(rc));
+  (void)gpuGetLastError();
+  if (rc != gpuErrorUnloading) XCCL_WARN("cuda_ipc", what, " failed: ", runtimeText(rc));
 }
 
 // Makes `device` current for a scope and restores the caller's device after it: the backend shares
@@ -95,7 +93,7 @@ gpuError_t allocate(void** base, size_t bytes) {
 }
 
 struct StreamDestroyer {
-  void operator()(kernels::gpuStream_t stream) const {
+  void operator()(gpuStream_t stream) const {
     warnIfFailed(XCCL_RT(StreamDestroy)(stream), "destroying the zeroing stream");
   }
 };
@@ -183,7 +181,7 @@ std::unique_ptr<Workspace> Workspace::create(Store& store, const std::string& pr
     XCCL_RT(Stream_t) stream = nullptr;
     XCCL_IPC_CHECK(ErrorKind::kInternal,
                    XCCL_RT(StreamCreateWithFlags)(&stream, XCCL_RT(StreamNonBlocking)));
-    std::unique_ptr<std::remove_pointer_t<kernels::gpuStream_t>, StreamDestroyer> owned(stream);
+    std::unique_ptr<std::remove_pointer_t<gpuStream_t>, StreamDestroyer> owned(stream);
     XCCL_IPC_CHECK(ErrorKind::kInternal,
                    XCCL_RT(MemsetAsync)(workspace->own_ + layout.flagsOffset, 0,
                                    layout.totalBytes - layout.flagsOffset, stream));
@@ -284,7 +282,7 @@ void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
       }
       const gpuError_t rc = XCCL_RT(DeviceEnablePeerAccess)(peer.device, 0);
       if (rc == XCCL_RT(ErrorPeerAccessAlreadyEnabled)) {
-        (void)kernels::gpuGetLastError();  // enabled by an earlier workspace or by the caller: fine
+        (void)gpuGetLastError();  // enabled by an earlier workspace or by the caller: fine
       } else {
         XCCL_IPC_CHECK(kIpcUnavailable, rc);
       }
@@ -298,7 +296,7 @@ void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
   const gpuError_t rc =
       XCCL_RT(IpcOpenMemHandle)(&mapped, handle, XCCL_RT(IpcMemLazyEnablePeerAccess));
   if (rc != gpuSuccess) {
-    (void)kernels::gpuGetLastError();
+    (void)gpuGetLastError();
     XCCL_THROW(kIpcUnavailable, "cuda_ipc: rank ", rank_, " on ", describe(me),
                " cannot map rank ", r, "'s workspace on ", describe(peer),
                ": opening its IPC handle failed: ", runtimeText(rc));
