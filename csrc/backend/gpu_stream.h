@@ -46,8 +46,9 @@
 namespace xccl::backend {
 
 // A torch stream of device type CUDA (on ROCm too: what tensors and c10::Stream consumers
-// expect): .stream() is the runtime handle (gpuStream_t), .unwrap() the c10::Stream.
-// GpuDeviceGuard makes a device current for a scope and restores the previous one.
+// expect): .stream() is the runtime handle (gpuStream_t), .unwrap() the c10::Stream. Device -1
+// means the current device, as in torch. GpuDeviceGuard makes a device current for a scope and
+// restores the previous one.
 #if XCCL_GPU_HIP && !XCCL_TORCH_HIPIFY_V2
 using GpuStream = c10::hip::HIPStreamMasqueradingAsCUDA;
 using GpuDeviceGuard = c10::hip::HIPGuardMasqueradingAsCUDA;
@@ -68,11 +69,11 @@ inline GpuStream currentGpuStream(c10::DeviceIndex device) {
 }
 #endif
 
-// Whether `device`'s current stream is capturing a graph. Asked of the runtime rather than of
+// Whether `device`'s current stream (-1: the current device's) is capturing a graph. Asked of the runtime rather than of
 // torch's c10::cuda::currentStreamCaptureStatusMayInitCtx, whose header and namespace change with
 // the hipify version like the names above; the answer is the same (torch asks
 // cudaStreamIsCapturing of the current stream too).
-inline bool currentStreamCapturing(c10::DeviceIndex device) {
+inline bool currentStreamCapturing(c10::DeviceIndex device = -1) {
   XCCL_RT(StreamCaptureStatus) status = XCCL_RT(StreamCaptureStatusNone);
   XCCL_GPU_CHECK(XCCL_RT(StreamIsCapturing)(currentGpuStream(device).stream(), &status));
   return status != XCCL_RT(StreamCaptureStatusNone);
