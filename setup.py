@@ -3,9 +3,12 @@
 Install with `pip install --no-build-isolation .` so the build sees that torch (an isolated
 build environment would fetch another one). Environment knobs:
   XCCL_BUILD_DIR   CMake build folder (default: build/cmake in the source tree)
-  XCCL_GPU         AUTO (default), ON or OFF: the CUDA parts
+  XCCL_GPU         AUTO (default), ON or OFF: the GPU parts, CUDA for a CUDA torch, HIP for a
+                   ROCm torch
   XCCL_CUDA_ARCHS  GPU architectures of the CUDA kernels as a CMake list ("80-real;90");
                    default: chosen from the installed torch's (see cuda_archs below)
+  XCCL_HIP_ARCHS   AMD targets of the HIP kernels as a CMake list ("gfx90a;gfx942");
+                   default: chosen from the installed torch's (see hip_archs below)
   MAX_JOBS         parallel compile jobs (default: CPU count)
 """
 
@@ -60,6 +63,37 @@ def cuda_archs(torch) -> "str | None":
     return ";".join([f"{a}-real" for a in real[:-1]] + [str(real[-1])])
 
 
+# The AMD targets the kernels are written for: CDNA GPUs with xGMI and fine-grained/uncached memory
+# (MI200 gfx90a, MI300 gfx942). Consumer GPUs (gfx11xx) are left to the vendor route.
+HIP_ARCHS = ("gfx90a", "gfx942")
+
+
+def hip_archs(torch) -> "str | None":
+    """XCCL_HIP_ARCHS for CMake: the environment's, else HIP_ARCHS that torch itself was built for.
+
+    torch's list is what its own kernels run on; a target it lacks would be compile time for
+    nothing, and an old ROCm compiler (before 5.7) cannot target gfx942 at all. None (gpu.cmake's
+    default, both) when torch lists neither, or lists nothing because it sees no GPU.
+    """
+    archs = os.environ.get("XCCL_HIP_ARCHS")
+    if archs:
+        return archs
+    if not torch.version.hip:
+        return None
+    listed = {a.split(":")[0] for a in torch.cuda.get_arch_list()}  # "gfx90a:xnack-" -> "gfx90a"
+    chosen = [a for a in HIP_ARCHS if a in listed]
+    return ";".join(chosen) or None  # None: gpu.cmake's default
+
+
+def hipify_v2(torch) -> bool:
+    """Whether a ROCm torch's headers keep the c10::cuda names (csrc/backend/gpu_stream.h)."""
+    try:
+        from torch.utils.hipify import __version__ as version
+    except ImportError:
+        return False
+    return int(version.split(".")[0]) >= 2
+
+
 class CMakeExtension(Extension):
     def __init__(self, name: str) -> None:
         super().__init__(name, sources=[])
@@ -76,6 +110,7 @@ class CMakeBuild(build_ext):
             f"-DXCCL_TORCH_ROOT={os.path.dirname(torch.__file__)}",
             f"-DXCCL_TORCH_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
             f"-DXCCL_TORCH_CUDA={torch.version.cuda or ''}",
+            f"-DXCCL_TORCH_HIP={getattr(torch.version, 'hip', None) or ''}",
             f"-DXCCL_GPU={os.environ.get('XCCL_GPU', 'AUTO')}",
             f"-DPython3_EXECUTABLE={sys.executable}",
             "-DCMAKE_BUILD_TYPE=Release",
@@ -83,6 +118,11 @@ class CMakeBuild(build_ext):
         archs = cuda_archs(torch)
         if archs:
             configure.append(f"-DXCCL_CUDA_ARCHS={archs}")
+        if getattr(torch.version, "hip", None):
+            configure.append(f"-DXCCL_TORCH_HIPIFY_V2={int(hipify_v2(torch))}")
+            archs = hip_archs(torch)
+            if archs:
+                configure.append(f"-DXCCL_HIP_ARCHS={archs}")
         if shutil.which("ninja") and not os.path.exists(os.path.join(build_dir, "Makefile")):
             configure.append("-GNinja")
         subprocess.check_call(configure)

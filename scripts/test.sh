@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: builds and installs xccl against the installed torch, then runs the
-# GoogleTest tiers (ctest), the HIP compile check of the GPU kernels (when `hipcc` is on PATH)
-# and the multi-process pytest suite. Needs torch, pytest, cmake, a C++ compiler and GoogleTest
-# installed (.ci/run installs them, and hipcc, on a fresh machine).
+# GoogleTest tiers (ctest), the HIP compile check of the GPU side (scripts/check_hip.sh: needs
+# hipcc and clang++-19, skips what a missing one would compile) and the multi-process pytest
+# suite. Needs torch, pytest, cmake, a C++ compiler and GoogleTest installed (.ci/run installs
+# them, hipcc and clang-19, on a fresh machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,5 +11,5 @@ python3 -m pip install --no-build-isolation --no-deps -q .
 # setup.py configured build/cmake; build the GoogleTest binaries there too.
 cmake --build build/cmake -j "$(nproc)"
 ctest --test-dir build/cmake --output-on-failure --timeout 600
-bash scripts/check_hip_kernels.sh
+bash scripts/check_hip.sh
 python3 -m pytest tests/python -q -p no:cacheprovider

@@ -1,8 +1,8 @@
 #include "backend/gpu_error.h"
 
-#include <c10/cuda/CUDAGuard.h>
+#include "backend/gpu_stream.h"
 #include <c10/util/Exception.h>
-#include <cuda_runtime_api.h>
+#include "common/gpu_runtime.h"
 
 #include "backend/gpu_rules.h"
 #include "backend/gpu_work.h"
@@ -12,17 +12,17 @@ namespace xccl::backend {
 const uint32_t ErrorWord::kAbortBit = rules::kErrorAborted;
 
 ErrorWord::ErrorWord(int device) {
-  c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device));
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device));
   // Portable: the word stays valid whichever device is current when the host reads it.
   void* host = nullptr;
-  checkCuda(cudaHostAlloc(&host, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable),
+  checkCuda(gpuHostAlloc(&host, sizeof(uint32_t), gpuHostAllocMapped | gpuHostAllocPortable),
             "cudaHostAlloc");
   host_ = static_cast<uint32_t*>(host);
   __atomic_store_n(host_, 0u, __ATOMIC_RELEASE);
   void* alias = nullptr;
-  const cudaError_t status = cudaHostGetDevicePointer(&alias, host, 0);
-  if (status != cudaSuccess) {
-    cudaFreeHost(host);
+  const gpuError_t status = XCCL_RT(HostGetDevicePointer)(&alias, host, 0);
+  if (status != gpuSuccess) {
+    gpuFreeHost(host);
     checkCuda(status, "cudaHostGetDevicePointer");
   }
   device_ = static_cast<uint32_t*>(alias);
@@ -30,7 +30,7 @@ ErrorWord::ErrorWord(int device) {
 
 ErrorWord::~ErrorWord() {
   // Only after every kernel that may write it ended or was given up on (GpuPath's destructor).
-  if (host_ != nullptr) cudaFreeHost(host_);
+  if (host_ != nullptr) gpuFreeHost(host_);
 }
 
 void ErrorWord::throwIfSet(const char* op) const {

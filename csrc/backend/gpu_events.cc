@@ -1,6 +1,6 @@
 #include "backend/gpu_events.h"
 
-#include <c10/cuda/CUDAGuard.h>
+#include "backend/gpu_stream.h"
 
 namespace xccl::backend {
 
@@ -22,7 +22,7 @@ std::shared_ptr<CudaEvent> EventPool::take() {
     }
   }
   if (event == nullptr) {
-    c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+    GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
     event = new CudaEvent();
   }
   // The deleter holds the pool weakly: Works may outlive the group and its pool.

@@ -6,7 +6,7 @@
 
 namespace xccl::backend {
 
-StreamOrder::StreamOrder(c10::cuda::CUDAStream comm, std::shared_ptr<EventPool> pool)
+StreamOrder::StreamOrder(GpuStream comm, std::shared_ptr<EventPool> pool)
     : comm_(comm), pool_(std::move(pool)) {}
 
 void StreamOrder::crossCaptureBoundary(bool captured) {
@@ -24,10 +24,10 @@ bool StreamOrder::kernelPending() {
   return lastKernel_ != nullptr;
 }
 
-void StreamOrder::beforeKernel(cudaStream_t current, bool captured) {
+void StreamOrder::beforeKernel(gpuStream_t current, bool captured) {
   crossCaptureBoundary(captured);
-  checkCuda(cudaEventRecord(ready_.get(), current), "cudaEventRecord");
-  checkCuda(cudaStreamWaitEvent(comm_.stream(), ready_.get(), 0), "cudaStreamWaitEvent");
+  checkCuda(XCCL_RT(EventRecord)(ready_.get(), current), "cudaEventRecord");
+  checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), ready_.get(), 0), "cudaStreamWaitEvent");
   const rules::OrderSteps steps =
       rules::orderBefore(rules::Route::kKernel, false, pendingVendor_.defined());
   if (steps.commWaitsVendor) {
@@ -38,38 +38,40 @@ void StreamOrder::beforeKernel(cudaStream_t current, bool captured) {
   }
   if (captured) {
     // At each replay: after the eager kernel-route calls issued before the replay.
-    checkCuda(cudaStreamWaitEvent(comm_.stream(), eagerTail_.get(), cudaEventWaitExternal),
+    checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), eagerTail_.get(),
+                                       XCCL_RT(EventWaitExternal)),
               "cudaStreamWaitEvent(external)");
   } else {
     // After the replays launched before this call (a no-op while no graph was replayed).
-    checkCuda(cudaStreamWaitEvent(comm_.stream(), graphTail_.get(), 0), "cudaStreamWaitEvent");
+    checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), graphTail_.get(), 0), "cudaStreamWaitEvent");
   }
 }
 
-std::shared_ptr<CudaEvent> StreamOrder::afterKernel(cudaStream_t current, bool captured) {
+std::shared_ptr<CudaEvent> StreamOrder::afterKernel(gpuStream_t current, bool captured) {
   std::shared_ptr<CudaEvent> done = pool_->take();
   if (captured) {
     // The external record first: `done`, which the capturing stream joins, must come after every
     // node the call added to the comm stream, or the capture ends with an unjoined node.
-    checkCuda(cudaEventRecordWithFlags(graphTail_.get(), comm_.stream(), cudaEventRecordExternal),
+    checkCuda(XCCL_RT(EventRecordWithFlags)(graphTail_.get(), comm_.stream(),
+                                            XCCL_RT(EventRecordExternal)),
               "cudaEventRecordWithFlags(external)");
-    checkCuda(cudaEventRecord(done->get(), comm_.stream()), "cudaEventRecord");
-    checkCuda(cudaStreamWaitEvent(current, done->get(), 0), "cudaStreamWaitEvent");
+    checkCuda(XCCL_RT(EventRecord)(done->get(), comm_.stream()), "cudaEventRecord");
+    checkCuda(XCCL_RT(StreamWaitEvent)(current, done->get(), 0), "cudaStreamWaitEvent");
   } else {
-    checkCuda(cudaEventRecord(done->get(), comm_.stream()), "cudaEventRecord");
-    checkCuda(cudaEventRecord(eagerTail_.get(), comm_.stream()), "cudaEventRecord");
+    checkCuda(XCCL_RT(EventRecord)(done->get(), comm_.stream()), "cudaEventRecord");
+    checkCuda(XCCL_RT(EventRecord)(eagerTail_.get(), comm_.stream()), "cudaEventRecord");
     lastKernel_ = done;
   }
   return done;
 }
 
-void StreamOrder::beforeVendor(cudaStream_t current, bool captured) {
+void StreamOrder::beforeVendor(gpuStream_t current, bool captured) {
   crossCaptureBoundary(captured);
   // Under capture lastKernel_ is empty: a captured kernel call already joined the caller's stream.
   const rules::OrderSteps steps =
       rules::orderBefore(rules::Route::kVendor, kernelPending(), pendingVendor_.defined());
   if (steps.currentWaitsKernel) {
-    checkCuda(cudaStreamWaitEvent(current, lastKernel_->get(), 0), "cudaStreamWaitEvent");
+    checkCuda(XCCL_RT(StreamWaitEvent)(current, lastKernel_->get(), 0), "cudaStreamWaitEvent");
   }
 }
 
@@ -78,12 +80,12 @@ void StreamOrder::afterVendor(c10::intrusive_ptr<c10d::Work> work, bool captured
   pendingVendorCaptured_ = captured;
 }
 
-void StreamOrder::beforeCurrentStream(cudaStream_t current, bool captured) {
+void StreamOrder::beforeCurrentStream(gpuStream_t current, bool captured) {
   crossCaptureBoundary(captured);
   const rules::OrderSteps steps =
       rules::orderBefore(rules::Route::kHost, kernelPending(), pendingVendor_.defined());
   if (steps.currentWaitsKernel) {
-    checkCuda(cudaStreamWaitEvent(current, lastKernel_->get(), 0), "cudaStreamWaitEvent");
+    checkCuda(XCCL_RT(StreamWaitEvent)(current, lastKernel_->get(), 0), "cudaStreamWaitEvent");
   }
   if (steps.currentWaitsVendor) {
     // With the caller's stream current (GpuPath guards the device; the stream is the current

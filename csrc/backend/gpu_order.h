@@ -22,7 +22,7 @@
 // All methods are called by GpuPath with its issue mutex held, on the group's device.
 #pragma once
 
-#include <c10/cuda/CUDAStream.h>
+#include "backend/gpu_stream.h"
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <memory>
@@ -34,22 +34,22 @@ namespace xccl::backend {
 
 class StreamOrder {
  public:
-  StreamOrder(c10::cuda::CUDAStream comm, std::shared_ptr<EventPool> pool);
+  StreamOrder(GpuStream comm, std::shared_ptr<EventPool> pool);
 
   // Kernel route: before the first enqueue on the comm stream, which then follows the caller's
   // stream and every earlier call of the group.
-  void beforeKernel(cudaStream_t current, bool captured);
+  void beforeKernel(gpuStream_t current, bool captured);
   // After the last enqueue: the call's completion event. Under capture the caller's stream
   // joins the comm stream (a capture must end on the stream it began on).
-  std::shared_ptr<CudaEvent> afterKernel(cudaStream_t current, bool captured);
+  std::shared_ptr<CudaEvent> afterKernel(gpuStream_t current, bool captured);
 
   // Vendor route: before the call is handed to the vendor group; `afterVendor` with its Work.
-  void beforeVendor(cudaStream_t current, bool captured);
+  void beforeVendor(gpuStream_t current, bool captured);
   void afterVendor(c10::intrusive_ptr<c10d::Work> work, bool captured);
 
   // Host route and calls completed on the caller's stream (world size 1): the caller's stream
   // follows every earlier call of the group.
-  void beforeCurrentStream(cudaStream_t current, bool captured);
+  void beforeCurrentStream(gpuStream_t current, bool captured);
 
   // The last eager kernel-route event, or null (for shutdown).
   std::shared_ptr<CudaEvent> lastKernel() const { return lastKernel_; }
@@ -60,7 +60,7 @@ class StreamOrder {
   void crossCaptureBoundary(bool captured);
   bool kernelPending();
 
-  c10::cuda::CUDAStream comm_;
+  GpuStream comm_;
   std::shared_ptr<EventPool> pool_;
   CudaEvent ready_;       // the caller's stream at a kernel-route call; reused per call
   CudaEvent eagerTail_;   // recorded on the comm stream by every eager kernel-route call

@@ -2,7 +2,7 @@
 // holds what).
 #include "backend/gpu_path.h"
 
-#include <c10/cuda/CUDAGuard.h>
+#include "backend/gpu_stream.h"
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -32,9 +32,9 @@ void scale(at::Tensor& out, const at::Tensor& in, const GpuReduce& reduce) {
 GpuPath::GpuPath(ProcessGroupXccl& group, int device)
     : group_(group),
       device_(device),
-      comm_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)),
+      comm_(gpuStreamFromPool(/*isHighPriority=*/true, device)),
       tunables_(algo::GpuTunables::fromEnvironment()) {
-  c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   StoreAdapter store(group_.store(), "xccl/");
   placement_ = exchangePlacement(store, group_.getRank(), group_.getSize(), device,
                                  group_.timeout());

@@ -17,7 +17,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDAStream.h>
+#include "backend/gpu_stream.h"
 
 #include <atomic>
 #include <functional>
@@ -130,7 +130,7 @@ class GpuPath final : public GpuOps {
 
   ProcessGroupXccl& group_;
   const int device_;
-  c10::cuda::CUDAStream comm_;
+  GpuStream comm_;
   const algo::GpuTunables tunables_;
   Placement placement_;
   int maxBlocks_ = 0;  // LaunchShape::maxBlocks; kCannotFit routes around the kernels

@@ -1,7 +1,6 @@
 // GpuPath: the workspace session: creating and mapping the workspace, the device handle, one
 // kernel-route call, and ending it all (shutdown, abort). gpu_path.h says which file holds what.
-#include <c10/cuda/CUDAGraphsC10Utils.h>
-#include <c10/cuda/CUDAGuard.h>
+#include "backend/gpu_stream.h"
 #include <c10/util/Exception.h>
 
 #include "backend/gpu_path.h"
@@ -12,7 +11,7 @@
 namespace xccl::backend {
 
 bool capturing() {
-  return c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+  return currentStreamCapturing();
 }
 
 // Created on first use: a collective step, reached by every rank at the same call because every
@@ -26,7 +25,7 @@ GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
   TORCH_CHECK(!capturing(), "xccl ", op, ": the first GPU collective of a group sets up "
                             "shared device memory, which cannot happen during CUDA graph "
                             "capture; run the collective once before capturing");
-  c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   StoreAdapter store(group_.store(), "xccl/");
   std::string whyNot;
   // Counted alike on every rank: a retry after a timeout never reads this attempt's records.
@@ -36,7 +35,9 @@ GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
                                          group_.getSize(), device_, workspaceBytes(),
                                          group_.timeout(), &whyNot);
   } catch (const Error& e) {
-    if (e.kind() == ErrorKind::kInvalidArgument) TORCH_CHECK_VALUE(false, "xccl ", op, ": ", e.what());
+    if (e.kind() == ErrorKind::kInvalidArgument) {
+      TORCH_CHECK_VALUE(false, "xccl ", op, ": ", e.what());
+    }
     C10_THROW_ERROR(DistBackendError, std::string("xccl ") + op + ": " + e.what());
   }
   if (!workspace_) {
@@ -75,7 +76,7 @@ kernels::DeviceHandle GpuPath::handle(Workspace& ws) const {
 }
 
 void GpuPath::copyIn(Workspace& ws, const void* src, size_t bytes) {
-  checkCuda(cudaMemcpyAsync(ws.data(ws.rank()), src, bytes, cudaMemcpyDeviceToDevice,
+  checkCuda(XCCL_RT(MemcpyAsync)(ws.data(ws.rank()), src, bytes, XCCL_RT(MemcpyDeviceToDevice),
                             comm_.stream()),
             "cudaMemcpyAsync");
 }
@@ -85,12 +86,12 @@ c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char*
                                                   const std::function<void(Workspace&)>& body) {
   Workspace& ws = workspace(op);
   const bool captured = capturing();
-  c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   // One call enqueues at a time: every rank must launch the same kernels in the same order.
   std::lock_guard<std::mutex> issue(issueMutex_);
   checkHealthy(op);
   if (!captured) inFlight_.prune();
-  const cudaStream_t current = c10::cuda::getCurrentCUDAStream(device_).stream();
+  const gpuStream_t current = currentGpuStream(device_).stream();
   order_->beforeKernel(current, captured);
   try {
     body(ws);
@@ -108,9 +109,9 @@ c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char*
 }
 
 bool GpuPath::drainComm(std::chrono::milliseconds timeout) {
-  c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   std::shared_ptr<CudaEvent> tail = events_->take();
-  checkCuda(cudaEventRecord(tail->get(), comm_.stream()), "cudaEventRecord");
+  checkCuda(XCCL_RT(EventRecord)(tail->get(), comm_.stream()), "cudaEventRecord");
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now(), deadline = start + timeout;
   // Healthy kernels get half the time; then the abort bit makes spinning ones return at their

@@ -1,6 +1,6 @@
 // GpuPath: argument checks, planning, the vendor and host routes, world size 1 and coalesced
 // batches (gpu_path.h says which file holds what).
-#include <c10/cuda/CUDAGuard.h>
+#include "backend/gpu_stream.h"
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -173,9 +173,9 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaVendor(const char* op, c10d::Backend&
                                                   const Call& call) {
   const bool captured = capturing();
   checkVendorCapturable(op, captured);
-  c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   std::lock_guard<std::mutex> issue(issueMutex_);
-  order_->beforeVendor(c10::cuda::getCurrentCUDAStream(device_).stream(), captured);
+  order_->beforeVendor(currentGpuStream(device_).stream(), captured);
   c10::intrusive_ptr<c10d::Work> work = call(vendor);
   if (!captured) vendorUsedEagerly_ = true;
   // Inside a batch NCCL runs nothing before endCoalescing, whose Work counts instead.
@@ -188,9 +188,9 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call
                                                 const std::vector<at::Tensor*>& outputs) {
   TORCH_CHECK(!capturing(), "xccl ", op, ": this call would go through host memory, which "
                             "cannot be captured in a CUDA graph");
-  c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   std::lock_guard<std::mutex> issue(issueMutex_);
-  c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device_);
+  GpuStream current = currentGpuStream(device_);
   // The copies below synchronise the caller's stream: make it follow the other routes first.
   order_->beforeCurrentStream(current.stream(), false);
   std::vector<at::Tensor> originals;
@@ -221,7 +221,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call
     results.push_back(*outputs[i]);
   }
   std::shared_ptr<CudaEvent> done = events_->take();
-  checkCuda(cudaEventRecord(done->get(), current.stream()), "cudaEventRecord");
+  checkCuda(XCCL_RT(EventRecord)(done->get(), current.stream()), "cudaEventRecord");
   auto work = c10::make_intrusive<GpuWork>(group_.getRank(), type, op, current.unwrap(), done,
                                            false, results, error_);
   work->setSourceRank(source);
@@ -234,13 +234,13 @@ c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op,
                                              at::Tensor output,
                                              const std::function<void()>& body) {
   const bool captured = capturing();
-  c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   std::lock_guard<std::mutex> issue(issueMutex_);
-  c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device_);
+  GpuStream current = currentGpuStream(device_);
   order_->beforeCurrentStream(current.stream(), captured);
   body();  // nothing, one copy or one scaling, on the caller's stream; never the workspace
   std::shared_ptr<CudaEvent> done = events_->take();
-  checkCuda(cudaEventRecord(done->get(), current.stream()), "cudaEventRecord");
+  checkCuda(XCCL_RT(EventRecord)(done->get(), current.stream()), "cudaEventRecord");
   return c10::make_intrusive<GpuWork>(group_.getRank(), type, op, current.unwrap(), done,
                                       captured, std::vector<at::Tensor>{output}, error_);
 }
@@ -256,9 +256,9 @@ void GpuPath::startCoalescing(const char* op) {
   checkHealthy(op);
   const bool captured = capturing();
   checkVendorCapturable(op, captured);
-  c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   std::lock_guard<std::mutex> issue(issueMutex_);
-  order_->beforeVendor(c10::cuda::getCurrentCUDAStream(device_).stream(), captured);
+  order_->beforeVendor(currentGpuStream(device_).stream(), captured);
   vendor->startCoalescing();
   coalescing_ = true;
 }
@@ -266,9 +266,9 @@ void GpuPath::startCoalescing(const char* op) {
 c10::intrusive_ptr<c10d::Work> GpuPath::endCoalescing() {
   coalescing_ = false;
   const bool captured = capturing();
-  c10::cuda::CUDAGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   std::lock_guard<std::mutex> issue(issueMutex_);
-  order_->beforeVendor(c10::cuda::getCurrentCUDAStream(device_).stream(), captured);
+  order_->beforeVendor(currentGpuStream(device_).stream(), captured);
   c10::intrusive_ptr<c10d::Work> work = vendorGroup("endCoalescing")->endCoalescing();
   if (!captured) vendorUsedEagerly_ = true;
   order_->afterVendor(work, captured);

@@ -1,6 +1,6 @@
 #include "backend/gpu_placement.h"
 
-#include <cuda_runtime_api.h>
+#include "common/gpu_runtime.h"
 
 #include <algorithm>
 #include <cctype>
@@ -21,15 +21,15 @@ namespace {
 // "0000:18:00.0", lower case, as topology files write it.
 std::string busIdOf(int device) {
   char id[32] = {};
-  checkCuda(cudaDeviceGetPCIBusId(id, sizeof(id), device), "cudaDeviceGetPCIBusId");
+  checkCuda(XCCL_RT(DeviceGetPCIBusId)(id, sizeof(id), device), "cudaDeviceGetPCIBusId");
   std::string text(id);
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
 }
 
-int attribute(cudaDeviceAttr what, int device) {
+int attribute(gpuDeviceAttr_t what, int device) {
   int value = 0;
-  checkCuda(cudaDeviceGetAttribute(&value, what, device), "cudaDeviceGetAttribute");
+  checkCuda(XCCL_RT(DeviceGetAttribute)(&value, what, device), "cudaDeviceGetAttribute");
   return value;
 }
 
@@ -40,11 +40,11 @@ Placement exchangePlacement(net::Store& store, int rank, int size, int device,
   std::string host = net::shm::Options::fromEnvironment().hostIdentity;
   if (host.empty()) host = net::shm::hostIdentity();
   const std::string bus = busIdOf(device);
-  const int sms = attribute(cudaDevAttrMultiProcessorCount, device);
+  const int sms = attribute(gpuDevAttrMultiProcessorCount, device);
   const int perSm = rules::residentBlocksPerSm(
-      kernels::kThreadsPerBlock, attribute(cudaDevAttrMaxThreadsPerMultiProcessor, device),
-      attribute(cudaDevAttrMaxRegistersPerMultiprocessor, device),
-      attribute(cudaDevAttrMaxRegistersPerBlock, device));
+      kernels::kThreadsPerBlock, attribute(gpuDevAttrMaxThreadsPerMultiProcessor, device),
+      attribute(gpuDevAttrMaxRegistersPerMultiprocessor, device),
+      attribute(gpuDevAttrMaxRegistersPerBlock, device));
   // One record per rank: host, bus id, SM count, blocks per SM (host names hold no newline).
   auto all = net::allGatherThroughStore(
       store, "gpu_place", rank, size,

@@ -1,7 +1,7 @@
 #include "backend/gpu_work.h"
 
 #include <c10/core/StreamGuard.h>
-#include <c10/cuda/CUDAStream.h>
+#include "backend/gpu_stream.h"
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -11,25 +11,26 @@
 
 namespace xccl::backend {
 
-void checkCuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
+void checkCuda(gpuError_t status, const char* what) {
+  if (status != gpuSuccess) {
     C10_THROW_ERROR(DistBackendError,
-                    std::string("xccl: ") + what + " failed: " + cudaGetErrorString(status));
+                    std::string("xccl: ") + what + " failed: " + gpuGetErrorString(status));
   }
 }
 
 CudaEvent::CudaEvent() {
-  checkCuda(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  checkCuda(XCCL_RT(EventCreateWithFlags)(&event_, XCCL_RT(EventDisableTiming)),
+            "cudaEventCreateWithFlags");
 }
 
 CudaEvent::~CudaEvent() {
-  if (event_ != nullptr) cudaEventDestroy(event_);
+  if (event_ != nullptr) XCCL_RT(EventDestroy)(event_);
 }
 
 bool CudaEvent::query() const {
-  const cudaError_t status = cudaEventQuery(event_);
-  if (status == cudaErrorNotReady) {
-    (void)cudaGetLastError();  // NotReady is sticky in the last-error slot; it is no error
+  const gpuError_t status = XCCL_RT(EventQuery)(event_);
+  if (status == XCCL_RT(ErrorNotReady)) {
+    (void)gpuGetLastError();  // NotReady is sticky in the last-error slot; it is no error
     return false;
   }
   checkCuda(status, "cudaEventQuery");
@@ -73,8 +74,8 @@ bool GpuWork::isCompleted() {
 }
 
 void GpuWork::joinCurrentStream() {
-  cudaStream_t current = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
-  checkCuda(cudaStreamWaitEvent(current, done_->get(), 0), "cudaStreamWaitEvent");
+  gpuStream_t current = currentGpuStream(device_.index()).stream();
+  checkCuda(XCCL_RT(StreamWaitEvent)(current, done_->get(), 0), "cudaStreamWaitEvent");
 }
 
 void GpuWork::synchronize() { joinCurrentStream(); }

@@ -15,7 +15,7 @@
 #pragma once
 
 #include <c10/core/Stream.h>
-#include <cuda_runtime_api.h>
+#include "common/gpu_runtime.h"
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
@@ -25,8 +25,8 @@
 
 namespace xccl::backend {
 
-// Throws DistBackendError "xccl: <what> failed: <CUDA's text>" unless `status` is cudaSuccess.
-void checkCuda(cudaError_t status, const char* what);
+// Throws DistBackendError "xccl: <what> failed: <CUDA's text>" unless `status` is gpuSuccess.
+void checkCuda(gpuError_t status, const char* what);
 
 // A CUDA event without timing, destroyed with its owner.
 class CudaEvent {
@@ -35,15 +35,15 @@ class CudaEvent {
   ~CudaEvent();
   CudaEvent(const CudaEvent&) = delete;
   CudaEvent& operator=(const CudaEvent&) = delete;
-  cudaEvent_t get() const { return event_; }
+  gpuEvent_t get() const { return event_; }
   // Whether the work before the event's record completed; throws on a CUDA error.
   bool query() const;
   // Polls query() with short sleeps until it is true (returns true) or `deadline` passed (false):
-  // cudaEventSynchronize cannot be bounded.
+  // XCCL_RT(EventSynchronize) cannot be bounded.
   bool pollUntil(std::chrono::steady_clock::time_point deadline) const;
 
  private:
-  cudaEvent_t event_ = nullptr;
+  gpuEvent_t event_ = nullptr;
 };
 
 class ErrorWord;

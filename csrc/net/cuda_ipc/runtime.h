@@ -7,21 +7,21 @@
 
 #include "common/error.h"
 #include "common/logging.h"
-#include "kernels/gpu_runtime.h"
+#include "common/gpu_runtime.h"
 
 namespace xccl::net::cuda_ipc {
 
-inline std::string runtimeText(kernels::gpuError_t rc) {
-  return detail::concat(kernels::gpuGetErrorName(rc), " (", kernels::gpuGetErrorString(rc), ")");
+inline std::string runtimeText(gpuError_t rc) {
+  return detail::concat(gpuGetErrorName(rc), " (", gpuGetErrorString(rc), ")");
 }
 
 // Throws `kind` naming the failed call. Clears the runtime's last error first: the caller (torch)
 // checks cudaGetLastError after its own launches and must not be blamed for ours.
 #define XCCL_IPC_CHECK(kind, call)                                         \
   do {                                                                     \
-    const ::xccl::kernels::gpuError_t xccl_ipc_rc_ = (call);               \
-    if (xccl_ipc_rc_ != ::xccl::kernels::gpuSuccess) {                     \
-      (void)::xccl::kernels::gpuGetLastError();                            \
+    const ::xccl::gpuError_t xccl_ipc_rc_ = (call);               \
+    if (xccl_ipc_rc_ != ::xccl::gpuSuccess) {                     \
+      (void)::xccl::gpuGetLastError();                            \
       XCCL_THROW((kind), #call, " failed: ",                               \
                  ::xccl::net::cuda_ipc::runtimeText(xccl_ipc_rc_));        \
     }                                                                      \
@@ -29,10 +29,10 @@ inline std::string runtimeText(kernels::gpuError_t rc) {
 
 // For destructors: logs instead of throwing. At process exit the runtime may already be unloading;
 // the driver then reclaims everything and there is nothing to report.
-inline void warnIfFailed(kernels::gpuError_t rc, const char* what) {
-  if (rc == kernels::gpuSuccess) return;
-  (void)kernels::gpuGetLastError();
-  if (rc != kernels::gpuErrorUnloading) XCCL_WARN("cuda_ipc", what, " failed: ", runtimeText(rc));
+inline void warnIfFailed(gpuError_t rc, const char* what) {
+  if (rc == gpuSuccess) return;
+  (void)gpuGetLastError();
+  if (rc != gpuErrorUnloading) XCCL_WARN("cuda_ipc", what, " failed: ", runtimeText(rc));
 }
 
 // Makes `device` current for a scope and restores the caller's device after it: the backend shares
@@ -43,9 +43,9 @@ class ScopedDevice {
  public:
   explicit ScopedDevice(int device) {
     status_ = XCCL_RT(GetDevice)(&previous_);
-    if (status_ == kernels::gpuSuccess && previous_ != device) {
+    if (status_ == gpuSuccess && previous_ != device) {
       status_ = XCCL_RT(SetDevice)(device);
-      restore_ = status_ == kernels::gpuSuccess;
+      restore_ = status_ == gpuSuccess;
     }
   }
   ~ScopedDevice() {
@@ -53,12 +53,12 @@ class ScopedDevice {
   }
   ScopedDevice(const ScopedDevice&) = delete;
   ScopedDevice& operator=(const ScopedDevice&) = delete;
-  kernels::gpuError_t status() const { return status_; }
+  gpuError_t status() const { return status_; }
 
  private:
   int previous_ = 0;
   bool restore_ = false;
-  kernels::gpuError_t status_ = kernels::gpuSuccess;
+  gpuError_t status_ = gpuSuccess;
 };
 
 // A non-blocking stream private to one setup step: its work does not wait for the caller's.
@@ -71,10 +71,10 @@ class ScopedStream {
   ~ScopedStream() { warnIfFailed(XCCL_RT(StreamDestroy)(stream_), "destroying a setup stream"); }
   ScopedStream(const ScopedStream&) = delete;
   ScopedStream& operator=(const ScopedStream&) = delete;
-  kernels::gpuStream_t get() const { return stream_; }
+  gpuStream_t get() const { return stream_; }
 
  private:
-  kernels::gpuStream_t stream_ = nullptr;
+  gpuStream_t stream_ = nullptr;
 };
 
 // The workspace's one allocation. CUDA: plain device memory (peers' flag stores reach a running
@@ -84,7 +84,7 @@ class ScopedStream {
 // (hipExtMallocWithFlags(hipDeviceMallocUncached)); HIP headers older than that flag (ROCm 5.2)
 // get fine-grained memory, the coherent kind they have. The kernels pair it with system-scope
 // atomics on both sides (kernels/primitives.cuh).
-inline kernels::gpuError_t allocate(void** base, size_t bytes) {
+inline gpuError_t allocate(void** base, size_t bytes) {
 #if XCCL_GPU_HIP
 #ifdef hipDeviceMallocUncached
   return hipExtMallocWithFlags(base, bytes, hipDeviceMallocUncached);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "common/gpu_runtime.h"
 #include "common/logging.h"
 #include "kernels/device_handle.h"
 #include "net/agree.h"
@@ -17,8 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-using kernels::gpuError_t;
-using kernels::gpuSuccess;
 
 static_assert(sizeof(XCCL_RT(IpcMemHandle_t)) == kIpcHandleBytes, "record.h carries the handle");
 
@@ -283,14 +282,14 @@ std::string Workspace::checkPeer(int r, void* stream) {
   // GPU everywhere); one it cannot see is judged by the mapping alone.
   int visible = -1;
   if (XCCL_RT(DeviceGetByPCIBusId)(&visible, peer.busId.c_str()) != gpuSuccess) {
-    (void)kernels::gpuGetLastError();
+    (void)gpuGetLastError();
     visible = -1;
   }
   if (visible >= 0 && visible != device_) {
     int canAccess = 0;
     const gpuError_t rc = XCCL_RT(DeviceCanAccessPeer)(&canAccess, device_, visible);
     if (rc != gpuSuccess) {
-      (void)kernels::gpuGetLastError();
+      (void)gpuGetLastError();
       return "cudaDeviceCanAccessPeer for " + whom + " failed: " + runtimeText(rc);
     }
     if (!canAccess) return "no peer access from device " + std::to_string(device_) + " to " + whom;
@@ -300,7 +299,7 @@ std::string Workspace::checkPeer(int r, void* stream) {
   try {
     const void* flags = static_cast<const char*>(base(r)) + layout_.flagsOffset;
     uint32_t word = 1;
-    const auto s = static_cast<kernels::gpuStream_t>(stream);
+    const auto s = static_cast<gpuStream_t>(stream);
     XCCL_IPC_CHECK(kIpcUnavailable, XCCL_RT(MemcpyAsync)(&word, flags, sizeof(word),
                                                          XCCL_RT(MemcpyDeviceToHost), s));
     XCCL_IPC_CHECK(kIpcUnavailable, XCCL_RT(StreamSynchronize)(s));
@@ -338,7 +337,7 @@ void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
       }
       const gpuError_t rc = XCCL_RT(DeviceEnablePeerAccess)(peer.device, 0);
       if (rc == XCCL_RT(ErrorPeerAccessAlreadyEnabled)) {
-        (void)kernels::gpuGetLastError();  // enabled by an earlier workspace or by the caller: fine
+        (void)gpuGetLastError();  // enabled by an earlier workspace or by the caller: fine
       } else {
         XCCL_IPC_CHECK(kIpcUnavailable, rc);
       }
@@ -352,7 +351,7 @@ void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
   const gpuError_t rc =
       XCCL_RT(IpcOpenMemHandle)(&mapped, handle, XCCL_RT(IpcMemLazyEnablePeerAccess));
   if (rc != gpuSuccess) {
-    (void)kernels::gpuGetLastError();
+    (void)gpuGetLastError();
     XCCL_THROW(kIpcUnavailable, "cuda_ipc: rank ", rank_, " on ", describe(me),
                " cannot map rank ", r, "'s workspace on ", describe(peer),
                ": opening its IPC handle failed: ", runtimeText(rc));

@@ -17,7 +17,7 @@
 // others still run.
 //
 // Built only when XCCL_WITH_CUDA is 1 (the header itself needs no CUDA). Host code only: the CUDA
-// or HIP runtime API through kernels/gpu_runtime.h, compiled by the C++ compiler (on ROCm the
+// or HIP runtime API through common/gpu_runtime.h, compiled by the C++ compiler (on ROCm the
 // allocation is uncached memory, see allocate() in runtime.h). The names say CUDA IPC; HIP's
 // IPC handles work the same way.
 #pragma once

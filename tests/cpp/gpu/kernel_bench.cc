@@ -11,7 +11,6 @@
 // ~30 ms or 200 iterations), cudaEvent timing per iteration on the fork-join stream, median and
 // p10/p90. Sizes follow nccl-tests: S is the per-rank message for all-reduce and broadcast, the
 // per-rank output for all-gather and the per-rank input for reduce-scatter and all-to-all.
-#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -29,7 +28,7 @@
 namespace xccl::testing {
 namespace {
 
-using Launch = std::function<void(int rank, cudaStream_t stream)>;
+using Launch = std::function<void(int rank, gpuStream_t stream)>;
 
 struct Stats {
   double p10, p50, p90;  // microseconds
@@ -44,23 +43,23 @@ Stats summarise(std::vector<float> ms) {
 // Times `enqueue` (one collective on all ranks, or one graph replay) between events on stream 0.
 Stats timeIt(VirtualRanks& vr, const std::function<void()>& enqueue, int warmup = 5) {
   for (int i = 0; i < warmup; ++i) enqueue();
-  cudaEvent_t start, stop;
-  cudaCheck(cudaEventCreate(&start), "cudaEventCreate");
-  cudaCheck(cudaEventCreate(&stop), "cudaEventCreate");
+  gpuEvent_t start, stop;
+  gpuCheck(XCCL_RT(EventCreate)(&start), "EventCreate");
+  gpuCheck(XCCL_RT(EventCreate)(&stop), "EventCreate");
   std::vector<float> samples;
   float total = 0;
   while (samples.size() < 10 || (total < 30.0f && samples.size() < 200)) {
-    cudaCheck(cudaEventRecord(start, vr.stream(0)), "cudaEventRecord");
+    gpuCheck(XCCL_RT(EventRecord)(start, vr.stream(0)), "EventRecord");
     enqueue();
-    cudaCheck(cudaEventRecord(stop, vr.stream(0)), "cudaEventRecord");
-    cudaCheck(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    gpuCheck(XCCL_RT(EventRecord)(stop, vr.stream(0)), "EventRecord");
+    gpuCheck(XCCL_RT(EventSynchronize)(stop), "EventSynchronize");
     float ms = 0;
-    cudaCheck(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    gpuCheck(XCCL_RT(EventElapsedTime)(&ms, start, stop), "EventElapsedTime");
     samples.push_back(ms);
     total += ms;
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  (void)XCCL_RT(EventDestroy)(start);
+  (void)XCCL_RT(EventDestroy)(stop);
   const std::string errors = vr.describeErrors();
   XCCL_CHECK(errors.empty(), "device error during timing: ", errors);
   return summarise(samples);
@@ -69,22 +68,23 @@ Stats timeIt(VirtualRanks& vr, const std::function<void()>& enqueue, int warmup 
 // Device-to-device copy of `bytes`: the roofline, counting bytes read plus bytes written.
 double measureCopyRoofline(size_t bytes) {
   DeviceBuffer a(bytes), b(bytes);
-  cudaCheck(cudaMemset(a.get(), 1, bytes), "cudaMemset");
+  gpuCheck(XCCL_RT(Memset)(a.get(), 1, bytes), "Memset");
   std::vector<float> ms;
-  cudaEvent_t start, stop;
-  cudaCheck(cudaEventCreate(&start), "cudaEventCreate");
-  cudaCheck(cudaEventCreate(&stop), "cudaEventCreate");
+  gpuEvent_t start, stop;
+  gpuCheck(XCCL_RT(EventCreate)(&start), "EventCreate");
+  gpuCheck(XCCL_RT(EventCreate)(&stop), "EventCreate");
   for (int i = 0; i < 13; ++i) {
-    cudaCheck(cudaEventRecord(start), "cudaEventRecord");
-    cudaCheck(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy");
-    cudaCheck(cudaEventRecord(stop), "cudaEventRecord");
-    cudaCheck(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    gpuCheck(XCCL_RT(EventRecord)(start), "EventRecord");
+    gpuCheck(XCCL_RT(MemcpyAsync)(b.get(), a.get(), bytes, XCCL_RT(MemcpyDeviceToDevice)),
+             "MemcpyAsync");
+    gpuCheck(XCCL_RT(EventRecord)(stop), "EventRecord");
+    gpuCheck(XCCL_RT(EventSynchronize)(stop), "EventSynchronize");
     float t = 0;
-    cudaCheck(cudaEventElapsedTime(&t, start, stop), "cudaEventElapsedTime");
+    gpuCheck(XCCL_RT(EventElapsedTime)(&t, start, stop), "EventElapsedTime");
     if (i >= 3) ms.push_back(t);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  (void)XCCL_RT(EventDestroy)(start);
+  (void)XCCL_RT(EventDestroy)(stop);
   return 2.0 * bytes / (summarise(ms).p50 * 1e-6);
 }
 
@@ -121,7 +121,7 @@ Launch makeLaunch(VirtualRanks& vr, const std::string& c, size_t bytes) {
     if (elements == 0) return nullptr;
     const auto algorithm = c == "allreduce_1shot" ? kernels::Algorithm::kOneShot
                                                   : kernels::Algorithm::kTwoShot;
-    return [&vr, elements, algorithm, shape, bf16](int r, cudaStream_t s) {
+    return [&vr, elements, algorithm, shape, bf16](int r, gpuStream_t s) {
       kernels::AllReduceArgs a;
       a.handle = vr.handle(r);
       a.output = vr.output(r);
@@ -134,14 +134,14 @@ Launch makeLaunch(VirtualRanks& vr, const std::string& c, size_t bytes) {
   }
   if (c == "broadcast") {
     if (elements == 0) return nullptr;
-    return [&vr, elements, shape, bf16](int r, cudaStream_t s) {
+    return [&vr, elements, shape, bf16](int r, gpuStream_t s) {
       kernels::launchBroadcast({vr.handle(r), vr.output(r), elements, bf16, 0, shape}, s);
     };
   }
   const size_t perRank = elements / w;
   if (perRank == 0 || perRank * w != elements) return nullptr;
   if (c == "reduce_scatter") {
-    return [&vr, perRank, shape, bf16](int r, cudaStream_t s) {
+    return [&vr, perRank, shape, bf16](int r, gpuStream_t s) {
       kernels::ReduceScatterArgs a;
       a.handle = vr.handle(r);
       a.output = vr.output(r);
@@ -152,11 +152,11 @@ Launch makeLaunch(VirtualRanks& vr, const std::string& c, size_t bytes) {
     };
   }
   if (c == "all_gather") {
-    return [&vr, perRank, shape, bf16](int r, cudaStream_t s) {
+    return [&vr, perRank, shape, bf16](int r, gpuStream_t s) {
       kernels::launchAllGather({vr.handle(r), vr.output(r), perRank, bf16, shape}, s);
     };
   }
-  return [&vr, perRank, shape, bf16](int r, cudaStream_t s) {
+  return [&vr, perRank, shape, bf16](int r, gpuStream_t s) {
     kernels::launchAllToAll({vr.handle(r), vr.output(r), perRank, bf16, shape}, s);
   };
 }
@@ -167,9 +167,9 @@ void fillRandom(VirtualRanks& vr, size_t bytes) {
   for (int r = 0; r < vr.world(); ++r) {
     vr.upload(vr.buffer(r), randomElements(DataType::kBFloat16, pattern / 2, 77 + r));
     for (size_t done = pattern; done < bytes; done *= 2) {
-      cudaCheck(cudaMemcpy(vr.buffer(r) + done, vr.buffer(r), std::min(done, bytes - done),
-                           cudaMemcpyDeviceToDevice),
-                "cudaMemcpy(fill)");
+      gpuCheck(XCCL_RT(Memcpy)(vr.buffer(r) + done, vr.buffer(r), std::min(done, bytes - done),
+                               XCCL_RT(MemcpyDeviceToDevice)),
+               "Memcpy(fill)");
     }
   }
 }
@@ -213,11 +213,11 @@ int run(int argc, char** argv) {
     }
   }
   if (!gpuAvailable()) {
-    std::fprintf(stderr, "xccl_kernel_bench: no CUDA device\n");
+    std::fprintf(stderr, "xccl_kernel_bench: no GPU device\n");
     return 3;
   }
-  cudaDeviceProp prop{};
-  cudaCheck(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  gpuDeviceProp_t prop{};
+  gpuCheck(XCCL_RT(GetDeviceProperties)(&prop, 0), "GetDeviceProperties");
   std::printf("device: %s, %d SMs, %.0f MiB L2\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize / 1048576.0);
   const double roofline = measureCopyRoofline(size_t{1} << 30);
@@ -263,7 +263,7 @@ int run(int argc, char** argv) {
     for (size_t bytes : {size_t{8}, size_t{4096}, size_t{65536}, size_t{1} << 20}) {
       const Launch launch = makeLaunch(vr, "allreduce_1shot", bytes);
       const Stats eager = timeIt(vr, [&] { vr.forkJoin(launch); });
-      vr.capture([&](int r, cudaStream_t s) {
+      vr.capture([&](int r, gpuStream_t s) {
         for (int i = 0; i < kOpsPerGraph; ++i) launch(r, s);
       });
       const Stats graph = timeIt(vr, [&] { vr.replay(); });

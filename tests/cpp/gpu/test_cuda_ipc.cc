@@ -4,7 +4,6 @@
 //
 // The test process itself never initialises CUDA, because a child fork()ed after that cannot use
 // CUDA at all: even the device count is asked of a child.
-#include <cuda_runtime_api.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/gpu_runtime.h"
 #include "kernels/device_handle.h"
 #include "net/cuda_ipc/workspace.h"
 #include "shm/shm_testing.h"
@@ -26,8 +26,8 @@ using namespace std::chrono_literals;
 using net::cuda_ipc::Workspace;
 using Clock = std::chrono::steady_clock;
 
-void cudaCheck(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) XCCL_THROW(ErrorKind::kInternal, what, ": ", cudaGetErrorString(rc));
+void gpuCheck(gpuError_t rc, const char* what) {
+  if (rc != gpuSuccess) XCCL_THROW(ErrorKind::kInternal, what, ": ", gpuGetErrorString(rc));
 }
 
 // Why this machine cannot run the tests (no driver, no device), or "" when it can. Asked once, of
@@ -40,10 +40,10 @@ const std::string& whyNoGpu() {
     if (pid == 0) {
       ::close(fds[0]);
       int count = 0;
-      const cudaError_t rc = cudaGetDeviceCount(&count);
-      const std::string answer = rc != cudaSuccess
-                                     ? std::string("cudaGetDeviceCount: ") + cudaGetErrorString(rc)
-                                 : count == 0 ? std::string("no CUDA device")
+      const gpuError_t rc = XCCL_RT(GetDeviceCount)(&count);
+      const std::string answer = rc != gpuSuccess
+                                     ? std::string("GetDeviceCount: ") + gpuGetErrorString(rc)
+                                 : count == 0 ? std::string("no GPU device")
                                               : std::string();
       ssize_t written = ::write(fds[1], answer.data(), answer.size());
       ::_exit(written == static_cast<ssize_t>(answer.size()) ? 0 : 1);
@@ -121,7 +121,7 @@ std::vector<uint8_t> pattern(int rank, size_t bytes) {
 
 std::vector<uint8_t> copyToHost(const void* device, size_t bytes) {
   std::vector<uint8_t> host(bytes);
-  cudaCheck(cudaMemcpy(host.data(), device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+  gpuCheck(XCCL_RT(Memcpy)(host.data(), device, bytes, XCCL_RT(MemcpyDeviceToHost)), "Memcpy D2H");
   return host;
 }
 
@@ -165,9 +165,9 @@ TEST_P(CudaIpcProcesses, EveryRankReadsEveryPeersData) {
     requireZero(ws->error(), sizeof(uint32_t), "error word");
 
     const std::vector<uint8_t> mine = pattern(rank, dataBytes);
-    cudaCheck(cudaMemcpy(ws->data(rank), mine.data(), dataBytes, cudaMemcpyHostToDevice),
-              "cudaMemcpy H2D");
-    cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    gpuCheck(XCCL_RT(Memcpy)(ws->data(rank), mine.data(), dataBytes, XCCL_RT(MemcpyHostToDevice)),
+             "Memcpy H2D");
+    gpuCheck(XCCL_RT(DeviceSynchronize)(), "DeviceSynchronize");
     barrier(store, "written", rank, size);
     for (int r = 0; r < size; ++r) {
       const std::vector<uint8_t> seen = copyToHost(ws->data(r), dataBytes);
@@ -236,7 +236,8 @@ TEST(CudaIpc, RanksInOneProcessShareTheirPointers) {
       for (int p = 0; p < kRanks; ++p) XCCL_CHECK(ws[r]->base(p) == ws[p]->base(p), r, " ", p);
     }
     const std::vector<uint8_t> two = pattern(2, 777);
-    cudaCheck(cudaMemcpy(ws[2]->data(2), two.data(), two.size(), cudaMemcpyHostToDevice), "H2D");
+    gpuCheck(XCCL_RT(Memcpy)(ws[2]->data(2), two.data(), two.size(), XCCL_RT(MemcpyHostToDevice)),
+             "H2D");
     XCCL_CHECK(copyToHost(ws[0]->data(2), two.size()) == two);
   });
   EXPECT_EQ(failures, "");

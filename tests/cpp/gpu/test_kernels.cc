@@ -23,7 +23,7 @@ using kernels::Algorithm;
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!gpuAvailable()) GTEST_SKIP() << "no CUDA device: GPU kernel tests skipped";
+    if (!gpuAvailable()) GTEST_SKIP() << "no GPU device: GPU kernel tests skipped";
   }
 };
 
@@ -52,7 +52,7 @@ void checkAllReduce(VirtualRanks& vr, Algorithm algorithm, DataType dtype, Reduc
   const size_t size = elementSize(dtype);
   const std::vector<Bytes> inputs = makeInputs(dtype, count, vr.world(), seed);
   for (int p = 0; p < vr.world(); ++p) vr.upload(vr.buffer(p) + inOffset * size, inputs[p]);
-  vr.forkJoin([&](int rank, cudaStream_t stream) {
+  vr.forkJoin([&](int rank, gpuStream_t stream) {
     kernels::AllReduceArgs args;
     args.handle = vr.handle(rank, inOffset * size);
     args.output = inPlace ? args.handle.buffers[rank] : vr.output(rank) + outOffset * size;
@@ -128,7 +128,7 @@ TEST_P(CollectiveTest, ReduceScatterMatchesReference) {
         const size_t size = elementSize(dtype);
         const std::vector<Bytes> inputs = makeInputs(dtype, count * world, world, seed++);
         for (int p = 0; p < world; ++p) vr.upload(vr.buffer(p), inputs[p]);
-        vr.forkJoin([&](int rank, cudaStream_t stream) {
+        vr.forkJoin([&](int rank, gpuStream_t stream) {
           kernels::ReduceScatterArgs args;
           args.handle = vr.handle(rank);
           args.output = vr.output(rank);
@@ -172,7 +172,7 @@ TEST_P(CollectiveTest, AllGatherBroadcastAllToAllMatchReference) {
                                  std::to_string(offset);
 
         upload();
-        vr.forkJoin([&](int rank, cudaStream_t stream) {
+        vr.forkJoin([&](int rank, gpuStream_t stream) {
           kernels::AllGatherArgs args{vr.handle(rank, offset * size), vr.output(rank), count,
                                       dtype, vr.shape()};
           kernels::launchAllGather(args, stream);
@@ -188,7 +188,7 @@ TEST_P(CollectiveTest, AllGatherBroadcastAllToAllMatchReference) {
         }
 
         for (int root = 0; root < world; ++root) {
-          vr.forkJoin([&](int rank, cudaStream_t stream) {
+          vr.forkJoin([&](int rank, gpuStream_t stream) {
             kernels::BroadcastArgs args{vr.handle(rank, offset * size), vr.output(rank), count,
                                         dtype, root, vr.shape()};
             kernels::launchBroadcast(args, stream);
@@ -201,7 +201,7 @@ TEST_P(CollectiveTest, AllGatherBroadcastAllToAllMatchReference) {
           }
         }
 
-        vr.forkJoin([&](int rank, cudaStream_t stream) {
+        vr.forkJoin([&](int rank, gpuStream_t stream) {
           kernels::AllToAllArgs args{vr.handle(rank, offset * size), vr.output(rank), count, dtype,
                                      vr.shape()};
           kernels::launchAllToAll(args, stream);
@@ -233,7 +233,7 @@ TEST_F(GpuTest, AllGatherInPlace) {
     VirtualRanks vr(world, 16, chunk * world);
     const std::vector<Bytes> inputs = makeInputs(DataType::kBFloat16, count, world, 7);
     for (int p = 0; p < world; ++p) vr.upload(vr.output(p) + p * chunk, inputs[p]);
-    vr.forkJoin([&](int rank, cudaStream_t stream) {
+    vr.forkJoin([&](int rank, gpuStream_t stream) {
       kernels::AllGatherArgs args{vr.handle(rank), vr.output(rank), count, DataType::kBFloat16,
                                   vr.shape()};
       for (int p = 0; p < world; ++p) args.handle.buffers[p] = vr.output(p) + p * chunk;
@@ -260,7 +260,7 @@ TEST_F(GpuTest, GraphReplaysStayCorrect) {
         const DataType dtype = DataType::kBFloat16;
         const size_t bytes = count * elementSize(dtype);
         VirtualRanks vr(world, bytes, bytes);
-        const auto body = [&](int rank, cudaStream_t stream) {
+        const auto body = [&](int rank, gpuStream_t stream) {
           kernels::AllReduceArgs args;
           args.handle = vr.handle(rank);
           args.output = vr.output(rank);
@@ -301,7 +301,7 @@ TEST_F(GpuTest, BackToBackLaunchesWithChangingGrids) {
   for (int p = 0; p < world; ++p) vr.upload(vr.buffer(p), inputs[p]);
   for (int i = 0; i < 2000; ++i) {
     const size_t count = counts[i % 4];
-    vr.forkJoin([&](int rank, cudaStream_t stream) {
+    vr.forkJoin([&](int rank, gpuStream_t stream) {
       const kernels::DeviceHandle h = vr.handle(rank);
       if (i % 3 == 0) {
         kernels::AllReduceArgs args;

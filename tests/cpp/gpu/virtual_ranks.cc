@@ -11,29 +11,29 @@ namespace xccl::testing {
 
 bool gpuAvailable() {
   int count = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no device" / "no driver" error
+  const gpuError_t rc = XCCL_RT(GetDeviceCount)(&count);
+  if (rc != gpuSuccess) {
+    (void)gpuGetLastError();  // clear the sticky "no device" / "no driver" error
     return false;
   }
   return count > 0;
 }
 
-void cudaCheck(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) {
-    XCCL_THROW(ErrorKind::kInternal, what, " failed: ", cudaGetErrorString(rc));
+void gpuCheck(gpuError_t rc, const char* what) {
+  if (rc != gpuSuccess) {
+    XCCL_THROW(ErrorKind::kInternal, what, " failed: ", gpuGetErrorString(rc));
   }
 }
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : size_(bytes) {
   // Round up so a zero-byte buffer still has a distinct valid address.
   void* p = nullptr;
-  cudaCheck(cudaMalloc(&p, std::max<size_t>(bytes, 256)), "cudaMalloc");
+  gpuCheck(XCCL_RT(Malloc)(&p, std::max<size_t>(bytes, 256)), "Malloc");
   data_ = static_cast<char*>(p);
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (data_ != nullptr) cudaFree(data_);
+  if (data_ != nullptr) (void)XCCL_RT(Free)(data_);
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
@@ -41,7 +41,7 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) cudaFree(data_);
+    if (data_ != nullptr) (void)XCCL_RT(Free)(data_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
   }
@@ -51,33 +51,34 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 VirtualRanks::VirtualRanks(int world, size_t bufferBytes, size_t outputBytes) : world_(world) {
   XCCL_CHECK(world >= 1 && world <= kernels::kMaxRanks, "world ", world);
   int device = 0;
-  cudaCheck(cudaGetDevice(&device), "cudaGetDevice");
-  cudaCheck(cudaDeviceGetAttribute(&smCount_, cudaDevAttrMultiProcessorCount, device),
-            "cudaDeviceGetAttribute");
+  gpuCheck(XCCL_RT(GetDevice)(&device), "GetDevice");
+  gpuCheck(XCCL_RT(DeviceGetAttribute)(&smCount_, gpuDevAttrMultiProcessorCount, device),
+           "DeviceGetAttribute");
   flags_ = DeviceBuffer(sizeof(kernels::FlagArea) * world);
   epochs_ = DeviceBuffer(sizeof(uint32_t) * kernels::kMaxBlocks * world);
   errors_ = DeviceBuffer(sizeof(uint32_t) * world);
   for (int r = 0; r < world; ++r) {
     buffers_.emplace_back(bufferBytes);
     outputs_.emplace_back(outputBytes);
-    cudaStream_t stream;
-    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    gpuStream_t stream;
+    gpuCheck(XCCL_RT(StreamCreateWithFlags)(&stream, XCCL_RT(StreamNonBlocking)), "StreamCreate");
     streams_.push_back(stream);
   }
   for (int i = 0; i <= world; ++i) {
-    cudaEvent_t event;
-    cudaCheck(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+    gpuEvent_t event;
+    gpuCheck(XCCL_RT(EventCreateWithFlags)(&event, XCCL_RT(EventDisableTiming)), "EventCreate");
     events_.push_back(event);
   }
   resetSync();
 }
 
 VirtualRanks::~VirtualRanks() {
-  // Best effort: never throw from a destructor; a failed kernel has already been reported.
-  for (cudaStream_t s : streams_) cudaStreamSynchronize(s);
-  if (graph_ != nullptr) cudaGraphExecDestroy(graph_);
-  for (cudaEvent_t e : events_) cudaEventDestroy(e);
-  for (cudaStream_t s : streams_) cudaStreamDestroy(s);
+  // Best effort, results ignored: never throw from a destructor; a failed kernel has already
+  // been reported.
+  for (gpuStream_t s : streams_) (void)XCCL_RT(StreamSynchronize)(s);
+  if (graph_ != nullptr) (void)XCCL_RT(GraphExecDestroy)(graph_);
+  for (gpuEvent_t e : events_) (void)XCCL_RT(EventDestroy)(e);
+  for (gpuStream_t s : streams_) (void)XCCL_RT(StreamDestroy)(s);
 }
 
 kernels::DeviceHandle VirtualRanks::handle(int rank, size_t bufferOffset) const {
@@ -99,13 +100,13 @@ kernels::LaunchShape VirtualRanks::shape() const {
   // The cap the backend uses for ranks that share a GPU (backend/gpu_rules.h): the virtual ranks
   // are world_ ranks on one GPU, and must all have their blocks resident at once.
   int device = 0, threads = 0, regsPerSm = 0, regsPerBlock = 0;
-  cudaCheck(cudaGetDevice(&device), "cudaGetDevice");
-  cudaCheck(cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device),
-            "cudaDeviceGetAttribute");
-  cudaCheck(cudaDeviceGetAttribute(&regsPerSm, cudaDevAttrMaxRegistersPerMultiprocessor, device),
-            "cudaDeviceGetAttribute");
-  cudaCheck(cudaDeviceGetAttribute(&regsPerBlock, cudaDevAttrMaxRegistersPerBlock, device),
-            "cudaDeviceGetAttribute");
+  gpuCheck(XCCL_RT(GetDevice)(&device), "GetDevice");
+  gpuCheck(XCCL_RT(DeviceGetAttribute)(&threads, gpuDevAttrMaxThreadsPerMultiProcessor, device),
+           "DeviceGetAttribute");
+  gpuCheck(XCCL_RT(DeviceGetAttribute)(&regsPerSm, gpuDevAttrMaxRegistersPerMultiprocessor, device),
+           "DeviceGetAttribute");
+  gpuCheck(XCCL_RT(DeviceGetAttribute)(&regsPerBlock, gpuDevAttrMaxRegistersPerBlock, device),
+           "DeviceGetAttribute");
   const int perSm = backend::rules::residentBlocksPerSm(kernels::kThreadsPerBlock, threads,
                                                         regsPerSm, regsPerBlock);
   const int cap = backend::rules::sharedGpuMaxBlocks(perSm, smCount_, world_);
@@ -114,70 +115,72 @@ kernels::LaunchShape VirtualRanks::shape() const {
   return kernels::LaunchShape{cap};
 }
 
-void VirtualRanks::forkJoin(const std::function<void(int, cudaStream_t)>& body) {
-  cudaCheck(cudaEventRecord(events_[0], streams_[0]), "cudaEventRecord(fork)");
+void VirtualRanks::forkJoin(const std::function<void(int, gpuStream_t)>& body) {
+  gpuCheck(XCCL_RT(EventRecord)(events_[0], streams_[0]), "EventRecord(fork)");
   for (int r = 1; r < world_; ++r) {
-    cudaCheck(cudaStreamWaitEvent(streams_[r], events_[0], 0), "cudaStreamWaitEvent(fork)");
+    gpuCheck(XCCL_RT(StreamWaitEvent)(streams_[r], events_[0], 0), "StreamWaitEvent(fork)");
   }
   for (int r = 0; r < world_; ++r) body(r, streams_[r]);
   for (int r = 1; r < world_; ++r) {
-    cudaCheck(cudaEventRecord(events_[r], streams_[r]), "cudaEventRecord(join)");
-    cudaCheck(cudaStreamWaitEvent(streams_[0], events_[r], 0), "cudaStreamWaitEvent(join)");
+    gpuCheck(XCCL_RT(EventRecord)(events_[r], streams_[r]), "EventRecord(join)");
+    gpuCheck(XCCL_RT(StreamWaitEvent)(streams_[0], events_[r], 0), "StreamWaitEvent(join)");
   }
 }
 
-void VirtualRanks::capture(const std::function<void(int, cudaStream_t)>& body) {
+void VirtualRanks::capture(const std::function<void(int, gpuStream_t)>& body) {
   if (graph_ != nullptr) {
-    cudaCheck(cudaGraphExecDestroy(graph_), "cudaGraphExecDestroy");
+    gpuCheck(XCCL_RT(GraphExecDestroy)(graph_), "GraphExecDestroy");
     graph_ = nullptr;
   }
-  cudaGraph_t graph;
-  cudaCheck(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal),
-            "cudaStreamBeginCapture");
+  XCCL_RT(Graph_t) graph;
+  gpuCheck(XCCL_RT(StreamBeginCapture)(streams_[0], XCCL_RT(StreamCaptureModeThreadLocal)),
+           "StreamBeginCapture");
   try {
     forkJoin(body);
   } catch (...) {
-    cudaStreamEndCapture(streams_[0], &graph);
+    (void)XCCL_RT(StreamEndCapture)(streams_[0], &graph);
     throw;
   }
-  cudaCheck(cudaStreamEndCapture(streams_[0], &graph), "cudaStreamEndCapture");
-  const cudaError_t rc = cudaGraphInstantiate(&graph_, graph, 0);
-  cudaGraphDestroy(graph);
-  cudaCheck(rc, "cudaGraphInstantiate");
+  gpuCheck(XCCL_RT(StreamEndCapture)(streams_[0], &graph), "StreamEndCapture");
+  const gpuError_t rc = XCCL_RT(GraphInstantiateWithFlags)(&graph_, graph, 0);
+  (void)XCCL_RT(GraphDestroy)(graph);
+  gpuCheck(rc, "GraphInstantiate");
 }
 
 void VirtualRanks::replay() {
   XCCL_CHECK(graph_ != nullptr, "replay() before capture()");
-  cudaCheck(cudaGraphLaunch(graph_, streams_[0]), "cudaGraphLaunch");
+  gpuCheck(XCCL_RT(GraphLaunch)(graph_, streams_[0]), "GraphLaunch");
 }
 
 void VirtualRanks::upload(char* device, const std::vector<uint8_t>& host) {
   if (host.empty()) return;
-  cudaCheck(cudaMemcpyAsync(device, host.data(), host.size(), cudaMemcpyHostToDevice, streams_[0]),
-            "cudaMemcpyAsync(upload)");
+  gpuCheck(XCCL_RT(MemcpyAsync)(device, host.data(), host.size(), XCCL_RT(MemcpyHostToDevice),
+                                streams_[0]),
+           "MemcpyAsync(upload)");
   // Pageable source: wait so the host vector may die right after the call.
-  cudaCheck(cudaStreamSynchronize(streams_[0]), "cudaStreamSynchronize(upload)");
+  gpuCheck(XCCL_RT(StreamSynchronize)(streams_[0]), "StreamSynchronize(upload)");
 }
 
 std::vector<uint8_t> VirtualRanks::download(const char* device, size_t bytes) {
   std::vector<uint8_t> host(bytes);
   if (bytes == 0) return host;
-  cudaCheck(cudaMemcpyAsync(host.data(), device, bytes, cudaMemcpyDeviceToHost, streams_[0]),
-            "cudaMemcpyAsync(download)");
-  cudaCheck(cudaStreamSynchronize(streams_[0]), "cudaStreamSynchronize(download)");
+  gpuCheck(XCCL_RT(MemcpyAsync)(host.data(), device, bytes, XCCL_RT(MemcpyDeviceToHost),
+                                streams_[0]),
+           "MemcpyAsync(download)");
+  gpuCheck(XCCL_RT(StreamSynchronize)(streams_[0]), "StreamSynchronize(download)");
   return host;
 }
 
 void VirtualRanks::synchronize() {
-  for (cudaStream_t s : streams_) cudaCheck(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  for (gpuStream_t s : streams_) gpuCheck(XCCL_RT(StreamSynchronize)(s), "StreamSynchronize");
 }
 
 std::vector<uint32_t> VirtualRanks::errors() {
   synchronize();
   std::vector<uint32_t> words(world_);
-  cudaCheck(cudaMemcpy(words.data(), errors_.get(), sizeof(uint32_t) * world_,
-                       cudaMemcpyDeviceToHost),
-            "cudaMemcpy(errors)");
+  gpuCheck(XCCL_RT(Memcpy)(words.data(), errors_.get(), sizeof(uint32_t) * world_,
+                           XCCL_RT(MemcpyDeviceToHost)),
+           "Memcpy(errors)");
   return words;
 }
 
@@ -194,10 +197,10 @@ std::string VirtualRanks::describeErrors() {
 
 void VirtualRanks::resetSync() {
   synchronize();
-  cudaCheck(cudaMemset(flags_.get(), 0, std::max<size_t>(flags_.size(), 1)), "cudaMemset(flags)");
-  cudaCheck(cudaMemset(epochs_.get(), 0, epochs_.size()), "cudaMemset(epochs)");
-  cudaCheck(cudaMemset(errors_.get(), 0, errors_.size()), "cudaMemset(errors)");
-  cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize(reset)");
+  gpuCheck(XCCL_RT(Memset)(flags_.get(), 0, std::max<size_t>(flags_.size(), 1)), "Memset(flags)");
+  gpuCheck(XCCL_RT(Memset)(epochs_.get(), 0, epochs_.size()), "Memset(epochs)");
+  gpuCheck(XCCL_RT(Memset)(errors_.get(), 0, errors_.size()), "Memset(errors)");
+  gpuCheck(XCCL_RT(DeviceSynchronize)(), "DeviceSynchronize(reset)");
 }
 
 }  // namespace xccl::testing

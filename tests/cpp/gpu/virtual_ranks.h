@@ -1,9 +1,8 @@
-// Virtual ranks: N ranks as N CUDA streams of one process on one GPU, with plain device pointers
-// in the DeviceHandles (DESIGN.md section 5). Shared by the GPU tests and xccl_kernel_bench.
+// Virtual ranks: N ranks as N CUDA/HIP streams of one process on one GPU, with plain device
+// pointers in the DeviceHandles (DESIGN.md section 5). Shared by the GPU tests and
+// xccl_kernel_bench.
 // Host objects own everything (RAII); kernels borrow handles.
 #pragma once
-
-#include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -11,16 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu_runtime.h"
 #include "kernels/device_handle.h"
 #include "kernels/launch.h"
 
 namespace xccl::testing {
 
-// True when the CUDA runtime reports at least one device; the GPU tests skip otherwise.
+// True when the CUDA/HIP runtime reports at least one device; the GPU tests skip otherwise.
 bool gpuAvailable();
 
-// Throws xccl::Error with the runtime's message when a CUDA call fails.
-void cudaCheck(cudaError_t rc, const char* what);
+// Throws xccl::Error with the runtime's message when a CUDA/HIP call fails.
+void gpuCheck(gpuError_t rc, const char* what);
 
 class DeviceBuffer {
  public:
@@ -52,7 +52,7 @@ class VirtualRanks {
   int world() const { return world_; }
   char* buffer(int rank) const { return buffers_[rank].get(); }
   char* output(int rank) const { return outputs_[rank].get(); }
-  cudaStream_t stream(int rank) const { return streams_[rank]; }
+  gpuStream_t stream(int rank) const { return streams_[rank]; }
 
   // Rank r's handle; buffers[p] = buffer(p) + bufferOffset (to test unaligned starts).
   kernels::DeviceHandle handle(int rank, size_t bufferOffset = 0) const;
@@ -65,10 +65,10 @@ class VirtualRanks {
   // Enqueues body(rank, stream) for every rank as one fork-join on stream(0): streams 1..N-1 wait
   // for stream 0 first and stream 0 waits for all of them after, so the same call works eagerly
   // and inside a CUDA graph capture on stream(0).
-  void forkJoin(const std::function<void(int rank, cudaStream_t stream)>& body);
+  void forkJoin(const std::function<void(int rank, gpuStream_t stream)>& body);
 
   // Captures forkJoin(body) into a graph (launched with replay()).
-  void capture(const std::function<void(int rank, cudaStream_t stream)>& body);
+  void capture(const std::function<void(int rank, gpuStream_t stream)>& body);
   void replay();
 
   // Stream-ordered copies on stream(0) (ordered with forkJoin and replay).
@@ -92,9 +92,9 @@ class VirtualRanks {
   DeviceBuffer flags_;   // world FlagAreas
   DeviceBuffer epochs_;  // world x kMaxBlocks counters
   DeviceBuffer errors_;  // world words
-  std::vector<cudaStream_t> streams_;
-  std::vector<cudaEvent_t> events_;  // fork event, then one join event per rank
-  cudaGraphExec_t graph_ = nullptr;
+  std::vector<gpuStream_t> streams_;
+  std::vector<gpuEvent_t> events_;  // fork event, then one join event per rank
+  XCCL_RT(GraphExec_t) graph_ = nullptr;
 };
 
 }  // namespace xccl::testing
