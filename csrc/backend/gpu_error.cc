@@ -1,8 +1,8 @@
 #include "backend/gpu_error.h"
-
 #include "backend/gpu_stream.h"
-#include <c10/util/Exception.h>
 #include "common/gpu_runtime.h"
+
+#include <c10/util/Exception.h>
 
 #include "backend/gpu_rules.h"
 #include "backend/gpu_work.h"

@@ -1,5 +1,4 @@
 #include "backend/gpu_events.h"
-
 #include "backend/gpu_stream.h"
 
 namespace xccl::backend {

@@ -22,12 +22,12 @@
 // All methods are called by GpuPath with its issue mutex held, on the group's device.
 #pragma once
 
-#include "backend/gpu_stream.h"
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <memory>
 
 #include "backend/gpu_events.h"
+#include "backend/gpu_stream.h"
 #include "backend/gpu_work.h"
 
 namespace xccl::backend {

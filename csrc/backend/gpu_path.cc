@@ -1,8 +1,8 @@
 // The five collectives with a kernel, and the GPU side's creation (gpu_path.h says which file
 // holds what).
 #include "backend/gpu_path.h"
-
 #include "backend/gpu_stream.h"
+
 #include <c10/util/Exception.h>
 
 #include <algorithm>

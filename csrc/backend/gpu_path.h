@@ -17,13 +17,13 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include "backend/gpu_stream.h"
 
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "algo/gpu_plan.h"
 #include "backend/gpu_error.h"
@@ -31,6 +31,7 @@
 #include "backend/gpu_ops.h"
 #include "backend/gpu_order.h"
 #include "backend/gpu_placement.h"
+#include "backend/gpu_stream.h"
 #include "backend/tensor_args.h"
 #include "kernels/launch.h"
 #include "net/cuda_ipc/workspace.h"
@@ -85,6 +86,8 @@ class GpuPath final : public GpuOps {
   GpuReduce reduceOnGpu(const c10d::ReduceOp& op, const char* name);
   algo::GpuPlan planFor(algo::GpuCollective collective, size_t bytes, DataType dtype,
                         ReduceOp op, bool evenSplits);
+  algo::GpuPlan cachedPlan(algo::GpuCollective collective, size_t bytes, DataType dtype,
+                           ReduceOp op, bool evenSplits);
   algo::GpuPlan fitWorkspace(algo::GpuPlan plan, size_t inputBytes) const;
   static algo::GpuPlan vendorOrHost(algo::GpuPlan plan, bool vendorCan);
   algo::GpuRoute noKernelRoute() const;
@@ -147,6 +150,26 @@ class GpuPath final : public GpuOps {
   std::atomic<bool> vendorUsedEagerly_{false};  // its communicator exists: capture may use it
   std::atomic<bool> coalescing_{false};  // between startCoalescing and endCoalescing
   InFlight inFlight_;
+  // Plans by call shape (cachedPlan in gpu_path_routes.cc).
+  struct PlanKey {
+    size_t bytes;
+    uint8_t collective, dtype, op;
+    bool evenSplits;
+    bool operator==(const PlanKey& o) const {
+      return bytes == o.bytes && collective == o.collective && dtype == o.dtype && op == o.op &&
+             evenSplits == o.evenSplits;
+    }
+  };
+  struct PlanKeyHash {
+    size_t operator()(const PlanKey& k) const {
+      return std::hash<size_t>()(k.bytes) ^
+             (size_t{k.collective} << 1 | size_t{k.dtype} << 9 | size_t{k.op} << 17 |
+              size_t{k.evenSplits} << 25);
+    }
+  };
+  static constexpr size_t kMaxCachedPlans = 4096;
+  std::mutex planMutex_;
+  std::unordered_map<PlanKey, algo::GpuPlan, PlanKeyHash> plans_;
 };
 
 }  // namespace xccl::backend

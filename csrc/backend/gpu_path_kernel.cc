@@ -1,9 +1,9 @@
 // GpuPath: the workspace session: creating and mapping the workspace, the device handle, one
 // kernel-route call, and ending it all (shutdown, abort). gpu_path.h says which file holds what.
-#include "backend/gpu_stream.h"
 #include <c10/util/Exception.h>
 
 #include "backend/gpu_path.h"
+#include "backend/gpu_stream.h"
 #include "backend/process_group.h"
 #include "backend/store_adapter.h"
 #include "common/logging.h"

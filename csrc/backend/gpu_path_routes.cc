@@ -1,12 +1,12 @@
 // GpuPath: argument checks, planning, the vendor and host routes, world size 1 and coalesced
 // batches (gpu_path.h says which file holds what).
-#include "backend/gpu_stream.h"
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "backend/compat.h"
 #include "backend/gpu_path.h"
 #include "backend/gpu_rules.h"
+#include "backend/gpu_stream.h"
 #include "backend/machine.h"
 #include "backend/process_group.h"
 #include "common/env.h"
@@ -53,17 +53,7 @@ GpuReduce GpuPath::reduceOnGpu(const c10d::ReduceOp& op, const char* name) {
 
 algo::GpuPlan GpuPath::planFor(algo::GpuCollective collective, size_t bytes, DataType dtype,
                                ReduceOp op, bool evenSplits) {
-  algo::GpuRequest request;
-  request.collective = collective;
-  request.bytes = bytes;
-  request.dtype = dtype;
-  request.op = op;
-  request.evenSplits = evenSplits;
-  request.worldSize = group_.getSize();
-  request.hosts = placement_.hosts;
-  request.ranksPerGpu = placement_.ranksPerGpu;
-  request.gpus = placement_.gpus;
-  algo::GpuPlan plan = algo::planGpu(request, thisMachine(), tunables_);
+  algo::GpuPlan plan = cachedPlan(collective, bytes, dtype, op, evenSplits);
   if (plan.route == algo::GpuRoute::kKernel && maxBlocks_ == rules::kCannotFit) {
     plan.route = noKernelRoute();
     plan.reason = "the ranks sharing a GPU cannot all have kernel blocks resident";
@@ -79,6 +69,33 @@ algo::GpuPlan GpuPath::planFor(algo::GpuCollective collective, size_t bytes, Dat
   }
   XCCL_DEBUG("backend", algo::gpuCollectiveName(collective), " ", bytes, " B: ",
              algo::gpuRouteName(plan.route), " ", plan.name, " (", plan.reason, ")");
+  return plan;
+}
+
+// algo::planGpu is pure in (request, topology, tunables) and only the call's part of the request
+// varies within a group, so its plans (with their reason text) are computed once per distinct
+// call shape: training repeats the same few sizes, and a hit costs one hash lookup instead of the
+// planner's string building (issue order is kept: callers hold no lock across planning).
+algo::GpuPlan GpuPath::cachedPlan(algo::GpuCollective collective, size_t bytes, DataType dtype,
+                                  ReduceOp op, bool evenSplits) {
+  const PlanKey key{bytes, static_cast<uint8_t>(collective), static_cast<uint8_t>(dtype),
+                    static_cast<uint8_t>(op), evenSplits};
+  std::lock_guard<std::mutex> guard(planMutex_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  algo::GpuRequest request;
+  request.collective = collective;
+  request.bytes = bytes;
+  request.dtype = dtype;
+  request.op = op;
+  request.evenSplits = evenSplits;
+  request.worldSize = group_.getSize();
+  request.hosts = placement_.hosts;
+  request.ranksPerGpu = placement_.ranksPerGpu;
+  request.gpus = placement_.gpus;
+  algo::GpuPlan plan = algo::planGpu(request, thisMachine(), tunables_);
+  if (plans_.size() >= kMaxCachedPlans) plans_.clear();  // bounded: a sweep over many sizes
+  plans_.emplace(key, plan);
   return plan;
 }
 

@@ -1,5 +1,4 @@
 #include "backend/gpu_placement.h"
-
 #include "common/gpu_runtime.h"
 
 #include <algorithm>

@@ -30,8 +30,6 @@
 
 #include <c10/core/Device.h>
 
-#include "common/gpu_runtime.h"
-
 #if XCCL_GPU_HIP && !XCCL_TORCH_HIPIFY_V2
 #include <ATen/hip/impl/HIPGuardImplMasqueradingAsCUDA.h>
 #include <ATen/hip/impl/HIPStreamMasqueradingAsCUDA.h>
@@ -41,6 +39,8 @@
 #else
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include "common/gpu_runtime.h"
 #endif
 
 namespace xccl::backend {

@@ -1,7 +1,7 @@
+#include "backend/gpu_stream.h"
 #include "backend/gpu_work.h"
 
 #include <c10/core/StreamGuard.h>
-#include "backend/gpu_stream.h"
 #include <c10/util/Exception.h>
 
 #include <algorithm>

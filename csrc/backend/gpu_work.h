@@ -15,13 +15,14 @@
 #pragma once
 
 #include <c10/core/Stream.h>
-#include "common/gpu_runtime.h"
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "common/gpu_runtime.h"
 
 namespace xccl::backend {
 

@@ -294,8 +294,9 @@ void exchangePatterns(Workspace& ws, net::Store& store, const std::string& name,
                       int size) {
   const size_t bytes = ws.layout().dataBytes;
   const std::vector<uint8_t> mine = pattern(rank, bytes);
-  cudaCheck(cudaMemcpy(ws.data(rank), mine.data(), bytes, cudaMemcpyHostToDevice), "H2D");
-  cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  gpuCheck(XCCL_RT(Memcpy)(ws.data(rank), mine.data(), bytes, XCCL_RT(MemcpyHostToDevice)),
+           "Memcpy H2D");
+  gpuCheck(XCCL_RT(DeviceSynchronize)(), "DeviceSynchronize");
   barrier(store, name + "/written", rank, size);
   for (int r = 0; r < size; ++r) {
     XCCL_CHECK(copyToHost(ws.data(r), bytes) == pattern(r, bytes), "rank ", rank, " reading ", r);
