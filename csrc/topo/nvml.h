@@ -1,6 +1,6 @@
 // NVIDIA GPUs and their NVLinks through NVML, loaded with dlopen so that xccl neither links
 // against nor requires the driver library. The calls used are the ones NCCL uses for the same
-// purpose (NCCL src/graph, ncclTopoGetXmlFromGpu).
+// purpose (NCCL reads GPUs and NVLinks through NVML when it detects the topology).
 #pragma once
 
 #include <cstdint>
