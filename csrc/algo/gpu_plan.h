@@ -72,7 +72,7 @@ struct GpuRequest {
   int worldSize = 1;
   int hosts = 1;  // distinct hosts among the ranks
   // The most ranks that share one GPU (1: every rank has its own). NCCL refuses shared GPUs
-  // (reference/gpu_kernels.md 8.1); the kernels allow them.
+  // ("Duplicate GPU detected", NCCL src/init.cc); the kernels allow them.
   int ranksPerGpu = 1;
   // Topology indices of the GPUs this host's ranks use. Empty: every GPU of the topology, so the
   // slowest pair of the whole machine decides (pass the real set: 2 GPUs under one PCIe switch

@@ -1,7 +1,8 @@
 // The Work of a GPU-side call (gpu_path.h): a kernel-route collective on the group's comm stream,
 // or a host-route / world-size-1 call on the caller's stream.
 //
-// Completion is an event recorded on the comm stream after the collective (DESIGN.md section 3):
+// Completion is an event recorded on the comm stream after the collective (docs/gpu.md,
+// "Streams and Work"):
 //  - wait() without a timeout makes the caller's current stream wait on that event and returns
 //    at once: the host never blocks, later work on the current stream sees the result;
 //  - wait(timeout) blocks the host until the event completes (or throws DistBackendError after

@@ -1,4 +1,4 @@
-// The CUDA/HIP runtime alias (DESIGN.md section 5): every GPU source, kernels and host code alike,
+// The CUDA/HIP runtime alias (docs/gpu.md, "ROCm"): every GPU source, kernels and host code alike,
 // is written once against these names and builds as CUDA (nvcc, or a C++ compiler with CUDA's
 // headers) or as HIP (clang/hipcc -x hip, or a C++ compiler with HIP's headers). Host code
 // includes it alone (net/cuda_ipc/workspace.cc, the virtual-rank harness, the GPU tests);
@@ -85,7 +85,7 @@ inline gpuError_t gpuFreeHost(void* p) { return cudaFreeHost(p); }
 }  // namespace xccl
 
 // Runs a CUDA/HIP runtime call and throws xccl::Error(kInternal) with the runtime's text when it
-// fails. Never exits (STYLE.md item 6).
+// fails. Never exits.
 #define XCCL_GPU_CHECK(call)                                                              \
   do {                                                                                    \
     const ::xccl::gpuError_t xccl_gpu_rc_ = (call);                                       \

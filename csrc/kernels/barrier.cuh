@@ -1,4 +1,5 @@
-// Per-block, per-peer barrier across the ranks of a DeviceHandle (DESIGN.md section 5).
+// Per-block, per-peer barrier across the ranks of a DeviceHandle (docs/algorithms.md, "Flag
+// protocol").
 //
 // Block b of every rank meets block b of every other rank; blocks never wait for other blocks of
 // their own rank. Thread t < worldSize (t != rank) of block b owns the pair with peer t: it stores

@@ -1,5 +1,5 @@
-// What a collective kernel borrows from the host objects that own the memory (STYLE.md item 3):
-// a trivially copyable DeviceHandle passed by value to every launch.
+// What a collective kernel borrows from the host objects that own the memory: a trivially
+// copyable DeviceHandle passed by value to every launch.
 //
 // Plain C++: no CUDA/HIP headers, so the backend can fill a handle in a CPU-compiled TU.
 #pragma once
@@ -24,7 +24,7 @@ constexpr int kMaxBlocks = 80;  // blocks of one launch; aiter uses 80 on MI300X
 //    with cudaMemset on every rank before the first launch, and before any peer can write into it.
 //  - ROCm: fine-grained / uncached memory, e.g. hipExtMallocWithFlags(..., hipDeviceMallocUncached)
 //    or hipDeviceMallocFinegrained. Plain hipMalloc is coarse-grained: a running kernel on the
-//    owner may never observe a peer's store (reference/gpu_kernels.md section 5.3, aiter PR #4786).
+//    owner may never observe a peer's store (aiter PR #4786).
 //    Verify that hipIpcGetMemHandle accepts the chosen flag on the ROCm in use (one downstream
 //    project reports it failing on uncached memory).
 struct FlagRow {

@@ -1,4 +1,4 @@
-// The one CUDA/HIP alias header for device code (DESIGN.md section 5): kernel sources are written
+// The one CUDA/HIP alias header for device code (docs/gpu.md, "ROCm"): kernel sources are written
 // once against these names and compile with nvcc or with hipcc -x hip. The runtime-API names, the
 // XCCL_GPU_HIP decision and XCCL_GPU_CHECK come from common/gpu_runtime.h, which host code uses
 // alone; this header adds the device headers. Only device code includes it.

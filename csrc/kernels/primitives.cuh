@@ -1,9 +1,8 @@
-// Device primitives, each named after what it emits (STYLE.md item 8), with the CUDA and HIP
-// spellings side by side. Memory-model references: PTX ISA "Memory Consistency Model" (release /
-// acquire patterns, causality order) for CUDA; the HIP/HSA scoped model (__hip_atomic_* with
+// Device primitives, each named after what it emits, with the CUDA and HIP spellings side by
+// side. Memory-model references: PTX ISA "Memory Consistency Model" (release / acquire patterns,
+// causality order) for CUDA; the HIP/HSA scoped model (__hip_atomic_* with
 // __HIP_MEMORY_SCOPE_SYSTEM) for ROCm, where both sides of every cross-GPU pair must use SYSTEM
-// scope (aiter PR #2890 / #4786 in reference/gpu_kernels.md: DEVICE-scope loads of remote flags
-// spun on stale values).
+// scope (aiter PR #2890 / #4786: DEVICE-scope loads of remote flags spun on stale values).
 #pragma once
 
 #include <cstdint>

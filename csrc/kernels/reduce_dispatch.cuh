@@ -42,7 +42,7 @@ void launchReduceWorld(const ReduceLaunch& launch, int world) {
 }
 
 // (reduce kind, world size) -> kernel for element type T; called only by dispatchReduce in
-// reduce_launch.cu, which picks T (STYLE.md item 4: one dispatch path per launcher).
+// reduce_launch.cu, which picks T (one dispatch path per launcher).
 template <typename T>
 void launchReduceTyped(const ReduceLaunch& launch, ReduceKind kind, int world) {
   switch (kind) {

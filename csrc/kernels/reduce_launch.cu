@@ -5,8 +5,8 @@
 namespace xccl::kernels {
 namespace {
 
-// The one runtime-to-compile-time dispatch of the reducing launchers (STYLE.md item 4): the dtype
-// here, then (reduce kind, world size) in launchReduceTyped<T>.
+// The one runtime-to-compile-time dispatch of the reducing launchers: the dtype here, then
+// (reduce kind, world size) in launchReduceTyped<T>.
 void dispatchReduce(DataType dtype, ReduceKind kind, int world, const ReduceLaunch& launch) {
   switch (dtype) {
     case DataType::kFloat32: return launchReduceTyped<float>(launch, kind, world);

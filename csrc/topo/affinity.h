@@ -1,8 +1,7 @@
 // NUMA placement of devices and CPU pinning of the threads that serve them.
 //
 // Progress threads copy and reduce data that arrives from a GPU or a NIC; running them on the
-// device's NUMA node keeps that traffic off the CPU interconnect (Gloo docs/latency.md, and
-// reference/cpu_transport.md section 5: "pin progress threads to the same node").
+// device's NUMA node keeps that traffic off the CPU interconnect (Gloo docs/latency.md).
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 // AMD GPU product names through amdsmi, loaded with dlopen when present.
 //
 // Links and placement come from KFD sysfs (kfd.h), which needs no library and whose numbering
-// is stable; amdsmi's link-type enum has changed between releases (reference/env_bench.md 3.5),
+// is stable; amdsmi's link-type enum (amdsmi_link_type_t) has changed between releases,
 // so it is used only for what sysfs lacks: the marketing name ("AMD Instinct MI300X").
 #pragma once
 

@@ -1,6 +1,6 @@
 // AMD GPUs and their xGMI links from the KFD topology in sysfs (/sys/class/kfd/kfd/topology),
 // readable without root and without any ROCm library. RCCL reads the same files (its
-// alt_rsmi.cc); see reference/env_bench.md section 3.5 and the ROCm "KFD Topology" docs.
+// alt_rsmi.cc); see the ROCm "KFD Topology" docs.
 #pragma once
 
 #include <cstdint>

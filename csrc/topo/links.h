@@ -1,6 +1,6 @@
 // Pure questions about how GPUs and NICs are connected, asked by the algorithm selector.
 //
-// The selector keys its choices on these answers (DESIGN.md section 5-6): all-pairs exchanges on
+// The selector keys its choices on these answers (docs/topology.md): all-pairs exchanges on
 // a full xGMI mesh (every peer link driven at once), NVSwitch delegation at large sizes, one-shot
 // thresholds by link class. Each function takes an optional GPU subset because a communicator
 // may span only some GPUs of the machine: 4 GPUs of an MI300X box are still fully meshed.

@@ -1,6 +1,6 @@
 // NVIDIA GPUs and their NVLinks through NVML, loaded with dlopen so that xccl neither links
 // against nor requires the driver library. The calls used are the ones NCCL uses for the same
-// purpose (reference/cpu_transport.md section 5, reference/env_bench.md section 3.5).
+// purpose (NCCL reads GPUs and NVLinks through NVML when it detects the topology).
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 
 PyTorch also knows a native "xccl" (Intel XPU, oneCCL). This module claims the name only when
 that native backend is not built into the installed torch, and never touches a torch where it
-is. How each torch version handles the name (see DESIGN.md section 2):
+is. How each torch version handles the name:
 
 - 2.11-2.13 hard-code a `backend_str == Backend.XCCL` branch in `_new_process_group_helper`
   ahead of the plugin branch; it raises "Distributed package doesn't have XCCL built in". We

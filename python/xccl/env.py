@@ -2,7 +2,7 @@
 
 xccl applies these on import, before torch or any GPU runtime starts, because NCCL/RCCL cache
 their variables when the first communicator is created and HIP/HSA/CUDA read theirs when the
-runtime starts (reference/env_bench.md 1.1). The rules:
+runtime starts (NCCL src, NCCL_PARAM; NCCL docs, env.html). The rules:
 
 * A value the user set is never overridden; nor is a variable an administrator set in an
   NCCL/RCCL config file (those have lower priority than the environment, so setting it here
@@ -155,26 +155,26 @@ def _omp_threads(facts: Facts) -> str:
 _SOCKET_CONDITION = ("multi-node job, MASTER_ADDR routes through one interface of several "
                      "candidates (docker, VLANs, several subnets): that interface, exactly")
 _SOCKET_SOURCE = ("NCCL docs (NCCL_SOCKET_IFNAME); NVIDIA/nccl#286, nccl-tests#9, nccl#1581; "
-                  "horovod#700; reference/env_bench.md 3.5 and 4")
+                  "horovod#700")
 
 RULES: tuple = (
     Rule("NCCL_DEBUG", "WARN", GPU_PLATFORMS, "safe",
          "NCCL/RCCL then print their warnings (a transport that failed, a fallback that costs "
          "bandwidth) without INFO noise: the cheapest way to see why a job is slow or hangs.",
-         "NCCL docs env.html; reference/env_bench.md 1.2, 5.1"),
+         "NCCL docs env.html"),
     Rule("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000", GPU_PLATFORMS, "safe",
          "Keeps the last 2000 collectives per rank (the flight recorder) for hang diagnosis; "
          "xccl delegates large GPU collectives to ProcessGroupNCCL, which reads it.",
-         "PyTorch docs, TORCH_NCCL environment variables; reference/env_bench.md 5.1"),
+         "PyTorch docs, TORCH_NCCL environment variables"),
     Rule("TORCH_NCCL_DUMP_ON_TIMEOUT", "1", GPU_PLATFORMS, "safe",
          "On a collective timeout every rank dumps its flight recorder, so the stuck rank and "
          "collective can be named instead of guessed.",
-         "PyTorch docs, TORCH_NCCL environment variables; reference/env_bench.md 5.1"),
+         "PyTorch docs, TORCH_NCCL environment variables"),
     Rule("NCCL_IB_TIMEOUT", "22", (NVIDIA_MULTINODE,) + AMD_PLATFORMS, "detected",
          "The IB retransmit timeout is 4.096 us x 2^N: 22 gives 17 s per attempt instead of "
          "4.3 s (NCCL >= 2.23.4 default 20; 18 before), so a transient port flap on a large "
          "fabric is survived instead of killing the job. Cost: slower detection of dead links.",
-         "NCCL src net_ib; IBM Cloud H100 tested config; reference/env_bench.md 1.2, 5.2",
+         "NCCL src net_ib; IBM Cloud H100 tested config",
          condition="multi-node job with an ACTIVE InfiniBand or RoCE port",
          when=lambda f: f.multi_node and bool(f.rdma & {"infiniband", "roce"})),
     Rule("NCCL_SOCKET_IFNAME", lambda f: "=" + (f.egress_interface or ""), MULTINODE_GPU,
@@ -194,7 +194,7 @@ RULES: tuple = (
          "(2x8 H200 fell from 488 GB/s to 3-55 GB/s in KVM); the provider's topology file "
          "describes the real machine.",
          "NVIDIA/nccl-tests#256; NCCL src graph/topo.cc; SemiAnalysis ClusterMAX "
-         "platform_config.py; reference/env_bench.md 3.1, 5.1",
+         "platform_config.py",
          condition="VM, exactly one /etc/nccl/*.xml, and no "
                    "/var/run/nvidia-topologyd/virtualTopology.xml (which NCCL loads itself)",
          when=lambda f: (f.virtual_machine and len(f.provider_topo_files) == 1
@@ -202,47 +202,46 @@ RULES: tuple = (
     Rule("HIP_FORCE_DEV_KERNARG", "1", AMD_PLATFORMS, "safe",
          "Kernel arguments in device memory save 2-3 us per kernel launch; the default since "
          "ROCm 6.2, so this only helps older ROCm.",
-         "ROCm MI300X system optimization guide; reference/env_bench.md 1.4",
+         "ROCm MI300X system optimization guide",
          at_runtime_start=True),
     Rule("RCCL_MSCCL_ENABLE", "0", AMD_PLATFORMS, "safe",
          "Correctness first: MSCCL had data-corruption bugs fixed only in late 2025 and AMD's "
          "own Megatron container disables it; RCCL 7.13+ removed MSCCL, where this is a no-op.",
          "ROCm prerequisite-system-validation; RCCL usage tips (7.13); ROCm/rccl PRs #1014, "
-         "#2009; reference/env_bench.md 1.4"),
+         "#2009"),
     Rule("TORCH_BLAS_PREFER_HIPBLASLT", "1", (AMD_MI300X,), "safe",
          "hipBLASLt GEMMs are faster than hipBLAS on gfx942.",
-         "ROCm workload tuning guide (workload.rst); reference/env_bench.md 1.4"),
+         "ROCm workload tuning guide (workload.rst)"),
     Rule("TORCH_BLAS_PREFER_HIPBLASLT", "1", (AMD_MI250,), "detected",
          "hipBLASLt GEMMs are faster where the installed hipBLASLt has kernels for the GPU.",
-         "ROCm workload tuning guide; reference/env_bench.md 5.5",
+         "ROCm workload tuning guide",
          condition="the installed hipBLASLt ships gfx90a kernels",
          when=lambda f: f.hipblaslt_gfx90a),
     Rule("HSA_NO_SCRATCH_RECLAIM", "1", (AMD_MI300X,), "detected",
          "With MEC firmware older than 177, RCCL cannot reclaim some scratch memory and jobs "
          "crash; keeping scratch assigned avoids it (cost: memory held until exit).",
          "SemiAnalysis InferenceX MI300X scripts citing ROCm 6.4.3 amdgpu notes; ROCR env "
-         "docs; reference/env_bench.md 1.4",
+         "docs",
          condition="MEC firmware version < 177",
          when=lambda f: f.mec_firmware is not None and f.mec_firmware < 177,
          at_runtime_start=True),
     Rule("NCCL_MIN_NCHANNELS", "112", (AMD_MI300X,), "detected",
          "More channels put more CUs on the 7 xGMI links of a single MI300X node. Never set "
          "for multi-node jobs (AMD's 4-node example uses 40) nor when fewer GPUs take part.",
-         "ROCm workload.rst (vLLM, RCCL in E2E workloads); rocm-blogs MI300X RCCL/xGMI; "
-         "reference/env_bench.md 1.4, 5.4",
+         "ROCm workload.rst (vLLM, RCCL in E2E workloads); rocm-blogs MI300X RCCL/xGMI",
          condition="single-node job (launcher says 1 node) using all 8 GPUs (8 local ranks)",
          when=lambda f: f.single_node and f.gpu_count == 8 and f.local_ranks == 8),
     Rule("HSA_FORCE_FINE_GRAIN_PCIE", "1", (AMD_MI250,), "detected",
          "RCCL peer-to-peer over PCIe between Instinct GPUs without an xGMI bridge needs "
          "fine-grained PCIe memory, which needs large-BAR addressing.",
-         "RCCL usage tips; rccl-tests README; reference/env_bench.md 1.4",
+         "RCCL usage tips; rccl-tests README",
          condition="2+ GPUs, no xGMI link, and large BAR",
          when=lambda f: f.gpu_count >= 2 and not f.xgmi and f.large_bar is True,
          at_runtime_start=True),
     Rule("OMP_NUM_THREADS", _omp_threads, (CPU,), "detected",
          "Each rank's OpenMP pool would otherwise use every core: N ranks x all cores "
          "oversubscribe the host. Usable cores / local ranks.",
-         "PyTorch CPU performance guide; reference/env_bench.md 5.6",
+         "PyTorch CPU performance guide",
          condition="the launcher reports more than one rank on this host",
          when=lambda f: (f.local_ranks or 1) > 1,
          at_runtime_start=True),
@@ -253,13 +252,13 @@ LEFT_ALONE: tuple = (
     ("NCCL_IB_GID_INDEX",
      ("The right index is site-specific (3, 7 or 0 on different clusters) and NCCL >= 2.21.5 "
       "picks it itself."),
-     "nccl#426, #1131, #1538; reference/env_bench.md 1.2"),
+     "nccl#426, #1131, #1538"),
     ("NCCL_IB_HCA",
      "Which HCAs are GPU rails is site-specific; hard-coded lists break on other hosts.",
-     "reference/env_bench.md 1.5"),
+     "NCCL docs (NCCL_IB_HCA)"),
     ("NCCL_IB_RETRY_CNT",
      "The IB retry field is 3 bits: 7 (the default) is the maximum.",
-     "InfiniBand spec; reference/env_bench.md 1.2"),
+     "InfiniBand spec"),
     ("NCCL_NVLS_ENABLE",
      ("NVLink SHARP gives ~30% more allreduce bandwidth on NVSwitch; set 0 only after a Fabric "
       "Manager / multicast failure."),
@@ -412,11 +411,12 @@ def check_user_settings(environ: Mapping[str, str], facts: Facts) -> list:
 
     if "NCCL_MIN_NCHANNELS" in environ and facts.multi_node:
         flag("NCCL_MIN_NCHANNELS", "more channels steal CUs from compute in multi-node "
-             "training (AMD's 4-node example uses 40, not 112)", "reference/env_bench.md 1.4")
+             "training (AMD's 4-node example uses 40, not 112)",
+             "ROCm prerequisite-system-validation; ROCm workload.rst")
     retry = environ.get("NCCL_IB_RETRY_CNT", "")
     if retry.isdigit() and int(retry) > 7:
         flag("NCCL_IB_RETRY_CNT", "the IB retry field is 3 bits; values above 7 are out of "
-             "range", "reference/env_bench.md 1.2")
+             "range", "InfiniBand spec")
     if environ.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1":
         flag("CUDA_DEVICE_MAX_CONNECTIONS", "serialises kernels across streams: needed for "
              "Megatron TP overlap, but it removes FSDP/DDP communication overlap",

@@ -1,4 +1,4 @@
-"""The one multi-process harness of the pytest suite (DESIGN.md section 9).
+"""The one multi-process harness of the pytest suite.
 
 `spawn(fn, world_size, *args)` starts `world_size` processes, each running
 `fn(rank, world_size, *args)` with a default process group of backend "xccl" already

@@ -150,7 +150,7 @@ def test_bad_arguments_raise_before_traffic(world_size):
 
 def _mismatched_collectives(rank, world):
     """Ranks that call different collectives at the same sequence number get an error naming
-    the mismatch, never a silently wrong result (DESIGN.md section 8)."""
+    the mismatch, never a silently wrong result."""
     chk = Checker(rank)
     x = torch.ones(1001)
     if rank == 0:

@@ -1,4 +1,4 @@
-"""The measurement method, as pure functions (DESIGN.md section 9, nccl-tests conventions).
+"""The measurement method, as pure functions (nccl-tests conventions; benchmarks/README.md).
 
 Nothing here imports torch, so the rules are unit-tested without the extension or a process
 group: which buffer a size names, the bus-bandwidth factors, the statistics, and how many

@@ -15,7 +15,7 @@ DTYPES = {
 
 # 8 B x 4^k up to 64 MiB is 12 sizes, 8 B .. 32 MiB: a default run takes one to two minutes on
 # an idle 2-core VM (each 128 MiB step would add about as much as all smaller sizes together),
-# and its top reaches the 16-256 MiB range of real DDP/FSDP buckets (MISSION.md). Fuller
+# and its top reaches the 16-256 MiB range of real DDP/FSDP buckets. Fuller
 # sweeps: --max 256M --factor 2; peak bandwidth: --max 1G.
 DEFAULT_MIN = "8"
 DEFAULT_MAX = "64M"

@@ -3,11 +3,12 @@
 //
 // On one GPU every "peer" load is a local HBM/L2 load, so these numbers are the kernels' own
 // efficiency (vectorisation, grid, flag round trips through L2) and launch overheads, never
-// NVLink/xGMI collective performance (reference/gpu_kernels.md section 8.2).
+// NVLink/xGMI collective performance (docs/algorithms.md, "What a single GPU can and cannot
+// tell").
 //
 //   xccl_kernel_bench [--quick] [--worlds 2,4,8] [--max-bytes N] [--csv FILE]
 //
-// Method (DESIGN.md section 9): random bf16 inputs, warm-up, then >= 10 timed iterations (until
+// Method (nccl-tests): random bf16 inputs, warm-up, then >= 10 timed iterations (until
 // ~30 ms or 200 iterations), cudaEvent timing per iteration on the fork-join stream, median and
 // p10/p90. Sizes follow nccl-tests: S is the per-rank message for all-reduce and broadcast, the
 // per-rank output for all-gather and the per-rank input for reduce-scatter and all-to-all.

@@ -1,5 +1,5 @@
 // Virtual ranks: N ranks as N CUDA/HIP streams of one process on one GPU, with plain device
-// pointers in the DeviceHandles (DESIGN.md section 5). Shared by the GPU tests and
+// pointers in the DeviceHandles (docs/algorithms.md). Shared by the GPU tests and
 // xccl_kernel_bench.
 // Host objects own everything (RAII); kernels borrow handles.
 #pragma once
