@@ -61,17 +61,23 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
     tunables_ = algo::Tunables::fromEnvironment();
     if (!options_->algorithm.empty()) tunables_.forced = algo::parseAlgorithm(options_->algorithm);
     StoreAdapter adapter(store_, "xccl/");
+    // Building the group (settings agreement, TCP mesh) waits for every rank: bounded by
+    // XCCL_CONNECT_TIMEOUT_MS when set, else by the group timeout.
+    const std::chrono::milliseconds setupTimeout =
+        env::getString("XCCL_CONNECT_TIMEOUT_MS").empty()
+            ? options_->timeout
+            : std::chrono::milliseconds(env::getInt("XCCL_CONNECT_TIMEOUT_MS"));
     if (size > 1) {
       // What decides routes and algorithms must be equal on every rank, or ranks would take
       // different paths through one collective and deadlock: every rank fails alike instead,
       // naming the setting and which ranks have which value.
       net::Settings settings = env::groupWideSettings();
       settings.emplace_back("ProcessGroupXccl.Options.algorithm", options_->algorithm);
-      net::agreeOnSettings(adapter, "settings", rank, size, settings, options_->timeout);
+      net::agreeOnSettings(adapter, "settings", rank, size, settings, setupTimeout);
     }
     net::tcp::TcpOptions tcp;
     tcp.storeHost = options_->storeHost;
-    tcp.timeout = options_->timeout;
+    tcp.timeout = setupTimeout;
     tcp.progressCpus = progressCpus(tcp.storeHost);
     transport_ = std::make_unique<net::tcp::TcpTransport>(adapter, rank, size, tcp);
     setUpSharedMemory(adapter);

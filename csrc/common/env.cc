@@ -66,7 +66,8 @@ const std::vector<Variable> kVariables = {
          "default: the address that reaches the store's host, else the hostname's address."),
     // At least 1 ms (to c10d stores 0 means "no bound"); at most what poll() takes as an int.
     integer("XCCL_CONNECT_TIMEOUT_MS", "", 1, 2147483647, 1, kPerRank,
-            "Bound for building the TCP mesh at group creation; default: the group timeout."),
+            "Bound for building a group at its creation (settings agreement, TCP mesh); default: "
+            "the group timeout."),
     // algo/select.cc parseAlgorithm() accepts these; ranks on different algorithms deadlock.
     choice("XCCL_ALGO", "auto", {"auto", "direct", "ring", "shm"}, kGroupWide,
            "Force an algorithm for every collective that has it: direct or ring (TCP, even where "

@@ -199,3 +199,34 @@ def test_out_of_range_variable_fails_creation_naming_it(tmp_path):
     env = [{"XCCL_GPU_WORKSPACE_BYTES": "8"}] * 2
     run_checks(_init_with_own_env, 2, str(tmp_path / "store"), env, "XCCL_GPU_WORKSPACE_BYTES",
                init=False, min_checks=2)
+
+
+def _alone_with_connect_timeout(rank, world, store_path):
+    """Rank 1 never creates the group: rank 0's creation fails after XCCL_CONNECT_TIMEOUT_MS
+    (3 s), not after the 120 s group timeout, naming the rank it waited for."""
+    import os
+    import time
+    from datetime import timedelta
+
+    chk = Checker(rank)
+    if rank == 1:
+        chk.true("rank 1 stays out of the group", not dist.is_initialized())
+        return result(chk)
+    os.environ["XCCL_CONNECT_TIMEOUT_MS"] = "3000"
+    started = time.monotonic()
+    error = chk.raises(
+        "init_process_group without rank 1", lambda: dist.init_process_group(
+            "xccl", init_method=f"file://{store_path}", rank=rank, world_size=world,
+            timeout=timedelta(seconds=120)),
+        types=(RuntimeError,))
+    took = time.monotonic() - started
+    chk.true("failed within the connect timeout plus a margin, not the group timeout",
+             took < 30, f"{took:.1f} s")
+    if error is not None:
+        chk.true("the error names rank 1", "1" in str(error), str(error)[:300])
+    return result(chk)
+
+
+def test_connect_timeout_bounds_group_creation(tmp_path):
+    run_checks(_alone_with_connect_timeout, 2, str(tmp_path / "store"), init=False,
+               min_checks=1, timeout=200)
