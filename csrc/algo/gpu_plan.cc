@@ -27,7 +27,7 @@ bool isReduction(GpuCollective collective) {
 // below a common switch. Paths through a host bridge or between sockets are assumed not to carry
 // P2P: NCCL itself allows them only up to PXB on Intel and ARM CPUs (src/graph/paths.cc,
 // ncclTopoCheckP2p), and pull kernels like ours were reported never to complete over such PCIe
-// P2P (gpu_kernels.md 1.8). The topology cannot tell whether the driver enables P2P at all.
+// P2P (1Cat-vLLM issue #652). The topology cannot tell whether the driver enables P2P at all.
 bool peerAccess(const topo::GpuLink* link) {
   if (link == nullptr) return false;
   if (link->type != topo::LinkType::kPcie) return true;

@@ -98,36 +98,36 @@ constexpr size_t kMiB = 1024 * 1024;
 constexpr size_t kNoLimit = SIZE_MAX;
 
 // vLLM's custom all-reduce on fully connected NVLink (NVSwitch or mesh): one-shot when
-// W <= 4 and S < 512 KB, or W <= 8 and S < 256 KB (gpu_kernels.md 1.1). The α-β estimate on
-// 8xH200 puts the crossover at 256-512 KB too (gpu_kernels.md 8.3).
+// W <= 4 and S < 512 KB, or W <= 8 and S < 256 KB. The α-β estimate on 8xH200 (450 GB/s per
+// direction, a few µs per barrier) puts the crossover at 256-512 KB too.
 constexpr size_t kNvlinkOneShotBelow4 = 512 * kKiB;
 constexpr size_t kNvlinkOneShotBelow8 = 256 * kKiB;
-// Largest message vLLM hands to its copy-based kernels by default (max_size 8 MiB; NCCL above,
-// gpu_kernels.md 1.4). On NVSwitch NCCL's NVLS reduces in the switch: ≈275 GB/s algbw
-// (≈481 GB/s busbw) at 1 GB on 8xH100 (MSCCL++ charts, gpu_kernels.md 4, 8.3), above the
-// ≈257 GB/s algbw that a copy-based two-shot can reach on 450 GB/s links at W=8. The crossover
-// between 8 MiB and 1 GB is an estimate awaiting measurement on a GPU.
+// Largest message vLLM hands to its copy-based kernels by default (max_size 8 MiB; NCCL above).
+// On NVSwitch NCCL's NVLS reduces in the switch: ≈275 GB/s algbw (≈481 GB/s busbw) at 1 GB on
+// 8xH100 (MSCCL++ charts), above the ≈257 GB/s algbw that a copy-based two-shot can reach on
+// 450 GB/s links at W=8. The crossover between 8 MiB and 1 GB is an estimate awaiting
+// measurement on a GPU.
 constexpr size_t kNvlinkKernelMaxBytes = 8 * kMiB;
 // Broadcast kernel on NVSwitch: the root's one port carries (W-1)·S while NCCL's pipelined ring
 // sends S; α-β estimate (450 GB/s, ≈2 µs per pipeline step at W=8): the kernel's extra 6·S/B
 // exceeds the ring's ≈7 steps near 1 MiB. Estimate awaiting measurement.
 constexpr size_t kNvswitchBroadcastMaxBytes = 1 * kMiB;
 // aiter's custom all-reduce on MI300X: one-shot when W <= 4 and S < 160 KB, or W <= 8 and
-// S < 80 KB (gpu_kernels.md 5.3).
+// S < 80 KB.
 constexpr size_t kXgmiOneShotBelow4 = 160 * kKiB;
 constexpr size_t kXgmiOneShotBelow8 = 80 * kKiB;
-// QuickReduce's unquantised FP16 two-shot against RCCL 2.20.5 on MI300X (gpu_kernels.md 1.7):
+// QuickReduce's unquantised FP16 two-shot against RCCL 2.20.5 on MI300X (QuickReduce README):
 // faster at 1 MB for 2/4/8 GPUs (28.8/21.9/20.0 vs 37.2/39.4/26.4 µs), slower at 8 MB for 4 and
 // 8 GPUs (132.5/90.3 vs 115.7/83.1 µs). 4 MiB sits between; an estimate awaiting measurement.
 constexpr size_t kXgmiAllReduceMaxBytes = 4 * kMiB;
 // All-pairs on a full xGMI mesh drives all W-1 links at once; RCCL's rings leave most idle
 // ("when using less than 8 GPUs, one can only achieve a fraction of the potential bandwidth";
-// 8xMI300X RCCL all-reduce ≈275 GB/s busbw of the 448 GB/s the seven links carry,
-// gpu_kernels.md 1.7, 5.2). No size limit until a measurement shows one.
+// 8xMI300X RCCL all-reduce ≈275 GB/s busbw of the 448 GB/s the seven links carry:
+// RCCL README, QuickReduce README). No size limit until a measurement shows one.
 constexpr size_t kXgmiAllPairsMaxBytes = kNoLimit;
 // Two GPUs under one PCIe switch: vLLM runs its kernels on 2 PCIe GPUs (TP2 on A30/T4 sped up
-// end to end, gpu_kernels.md 1.5) and never on more (1.4). The 1 MiB limit is an estimate
-// awaiting measurement: both sides move S bytes at W=2, the kernel saves NCCL's pipeline steps.
+// end to end) and never on more. The 1 MiB limit is an estimate awaiting measurement: both
+// sides move S bytes at W=2, the kernel saves NCCL's pipeline steps.
 constexpr size_t kPcieKernelMaxBytes = 1 * kMiB;
 
 // XCCL_GPU_ALGO. A forced choice applies to the collectives that have it and where it can run

@@ -14,8 +14,8 @@ namespace xccl::kernels {
 
 constexpr int kThreadsPerBlock = 512;
 // Blocks per launch unless LaunchShape says otherwise. Public starting points: vLLM 36 ("too many
-// SMs will cause contention on NVLink"), torch symm-mem and TensorRT-LLM 24 (gpu_kernels.md
-// sections 1.1, 2, 3). Not yet measured for xccl on multi-GPU hardware.
+// SMs will cause contention on NVLink"), torch symm-mem and TensorRT-LLM 24. Not yet measured for
+// xccl on multi-GPU hardware.
 constexpr int kDefaultMaxBlocks = 32;
 // Bytes of output per block before another block is added: 512 threads x 16 B x 8 vectors each.
 // Small messages use few blocks, so fewer flag pairs sit on the latency-critical path.

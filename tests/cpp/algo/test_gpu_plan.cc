@@ -52,7 +52,7 @@ std::vector<int> range(int n, int first = 0) {
 
 TEST(GpuPlan, DefaultThresholdsAreThePublishedOnes) {
   GpuTunables t;
-  EXPECT_EQ(t.nvswitch.oneShotBelow4, 512 * kKiB);  // vLLM, gpu_kernels.md 1.1
+  EXPECT_EQ(t.nvswitch.oneShotBelow4, 512 * kKiB);  // vLLM's value
   EXPECT_EQ(t.nvswitch.oneShotBelow8, 256 * kKiB);
   EXPECT_EQ(t.nvswitch.allReduceMaxBytes, 8 * kMiB);  // vLLM's max_size, 1.4
   EXPECT_EQ(t.xgmiMesh.oneShotBelow4, 160 * kKiB);    // aiter, 5.3
