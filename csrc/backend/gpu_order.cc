@@ -1,7 +1,5 @@
 #include "backend/gpu_order.h"
 
-#include <c10/core/StreamGuard.h>
-
 #include "backend/gpu_rules.h"
 
 namespace xccl::backend {
@@ -26,16 +24,19 @@ bool StreamOrder::kernelPending() {
 
 void StreamOrder::beforeKernel(gpuStream_t current, bool captured) {
   crossCaptureBoundary(captured);
-  checkCuda(XCCL_RT(EventRecord)(ready_.get(), current), "cudaEventRecord");
-  checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), ready_.get(), 0), "cudaStreamWaitEvent");
   const rules::OrderSteps steps =
       rules::orderBefore(rules::Route::kKernel, false, pendingVendor_.defined());
   if (steps.commWaitsVendor) {
-    // WorkNCCL::synchronize makes the current stream wait on NCCL's end event.
-    c10::StreamGuard guard(comm_.unwrap());
+    // WorkNCCL::synchronize makes the *current* stream wait on NCCL's end event and then lets
+    // NCCL drop its references to the call's tensors, so it must run with the caller's stream
+    // current (GpuPath guards the device; the stream is the caller's): with the comm stream
+    // current NCCL would release tensors that the caller's stream never waited for. The comm
+    // stream then follows through the caller's stream, just below.
     pendingVendor_->synchronize();
     pendingVendor_.reset();
   }
+  checkCuda(XCCL_RT(EventRecord)(ready_.get(), current), "cudaEventRecord");
+  checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), ready_.get(), 0), "cudaStreamWaitEvent");
   if (captured) {
     // At each replay: after the eager kernel-route calls issued before the replay.
     checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), eagerTail_.get(),
@@ -93,6 +94,12 @@ void StreamOrder::beforeCurrentStream(gpuStream_t current, bool captured) {
     // may come from another stream.
     pendingVendor_->synchronize();
   }
+}
+
+void StreamOrder::commWaitsReplays() {
+  // graphTail_ is recorded by the external record nodes of captured calls at every replay; the
+  // same wait every eager kernel-route call makes (beforeKernel).
+  checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), graphTail_.get(), 0), "cudaStreamWaitEvent");
 }
 
 }  // namespace xccl::backend

@@ -4,8 +4,9 @@
 // as of the call: they take effect in issue order. xccl's calls run on the comm stream (kernel
 // route), on the vendor group's NCCL stream, or through host memory; StreamOrder adds the waits
 // that give the same guarantee (the decision is rules::orderBefore, tested on CPU):
-//  - kernel after vendor: the comm stream waits on the vendor Work (its synchronize() with the comm
-//    stream current makes the comm stream wait on NCCL's end event);
+//  - kernel after vendor: the caller's stream waits on the vendor Work (its synchronize(), with the
+//    caller's stream current as NCCL expects before it releases the call's tensors), and the comm
+//    stream waits on the caller's stream as for every kernel-route call;
 //  - vendor after kernel: the caller's stream waits on the last kernel-route event; NCCL's stream
 //    waits on the caller's stream when the vendor call is issued;
 //  - host after either: the caller's stream waits on both; the copies to host memory then
@@ -50,6 +51,10 @@ class StreamOrder {
   // Host route and calls completed on the caller's stream (world size 1): the caller's stream
   // follows every earlier call of the group.
   void beforeCurrentStream(gpuStream_t current, bool captured);
+
+  // Makes the comm stream wait for the graph replays launched so far (for shutdown: replays run
+  // on the replaying stream, not on the comm stream).
+  void commWaitsReplays();
 
   // The last eager kernel-route event, or null (for shutdown).
   std::shared_ptr<CudaEvent> lastKernel() const { return lastKernel_; }

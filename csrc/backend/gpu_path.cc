@@ -231,9 +231,9 @@ c10::intrusive_ptr<c10d::Work> GpuPath::alltoallBase(at::Tensor& output, at::Ten
   checkHealthy(name);
   const int size = group_.getSize();
   auto rows = [](const at::Tensor& t) { return t.dim() == 0 ? int64_t{1} : t.size(0); };
-  // From sizes alone: explicit equal splits and none at all take the same route on every rank.
-  const bool even = rules::evenAllToAll(rows(input), input.numel(), rows(output), output.numel(),
-                                        inputSplits, outputSplits, size);
+  // Torch's equal form only (rules::kernelAllToAll): explicit split lists go to NCCL/RCCL.
+  const bool even = rules::kernelAllToAll(rows(input), input.numel(), rows(output),
+                                          output.numel(), inputSplits, outputSplits, size);
   if (alone() && even) {
     return solo(c10d::OpType::ALLTOALL_BASE, name, output, [&] {
       if (!output.is_same(input)) output.copy_(input);
@@ -267,6 +267,11 @@ c10::intrusive_ptr<c10d::Work> GpuPath::alltoallBase(at::Tensor& output, at::Ten
 }
 
 std::unique_ptr<GpuOps> makeGpuOps(ProcessGroupXccl& group, int device) {
+  // Creating the GPU side exchanges through the store and allocates pinned memory, neither of
+  // which a CUDA graph capture allows (it would invalidate the user's capture): refuse first.
+  TORCH_CHECK(!capturing(device), "xccl: the first GPU collective of a group sets up its GPU "
+              "side (device memory shared with the peers, the NCCL/RCCL group), which cannot "
+              "happen during CUDA graph capture; run the collectives once before capturing");
   return std::make_unique<GpuPath>(group, device);
 }
 

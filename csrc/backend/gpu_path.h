@@ -40,7 +40,7 @@ namespace xccl::backend {
 
 class ProcessGroupXccl;
 
-bool capturing();
+bool capturing(int device);
 
 // A reduction on the GPU side: ReduceSpec (tensor_args.h) plus PREMUL_SUM's factor as a 1-element
 // float32 tensor on the group's device when the caller gave a CUDA tensor factor, so the kernels
@@ -129,7 +129,7 @@ class GpuPath final : public GpuOps {
                                            std::vector<at::Tensor> keep,
                                            const std::function<void(Workspace&)>& body);
   // Sets the abort bit and waits (bounded) for the comm stream; true when it drained.
-  bool drainComm(std::chrono::milliseconds timeout);
+  bool drainComm(std::chrono::steady_clock::time_point deadline);
 
   ProcessGroupXccl& group_;
   const int device_;
@@ -139,7 +139,10 @@ class GpuPath final : public GpuOps {
   int maxBlocks_ = 0;  // LaunchShape::maxBlocks; kCannotFit routes around the kernels
   std::shared_ptr<ErrorWord> error_;
   std::shared_ptr<EventPool> events_;
-  std::mutex issueMutex_;  // one call at a time enqueues (launch order must match across ranks)
+  // One call at a time enqueues (launch order must match across ranks); timed so that shutdown
+  // stays bounded while a host-route call holds it.
+  std::timed_mutex issueMutex_;
+  std::atomic<bool> shutDown_{false};
   std::unique_ptr<StreamOrder> order_;  // under issueMutex_
   std::mutex mutex_;       // guards the lazily created members below
   std::unique_ptr<Workspace> workspace_;
@@ -149,7 +152,7 @@ class GpuPath final : public GpuOps {
   bool vendorTried_ = false;
   std::atomic<bool> vendorUsedEagerly_{false};  // its communicator exists: capture may use it
   std::atomic<bool> coalescing_{false};  // between startCoalescing and endCoalescing
-  InFlight inFlight_;
+  std::unique_ptr<InFlight> inFlight_ = std::make_unique<InFlight>();  // leaked if undrained
   // Plans by call shape (cachedPlan in gpu_path_routes.cc).
   struct PlanKey {
     size_t bytes;

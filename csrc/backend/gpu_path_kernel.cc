@@ -10,8 +10,9 @@
 
 namespace xccl::backend {
 
-bool capturing() {
-  return currentStreamCapturing();
+bool capturing(int device) {
+  // The group's device, whatever device is current: its current stream is the one the call uses.
+  return currentStreamCapturing(static_cast<c10::DeviceIndex>(device));
 }
 
 // Created on first use: a collective step, reached by every rank at the same call because every
@@ -22,7 +23,7 @@ bool capturing() {
 GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (workspace_ || !ipcRefused_.empty()) return workspace_.get();
-  TORCH_CHECK(!capturing(), "xccl ", op, ": the first GPU collective of a group sets up "
+  TORCH_CHECK(!capturing(device_), "xccl ", op, ": the first GPU collective of a group sets up "
                             "shared device memory, which cannot happen during CUDA graph "
                             "capture; run the collective once before capturing");
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
@@ -38,6 +39,9 @@ GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
     if (e.kind() == ErrorKind::kInvalidArgument) {
       TORCH_CHECK_VALUE(false, "xccl ", op, ": ", e.what());
     }
+    // A timeout here (some rank never voted) can leave ranks with different outcomes (a rank
+    // that saw every vote took the workspace): the group's GPU side is failed, not retried.
+    error_->abort();
     C10_THROW_ERROR(DistBackendError, std::string("xccl ") + op + ": " + e.what());
   }
   if (!workspace_) {
@@ -85,17 +89,23 @@ c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char*
                                                   std::vector<at::Tensor> keep,
                                                   const std::function<void(Workspace&)>& body) {
   Workspace& ws = workspace(op);
-  const bool captured = capturing();
+  const bool captured = capturing(device_);
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   // One call enqueues at a time: every rank must launch the same kernels in the same order.
-  std::lock_guard<std::mutex> issue(issueMutex_);
+  std::lock_guard<std::timed_mutex> issue(issueMutex_);
   checkHealthy(op);
-  if (!captured) inFlight_.prune();
+  if (!captured) inFlight_->prune();
   const gpuStream_t current = currentGpuStream(device_).stream();
   order_->beforeKernel(current, captured);
   try {
     body(ws);
   } catch (const Error& e) {
+    // Chunks before the failing one may be queued: track them like a whole call (their tensors
+    // stay referenced, later calls and a capture's join follow them). This rank then launched
+    // fewer kernels than its peers, whose epochs no longer match ours: the group is failed.
+    std::shared_ptr<CudaEvent> done = order_->afterKernel(current, captured);
+    if (!captured) inFlight_->add(done, keep);
+    error_->abort();
     if (e.kind() == ErrorKind::kInvalidArgument) {
       TORCH_CHECK_VALUE(false, "xccl ", op, ": ", e.what());
     }
@@ -103,24 +113,27 @@ c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char*
   }
   std::shared_ptr<CudaEvent> done = order_->afterKernel(current, captured);
   // A captured call's tensors belong to the graph's memory pool; nothing to keep.
-  if (!captured) inFlight_.add(done, keep);
+  if (!captured) inFlight_->add(done, keep);
   return c10::make_intrusive<GpuWork>(group_.getRank(), type, op, comm_.unwrap(), done, captured,
                                       std::vector<at::Tensor>{keep.front()}, error_);
 }
 
-bool GpuPath::drainComm(std::chrono::milliseconds timeout) {
+bool GpuPath::drainComm(std::chrono::steady_clock::time_point deadline) {
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  // Graph replays run on the replaying stream, not on the comm stream: the drain waits for them
+  // too, or the workspace could be freed under a replayed kernel.
+  order_->commWaitsReplays();
   std::shared_ptr<CudaEvent> tail = events_->take();
   checkCuda(XCCL_RT(EventRecord)(tail->get(), comm_.stream()), "cudaEventRecord");
   using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now(), deadline = start + timeout;
+  const Clock::time_point halfway = Clock::now() + (deadline - Clock::now()) / 2;
   // Healthy kernels get half the time; then the abort bit makes spinning ones return at their
   // next poll. A failed group, or a peer the transport saw fail (its connection closed: it died
   // or aborted), can never release them: abort at once rather than wait out the group timeout.
   bool aborted = false;
   for (;;) {
-    if (!aborted && (error_->read() != 0 || Clock::now() >= start + timeout / 2 ||
-                     group_.somePeerFailed())) {
+    if (!aborted &&
+        (error_->read() != 0 || Clock::now() >= halfway || group_.somePeerFailed())) {
       error_->abort();
       aborted = true;
     }
@@ -132,7 +145,26 @@ bool GpuPath::drainComm(std::chrono::milliseconds timeout) {
 }
 
 void GpuPath::shutdown(std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> issue(issueMutex_);
+  // One deadline for every step, so the whole shutdown stays within `timeout`.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // A host-route call holds the issue lock for a whole CPU collective: wait for it only until
+  // the deadline (the drain below then aborts whatever still runs).
+  std::unique_lock<std::timed_mutex> issue(issueMutex_, deadline);
+  if (!issue.owns_lock()) XCCL_WARN("backend", "GPU shutdown: a call still in progress");
+  if (shutDown_.exchange(true)) return;  // once: shutdown() and then the destructor
+  c10::intrusive_ptr<c10d::Backend> vendor;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    vendor = vendor_;
+  }
+  // NCCL's own orderly shutdown: without it ~ProcessGroupNCCL aborts work still in flight.
+  if (vendor) {
+    try {
+      vendor->shutdown();
+    } catch (const std::exception& e) {
+      XCCL_WARN("backend", "GPU shutdown: the vendor group: ", e.what());
+    }
+  }
   std::lock_guard<std::mutex> guard(mutex_);
   if (!workspace_) return;
   // Peers may still read this rank's buffer until they finished their last kernel: wait for our
@@ -140,7 +172,7 @@ void GpuPath::shutdown(std::chrono::milliseconds timeout) {
   // Bounded (drainComm): a peer that died would otherwise hold our kernels for the group timeout.
   bool drained = false;
   try {
-    drained = drainComm(timeout);
+    drained = drainComm(deadline);
   } catch (const std::exception& e) {
     XCCL_WARN("backend", "GPU shutdown: ", e.what());
   }
@@ -149,17 +181,22 @@ void GpuPath::shutdown(std::chrono::milliseconds timeout) {
     try {
       StoreAdapter store(group_.store(), "xccl/");
       const std::string key = "gpu_ws/" + std::to_string(workspaceAttempt_) + "/done";
+      const auto left = std::max(std::chrono::milliseconds(1),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - std::chrono::steady_clock::now()));
       net::allGatherThroughStore(store, key, group_.getRank(), group_.getSize(),
-                                 net::toBytes("1"), timeout);
+                                 net::toBytes("1"), left);
       everyoneDone = true;
     } catch (const std::exception& e) {
       XCCL_WARN("backend", "GPU workspace kept until the process exits: ", e.what());
     }
   } else {
-    XCCL_WARN("backend", "GPU kernels still running at shutdown: the workspace and error word "
-                         "are kept until the process exits");
-    // A kernel still writes the error word: never free it under the kernel.
+    XCCL_WARN("backend", "GPU kernels still running at shutdown: the workspace, the error word "
+                         "and the tensors of calls in flight are kept until the process exits");
+    // Kernels still write the error word and the tensors of their calls: never free them under
+    // a kernel.
     (void)new std::shared_ptr<ErrorWord>(error_);
+    (void)inFlight_.release();
   }
   if (everyoneDone) {
     workspace_.reset();

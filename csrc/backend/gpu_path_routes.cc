@@ -188,10 +188,10 @@ void GpuPath::checkVendorCapturable(const char* op, bool captured) const {
 
 c10::intrusive_ptr<c10d::Work> GpuPath::viaVendor(const char* op, c10d::Backend& vendor,
                                                   const Call& call) {
-  const bool captured = capturing();
+  const bool captured = capturing(device_);
   checkVendorCapturable(op, captured);
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
-  std::lock_guard<std::mutex> issue(issueMutex_);
+  std::lock_guard<std::timed_mutex> issue(issueMutex_);
   order_->beforeVendor(currentGpuStream(device_).stream(), captured);
   c10::intrusive_ptr<c10d::Work> work = call(vendor);
   if (!captured) vendorUsedEagerly_ = true;
@@ -203,10 +203,10 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaVendor(const char* op, c10d::Backend&
 c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call,
                                                 const std::vector<at::Tensor*>& args,
                                                 const std::vector<at::Tensor*>& outputs) {
-  TORCH_CHECK(!capturing(), "xccl ", op, ": this call would go through host memory, which "
+  TORCH_CHECK(!capturing(device_), "xccl ", op, ": this call would go through host memory, which "
                             "cannot be captured in a CUDA graph");
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
-  std::lock_guard<std::mutex> issue(issueMutex_);
+  std::lock_guard<std::timed_mutex> issue(issueMutex_);
   GpuStream current = currentGpuStream(device_);
   // The copies below synchronise the caller's stream: make it follow the other routes first.
   order_->beforeCurrentStream(current.stream(), false);
@@ -250,9 +250,9 @@ bool GpuPath::alone() const { return group_.getSize() == 1 && !coalescing_; }
 c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op,
                                              at::Tensor output,
                                              const std::function<void()>& body) {
-  const bool captured = capturing();
+  const bool captured = capturing(device_);
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
-  std::lock_guard<std::mutex> issue(issueMutex_);
+  std::lock_guard<std::timed_mutex> issue(issueMutex_);
   GpuStream current = currentGpuStream(device_);
   order_->beforeCurrentStream(current.stream(), captured);
   body();  // nothing, one copy or one scaling, on the caller's stream; never the workspace
@@ -271,10 +271,10 @@ void GpuPath::startCoalescing(const char* op) {
                     "CUDA tensors runs on NCCL/RCCL, which this torch lacks; issue the "
                     "operations one by one");
   checkHealthy(op);
-  const bool captured = capturing();
+  const bool captured = capturing(device_);
   checkVendorCapturable(op, captured);
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
-  std::lock_guard<std::mutex> issue(issueMutex_);
+  std::lock_guard<std::timed_mutex> issue(issueMutex_);
   order_->beforeVendor(currentGpuStream(device_).stream(), captured);
   vendor->startCoalescing();
   coalescing_ = true;
@@ -282,9 +282,9 @@ void GpuPath::startCoalescing(const char* op) {
 
 c10::intrusive_ptr<c10d::Work> GpuPath::endCoalescing() {
   coalescing_ = false;
-  const bool captured = capturing();
+  const bool captured = capturing(device_);
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
-  std::lock_guard<std::mutex> issue(issueMutex_);
+  std::lock_guard<std::timed_mutex> issue(issueMutex_);
   order_->beforeVendor(currentGpuStream(device_).stream(), captured);
   c10::intrusive_ptr<c10d::Work> work = vendorGroup("endCoalescing")->endCoalescing();
   if (!captured) vendorUsedEagerly_ = true;

@@ -48,24 +48,21 @@ inline int sharedGpuMaxBlocks(int blocksPerSm, int smCount, int ranksPerGpu) {
   return std::min(kernels::kDefaultMaxBlocks, resident / ranksPerGpu);
 }
 
-// ---- all_to_all_single: even splits ----
+// ---- all_to_all_single: when the kernel may run it ----
 //
-// "Even" must follow from sizes, never from how the splits were passed: a rank that passes
-// explicit equal splits and one that passes none must take the same route, or they deadlock.
-// Splits count rows (the first dimension), as in torch; empty splits mean rows / worldSize each.
-// Even: the same number of elements leaves for and arrives from every rank, one chunk each.
-inline bool evenAllToAll(int64_t inputRows, int64_t inputNumel, int64_t outputRows,
-                         int64_t outputNumel, const std::vector<int64_t>& inputSplits,
-                         const std::vector<int64_t>& outputSplits, int worldSize) {
-  if (worldSize <= 0 || inputNumel != outputNumel || inputNumel % worldSize != 0) return false;
-  auto equal = [&](const std::vector<int64_t>& splits, int64_t rows) {
-    if (rows % worldSize != 0) return false;
-    if (splits.empty()) return true;
-    if (splits.size() != static_cast<size_t>(worldSize)) return false;
-    return std::all_of(splits.begin(), splits.end(),
-                       [&](int64_t s) { return s == rows / worldSize; });
-  };
-  return equal(inputSplits, inputRows) && equal(outputSplits, outputRows);
+// The kernel moves equal chunks between every pair of ranks, and whether the chunks are equal is
+// a property of the whole group: a rank's own split lists can be equal while a peer's are not
+// (MoE dispatch with data-dependent splits), so a rank that judged "equal" from its own lists
+// would take the kernel route while its peers took NCCL's, and both would hang. Only torch's
+// equal form, no split lists at all, promises equal chunks on every rank; so only it runs on the
+// kernel, and explicit lists, equal or not, go to NCCL/RCCL. The ranks of one call must pass
+// split lists alike, all or none (docs/gpu.md); sizes must divide evenly by the world size.
+inline bool kernelAllToAll(int64_t inputRows, int64_t inputNumel, int64_t outputRows,
+                           int64_t outputNumel, const std::vector<int64_t>& inputSplits,
+                           const std::vector<int64_t>& outputSplits, int worldSize) {
+  if (worldSize <= 0 || !inputSplits.empty() || !outputSplits.empty()) return false;
+  return inputNumel == outputNumel && inputNumel % worldSize == 0 && inputRows % worldSize == 0 &&
+         outputRows % worldSize == 0;
 }
 
 // ---- Issue order across routes ----
@@ -77,7 +74,8 @@ inline bool evenAllToAll(int64_t inputRows, int64_t inputNumel, int64_t outputRo
 enum class Route : uint8_t { kKernel, kVendor, kHost };
 
 struct OrderSteps {
-  bool commWaitsVendor = false;     // comm stream waits on the pending vendor Work's end
+  // The comm stream follows the pending vendor Work (through the caller's stream, which waits).
+  bool commWaitsVendor = false;
   bool currentWaitsKernel = false;  // caller's stream waits on the last kernel-route event
   bool currentWaitsVendor = false;  // caller's stream waits on the pending vendor Work
 };

@@ -78,7 +78,12 @@ void GpuWork::joinCurrentStream() {
   checkCuda(XCCL_RT(StreamWaitEvent)(current, done_->get(), 0), "cudaStreamWaitEvent");
 }
 
-void GpuWork::synchronize() { joinCurrentStream(); }
+void GpuWork::synchronize() {
+  // A captured call's event belongs to the graph: eager code may not wait on it, and the
+  // capturing stream joined the collective already.
+  if (captured_) return;
+  joinCurrentStream();
+}
 
 bool GpuWork::wait(std::chrono::milliseconds timeout) {
   // A failure the host can already see is reported even by the non-blocking wait; one that

@@ -229,21 +229,32 @@ def test_shutdown_after_a_peer_died_mid_kernel_is_bounded(world_size, placement)
         f"{SHUTDOWN_TIMEOUT_S:g} s, bound {SHUTDOWN_BOUND_S:g} s)\n" + describe([survivor]))
 
 
-def _even_splits(rank, world):
-    """all_to_all with explicit equal splits on rank 0 and none elsewhere: every rank decides
-    "even" from the sizes, so all take one route (defect 6; a mismatch would deadlock)."""
+def _moe_splits(rank, world):
+    """all_to_all_single with explicit split lists on every rank, equal on rank 0 only (MoE
+    dispatch with data-dependent splits): every rank must take the same route, whatever its own
+    lists look like (defect 6), and the results must be exact."""
     chk = Checker(rank)
+    # sends[s][d]: rows rank s sends to rank d; rank 0's row is equal, the others are not.
+    sends = [[2] * world] + [[1 + (s + d) % 3 for d in range(world)] for s in range(1, world)]
+    send = torch.cat([torch.full((sends[rank][d],), float(100 * rank + d), device="cuda")
+                      for d in range(world)])
+    recv_splits = [sends[s][rank] for s in range(world)]
+    recv = torch.empty(sum(recv_splits), device="cuda")
+    dist.all_to_all_single(recv, send, output_split_sizes=recv_splits,
+                           input_split_sizes=sends[rank])
+    want = torch.cat([torch.full((sends[s][rank],), float(100 * s + rank)) for s in range(world)])
+    chk.equal("all_to_all, explicit splits, equal on rank 0 only", recv.cpu(), want)
+    # Torch's equal form (no lists) on every rank: the kernel route where the plan picks it.
     per = 3
     send = torch.arange(world * per, dtype=torch.float32, device="cuda") + 100 * rank
     recv = torch.empty(world * per, device="cuda")
-    splits = [per] * world if rank == 0 else None
-    dist.all_to_all_single(recv, send, output_split_sizes=splits, input_split_sizes=splits)
+    dist.all_to_all_single(recv, send)
     want = torch.cat([torch.arange(rank * per, (rank + 1) * per, dtype=torch.float32) + 100 * r
                       for r in range(world)])
-    chk.equal("all_to_all, explicit equal splits on one rank only", recv.cpu(), want)
+    chk.equal("all_to_all, no split lists", recv.cpu(), want)
     return result(chk)
 
 
 @pytest.mark.parametrize("world_size,placement", placement_cases((2, 3)))
-def test_all_to_all_evenness_is_decided_from_sizes(world_size, placement):
-    run_checks(_even_splits, world_size, min_checks=1, timeout=180, placement=placement)
+def test_all_to_all_route_does_not_depend_on_one_ranks_splits(world_size, placement):
+    run_checks(_moe_splits, world_size, min_checks=2, timeout=180, placement=placement)

@@ -46,25 +46,24 @@ TEST(SharedGpuMaxBlocks, AllColocatedBlocksFit) {
   EXPECT_EQ(sharedGpuMaxBlocks(1, 304, 4), kernels::kDefaultMaxBlocks);
 }
 
-TEST(EvenAllToAll, DecidedFromSizesNotFromHowSplitsWerePassed) {
+TEST(KernelAllToAll, OnlyTorchsEqualFormRunsTheKernel) {
   const std::vector<int64_t> none;
   const std::vector<int64_t> equal{2, 2, 2, 2};
-  // One rank passes explicit equal splits, another passes none: both must say even.
-  EXPECT_TRUE(evenAllToAll(8, 32, 8, 32, none, none, 4));
-  EXPECT_TRUE(evenAllToAll(8, 32, 8, 32, equal, equal, 4));
-  EXPECT_TRUE(evenAllToAll(8, 32, 8, 32, equal, none, 4));
-  EXPECT_TRUE(evenAllToAll(8, 32, 8, 32, none, equal, 4));
+  EXPECT_TRUE(kernelAllToAll(8, 32, 8, 32, none, none, 4));
+  // Explicit lists never run the kernel, equal or not: a peer's lists may differ (MoE), and a
+  // rank deciding from its own equal lists would leave its peers on NCCL's route (deadlock).
+  EXPECT_FALSE(kernelAllToAll(8, 32, 8, 32, equal, equal, 4));
+  EXPECT_FALSE(kernelAllToAll(8, 32, 8, 32, equal, none, 4));
+  EXPECT_FALSE(kernelAllToAll(8, 32, 8, 32, none, equal, 4));
+  EXPECT_FALSE(kernelAllToAll(8, 32, 8, 32, {1, 3, 2, 2}, {2, 2, 2, 2}, 4));
 }
 
-TEST(EvenAllToAll, UnevenShapes) {
+TEST(KernelAllToAll, ShapesThatDoNotDivide) {
   const std::vector<int64_t> none;
-  EXPECT_FALSE(evenAllToAll(8, 32, 8, 32, {1, 3, 2, 2}, none, 4));
-  EXPECT_FALSE(evenAllToAll(8, 32, 8, 32, none, {2, 2, 4, 0}, 4));
-  EXPECT_FALSE(evenAllToAll(8, 32, 8, 32, {4, 4}, none, 4));  // wrong length
-  EXPECT_FALSE(evenAllToAll(6, 24, 6, 24, none, none, 4));    // rows not divisible
-  EXPECT_FALSE(evenAllToAll(8, 32, 4, 16, none, none, 4));    // sizes differ
-  EXPECT_FALSE(evenAllToAll(8, 32, 8, 32, none, none, 0));
-  EXPECT_TRUE(evenAllToAll(0, 0, 0, 0, none, none, 3));  // nothing to send is even
+  EXPECT_FALSE(kernelAllToAll(6, 24, 6, 24, none, none, 4));  // rows not divisible
+  EXPECT_FALSE(kernelAllToAll(8, 32, 4, 16, none, none, 4));  // sizes differ
+  EXPECT_FALSE(kernelAllToAll(8, 32, 8, 32, none, none, 0));
+  EXPECT_TRUE(kernelAllToAll(0, 0, 0, 0, none, none, 3));  // nothing to send: equal chunks
 }
 
 TEST(OrderBefore, EachRouteFollowsTheOthers) {
