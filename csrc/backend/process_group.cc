@@ -1,5 +1,7 @@
 #include "backend/process_group.h"
 
+#include <Python.h>
+
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -34,6 +36,26 @@ std::vector<int> progressCpus(const std::string& storeHost) {
     return {};
   }
 }
+
+// Releases the GIL for a scope if this thread holds it, and takes it back at the end. For waits on
+// the backend's own threads: when Python drops a tensor that a queued call still references,
+// torch hands the Python object to the C++ tensor, and the thread that drops that reference last
+// (our worker, when the call ends) must take the GIL to free it. A thread holding the GIL while
+// it joins that worker (the destructor runs where Python dropped the group) would wait forever.
+class GilReleasedIfHeld {
+ public:
+  GilReleasedIfHeld() {
+    if (Py_IsInitialized() && PyGILState_Check()) state_ = PyEval_SaveThread();
+  }
+  ~GilReleasedIfHeld() {
+    if (state_ != nullptr) PyEval_RestoreThread(state_);
+  }
+  GilReleasedIfHeld(const GilReleasedIfHeld&) = delete;
+  GilReleasedIfHeld& operator=(const GilReleasedIfHeld&) = delete;
+
+ private:
+  PyThreadState* state_ = nullptr;
+};
 
 // Rethrows an xccl::Error from setup as the matching torch exception.
 [[noreturn]] void rethrowSetupError(const Error& e) {
@@ -260,6 +282,7 @@ void ProcessGroupXccl::shutdown() {
     if (shutDown_) return;
     shutDown_ = true;
   }
+  GilReleasedIfHeld noGil;  // the joins below wait for threads that may need the GIL
   // Queued collectives finish first (they may still be waited on); then no thread can touch
   // the transport, and its destruction ends the p2p completions.
   if (executor_) executor_->stopWorker();
