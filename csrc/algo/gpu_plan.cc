@@ -4,7 +4,7 @@
 
 #include "common/env.h"
 #include "common/error.h"
-#include "kernels/plan.h"
+#include "common/gpu_limits.h"
 #include "topo/links.h"
 
 namespace xccl::algo {
@@ -131,17 +131,17 @@ class Planner {
     if (r.collective == GpuCollective::kAllToAll && !r.evenSplits) {
       return noKernel("no kernel for uneven all_to_all splits");
     }
-    if (isReduction(r.collective) && !kernels::kernelSupports(r.dtype, r.op)) {
+    if (isReduction(r.collective) && !gpuKernelReduces(r.dtype, r.op)) {
       return noKernel(detail::concat("no kernel for ", reduceOpName(r.op), " on ",
                                      dataTypeName(r.dtype), " (float32/float16/bfloat16 with "
                                      "sum, avg, premul_sum, min, max)"));
     }
-    if (!isReduction(r.collective) && !kernels::kernelSupports(r.dtype)) {
+    if (!isReduction(r.collective) && !gpuKernelCopies(r.dtype)) {
       return noKernel(detail::concat("no kernel for ", dataTypeName(r.dtype)));
     }
-    if (r.worldSize > kernels::kMaxRanks) {
+    if (r.worldSize > kGpuMaxRanks) {
       return noKernel(detail::concat(r.worldSize, " ranks on one host; the kernels take at most ",
-                                     kernels::kMaxRanks));
+                                     kGpuMaxRanks));
     }
     if (r.worldSize == 1) {
       fabric_ = GpuFabric::kSingleGpu;
@@ -315,12 +315,6 @@ GpuFabric classifyFabric(const topo::Topology& topology, const std::vector<int>&
     case topo::LinkClass::kXgmiPartial: return GpuFabric::kMixed;
   }
   return GpuFabric::kUnknown;
-}
-
-kernels::Algorithm allReduceAlgorithm(GpuKernel kernel) {
-  if (kernel == GpuKernel::kOneShotAllReduce) return kernels::Algorithm::kOneShot;
-  if (kernel == GpuKernel::kTwoShotAllReduce) return kernels::Algorithm::kTwoShot;
-  XCCL_THROW(ErrorKind::kInvalidArgument, gpuKernelName(kernel), " is not an all-reduce kernel");
 }
 
 GpuForce parseGpuForce(const std::string& name) {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/types.h"
-#include "kernels/launch.h"
+#include "common/gpu_limits.h"
 #include "topo/topology.h"
 
 namespace xccl::algo {
@@ -131,7 +131,7 @@ constexpr size_t kXgmiAllPairsMaxBytes = kNoLimit;
 constexpr size_t kPcieKernelMaxBytes = 1 * kMiB;
 
 // XCCL_GPU_ALGO. A forced choice applies to the collectives that have it and where it can run
-// (one host, at most kernels::kMaxRanks ranks, a kernel for the dtype and op, peer access between
+// (one host, at most kGpuMaxRanks ranks, a kernel for the dtype and op, peer access between
 // the GPUs); everything else is planned as usual.
 enum class GpuForce : uint8_t {
   kAuto,
@@ -183,9 +183,6 @@ GpuPlan planGpu(const GpuRequest& request, const topo::Topology& topology,
 
 // The fabric among `gpus` (topology indices; duplicates ignored; empty or one GPU: kSingleGpu).
 GpuFabric classifyFabric(const topo::Topology& topology, const std::vector<int>& gpus);
-
-// AllReduceArgs::algorithm for the two all-reduce kernels; throws kInvalidArgument otherwise.
-kernels::Algorithm allReduceAlgorithm(GpuKernel kernel);
 
 // "" and "auto" are kAuto; throws kInvalidArgument listing the accepted names otherwise.
 GpuForce parseGpuForce(const std::string& name);

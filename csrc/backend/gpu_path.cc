@@ -85,7 +85,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::allreduce(std::vector<at::Tensor>& tenso
   if (reduce.deviceFactor.defined()) {
     args.preMulFactorOnDevice = reduce.deviceFactor.data_ptr<float>();
   }
-  args.algorithm = algo::allReduceAlgorithm(plan.kernel);
+  args.algorithm = rules::allReduceAlgorithm(plan.kernel);
   args.shape = launchShape();
   const size_t elem = elementSize(view.type);
   std::vector<at::Tensor> keep{tensor};

@@ -11,10 +11,23 @@
 #include <string>
 #include <vector>
 
+#include "algo/gpu_plan.h"
+#include "common/error.h"
 #include "kernels/device_handle.h"
+#include "kernels/launch.h"
 #include "kernels/plan.h"
 
 namespace xccl::backend::rules {
+
+// ---- The plan's all-reduce kernel as the launcher's algorithm ----
+//
+// algo's plan names kernels without including them (the layers' rule); the backend maps.
+inline kernels::Algorithm allReduceAlgorithm(algo::GpuKernel kernel) {
+  if (kernel == algo::GpuKernel::kOneShotAllReduce) return kernels::Algorithm::kOneShot;
+  if (kernel == algo::GpuKernel::kTwoShotAllReduce) return kernels::Algorithm::kTwoShot;
+  XCCL_THROW(ErrorKind::kInvalidArgument, algo::gpuKernelName(kernel),
+             " is not an all-reduce kernel");
+}
 
 // ---- Grid cap when ranks share a GPU (MPS on NVIDIA, the default on AMD) ----
 //

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/gpu_limits.h"
+
 namespace xccl::kernels {
 
-constexpr int kMaxRanks = 8;    // ranks of one node joined by NVLink/xGMI
-constexpr int kMaxBlocks = 80;  // blocks of one launch; aiter uses 80 on MI300X, vLLM 36 on NVIDIA
+constexpr int kMaxRanks = kGpuMaxRanks;    // common/gpu_limits.h: shared with net and algo
+constexpr int kMaxBlocks = kGpuMaxBlocks;
 
 // One rank's flag area. rows[b].fromPeer[p] is written only by block b of rank p (one writer per
 // word, never bytes of a shared word: vLLM PR #2760 traced garbage results to that race) and read
@@ -81,7 +83,8 @@ static_assert(std::is_trivially_copyable_v<DeviceHandle>, "passed by value to ke
 static_assert(std::is_standard_layout_v<DeviceHandle>, "same layout in host and device code");
 static_assert(sizeof(DeviceHandle) == 2 * kMaxRanks * sizeof(void*) + 4 * 8 + 2 * 4,
               "no padding surprises: the handle is copied into every kernel's parameters");
-static_assert(sizeof(FlagRow) == 128 && sizeof(FlagArea) == kMaxBlocks * 128);
+static_assert(sizeof(FlagRow) == kGpuFlagRowBytes && sizeof(FlagArea) == kGpuFlagAreaBytes,
+              "net/cuda_ipc allocates the flag area by common/gpu_limits.h's size");
 static_assert(kMaxRanks <= 30, "peer bits, kErrorAborted and kErrorTimeout share the error word");
 
 }  // namespace xccl::kernels

@@ -4,18 +4,13 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/gpu_limits.h"
 
 namespace xccl::kernels {
 
-bool kernelSupports(DataType dtype) { return elementSize(dtype) > 0; }
+bool kernelSupports(DataType dtype) { return gpuKernelCopies(dtype); }
 
-bool kernelSupports(DataType dtype, ReduceOp op) {
-  const bool typeOk = dtype == DataType::kFloat32 || dtype == DataType::kFloat16 ||
-                      dtype == DataType::kBFloat16;
-  const bool opOk = op == ReduceOp::kSum || op == ReduceOp::kAvg || op == ReduceOp::kPreMulSum ||
-                    op == ReduceOp::kMin || op == ReduceOp::kMax;
-  return typeOk && opOk;
-}
+bool kernelSupports(DataType dtype, ReduceOp op) { return gpuKernelReduces(dtype, op); }
 
 ReduceSpec reduceSpec(DataType dtype, ReduceOp op, float preMulFactor, int worldSize) {
   XCCL_CHECK_ARG(kernelSupports(dtype, op), "no GPU kernel for ", reduceOpName(op), " on ",

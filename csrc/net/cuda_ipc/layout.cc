@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "common/error.h"
-#include "kernels/device_handle.h"
+#include "common/gpu_limits.h"
 
 namespace xccl::net::cuda_ipc {
 namespace {
@@ -12,11 +12,11 @@ namespace {
 constexpr size_t roundUp(size_t value, size_t unit) { return (value + unit - 1) / unit * unit; }
 
 // Everything after the data buffer, including alignment padding; a bound, not the exact size.
-constexpr size_t kFixedBytesBound = sizeof(kernels::FlagArea) +
-                                    kernels::kMaxBlocks * sizeof(uint32_t) + sizeof(uint32_t) +
+constexpr size_t kFixedBytesBound = kGpuFlagAreaBytes +
+                                    kGpuMaxBlocks * sizeof(uint32_t) + sizeof(uint32_t) +
                                     4 * kPartAlignment;
 
-static_assert(kPartAlignment % alignof(kernels::FlagArea) == 0, "flag rows need their alignment");
+static_assert(kPartAlignment % kGpuFlagRowBytes == 0, "flag rows need their alignment");
 
 }  // namespace
 
@@ -26,8 +26,8 @@ WorkspaceLayout layoutFor(size_t dataBytes) {
   WorkspaceLayout l;
   l.dataBytes = dataBytes;
   l.flagsOffset = roundUp(dataBytes, kPartAlignment);
-  l.epochsOffset = roundUp(l.flagsOffset + sizeof(kernels::FlagArea), kPartAlignment);
-  l.errorOffset = roundUp(l.epochsOffset + kernels::kMaxBlocks * sizeof(uint32_t), kPartAlignment);
+  l.epochsOffset = roundUp(l.flagsOffset + kGpuFlagAreaBytes, kPartAlignment);
+  l.errorOffset = roundUp(l.epochsOffset + kGpuMaxBlocks * sizeof(uint32_t), kPartAlignment);
   l.totalBytes = roundUp(l.errorOffset + sizeof(uint32_t), kPartAlignment);
   return l;
 }

@@ -7,9 +7,9 @@
 #include <random>
 
 #include "common/error.h"
+#include "common/gpu_limits.h"
 #include "common/gpu_runtime.h"
 #include "common/logging.h"
-#include "kernels/device_handle.h"
 #include "net/agree.h"
 #include "net/cuda_ipc/runtime.h"
 
@@ -90,8 +90,8 @@ Workspace::Published Workspace::publish(Store& store, const std::string& records
                                         int size, int device, size_t dataBytes,
                                         Deadline deadline) {
   // Equal on every rank (a precondition), so every rank refuses alike without publishing anything.
-  XCCL_CHECK_ARG(size >= 1 && size <= kernels::kMaxRanks, "cuda_ipc workspace for ", size,
-                 " ranks: between 1 and ", kernels::kMaxRanks, " are supported");
+  XCCL_CHECK_ARG(size >= 1 && size <= kGpuMaxRanks, "cuda_ipc workspace for ", size,
+                 " ranks: between 1 and ", kGpuMaxRanks, " are supported");
   XCCL_CHECK_ARG(rank >= 0 && rank < size, "cuda_ipc workspace: bad rank ", rank, " of ", size);
 
   // From here on a failure is published instead of thrown, so the peers learn of it at once

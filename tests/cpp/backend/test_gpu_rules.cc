@@ -66,6 +66,12 @@ TEST(KernelAllToAll, ShapesThatDoNotDivide) {
   EXPECT_TRUE(kernelAllToAll(0, 0, 0, 0, none, none, 3));  // nothing to send: equal chunks
 }
 
+TEST(AllReduceAlgorithm, MapsThePlansAllReduceKernels) {
+  EXPECT_EQ(allReduceAlgorithm(algo::GpuKernel::kOneShotAllReduce), kernels::Algorithm::kOneShot);
+  EXPECT_EQ(allReduceAlgorithm(algo::GpuKernel::kTwoShotAllReduce), kernels::Algorithm::kTwoShot);
+  EXPECT_THROW(allReduceAlgorithm(algo::GpuKernel::kBroadcast), Error);
+}
+
 TEST(OrderBefore, EachRouteFollowsTheOthers) {
   // Kernel after vendor: the comm stream must wait on NCCL's work.
   EXPECT_TRUE(orderBefore(Route::kKernel, false, true).commWaitsVendor);
