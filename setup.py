@@ -95,15 +95,22 @@ def hipify_v2(torch) -> bool:
 
 
 class CMakeExtension(Extension):
-    def __init__(self, name: str) -> None:
+    """A Python extension that CMake builds: `target` in the build folder's `folder`."""
+
+    def __init__(self, name: str, target: str, folder: str) -> None:
         super().__init__(name, sources=[])
+        self.target, self.folder = target, folder
 
 
 class CMakeBuild(build_ext):
-    def build_extension(self, ext: Extension) -> None:
+    _configured = None  # the build folder, once CMake has configured it in this run
+
+    def configure(self) -> str:
         import torch
 
         build_dir = os.environ.get("XCCL_BUILD_DIR", os.path.join(ROOT, "build", "cmake"))
+        if self._configured == build_dir:
+            return build_dir
         os.makedirs(build_dir, exist_ok=True)
         configure = [
             "cmake", "-S", ROOT, "-B", build_dir,
@@ -126,15 +133,20 @@ class CMakeBuild(build_ext):
         if shutil.which("ninja") and not os.path.exists(os.path.join(build_dir, "Makefile")):
             configure.append("-GNinja")
         subprocess.check_call(configure)
+        CMakeBuild._configured = build_dir
+        return build_dir
+
+    def build_extension(self, ext: Extension) -> None:
+        build_dir = self.configure()
         jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 1))
-        subprocess.check_call(["cmake", "--build", build_dir, "--target", "_C", "-j", jobs])
-        built = [f for f in os.listdir(os.path.join(build_dir, "csrc", "backend"))
-                 if f.startswith("_C") and f.endswith(".so")]
+        subprocess.check_call(["cmake", "--build", build_dir, "--target", ext.target, "-j", jobs])
+        folder = os.path.join(build_dir, ext.folder)
+        built = [f for f in os.listdir(folder) if f.startswith(ext.target) and f.endswith(".so")]
         if len(built) != 1:
-            raise RuntimeError(f"expected one built _C extension, found {built}")
+            raise RuntimeError(f"expected one built {ext.target} extension, found {built}")
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copyfile(os.path.join(build_dir, "csrc", "backend", built[0]), target)
+        shutil.copyfile(os.path.join(folder, built[0]), target)
 
 
 setup(
@@ -143,7 +155,11 @@ setup(
     description="Collective-communication backend for torch.distributed (CPU, CUDA, ROCm)",
     package_dir={"": "python"},
     packages=find_packages("python"),
-    ext_modules=[CMakeExtension("xccl._C")],
+    ext_modules=[
+        # _native first: it is small, and xccl imports it before torch (csrc/pyext/module.cc).
+        CMakeExtension("xccl._native", "_native", os.path.join("csrc", "pyext")),
+        CMakeExtension("xccl._C", "_C", os.path.join("csrc", "backend")),
+    ],
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.9",
     entry_points={

@@ -119,6 +119,14 @@ const std::vector<Variable> kVariables = {
             "allocated by a group's first GPU collective). all_reduce and broadcast run larger "
             "messages in chunks of this size; all_gather, reduce_scatter and all_to_all with a "
             "larger per-rank input go to NCCL/RCCL (or host memory when ranks share a GPU)."),
+    // Read by the Python package (python/xccl), declared here too so that one table names every
+    // XCCL_* variable (tests/python/test_env_defaults_docs.py scans the Python for reads).
+    boolean("XCCL_NO_ENV_DEFAULTS", "0",
+            "1: the Python package sets none of its environment defaults (docs/environment.md)."),
+    boolean("XCCL_NO_AUTOLOAD", "0",
+            "1: import torch does not load xccl through torch's torch.backends entry point."),
+    boolean("XCCL_DISABLE_ALIAS", "0",
+            "1: xccl does not register the backend name \"xccl\" with torch."),
 };
 
 std::mutex gMutex;

@@ -116,7 +116,8 @@ std::vector<int> nearestNics(const Topology& topology, int gpu) {
   for (int nic : usable) {
     if (rank(nic) == best) closest.push_back(nic);
   }
-  int64_t fastest = 0;
+  // -1 (unknown, as virtio reports) is a speed too: closest NICs that all report none are kept.
+  int64_t fastest = -1;
   for (int nic : closest) {
     fastest = std::max(fastest, topology.nics[static_cast<size_t>(nic)].speedMbps);
   }

@@ -6,7 +6,8 @@
 
 # Platform defaults go into os.environ before torch (and through it any GPU runtime or NCCL)
 # starts, and never override a value the user set; XCCL_NO_ENV_DEFAULTS=1 turns them off.
-# `python -m xccl env` explains each decision.
+# `python -m xccl env` explains each decision. They read the machine through xccl._native
+# (csrc/topo's discovery), an extension that links no torch library, so it can load here.
 from xccl import env as _env
 
 _env.apply_defaults()

@@ -9,7 +9,8 @@ import warnings
 
 
 def autoload() -> None:
-    if os.environ.get("XCCL_NO_AUTOLOAD", "") == "1":
+    # A boolean as csrc/common/env.cc declares it (1/true/yes/on).
+    if os.environ.get("XCCL_NO_AUTOLOAD", "").strip().lower() in ("1", "true", "yes", "on"):
         return
     try:
         import xccl  # noqa: F401  (registers the backend)

@@ -124,8 +124,10 @@ def install() -> bool:
     """Registers "xccl"; idempotent. Returns whether xccl owns the name."""
     if _state["installed"]:
         return True
-    if os.environ.get("XCCL_DISABLE_ALIAS", "") == "1":
-        _state["reason"] = "XCCL_DISABLE_ALIAS=1"
+    # A boolean as csrc/common/env.cc declares it (1/true/yes/on).
+    disable = os.environ.get("XCCL_DISABLE_ALIAS", "")
+    if disable.strip().lower() in ("1", "true", "yes", "on"):
+        _state["reason"] = f"XCCL_DISABLE_ALIAS={disable}"
         return False
     if dist.is_xccl_available():
         _state["reason"] = "this torch has Intel's native XCCL backend"

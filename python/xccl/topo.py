@@ -1,8 +1,9 @@
 """`python -m xccl topo`: the machine's topology as xccl sees it.
 
-The C++ side discovers (csrc/topo, honouring XCCL_TOPO_FILE) and returns the versioned JSON of
-docs/topology.md through ``xccl._C.topology_json()``; this module only reads and prints that
-JSON, so it is testable with the fixture files in tests/fixtures/topo and never probes twice.
+The C++ side (csrc/topo) discovers, reads and answers every question about a topology; this
+module reaches it through the torch-free extension xccl._native, keeps the versioned JSON of
+docs/topology.md as a dict, and prints it, so it is testable with the fixture files in
+tests/fixtures/topo.
 """
 
 from __future__ import annotations
@@ -10,55 +11,42 @@ from __future__ import annotations
 import json
 import sys
 
-FORMAT_NAME = "xccl-topology"
-FORMAT_VERSION = 1
+from . import _native
 
-# Best first, as in csrc/topo/topology.h (PciPath).
-PATH_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS", "unknown")
+FORMAT_NAME = _native.FORMAT_NAME
+FORMAT_VERSION = _native.FORMAT_VERSION
+# Best first, as csrc/topo/topology.h orders PciPath.
+PATH_ORDER = _native.PCI_PATHS
 
 
 def topology_json() -> str:
-    """The running machine's topology (discovered once per process by the extension)."""
-    from xccl import _C  # the compiled extension; imported here so fixtures need no build
+    """The running machine's topology (probed once per process; XCCL_TOPO_FILE honoured)."""
+    return _native.discover()
 
-    return _C.topology_json()
+
+def discover_root(root: str = "/") -> dict:
+    """The sysfs/procfs tree below `root` as a topology, without vendor libraries (NVML,
+    amdsmi): cheap enough for every import, and tests point it at fake trees."""
+    return json.loads(_native.discover_root(root))
 
 
 def load(source: str | bytes | dict) -> dict:
-    """Parses topology JSON (text or an already parsed dict); raises ValueError when it is not
-    an xccl topology of a version this module reads."""
-    topo = json.loads(source) if isinstance(source, (str, bytes)) else source
-    if not isinstance(topo, dict) or topo.get("format") != FORMAT_NAME:
-        raise ValueError(f"not an xccl topology (\"format\" must be \"{FORMAT_NAME}\")")
-    if topo.get("version") != FORMAT_VERSION:
-        raise ValueError(f"topology version {topo.get('version')!r} is not supported "
-                         f"(this xccl reads version {FORMAT_VERSION})")
-    for key in ("numaNodes", "gpus", "gpuLinks", "nics"):
-        topo.setdefault(key, [])
-    return topo
+    """Parses topology JSON (text or an already parsed dict) as the C++ reader does, with every
+    field present; raises ValueError when it is not an xccl topology of a version this xccl
+    reads, or is inconsistent (a link to a GPU it does not list)."""
+    if isinstance(source, bytes):
+        source = source.decode("utf-8")
+    text = source if isinstance(source, str) else json.dumps(source)
+    return json.loads(_native.load(text))
 
 
 def pci_path_between(path_a: str, numa_a: int, path_b: str, numa_b: int) -> str:
-    """Same classification as pciPathBetween() in csrc/topo/pci.cc."""
-    a = [p for p in (path_a or "").split("/") if p]
-    b = [p for p in (path_b or "").split("/") if p]
-    if not a or not b or a[0] != b[0]:
-        if numa_a >= 0 and numa_b >= 0:
-            return "NODE" if numa_a == numa_b else "SYS"
-        return "NODE" if numa_a < 0 and numa_b < 0 else "unknown"
-    common = 0
-    while common < min(len(a), len(b)) and a[common] == b[common]:
-        common += 1
-    if common == len(a) == len(b):
-        return "PIX"
-    if common == 1:
-        return "PHB"
-    if len(a) - common <= 2 and len(b) - common <= 2:
-        return "PIX"
-    return "PXB"
+    """PIX, PXB, PHB, NODE, SYS or unknown: pciPathBetween() in csrc/topo/pci.cc."""
+    return _native.pci_path_between(path_a or "", numa_a, path_b or "", numa_b)
 
 
 def find_link(topo: dict, a: int, b: int) -> dict | None:
+    """The entry of topo["gpuLinks"] between GPUs a and b (either order), to read or edit."""
     pair = sorted((a, b))
     for link in topo["gpuLinks"]:
         if sorted(link["gpus"]) == pair:
@@ -67,43 +55,18 @@ def find_link(topo: dict, a: int, b: int) -> dict | None:
 
 
 def link_class(topo: dict, gpus: list | None = None) -> str:
-    """Same answer as gpuLinkClass() in csrc/topo/links.cc."""
-    gpus = list(range(len(topo["gpus"]))) if gpus is None else gpus
-    types = []
-    for i, a in enumerate(gpus):
-        for b in gpus[i + 1:]:
-            link = find_link(topo, a, b)
-            types.append(link["type"] if link else "pcie")
-    if not types:
-        return "none"
-    if all(t == "nvswitch" for t in types):
-        return "nvswitch"
-    if all(t == "xgmi" for t in types):
-        return "xgmi_full_mesh"
-    if any(t in ("nvswitch", "nvlink") for t in types):
-        return "nvlink_partial"
-    if any(t == "xgmi" for t in types):
-        return "xgmi_partial"
-    return "pcie"
+    """gpuLinkClass() in csrc/topo/links.cc: none, pcie, nvlink_partial, nvswitch,
+    xgmi_partial or xgmi_full_mesh."""
+    return _native.link_class(json.dumps(topo), gpus)
 
 
 def gpu_nic_path(topo: dict, gpu: int, nic: int) -> str:
-    g, n = topo["gpus"][gpu], topo["nics"][nic]
-    return pci_path_between(g.get("pciPath", ""), g.get("numaNode", -1), n.get("pciPath", ""),
-                            n.get("numaNode", -1))
+    return _native.gpu_nic_path(json.dumps(topo), gpu, nic)
 
 
 def nearest_nics(topo: dict, gpu: int) -> list:
-    """Same answer as nearestNics() in csrc/topo/links.cc: usable NICs with the best path,
-    then the fastest."""
-    usable = [i for i, n in enumerate(topo["nics"]) if n.get("up") and not n.get("virtual")]
-    if not usable:
-        return []
-    rank = {i: PATH_ORDER.index(gpu_nic_path(topo, gpu, i)) for i in usable}
-    best = min(rank.values())
-    closest = [i for i in usable if rank[i] == best]
-    fastest = max(topo["nics"][i].get("speedMbps", -1) for i in closest)
-    return [i for i in closest if topo["nics"][i].get("speedMbps", -1) == fastest]
+    """nearestNics() in csrc/topo/links.cc: usable NICs with the best path, then the fastest."""
+    return _native.nearest_nics(json.dumps(topo), gpu)
 
 
 def _bytes(n: int) -> str:
@@ -227,9 +190,8 @@ def main(args) -> int:
     else:
         try:
             text = topology_json()
-        except ImportError as error:
-            sys.stderr.write(f"xccl topo: the compiled extension xccl._C is not importable "
-                             f"({error}); build xccl, or pass --file a topology JSON file\n")
+        except ValueError as error:  # a malformed XCCL_TOPO_FILE
+            sys.stderr.write(f"xccl topo: {error}\n")
             return 2
     try:
         topo = load(text)

@@ -1,5 +1,5 @@
-"""`python -m xccl topo` and the topology reader (python/xccl/topo.py) on the fixture machines;
-the compiled discovery on this host when the extension is built."""
+"""`python -m xccl topo` and the topology questions (python/xccl/topo.py, answered by csrc/topo
+through xccl._native) on the fixture machines; the compiled discovery on this host."""
 
 import json
 import os
@@ -64,6 +64,9 @@ def test_pcie_box():
     assert "GPU0   X     PIX   SYS   SYS   NODE  NODE" in text
     assert "NIC1 ens2f1: ethernet, DOWN" in text
     assert topo.nearest_nics(data, 2) == [0]  # the down port is never chosen
+    for nic in data["nics"]:
+        nic["speedMbps"] = -1  # unknown (virtio): the closest NIC is still chosen
+    assert topo.nearest_nics(data, 2) == [0]
 
 
 def test_cpu_vm():
@@ -135,11 +138,8 @@ def _online_cpus():
 
 
 def test_extension_discovers_this_host():
-    """The compiled discovery (xccl._C.topology_json) on the machine running the tests."""
-    _C = pytest.importorskip("xccl._C")
-    import xccl.topo
-
-    data = xccl.topo.load(_C.topology_json())
+    """The compiled discovery (xccl._native.discover) on the machine running the tests."""
+    data = topo.load(topo.topology_json())
     assert data["cpus"] == _online_cpus()
     nodes = [n for n in os.listdir("/sys/devices/system/node") if n[4:].isdigit()] if (
         os.path.isdir("/sys/devices/system/node")) else []
@@ -149,13 +149,14 @@ def test_extension_discovers_this_host():
         assert data["gpus"] == []
     for nic in data["nics"]:
         assert os.path.exists(f"/sys/class/net/{nic['netdev']}") or nic["port"] > 0
+    pytest.importorskip("xccl._C")  # `python -m xccl` imports the whole package
     out = subprocess.run([sys.executable, "-m", "xccl", "topo"], capture_output=True, text=True,
                          timeout=300, check=True).stdout
     assert out.startswith("host ") and f"online CPUs ({_online_cpus()})" in out
 
 
 def test_extension_honours_topo_file_and_dump_file(tmp_path):
-    pytest.importorskip("xccl._C")
+    pytest.importorskip("xccl._C")  # `python -m xccl` imports the whole package
     dump = tmp_path / "dumped.json"
     environ = dict(os.environ, XCCL_TOPO_FILE=os.path.join(FIXTURE_DIR, "mi250_2node_host1.json"),
                    XCCL_TOPO_DUMP_FILE=str(dump))

@@ -1,12 +1,14 @@
-"""Loads xccl's pure-Python modules (env, topo, doctor, cli) from the source tree without
-running xccl/__init__.py, which imports torch and the compiled extension.
+"""Loads xccl's Python modules (env, topo, doctor, cli) from the source tree without running
+xccl/__init__.py, which imports torch and the backend extension xccl._C.
 
-The environment-defaults code must work before torch is imported and on machines where the
-extension is not built yet, so its tests load it this way; tests that need the extension import
+The environment-defaults code must work before torch is imported, so its tests load it this way.
+It reads the machine through the torch-free extension xccl._native, which the stand-in package
+finds beside the installed xccl (located without importing it); tests that need xccl._C import
 the real package instead (and skip only when it is missing).
 """
 
 import importlib
+import importlib.util
 import os
 import sys
 import types
@@ -21,7 +23,10 @@ def load(name: str):
     """xccl.<name> as a submodule of a stand-in package rooted at python/xccl."""
     if PACKAGE not in sys.modules:
         package = types.ModuleType(PACKAGE)
-        package.__path__ = [os.path.abspath(SOURCE_DIR)]
+        # The source first; then the installed package, for the compiled xccl._native.
+        spec = importlib.util.find_spec("xccl")
+        installed = list(spec.submodule_search_locations or []) if spec else []
+        package.__path__ = [os.path.abspath(SOURCE_DIR)] + installed
         sys.modules[PACKAGE] = package
     return importlib.import_module(f"{PACKAGE}.{name}")
 

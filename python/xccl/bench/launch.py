@@ -6,6 +6,7 @@ Exit status: 0 done; 1 a --check failed; 2 bad usage; 3 a rank failed, crashed o
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -80,19 +81,28 @@ def _child(args, rank: int, world: int, init_method: str) -> None:
 
 
 def spawn_local(args) -> int:
-    """Starts args.nranks ranks on this host, rendezvous through a file store in a private
-    temporary folder, and waits for them within args.time_limit."""
+    """Starts args.nranks ranks on this host and waits for them within args.time_limit."""
+    with local_ranks(_child, args.nranks, (args,)) as procs:
+        return _wait(procs, args.time_limit)
+
+
+@contextlib.contextmanager
+def local_ranks(target, nranks: int, args: tuple = (), prefix: str = "xccl-bench"):
+    """Starts `nranks` processes running target(*args, rank, nranks, init_method) from
+    _procs.rank_context(); they rendezvous through a file store in a private temporary folder
+    (init_method "file://..."). Yields the processes; on leaving, ends those still running
+    (every join bounded). Shared by the benchmark and `python -m xccl doctor`'s self-test."""
     context = _procs.rank_context()
     sys.stdout.flush()
     sys.stderr.flush()
-    with tempfile.TemporaryDirectory(prefix="xccl-bench-") as folder:
+    with tempfile.TemporaryDirectory(prefix=prefix + "-") as folder:
         init_method = "file://" + os.path.join(folder, "store")
-        procs = [context.Process(target=_child, args=(args, rank, args.nranks, init_method),
-                                 name=f"xccl-bench-rank{rank}") for rank in range(args.nranks)]
+        procs = [context.Process(target=target, args=(*args, rank, nranks, init_method),
+                                 name=f"{prefix}-rank{rank}") for rank in range(nranks)]
         try:
             for proc in procs:
                 proc.start()
-            return _wait(procs, args.time_limit)
+            yield procs
         finally:
             _stop(procs)
 

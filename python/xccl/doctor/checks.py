@@ -1,42 +1,24 @@
-"""`python -m xccl doctor`: checks this host for what makes collectives slow or hang, then runs a
-short self-test of the backend against gloo, printing PASS / WARN / FAIL lines.
-
-Exit status 0 when nothing FAILed. A check that cannot run here (no GPU, no MASTER_ADDR) says so
-with WARN rather than passing silently. Every wait is bounded; the only traffic is loopback.
-"""
+"""The host checks of `python -m xccl doctor`: pure functions of a topology dict (docs/topology.md,
+questions answered by csrc/topo through xccl.topo), the environment and a filesystem root, so
+tests run them on the fixture machines and fake trees."""
 
 from __future__ import annotations
 
 import importlib
 import os
 import platform as _platform
-import queue
-import statistics
 import sys
-import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Callable
 
-from . import _procs
-from . import env as _env
-from . import topo as _topo
+from .. import env as _env
+from .. import topo as _topo
+from ..env import facts as _facts
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 
 SHM_WARN_BYTES = 1 << 30  # containers default to 64 MB; shm transports want far more
-SMALL_BYTES = 32  # latency probe: 8 float32
-LARGE_BYTES = 16 << 20  # bandwidth probe
-SELFTEST_TIMEOUT_S = 45.0
-# The self-test's bar, relative to gloo measured in the same run on the same host (timings on a
-# shared machine mean little in absolute terms).
-MAX_LATENCY_RATIO = 2.0
-MIN_BANDWIDTH_RATIO = 0.5
-# Absolute floors for when there is no baseline (the backend under test is gloo itself).
-MAX_LATENCY_S = 0.005  # gloo on a 2-vCPU VM: ~0.4 ms (measured on loopback TCP, 2 ranks)
-MIN_BUSBW_BYTES_S = 50e6
 
 
 @dataclass
@@ -47,6 +29,7 @@ class Check:
 
     def line(self) -> str:
         return f"{self.status:<5} {self.name:<18} {self.message}"
+
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,7 +167,7 @@ def check_numa(topo: dict | None, root: str = "/",
                                               f"on CPUs of node(s) {spanned}; xccl pins its "
                                               f"progress threads near each GPU/NIC"))
         if any(g.get("vendor") == "amd" for g in topo["gpus"]):
-            balancing = (_env._read(root, "/proc/sys/kernel/numa_balancing") or "").strip()
+            balancing = (_facts.read_text(root, "/proc/sys/kernel/numa_balancing") or "").strip()
             if balancing == "1":
                 checks.append(Check(WARN, "numa", "automatic NUMA balancing is on; AMD "
                                                   "recommends 0 for Instinct GPUs (ROCm "
@@ -231,7 +214,7 @@ def _interface_names(value: str) -> tuple:
 
 def check_interfaces(environ: Mapping[str, str], facts: _env.Facts, root: str = "/") -> list:
     checks = []
-    existing = set(_env._listdir(root, "/sys/class/net"))
+    existing = set(_facts.list_dir(root, "/sys/class/net"))
     up = set(_env.candidate_interfaces(root))
     for var in ("XCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
         if var not in environ:
@@ -255,7 +238,7 @@ def check_interfaces(environ: Mapping[str, str], facts: _env.Facts, root: str = 
                                                 "rendezvous host was not checked (set it as "
                                                 "the launcher would to check it)"))
     else:
-        address = _env._resolve_ipv4(root, master)
+        address = _facts.resolve_ipv4(root, master)
         if address is None:
             checks.append(Check(WARN, "interfaces", f"MASTER_ADDR={master} is not an IPv4 "
                                                     f"address or /etc/hosts name; not resolved "
@@ -309,7 +292,7 @@ def check_versions() -> list:
     parts.append(f"xccl {xccl_version or '(not installed; running from source)'}")
     for path, label in (("/proc/driver/nvidia/version", "NVIDIA driver"),
                         ("/sys/module/amdgpu/version", "amdgpu")):
-        text = _env._read("/", path)
+        text = _facts.read_text("/", path)
         if text:
             first = text.splitlines()[0]
             parts.append(f"{label} " + (first.split("Kernel Module")[-1].split()[0]
@@ -346,223 +329,3 @@ def check_environment(environ: Mapping[str, str], facts: _env.Facts) -> list:
         checks.append(Check(WARN, "environment", f"{message} [{source}]"))
     return checks
 
-
-# --------------------------------------------------------------------------------------------
-# Self-test: 2 processes, all_reduce latency and bandwidth, backend vs gloo.
-
-
-def _time_allreduce(dist, torch, tensor, group, iters: int, warmup: int, device: str) -> list:
-    def sync():
-        if device == "cuda":
-            torch.cuda.synchronize()
-
-    for _ in range(warmup):
-        dist.all_reduce(tensor, group=group)
-    sync()
-    times = []
-    for _ in range(iters):
-        start = time.perf_counter()
-        dist.all_reduce(tensor, group=group)
-        sync()
-        times.append(time.perf_counter() - start)
-    return times
-
-
-def _selftest_worker(rank: int, world: int, init_file: str, backend: str, device: str,
-                     timeout_s: float, iters: int, results) -> None:
-    """One rank. Never raises: every outcome, errors included, goes to `results`."""
-    out = {"rank": rank}
-    try:
-        import torch
-        import torch.distributed as dist
-
-        if backend == "xccl":
-            importlib.import_module("xccl")  # registers the backend
-        if device == "cuda":
-            torch.cuda.set_device(rank)
-            out["device_count"] = torch.cuda.device_count()
-        baseline_name = "nccl" if device == "cuda" else "gloo"
-        dist.init_process_group(baseline_name, init_method=f"file://{init_file}", rank=rank,
-                                world_size=world, timeout=timedelta(seconds=timeout_s))
-        groups = {"baseline": None}
-        if backend != baseline_name:
-            try:
-                groups["backend"] = dist.new_group(backend=backend,
-                                                   timeout=timedelta(seconds=timeout_s))
-            except Exception as error:  # noqa: BLE001 - reported; the baseline still runs
-                out["create_error"] = f"{type(error).__name__}: {error}"
-        else:
-            groups["backend"] = None
-        expected = world * (world + 1) / 2
-        for label, group in groups.items():
-            if label == "baseline" and "backend" in groups and backend == baseline_name:
-                continue  # the same thing twice
-            small = torch.full((SMALL_BYTES // 4,), float(rank + 1), device=device)
-            large = torch.full((LARGE_BYTES // 4,), float(rank + 1), device=device)
-            dist.all_reduce(small, group=group)
-            dist.all_reduce(large, group=group)
-            ok = bool((small == expected).all()) and bool((large == expected).all())
-            small_times = _time_allreduce(dist, torch, small, group, iters * 10, 20, device)
-            large_times = _time_allreduce(dist, torch, large, group, iters, 2, device)
-            out[label] = {"correct": ok, "small": small_times, "large": large_times}
-        dist.destroy_process_group()
-    except Exception as error:  # noqa: BLE001 - a rank reports every failure, never raises
-        out["error"] = f"{type(error).__name__}: {error}"
-    results.put(out)
-
-
-def run_selftest(backend: str = "xccl", device: str = "cpu", world: int = 2,
-                 timeout_s: float = SELFTEST_TIMEOUT_S, iters: int = 5) -> dict:
-    """Runs `world` ranks on this host; returns {"ranks": [...], "error": str|None}.
-
-    Ranks are started by _procs.rank_context() (never forked from this process)."""
-    import torch
-    import torch.distributed  # noqa: F401
-
-    context = _procs.rank_context()
-    results = context.Queue()
-    deadline = time.monotonic() + timeout_s
-    with tempfile.TemporaryDirectory(prefix="xccl-doctor-") as tmp:
-        init_file = os.path.join(tmp, "store")
-        procs = [context.Process(target=_selftest_worker, daemon=True,
-                                 args=(r, world, init_file, backend, device, timeout_s * 0.8,
-                                       iters, results)) for r in range(world)]
-        for proc in procs:
-            proc.start()
-        ranks, error = [], None
-        while len(ranks) < world:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                error = f"timed out after {timeout_s:.0f} s ({len(ranks)} of {world} ranks done)"
-                break
-            try:
-                ranks.append(results.get(timeout=min(remaining, 1.0)))
-            except queue.Empty:
-                if not any(p.is_alive() for p in procs) and results.empty():
-                    error = "a rank exited without reporting (crashed?)"
-                    break
-        for proc in procs:
-            proc.join(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=5.0)
-    ranks.sort(key=lambda r: r["rank"])
-    return {"ranks": ranks, "error": error, "backend": backend, "device": device, "world": world}
-
-
-def _median_max(ranks: list, label: str, key: str) -> float | None:
-    """The slowest rank's median: a collective finishes when its last rank does."""
-    medians = [statistics.median(r[label][key]) for r in ranks if label in r and r[label][key]]
-    return max(medians) if medians else None
-
-
-def check_selftest(result: dict) -> list:
-    backend, device, world = result["backend"], result["device"], result["world"]
-    name = "selftest"
-    if result["error"]:
-        return [Check(FAIL, name, f"{backend} on {device}: {result['error']}")]
-    errors = [r["error"] for r in result["ranks"] if "error" in r]
-    if errors:
-        return [Check(FAIL, name, f"{backend} on {device}: {errors[0]}")]
-    created = [r["create_error"] for r in result["ranks"] if "create_error" in r]
-    if created:
-        return [Check(FAIL, name, f"backend {backend!r} could not be created: {created[0]}")]
-    label = "backend" if all("backend" in r for r in result["ranks"]) else "baseline"
-    checks = []
-    if not all(r[label]["correct"] for r in result["ranks"]):
-        checks.append(Check(FAIL, name, f"{backend} all_reduce gave a wrong sum"))
-    small = _median_max(result["ranks"], label, "small")
-    large = _median_max(result["ranks"], label, "large")
-    base_small = _median_max(result["ranks"], "baseline", "small")
-    base_large = _median_max(result["ranks"], "baseline", "large")
-    factor = 2 * (world - 1) / world  # allreduce bus bandwidth (nccl-tests PERFORMANCE.md)
-    busbw = LARGE_BYTES / large * factor
-    where = f"{world} ranks, {device}"
-    if base_small is not None:
-        status = PASS if small <= MAX_LATENCY_RATIO * base_small else WARN
-        checks.append(Check(status, name + ".latency",
-                            f"{backend} all_reduce {SMALL_BYTES} B: {small * 1e6:.0f} us median "
-                            f"vs {base_small * 1e6:.0f} us for the baseline ({where})"))
-        base_busbw = LARGE_BYTES / base_large * factor
-        status = PASS if busbw >= MIN_BANDWIDTH_RATIO * base_busbw else WARN
-        checks.append(Check(status, name + ".bandwidth",
-                            f"{backend} all_reduce 16 MiB: {busbw / 1e9:.2f} GB/s bus bandwidth "
-                            f"vs {base_busbw / 1e9:.2f} GB/s for the baseline ({where})"))
-    else:
-        status = PASS if small <= MAX_LATENCY_S else WARN
-        checks.append(Check(status, name + ".latency",
-                            f"{backend} all_reduce {SMALL_BYTES} B: {small * 1e6:.0f} us median "
-                            f"(expected under {MAX_LATENCY_S * 1e6:.0f} us; {where})"))
-        status = PASS if busbw >= MIN_BUSBW_BYTES_S else WARN
-        checks.append(Check(status, name + ".bandwidth",
-                            f"{backend} all_reduce 16 MiB: {busbw / 1e9:.2f} GB/s bus bandwidth "
-                            f"(expected over {MIN_BUSBW_BYTES_S / 1e9:.2f} GB/s; {where})"))
-    counts = {r.get("device_count") for r in result["ranks"] if "device_count" in r}
-    if counts:
-        checks.append(Check(PASS, "gpus", f"torch sees {counts.pop()} GPU(s)"))
-    return checks
-
-
-# --------------------------------------------------------------------------------------------
-
-
-def load_topology(path: str | None = None) -> tuple:
-    """(topology dict or None, Check): from a file, or discovered by the extension."""
-    try:
-        if path:
-            with open(path, "r", encoding="utf-8") as f:
-                text = f.read()
-            source = path
-        else:
-            text = _topo.topology_json()
-            source = "xccl._C"
-        topo = _topo.load(text)
-    except ImportError as error:
-        return None, Check(FAIL, "extension", f"xccl._C is not importable: {error}")
-    except Exception as error:  # noqa: BLE001 - any failure here is the check's finding
-        return None, Check(FAIL, "topology", f"{type(error).__name__}: {error}")
-    return topo, Check(PASS, "topology", f"from {source} (found by: {topo.get('source') or '?'})")
-
-
-def run(args) -> int:
-    """Implements the `doctor` subcommand; returns the exit status."""
-    started = time.monotonic()
-    environ = os.environ
-    facts = _env.detect_facts("/", environ)
-    topo, topo_check = load_topology(args.topology_file)
-    checks = [topo_check]
-    checks += check_versions()
-    checks += check_gpus(topo)
-    checks += check_links(topo)
-    checks += check_nics(topo)
-    checks += check_numa(topo, "/", set(os.sched_getaffinity(0)))
-    checks.append(check_shm())
-    checks += check_interfaces(environ, facts)
-    checks += check_environment(environ, facts)
-    for check in checks:
-        print(check.line(), flush=True)
-    if args.no_selftest:
-        print(Check(WARN, "selftest", "skipped (--no-selftest)").line())
-        checks.append(Check(WARN, "selftest", "skipped"))
-    else:
-        device = args.device
-        if device == "auto":
-            device = "cuda" if topo and len(topo["gpus"]) >= 2 and _torch_has_gpu() else "cpu"
-        try:
-            result = run_selftest(args.backend, device, timeout_s=args.timeout)
-            more = check_selftest(result)
-        except Exception as error:  # noqa: BLE001 - the doctor reports, it does not crash
-            more = [Check(FAIL, "selftest", f"{type(error).__name__}: {error}")]
-        for check in more:
-            print(check.line(), flush=True)
-        checks += more
-    counts = {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL)}
-    status = 1 if counts[FAIL] else 0
-    print(f"\n{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[FAIL]} FAIL "
-          f"in {time.monotonic() - started:.1f} s -> exit {status}")
-    return status
-
-
-def _torch_has_gpu() -> bool:
-    torch = sys.modules.get("torch") or importlib.import_module("torch")
-    return bool(getattr(torch.version, "cuda", None) or getattr(torch.version, "hip", None))
