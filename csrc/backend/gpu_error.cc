@@ -6,6 +6,7 @@
 
 #include "backend/gpu_rules.h"
 #include "backend/gpu_work.h"
+#include "backend/torch_error.h"
 
 namespace xccl::backend {
 
@@ -36,9 +37,9 @@ ErrorWord::~ErrorWord() {
 void ErrorWord::throwIfSet(const char* op) const {
   const uint32_t word = read();
   if (word == 0) return;
-  C10_THROW_ERROR(DistBackendError, std::string("xccl ") + op +
-                                        ": the group is unusable: a GPU collective failed: " +
-                                        rules::describeErrorWord(word));
+  throwTorchError(ErrorKind::kAborted, std::string("xccl ") + op +
+                                           ": the group is unusable: a GPU collective failed: " +
+                                           rules::describeErrorWord(word));
 }
 
 }  // namespace xccl::backend

@@ -1,4 +1,4 @@
-// The five collectives with a kernel, and the GPU side's creation (gpu_path.h says which file
+// The GPU side's five collectives with a kernel, and its creation (gpu_path.h says which file
 // holds what).
 #include "backend/gpu_path.h"
 #include "backend/gpu_stream.h"
@@ -29,8 +29,9 @@ void scale(at::Tensor& out, const at::Tensor& in, const GpuReduce& reduce) {
 
 }  // namespace
 
-GpuPath::GpuPath(ProcessGroupXccl& group, int device)
+GpuPath::GpuPath(ProcessGroupXccl& group, Side& cpu, int device)
     : group_(group),
+      cpu_(cpu),
       device_(device),
       comm_(gpuStreamFromPool(/*isHighPriority=*/true, device)),
       tunables_(algo::GpuTunables::fromEnvironment()) {
@@ -57,12 +58,12 @@ GpuPath::~GpuPath() {
   shutdown(std::chrono::seconds(10));
 }
 
-c10::intrusive_ptr<c10d::Work> GpuPath::allreduce(std::vector<at::Tensor>& tensors,
-                                                  const c10d::AllreduceOptions& opts) {
+Side::WorkPtr GpuPath::allreduce(std::vector<at::Tensor>& tensors,
+                                 const c10d::AllreduceOptions& opts) {
   const char* name = "allreduce";
-  at::Tensor tensor = singleOnDevice(tensors, name);
+  at::Tensor tensor = single(tensors, name, home());
   checkHealthy(name);
-  const GpuReduce reduce = reduceOnGpu(opts.reduceOp, name);
+  const GpuReduce reduce = toGpuReduce(opts.reduceOp, name, device_);
   const ElementView view = reduceView(tensor, reduce.spec, name);
   if (alone()) {
     // Every reduction of one input is the input, PREMUL_SUM's product aside.
@@ -73,7 +74,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::allreduce(std::vector<at::Tensor>& tenso
   const algo::GpuPlan plan = vendorOrHost(
       planFor(algo::GpuCollective::kAllReduce, byteSize(tensor), view.type, reduce.spec.op, true),
       vendorReduces(reduce.spec.op));
-  auto viaLibrary = [&](c10d::Backend& b) { return b.allreduce(tensors, opts); };
+  auto viaLibrary = [&](auto& b) { return b.allreduce(tensors, opts); };
   if (plan.route != algo::GpuRoute::kKernel) {
     return other(name, plan.route, plan.reason.c_str(), viaLibrary, {&tensors[0]},
                  {&tensors[0]});
@@ -104,17 +105,17 @@ c10::intrusive_ptr<c10d::Work> GpuPath::allreduce(std::vector<at::Tensor>& tenso
   });
 }
 
-c10::intrusive_ptr<c10d::Work> GpuPath::broadcast(std::vector<at::Tensor>& tensors,
-                                                  const c10d::BroadcastOptions& opts) {
+Side::WorkPtr GpuPath::broadcast(std::vector<at::Tensor>& tensors,
+                                 const c10d::BroadcastOptions& opts) {
   const char* name = "broadcast";
-  at::Tensor tensor = singleOnDevice(tensors, name);
+  at::Tensor tensor = single(tensors, name, home());
   checkRoot(opts.rootRank, group_.getSize(), name);
   checkHealthy(name);
   if (alone()) return solo(c10d::OpType::BROADCAST, name, tensor, [] {});
   const size_t bytes = byteSize(tensor);
   const algo::GpuPlan plan =
       planFor(algo::GpuCollective::kBroadcast, bytes, DataType::kUInt8, ReduceOp::kSum, true);
-  auto viaLibrary = [&](c10d::Backend& b) { return b.broadcast(tensors, opts); };
+  auto viaLibrary = [&](auto& b) { return b.broadcast(tensors, opts); };
   if (plan.route != algo::GpuRoute::kKernel) {
     return other(name, plan.route, plan.reason.c_str(), viaLibrary, {&tensors[0]},
                  {&tensors[0]});
@@ -138,11 +139,23 @@ c10::intrusive_ptr<c10d::Work> GpuPath::broadcast(std::vector<at::Tensor>& tenso
   });
 }
 
-c10::intrusive_ptr<c10d::Work> GpuPath::allgatherBase(at::Tensor& output, at::Tensor& input,
-                                                      const c10d::AllgatherOptions& opts) {
+Side::WorkPtr GpuPath::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
+                                                       const c10d::AllgatherOptions& opts) {
+  if (outputs.size() == 1 && inputs.size() == 1) {
+    return allgatherBase(outputs[0], inputs[0], opts);
+  }
+  return withoutKernel(
+      "allgather_into_tensor",
+      [&](auto& b) { return b.allgather_into_tensor_coalesced(outputs, inputs, opts); },
+      pointers(outputs, inputs), pointers(outputs));
+}
+
+Side::WorkPtr GpuPath::allgatherBase(at::Tensor& output, at::Tensor& input,
+                                     const c10d::AllgatherOptions& opts) {
   const char* name = "allgather_into_tensor";
-  checkOnDevice(input, name, "input");
-  checkOnDevice(output, name, "output");
+  checkTensor(input, name, "input", home());
+  checkTensor(output, name, "output", home());
   checkFlatPair(output, "output", input, "input", group_.getSize(), name);
   checkHealthy(name);
   if (alone()) {
@@ -156,7 +169,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::allgatherBase(at::Tensor& output, at::Te
               ReduceOp::kSum, true),
       bytes);
   std::vector<at::Tensor> outputs{output}, inputs{input};
-  auto viaLibrary = [&](c10d::Backend& b) {
+  auto viaLibrary = [&](auto& b) {
     return b.allgather_into_tensor_coalesced(outputs, inputs, opts);
   };
   if (plan.route != algo::GpuRoute::kKernel) {
@@ -175,14 +188,27 @@ c10::intrusive_ptr<c10d::Work> GpuPath::allgatherBase(at::Tensor& output, at::Te
   });
 }
 
-c10::intrusive_ptr<c10d::Work> GpuPath::reduceScatterBase(
-    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+Side::WorkPtr GpuPath::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
+                                                       const c10d::ReduceScatterOptions& opts) {
   const char* name = "reduce_scatter_tensor";
-  checkOnDevice(input, name, "input");
-  checkOnDevice(output, name, "output");
+  if (outputs.size() == 1 && inputs.size() == 1) {
+    return reduceScatterBase(outputs[0], inputs[0], opts);
+  }
+  return withoutKernel(
+      name, [&](auto& b) { return b.reduce_scatter_tensor_coalesced(outputs, inputs, opts); },
+      pointers(outputs, inputs), pointers(outputs),
+      vendorReduces(toReduceSpec(opts.reduceOp, name).op));
+}
+
+Side::WorkPtr GpuPath::reduceScatterBase(at::Tensor& output, at::Tensor& input,
+                                         const c10d::ReduceScatterOptions& opts) {
+  const char* name = "reduce_scatter_tensor";
+  checkTensor(input, name, "input", home());
+  checkTensor(output, name, "output", home());
   checkFlatPair(input, "input", output, "output", group_.getSize(), name);
   checkHealthy(name);
-  const GpuReduce reduce = reduceOnGpu(opts.reduceOp, name);
+  const GpuReduce reduce = toGpuReduce(opts.reduceOp, name, device_);
   const ElementView view = reduceView(output, reduce.spec, name);
   if (alone()) {
     return solo(c10d::OpType::_REDUCE_SCATTER_BASE, name, output,
@@ -195,7 +221,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::reduceScatterBase(
           bytes),
       vendorReduces(reduce.spec.op));
   std::vector<at::Tensor> outputs{output}, inputs{input};
-  auto viaLibrary = [&](c10d::Backend& b) {
+  auto viaLibrary = [&](auto& b) {
     return b.reduce_scatter_tensor_coalesced(outputs, inputs, opts);
   };
   if (plan.route != algo::GpuRoute::kKernel) {
@@ -221,13 +247,13 @@ c10::intrusive_ptr<c10d::Work> GpuPath::reduceScatterBase(
   });
 }
 
-c10::intrusive_ptr<c10d::Work> GpuPath::alltoallBase(at::Tensor& output, at::Tensor& input,
-                                                     std::vector<int64_t>& outputSplits,
-                                                     std::vector<int64_t>& inputSplits,
-                                                     const c10d::AllToAllOptions& opts) {
+Side::WorkPtr GpuPath::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                     std::vector<int64_t>& outputSplits,
+                                     std::vector<int64_t>& inputSplits,
+                                     const c10d::AllToAllOptions& opts) {
   const char* name = "alltoall_base";
-  checkOnDevice(input, name, "input");
-  checkOnDevice(output, name, "output");
+  checkTensor(input, name, "input", home());
+  checkTensor(output, name, "output", home());
   checkHealthy(name);
   const int size = group_.getSize();
   auto rows = [](const at::Tensor& t) { return t.dim() == 0 ? int64_t{1} : t.size(0); };
@@ -244,7 +270,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::alltoallBase(at::Tensor& output, at::Ten
       planFor(algo::GpuCollective::kAllToAll, bytes, DataType::kUInt8, ReduceOp::kSum, even),
       bytes);
   std::vector<at::Tensor*> args{&input, &output};
-  auto viaLibrary = [&](c10d::Backend& b) {
+  auto viaLibrary = [&](auto& b) {
     return b.alltoall_base(output, input, outputSplits, inputSplits, opts);
   };
   if (plan.route != algo::GpuRoute::kKernel || !even) {
@@ -252,8 +278,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::alltoallBase(at::Tensor& output, at::Ten
         plan.route == algo::GpuRoute::kKernel ? noKernelRoute() : plan.route;
     return other(name, route, plan.reason.c_str(), viaLibrary, args, {&output});
   }
-  TORCH_CHECK_VALUE(input.scalar_type() == output.scalar_type(), "xccl ", name,
-                    ": input and output dtypes differ");
+  checkSameDtype(input, output, name);
   return runKernel(c10d::OpType::ALLTOALL_BASE, name, {output, input}, [&](Workspace& ws) {
     copyIn(ws, input.data_ptr(), bytes);
     kernels::AllToAllArgs a;
@@ -266,13 +291,13 @@ c10::intrusive_ptr<c10d::Work> GpuPath::alltoallBase(at::Tensor& output, at::Ten
   });
 }
 
-std::unique_ptr<GpuOps> makeGpuOps(ProcessGroupXccl& group, int device) {
+std::unique_ptr<GpuSide> makeGpuSide(ProcessGroupXccl& group, Side& cpu, int device) {
   // Creating the GPU side exchanges through the store and allocates pinned memory, neither of
   // which a CUDA graph capture allows (it would invalidate the user's capture): refuse first.
   TORCH_CHECK(!capturing(device), "xccl: the first GPU collective of a group sets up its GPU "
               "side (device memory shared with the peers, the NCCL/RCCL group), which cannot "
               "happen during CUDA graph capture; run the collectives once before capturing");
-  return std::make_unique<GpuPath>(group, device);
+  return std::make_unique<GpuPath>(group, cpu, device);
 }
 
 }  // namespace xccl::backend

@@ -1,12 +1,16 @@
-// GpuOps for CUDA builds (gpu_ops.h): routes each CUDA collective and runs the kernel route.
-// Internal to csrc/backend; its members are defined by concern:
-//  - gpu_path.cc:         the five collectives with a kernel, and creation;
-//  - gpu_path_routes.cc:  planning, the vendor and host routes, world size 1, coalescing;
-//  - gpu_path_kernel.cc:  the workspace session (creation, device handle, one kernel-route call,
-//                         shutdown and abort);
-// and by the helpers gpu_placement (who is where), gpu_order (issue order across routes and
-// graph replays), gpu_events (event pool, in-flight tensors), gpu_error (the mapped error word),
-// gpu_rules (the decisions that need neither CUDA nor torch).
+// The GPU side for CUDA builds (gpu_side.h): routes each call on CUDA tensors and runs the kernel
+// route. Internal to csrc/backend; its members are defined by concern:
+//  - gpu_path.cc:                the five collectives with a kernel, and creation;
+//  - gpu_path_without_kernel.cc: the other operations of Side (vendor or host route);
+//  - gpu_path_plan.cc:           planning (which route a call takes);
+//  - gpu_path_routes.cc:         the vendor and host routes, and world size 1;
+//  - gpu_path_batch.cc:          coalesced batches;
+//  - gpu_path_kernel.cc:         the workspace session (creation, device handle, one kernel-route
+//                                call, shutdown and abort);
+// and by the helpers tensor_args (argument checks, shared with the CPU side), gpu_placement (who
+// is where), gpu_order (issue order across routes and graph replays), gpu_events (event pool,
+// in-flight tensors), gpu_error (the mapped error word), gpu_rules (the decisions that need
+// neither CUDA nor torch).
 //
 // Kernel route, per call: the comm stream waits on the caller's current stream (and on earlier
 // calls of other routes, gpu_order.h); on the comm stream the input is copied into this rank's
@@ -23,14 +27,15 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 
 #include "algo/gpu_plan.h"
 #include "backend/gpu_error.h"
 #include "backend/gpu_events.h"
-#include "backend/gpu_ops.h"
 #include "backend/gpu_order.h"
 #include "backend/gpu_placement.h"
+#include "backend/gpu_side.h"
 #include "backend/gpu_stream.h"
 #include "backend/tensor_args.h"
 #include "kernels/launch.h"
@@ -42,48 +47,88 @@ class ProcessGroupXccl;
 
 bool capturing(int device);
 
-// A reduction on the GPU side: ReduceSpec (tensor_args.h) plus PREMUL_SUM's factor as a 1-element
-// float32 tensor on the group's device when the caller gave a CUDA tensor factor, so the kernels
-// read it on the device (no .item(), no host sync: capturable). `factor` is then empty.
-struct GpuReduce {
-  ReduceSpec spec;
-  at::Tensor deviceFactor;  // undefined unless PREMUL_SUM with a CUDA tensor factor
-};
-
-class GpuPath final : public GpuOps {
+class GpuPath final : public GpuSide {
  public:
-  GpuPath(ProcessGroupXccl& group, int device);
+  GpuPath(ProcessGroupXccl& group, Side& cpu, int device);
   ~GpuPath() override;
 
-  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
-                                           const c10d::AllreduceOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
-                                           const c10d::BroadcastOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> allgatherBase(at::Tensor& output, at::Tensor& input,
-                                               const c10d::AllgatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> reduceScatterBase(
-      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> alltoallBase(at::Tensor& output, at::Tensor& input,
-                                              std::vector<int64_t>& outputSplits,
-                                              std::vector<int64_t>& inputSplits,
-                                              const c10d::AllToAllOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> withoutKernel(const char* op, const Call& call,
-                                               const std::vector<at::Tensor*>& args,
-                                               const std::vector<at::Tensor*>& outputs,
-                                               bool vendorCan) override;
+  // ---- gpu_path.cc: kernel, vendor or host route ----
+  WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
+  WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
+  // The kernel for one pair; the coalesced form takes the vendor or host route.
+  WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllgatherOptions& opts) override;
+  WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::ReduceScatterOptions& opts) override;
+  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
+                        std::vector<int64_t>& inputSplits,
+                        const c10d::AllToAllOptions& opts) override;
+
+  // ---- gpu_path_without_kernel.cc: vendor or host route ----
+  WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                              const c10d::AllreduceCoalescedOptions& opts) override;
+  WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) override;
+  WorkPtr allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                              std::vector<at::Tensor>& inputs,
+                              const c10d::AllgatherOptions& opts) override;
+  WorkPtr gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                 const c10d::GatherOptions& opts) override;
+#if XCCL_TORCH_HAS_GATHER_INTO_TENSOR
+  WorkPtr gather_into_tensor(at::Tensor& output, at::Tensor& input,
+                             const c10d::GatherOptions& opts) override;
+#endif
+  WorkPtr scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                  const c10d::ScatterOptions& opts) override;
+  WorkPtr reduce_scatter(std::vector<at::Tensor>& outputs,
+                         std::vector<std::vector<at::Tensor>>& inputs,
+                         const c10d::ReduceScatterOptions& opts) override;
+  WorkPtr alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                   const c10d::AllToAllOptions& opts) override;
+  WorkPtr send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  WorkPtr recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+
+  // ---- gpu_path_batch.cc ----
   void startCoalescing(const char* op) override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   bool coalescing() const override { return coalescing_; }
+  // ---- gpu_path_kernel.cc ----
   void shutdown(std::chrono::milliseconds timeout) override;
   void abort() override;
 
  private:
   using Workspace = net::cuda_ipc::Workspace;
 
-  // ---- gpu_path_routes.cc ----
-  at::Tensor singleOnDevice(const std::vector<at::Tensor>& tensors, const char* op);
-  void checkOnDevice(const at::Tensor& t, const char* op, const char* what);
-  GpuReduce reduceOnGpu(const c10d::ReduceOp& op, const char* name);
+  // One call as both the vendor group (a c10d::Backend) and the CPU side spell it: Side mirrors
+  // c10d::Backend's names and signatures, so one generic lambda, [&](auto& b) { return
+  // b.allreduce(tensors, opts); }, serves the vendor route and the host route alike.
+  struct Call {
+    template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Call>>>
+    Call(const F& f) : onVendor(f), onHost(f) {}  // NOLINT(google-explicit-constructor)
+    std::function<WorkPtr(c10d::Backend&)> onVendor;
+    std::function<WorkPtr(Side&)> onHost;
+  };
+
+  // The GPU side's device, where every tensor of its calls must be (tensor_args.h).
+  c10::Device home() const {
+    return c10::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device_));
+  }
+  // gpu_path.cc: the kernel collectives on one pair of tensors.
+  WorkPtr allgatherBase(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts);
+  WorkPtr reduceScatterBase(at::Tensor& output, at::Tensor& input,
+                            const c10d::ReduceScatterOptions& opts);
+  // gpu_path_without_kernel.cc: a call with no kernel. `call` runs on the vendor group when it
+  // can serve this group and `vendorCan` (false for what NCCL lacks, e.g. bitwise reductions);
+  // otherwise on the CPU side with every tensor in `args` (all the call reads or writes) replaced
+  // by a host copy while it runs, and `outputs` (a subset of args) copied back.
+  WorkPtr withoutKernel(const char* op, const Call& call, const std::vector<at::Tensor*>& args,
+                        const std::vector<at::Tensor*>& outputs, bool vendorCan = true);
+
+  // ---- gpu_path_plan.cc ----
   algo::GpuPlan planFor(algo::GpuCollective collective, size_t bytes, DataType dtype,
                         ReduceOp op, bool evenSplits);
   algo::GpuPlan cachedPlan(algo::GpuCollective collective, size_t bytes, DataType dtype,
@@ -93,10 +138,11 @@ class GpuPath final : public GpuOps {
   algo::GpuRoute noKernelRoute() const;
   static size_t workspaceBytes();
   kernels::LaunchShape launchShape() const { return kernels::LaunchShape{maxBlocks_}; }
+
+  // ---- gpu_path_routes.cc ----
   // The vendor or host route.
-  c10::intrusive_ptr<c10d::Work> other(const char* op, algo::GpuRoute route, const char* reason,
-                                       const Call& call, const std::vector<at::Tensor*>& args,
-                                       const std::vector<at::Tensor*>& outputs);
+  WorkPtr other(const char* op, algo::GpuRoute route, const char* reason, const Call& call,
+                const std::vector<at::Tensor*>& args, const std::vector<at::Tensor*>& outputs);
   c10d::Backend* vendorGroup(const char* op);
   // Refuses a vendor call during capture before the vendor group ran one eagerly.
   void checkVendorCapturable(const char* op, bool captured) const;
@@ -132,6 +178,7 @@ class GpuPath final : public GpuOps {
   bool drainComm(std::chrono::steady_clock::time_point deadline);
 
   ProcessGroupXccl& group_;
+  Side& cpu_;  // the group's CPU side: the host route runs calls there
   const int device_;
   GpuStream comm_;
   const algo::GpuTunables tunables_;
@@ -153,7 +200,7 @@ class GpuPath final : public GpuOps {
   std::atomic<bool> vendorUsedEagerly_{false};  // its communicator exists: capture may use it
   std::atomic<bool> coalescing_{false};  // between startCoalescing and endCoalescing
   std::unique_ptr<InFlight> inFlight_ = std::make_unique<InFlight>();  // leaked if undrained
-  // Plans by call shape (cachedPlan in gpu_path_routes.cc).
+  // Plans by call shape (cachedPlan in gpu_path_plan.cc).
   struct PlanKey {
     size_t bytes;
     uint8_t collective, dtype, op;

@@ -6,6 +6,7 @@
 #include "backend/gpu_stream.h"
 #include "backend/process_group.h"
 #include "backend/store_adapter.h"
+#include "backend/torch_error.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
@@ -36,13 +37,10 @@ GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
                                          group_.getSize(), device_, workspaceBytes(),
                                          group_.timeout(), &whyNot);
   } catch (const Error& e) {
-    if (e.kind() == ErrorKind::kInvalidArgument) {
-      TORCH_CHECK_VALUE(false, "xccl ", op, ": ", e.what());
-    }
     // A timeout here (some rank never voted) can leave ranks with different outcomes (a rank
     // that saw every vote took the workspace): the group's GPU side is failed, not retried.
-    error_->abort();
-    C10_THROW_ERROR(DistBackendError, std::string("xccl ") + op + ": " + e.what());
+    if (e.kind() != ErrorKind::kInvalidArgument) error_->abort();
+    throwTorchError(e.kind(), std::string("xccl ") + op + ": " + e.what());
   }
   if (!workspace_) {
     ipcRefused_ = whyNot.empty() ? std::string("no reason given") : whyNot;
@@ -106,10 +104,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char*
     std::shared_ptr<CudaEvent> done = order_->afterKernel(current, captured);
     if (!captured) inFlight_->add(done, keep);
     error_->abort();
-    if (e.kind() == ErrorKind::kInvalidArgument) {
-      TORCH_CHECK_VALUE(false, "xccl ", op, ": ", e.what());
-    }
-    C10_THROW_ERROR(DistBackendError, std::string("xccl ") + op + ": " + e.what());
+    throwTorchError(e.kind(), std::string("xccl ") + op + ": " + e.what());
   }
   std::shared_ptr<CudaEvent> done = order_->afterKernel(current, captured);
   // A captured call's tensors belong to the graph's memory pool; nothing to keep.

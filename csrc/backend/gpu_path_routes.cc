@@ -1,146 +1,14 @@
-// GpuPath: argument checks, planning, the vendor and host routes, world size 1 and coalesced
-// batches (gpu_path.h says which file holds what).
+// GpuPath: the routes other than the kernel: the vendor and host routes, and world size 1
+// (gpu_path.h says which file holds what).
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "backend/compat.h"
 #include "backend/gpu_path.h"
-#include "backend/gpu_rules.h"
 #include "backend/gpu_stream.h"
-#include "backend/machine.h"
 #include "backend/process_group.h"
-#include "common/env.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
-
-at::Tensor GpuPath::singleOnDevice(const std::vector<at::Tensor>& tensors, const char* op) {
-  TORCH_CHECK_VALUE(tensors.size() == 1, "xccl ", op,
-                    " takes exactly one tensor per process, got ", tensors.size());
-  checkOnDevice(tensors[0], op, "tensor");
-  return tensors[0];
-}
-
-// One device per group, like NCCL's: the workspace and the comm stream live there.
-void GpuPath::checkOnDevice(const at::Tensor& t, const char* op, const char* what) {
-  TORCH_CHECK_VALUE(t.defined(), "xccl ", op, ": ", what, " is undefined");
-  TORCH_CHECK_VALUE(t.is_cuda() && t.device().index() == device_, "xccl ", op, ": ", what,
-                    " is on ", t.device(), " but this group's GPU collectives run on cuda:",
-                    device_, " (one device per process group)");
-  TORCH_CHECK_VALUE(t.layout() == at::kStrided && t.is_contiguous(), "xccl ", op, ": ", what,
-                    " must be a dense contiguous tensor");
-}
-
-GpuReduce GpuPath::reduceOnGpu(const c10d::ReduceOp& op, const char* name) {
-  if (op.op_ == c10d::ReduceOp::PREMUL_SUM) {
-    auto* supplement = dynamic_cast<compat::PreMulSumSupplement*>(op.supplement_.get());
-    if (supplement != nullptr && supplement->tensor_factor.defined() &&
-        supplement->tensor_factor.is_cuda()) {
-      const at::Tensor& factor = supplement->tensor_factor;
-      TORCH_CHECK_VALUE(factor.numel() == 1, "xccl ", name, ": PREMUL_SUM's factor must hold "
-                        "one element, got ", factor.numel());
-      GpuReduce reduce{{ReduceOp::kPreMulSum, std::nullopt}, {}};
-      // On the caller's stream, which the comm stream waits on: capturable, no host sync.
-      reduce.deviceFactor =
-          factor.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device_)), at::kFloat)
-              .reshape({});
-      return reduce;
-    }
-  }
-  // A factor that is a number or a CPU tensor: read on the host (no device sync).
-  return GpuReduce{toReduceSpec(op, name), {}};
-}
-
-algo::GpuPlan GpuPath::planFor(algo::GpuCollective collective, size_t bytes, DataType dtype,
-                               ReduceOp op, bool evenSplits) {
-  algo::GpuPlan plan = cachedPlan(collective, bytes, dtype, op, evenSplits);
-  if (plan.route == algo::GpuRoute::kKernel && maxBlocks_ == rules::kCannotFit) {
-    plan.route = noKernelRoute();
-    plan.reason = "the ranks sharing a GPU cannot all have kernel blocks resident";
-  }
-  if (plan.route == algo::GpuRoute::kKernel && !coalescing_ &&
-      workspaceOrNull(algo::gpuCollectiveName(collective)) == nullptr) {
-    plan.route = noKernelRoute();
-    plan.reason = "CUDA IPC between the group's GPUs is not possible (warned when decided)";
-  }
-  if (coalescing_) {
-    plan.route = algo::GpuRoute::kVendor;
-    plan.reason = "inside a coalesced batch, which the vendor library runs";
-  }
-  XCCL_DEBUG("backend", algo::gpuCollectiveName(collective), " ", bytes, " B: ",
-             algo::gpuRouteName(plan.route), " ", plan.name, " (", plan.reason, ")");
-  return plan;
-}
-
-// algo::planGpu is pure in (request, topology, tunables) and only the call's part of the request
-// varies within a group, so its plans (with their reason text) are computed once per distinct
-// call shape: training repeats the same few sizes, and a hit costs one hash lookup instead of the
-// planner's string building (issue order is kept: callers hold no lock across planning).
-algo::GpuPlan GpuPath::cachedPlan(algo::GpuCollective collective, size_t bytes, DataType dtype,
-                                  ReduceOp op, bool evenSplits) {
-  const PlanKey key{bytes, static_cast<uint8_t>(collective), static_cast<uint8_t>(dtype),
-                    static_cast<uint8_t>(op), evenSplits};
-  std::lock_guard<std::mutex> guard(planMutex_);
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second;
-  algo::GpuRequest request;
-  request.collective = collective;
-  request.bytes = bytes;
-  request.dtype = dtype;
-  request.op = op;
-  request.evenSplits = evenSplits;
-  request.worldSize = group_.getSize();
-  request.hosts = placement_.hosts;
-  request.ranksPerGpu = placement_.ranksPerGpu;
-  request.gpus = placement_.gpus;
-  algo::GpuPlan plan = algo::planGpu(request, thisMachine(), tunables_);
-  if (plans_.size() >= kMaxCachedPlans) plans_.clear();  // bounded: a sweep over many sizes
-  plans_.emplace(key, plan);
-  return plan;
-}
-
-// all_gather, reduce_scatter and all_to_all run in one launch: a per-rank input larger than
-// the workspace goes where the plan would send it without a kernel.
-algo::GpuPlan GpuPath::fitWorkspace(algo::GpuPlan plan, size_t inputBytes) const {
-  if (plan.route != algo::GpuRoute::kKernel || inputBytes <= workspaceBytes()) return plan;
-  plan.route = noKernelRoute();
-  plan.reason = "input exceeds the GPU workspace (XCCL_GPU_WORKSPACE_BYTES)";
-  XCCL_DEBUG("backend", inputBytes, " B input exceeds the GPU workspace (", workspaceBytes(),
-             " B): ", algo::gpuRouteName(plan.route));
-  return plan;
-}
-
-// A vendor plan for something the vendor library lacks runs through host memory instead.
-algo::GpuPlan GpuPath::vendorOrHost(algo::GpuPlan plan, bool vendorCan) {
-  if (plan.route == algo::GpuRoute::kVendor && !vendorCan) {
-    plan.route = algo::GpuRoute::kHost;
-    plan.reason = "NCCL/RCCL have no such reduction";
-  }
-  return plan;
-}
-
-// NCCL refuses ranks that share a GPU: host memory is what is left to them.
-algo::GpuRoute GpuPath::noKernelRoute() const {
-  return placement_.ranksPerGpu > 1 ? algo::GpuRoute::kHost : algo::GpuRoute::kVendor;
-}
-
-size_t GpuPath::workspaceBytes() {
-  static const size_t bytes = static_cast<size_t>(env::getInt("XCCL_GPU_WORKSPACE_BYTES"));
-  return bytes;
-}
-
-c10::intrusive_ptr<c10d::Work> GpuPath::withoutKernel(const char* op, const Call& call,
-                                                      const std::vector<at::Tensor*>& args,
-                                                      const std::vector<at::Tensor*>& outputs,
-                                                      bool vendorCan) {
-  for (at::Tensor* t : args) checkOnDevice(*t, op, "tensor");
-  checkHealthy(op);
-  const algo::GpuRoute route =
-      !vendorCan ? algo::GpuRoute::kHost : noKernelRoute();
-  const char* reason = vendorCan ? "no kernel for this operation"
-                                 : "no kernel, and NCCL/RCCL have no such reduction";
-  return other(op, route, reason, call, args, outputs);
-}
 
 c10::intrusive_ptr<c10d::Work> GpuPath::other(const char* op, algo::GpuRoute route,
                                               const char* reason, const Call& call,
@@ -193,7 +61,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaVendor(const char* op, c10d::Backend&
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   std::lock_guard<std::timed_mutex> issue(issueMutex_);
   order_->beforeVendor(currentGpuStream(device_).stream(), captured);
-  c10::intrusive_ptr<c10d::Work> work = call(vendor);
+  c10::intrusive_ptr<c10d::Work> work = call.onVendor(vendor);
   if (!captured) vendorUsedEagerly_ = true;
   // Inside a batch NCCL runs nothing before endCoalescing, whose Work counts instead.
   if (!coalescing_) order_->afterVendor(work, captured);
@@ -222,7 +90,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call
   c10d::OpType type = c10d::OpType::UNKNOWN;
   int source = -1;
   try {
-    c10::intrusive_ptr<c10d::Work> hostWork = call(group_);
+    c10::intrusive_ptr<c10d::Work> hostWork = call.onHost(cpu_);
     hostWork->wait();
     type = hostWork->retrieveOpType();
     if (type == c10d::OpType::RECVANYSOURCE) source = hostWork->sourceRank();
@@ -260,36 +128,6 @@ c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op,
   checkCuda(XCCL_RT(EventRecord)(done->get(), current.stream()), "cudaEventRecord");
   return c10::make_intrusive<GpuWork>(group_.getRank(), type, op, current.unwrap(), done,
                                       captured, std::vector<at::Tensor>{output}, error_);
-}
-
-void GpuPath::startCoalescing(const char* op) {
-  TORCH_CHECK_VALUE(placement_.ranksPerGpu == 1, "xccl ", op, ": batch_isend_irecv / "
-                    "coalescing with CUDA tensors runs on NCCL/RCCL, which refuse ranks that "
-                    "share a GPU; issue the operations one by one");
-  c10d::Backend* vendor = vendorGroup(op);
-  TORCH_CHECK_VALUE(vendor != nullptr, "xccl ", op, ": batch_isend_irecv / coalescing with "
-                    "CUDA tensors runs on NCCL/RCCL, which this torch lacks; issue the "
-                    "operations one by one");
-  checkHealthy(op);
-  const bool captured = capturing(device_);
-  checkVendorCapturable(op, captured);
-  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
-  std::lock_guard<std::timed_mutex> issue(issueMutex_);
-  order_->beforeVendor(currentGpuStream(device_).stream(), captured);
-  vendor->startCoalescing();
-  coalescing_ = true;
-}
-
-c10::intrusive_ptr<c10d::Work> GpuPath::endCoalescing() {
-  coalescing_ = false;
-  const bool captured = capturing(device_);
-  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
-  std::lock_guard<std::timed_mutex> issue(issueMutex_);
-  order_->beforeVendor(currentGpuStream(device_).stream(), captured);
-  c10::intrusive_ptr<c10d::Work> work = vendorGroup("endCoalescing")->endCoalescing();
-  if (!captured) vendorUsedEagerly_ = true;
-  order_->afterVendor(work, captured);
-  return work;
 }
 
 }  // namespace xccl::backend

@@ -8,12 +8,13 @@
 #include <thread>
 
 #include "backend/gpu_error.h"
+#include "backend/torch_error.h"
 
 namespace xccl::backend {
 
 void checkCuda(gpuError_t status, const char* what) {
   if (status != gpuSuccess) {
-    C10_THROW_ERROR(DistBackendError,
+    throwTorchError(ErrorKind::kSystem,
                     std::string("xccl: ") + what + " failed: " + gpuGetErrorString(status));
   }
 }
@@ -96,10 +97,10 @@ bool GpuWork::wait(std::chrono::milliseconds timeout) {
   }
   if (!done_->pollUntil(std::chrono::steady_clock::now() + timeout)) {
     checkErrorWord();  // a peer's failure explains the wait better than the timeout
-    C10_THROW_ERROR(DistBackendError, "xccl " + opName_ + ": wait(" +
-                                          std::to_string(timeout.count()) +
-                                          " ms) timed out; the collective is still running "
-                                          "on the GPU");
+    throwTorchError(ErrorKind::kTimeout, "xccl " + opName_ + ": wait(" +
+                                             std::to_string(timeout.count()) +
+                                             " ms) timed out; the collective is still running "
+                                             "on the GPU");
   }
   checkErrorWord();
   return true;

@@ -5,6 +5,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "backend/process_group.h"
+#include "backend/work.h"
 #include "common/env.h"
 #include "topo/topology.h"
 
@@ -84,6 +85,23 @@ PYBIND11_MODULE(_C, m) {
       "Registers the callable (store, rank, size, timeout, group_name) -> Backend or None that "
       "builds the inner vendor-library group (NCCL/RCCL) for GPU collectives without a kernel; "
       "None removes it.");
+
+  m.def(
+      "_failed_work",
+      [](const std::string& kind, const std::string& message) {
+        for (ErrorKind k : {ErrorKind::kInternal, ErrorKind::kInvalidArgument, ErrorKind::kTimeout,
+                            ErrorKind::kPeerFailure, ErrorKind::kSystem, ErrorKind::kAborted}) {
+          if (kind != errorKindName(k)) continue;
+          auto work = c10::make_intrusive<XcclWork>(0, c10d::OpType::UNKNOWN, "test", 0,
+                                                    std::vector<at::Tensor>{},
+                                                    std::chrono::seconds(10));
+          work->fail(k, message);
+          return c10::intrusive_ptr<c10d::Work>(work);
+        }
+        TORCH_CHECK_VALUE(false, "unknown error kind '", kind, "'");
+      },
+      "For tests: a Work that failed as a CPU-side operation does when an xccl error of `kind` "
+      "(common/error.h's errorKindName) reaches it, e.g. 'invalid argument' or 'timeout'.");
 
   m.def(
       "env_variables",

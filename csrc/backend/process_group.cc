@@ -11,6 +11,7 @@
 
 #include "backend/machine.h"
 #include "backend/store_adapter.h"
+#include "backend/torch_error.h"
 #include "common/env.h"
 #include "common/logging.h"
 #include "net/agree.h"
@@ -57,12 +58,6 @@ class GilReleasedIfHeld {
   PyThreadState* state_ = nullptr;
 };
 
-// Rethrows an xccl::Error from setup as the matching torch exception.
-[[noreturn]] void rethrowSetupError(const Error& e) {
-  if (e.kind() == ErrorKind::kInvalidArgument) TORCH_CHECK_VALUE(false, e.what());
-  C10_THROW_ERROR(DistBackendError, e.what());
-}
-
 }  // namespace
 
 const topo::Topology& thisMachine() {
@@ -104,10 +99,11 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
     transport_ = std::make_unique<net::tcp::TcpTransport>(adapter, rank, size, tcp);
     setUpSharedMemory(adapter);
   } catch (const Error& e) {
-    rethrowSetupError(e);
+    throwTorchError(e.kind(), e.what());
   }
   transport_->setStatusProvider([this] { return statusText(); });
   executor_ = std::make_unique<Executor>();
+  cpu_ = std::make_unique<CpuSide>(*this);
   init();
   XCCL_INFO("backend", "group '", options_->group_name, "' rank ", rank, " of ", size,
             " ready (collectives over ", transportName(), ")");
@@ -131,9 +127,9 @@ void ProcessGroupXccl::checkUsable(const char* opName) const {
   std::lock_guard<std::mutex> guard(stateMutex_);
   TORCH_CHECK(!shutDown_, "xccl ", opName, ": the process group was shut down");
   if (!brokenReason_.empty()) {
-    C10_THROW_ERROR(DistBackendError, std::string("xccl ") + opName +
-                                          ": the process group is unusable after an earlier "
-                                          "failure: " + brokenReason_);
+    throwTorchError(ErrorKind::kAborted, std::string("xccl ") + opName +
+                                             ": the process group is unusable after an earlier "
+                                             "failure: " + brokenReason_);
   }
 }
 
@@ -176,13 +172,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(c10d::OpType type, cons
       if (message.find(what) == std::string::npos) {
         message = what + " failed on " + message;
       }
-      auto* error = dynamic_cast<const Error*>(&e);
-      if (error != nullptr && error->kind() == ErrorKind::kTimeout) {
-        message += diagnoseTimeout(seq, timeout);
-      }
+      const ErrorKind kind = errorKindOf(e);
+      if (kind == ErrorKind::kTimeout) message += diagnoseTimeout(seq, timeout);
       completed_.store(seq + seqCount - 1);
+      // Peers may be inside this collective: the group fails whatever the kind (a bad argument
+      // found only here still raises ValueError from the Work).
       markBroken(message);
-      work->fail(message);
+      work->fail(kind, message);
       return;
     }
     completed_.store(seq + seqCount - 1);

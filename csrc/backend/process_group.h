@@ -1,13 +1,17 @@
 // ProcessGroupXccl: the c10d::Backend that torch.distributed drives for backend="xccl".
 //
-// One object serves every device type the group was registered for. Collectives are checked on
-// the caller's thread (ValueError, nothing sent), given the next sequence number, and run by
-// the Executor over the group's transports: a shared-memory segment when every rank is on one
-// host, segments per host plus TCP between hosts for all_reduce of groups spanning hosts
-// (process_group_shm.cc), else TCP; algo::Runner picks per call (algo/select.h).
-// Point-to-point always uses TCP. A communication failure or timeout aborts the TCP transport,
-// which tells every peer (their shared-memory waits see it through peerAlive), and leaves this
-// group unusable (like NCCL); argument errors leave it usable.
+// One object serves every device type the group was registered for, through two sides with one
+// interface (side.h): each entry point picks the side once, from its tensors' device, and
+// forwards (process_group_ops.cc). The CPU side (cpu_side.h) checks a collective on the caller's
+// thread (ValueError, nothing sent) and hands it to enqueue(), which gives it the next sequence
+// number and runs it on the Executor over the group's transports: a shared-memory segment when
+// every rank is on one host, segments per host plus TCP between hosts for all_reduce of groups
+// spanning hosts (process_group_shm.cc), else TCP; algo::Runner picks per call (algo/select.h).
+// Point-to-point always uses TCP. The GPU side (gpu_side.h), created by the first call on CUDA
+// tensors, runs kernels or the vendor library, or calls the CPU side with host copies.
+// A communication failure or timeout aborts the TCP transport, which tells every peer (their
+// shared-memory waits see it through peerAlive), and leaves this group unusable (like NCCL);
+// argument errors leave it usable.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -23,7 +27,8 @@
 #include "algo/select.h"
 #include "backend/compat.h"
 #include "backend/executor.h"
-#include "backend/gpu_ops.h"
+#include "backend/cpu_side.h"
+#include "backend/gpu_side.h"
 #include "backend/work.h"
 #include "net/shm/segment.h"
 #include "net/transport.h"
@@ -67,7 +72,7 @@ class ProcessGroupXccl : public c10d::Backend {
   // How the group's collectives travel: "shm" (one host), "hierarchical" (all_reduce over
   // segments per host and TCP between them, the rest TCP) or "tcp".
   const char* transportName() const;
-  // For the GPU side (gpu_path.cc).
+  // For the GPU side (gpu_path.h).
   const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
   std::chrono::milliseconds timeout() const { return effectiveTimeout(c10d::kUnsetTimeout); }
   std::string groupName() const { return options_->group_name; }
@@ -75,7 +80,7 @@ class ProcessGroupXccl : public c10d::Backend {
   // aborted) or this group was aborted. Never blocks; for the GPU side's bounded shutdown.
   bool somePeerFailed() const;
 
-  // Collectives (process_group_collectives.cc).
+  // Collectives and point-to-point: each forwards to side() (process_group_ops.cc).
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -121,17 +126,19 @@ class ProcessGroupXccl : public c10d::Backend {
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
-
-  // Point-to-point (process_group_p2p.cc).
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  // Coalesced batches (process_group_batch.cc).
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
  private:
+  // The CPU side runs on this group's engine: enqueue() and its state, the transport, the batch.
+  friend class CpuSide;
+
   using Body = std::function<void(const algo::Runner&)>;
 
   // Checks the group is usable, assigns `seqCount` consecutive sequence numbers and runs
@@ -155,25 +162,21 @@ class ProcessGroupXccl : public c10d::Backend {
   // with the TCP transport's reason once that peer failed).
   void setUpSharedMemory(net::Store& store);
   bool peerAlive(int peer);
+  // The side a call on `tensors` goes to: the GPU side when any of them is a CUDA tensor
+  // (gpuTensors()), else the CPU side. `opName` names the call in a refusal.
+  Side& side(const std::vector<at::Tensor*>& tensors, const char* opName);
   // The GPU side, created by the first collective on CUDA tensors (a collective step: every
-  // rank's first CUDA call creates it); gpuTensors() says whether a call goes there.
-  GpuOps& gpu(const std::vector<at::Tensor*>& tensors, const char* opName);
+  // rank's first CUDA call creates it); opens its batch when the call starts a coalesced one.
+  GpuSide& gpu(const std::vector<at::Tensor*>& tensors, const char* opName);
   static bool gpuTensors(const std::vector<at::Tensor*>& tensors);
   // abort() on the GPU side, if there is one (process_group_gpu.cc).
   void abortGpu();
-  // A call with CUDA tensors and no kernel: GpuOps::withoutKernel on the GPU side.
-  c10::intrusive_ptr<c10d::Work> gpuWithoutKernel(const char* op, const GpuOps::Call& call,
-                                                  const std::vector<at::Tensor*>& args,
-                                                  const std::vector<at::Tensor*>& outputs,
-                                                  bool vendorCan = true);
   // Adds a CPU operation's Work to the batch when coalescing (caller holds stateMutex_); a
   // ValueError when the batch already holds CUDA operations.
   void addToBatchLocked(const c10::intrusive_ptr<XcclWork>& work, const char* opName);
   // Forgets a CUDA batch that the GPU side closed after refusing one of its calls (caller
   // holds stateMutex_).
   void dropClosedGpuBatchLocked();
-  c10::intrusive_ptr<c10d::Work> pointToPoint(std::vector<at::Tensor>& tensors, int peer,
-                                              int tag, bool isSend, const char* opName);
 
   c10::intrusive_ptr<Options> options_;
   c10::intrusive_ptr<c10d::Store> store_;
@@ -184,8 +187,10 @@ class ProcessGroupXccl : public c10d::Backend {
   algo::shm::Tunables shmTunables_;
   net::shm::PeerAlive alive_;                   // peerAlive() for every shared-memory wait
   std::unique_ptr<Executor> executor_;
+  // The sides. The GPU side calls the CPU side (host route): declared after it, destroyed first.
+  std::unique_ptr<CpuSide> cpu_;
   std::mutex gpuMutex_;
-  std::unique_ptr<GpuOps> gpu_;
+  std::unique_ptr<GpuSide> gpu_;
   std::atomic<uint64_t> seq_{0};
   // Progress, readable from the transport's progress thread without locks.
   std::atomic<uint64_t> entered_{0};    // sequence number of the last collective started

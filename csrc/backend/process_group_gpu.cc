@@ -1,4 +1,4 @@
-// ProcessGroupXccl's door to its GPU side (gpu_ops.h): which calls go there, creating it, and the
+// ProcessGroupXccl's door to its GPU side (gpu_side.h): which calls go there, creating it, and the
 // vendor-library factory Python registers.
 #include <c10/util/Exception.h>
 
@@ -31,7 +31,7 @@ VendorFactory vendorFactory() {
 }
 
 #if !XCCL_WITH_CUDA
-std::unique_ptr<GpuOps> makeGpuOps(ProcessGroupXccl&, int device) {
+std::unique_ptr<GpuSide> makeGpuSide(ProcessGroupXccl&, Side&, int device) {
   C10_THROW_ERROR(ValueError, c10::str("xccl: got a tensor on cuda:", device, ", but this build "
                                        "of xccl has no CUDA support (it was built against a "
                                        "CPU-only torch or without a CUDA compiler; see the "
@@ -46,7 +46,7 @@ bool ProcessGroupXccl::gpuTensors(const std::vector<at::Tensor*>& tensors) {
   return false;
 }
 
-GpuOps& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const char* opName) {
+GpuSide& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const char* opName) {
   checkUsable(opName);
   std::lock_guard<std::mutex> guard(gpuMutex_);
   if (!gpu_) {
@@ -57,7 +57,7 @@ GpuOps& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const cha
         break;
       }
     }
-    gpu_ = makeGpuOps(*this, device);
+    gpu_ = makeGpuSide(*this, *cpu_, device);
   }
   // The first CUDA call of a coalesced batch opens the batch on the GPU side. Not under
   // stateMutex_: that may create the vendor group, which calls into Python.
@@ -92,12 +92,6 @@ GpuOps& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const cha
 void ProcessGroupXccl::abortGpu() {
   std::lock_guard<std::mutex> guard(gpuMutex_);
   if (gpu_) gpu_->abort();
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::gpuWithoutKernel(
-    const char* op, const GpuOps::Call& call, const std::vector<at::Tensor*>& args,
-    const std::vector<at::Tensor*>& outputs, bool vendorCan) {
-  return gpu(args, op).withoutKernel(op, call, args, outputs, vendorCan);
 }
 
 }  // namespace xccl::backend

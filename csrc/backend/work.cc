@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "backend/torch_error.h"
+
 namespace xccl::backend {
 
 XcclWork::XcclWork(int rank, c10d::OpType opType, const char* profilingTitle, uint64_t seq,
@@ -18,9 +20,9 @@ bool XcclWork::wait(std::chrono::milliseconds timeout) {
   auto bound = timeout == kNoTimeout ? timeout_ + std::chrono::seconds(10) : timeout;
   std::unique_lock<std::mutex> lock(mutex_);
   if (!cv_.wait_for(lock, bound, [&] { return completed_; })) {
-    C10_THROW_ERROR(DistBackendError,
-                    "xccl: wait() on operation #" + std::to_string(seq_) + " timed out after " +
-                        std::to_string(bound.count()) + " ms");
+    throwTorchError(ErrorKind::kTimeout, "xccl: wait() on operation #" + std::to_string(seq_) +
+                                             " timed out after " + std::to_string(bound.count()) +
+                                             " ms");
   }
   if (exception_) std::rethrow_exception(exception_);
   return true;
@@ -42,9 +44,11 @@ void XcclWork::succeed() {
   finish();
 }
 
-void XcclWork::fail(const std::string& message) {
-  auto error = std::make_exception_ptr(
-      c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message));
+void XcclWork::fail(ErrorKind kind, const std::string& message) {
+  fail(torchError(kind, message));
+}
+
+void XcclWork::fail(std::exception_ptr error) {
   future_->setError(error);
   finish(error);
 }

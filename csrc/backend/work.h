@@ -1,5 +1,6 @@
-// The Work handed back for every operation: completes once, with the output tensors as the
-// future's value (a List[Tensor], which DDP's reducer requires) or with a DistBackendError.
+// The Work handed back for every CPU-side operation: completes once, with the output tensors as
+// the future's value (a List[Tensor], which DDP's reducer requires) or with the torch exception
+// for the failure (torch_error.h).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -8,6 +9,8 @@
 #include <chrono>
 #include <string>
 #include <vector>
+
+#include "common/error.h"
 
 namespace xccl::backend {
 
@@ -27,7 +30,11 @@ class XcclWork : public c10d::Work {
 
   // Called exactly once by whoever ran the operation. May run future callbacks inline.
   void succeed();
-  void fail(const std::string& message);
+  // Fails with the torch exception for `kind` (torch_error.h): ValueError for a bad argument,
+  // DistBackendError otherwise.
+  void fail(ErrorKind kind, const std::string& message);
+  // Fails with `error`, already a torch exception (another Work's, for a batch).
+  void fail(std::exception_ptr error);
   void setSourceRank(int rank) { sourceRank_.store(rank); }
   // The output tensors, whether or not the operation has completed.
   const std::vector<at::Tensor>& outputs() const { return outputs_; }

@@ -230,3 +230,21 @@ def _alone_with_connect_timeout(rank, world, store_path):
 def test_connect_timeout_bounds_group_creation(tmp_path):
     run_checks(_alone_with_connect_timeout, 2, str(tmp_path / "store"), init=False,
                min_checks=1, timeout=200)
+
+
+@pytest.mark.parametrize("kind, exception", [
+    ("invalid argument", ValueError),
+    ("timeout", dist.DistBackendError),
+    ("peer failure", dist.DistBackendError),
+    ("internal error", dist.DistBackendError),
+])
+def test_a_failed_work_raises_the_exception_of_its_error_kind(kind, exception):
+    """The Work's failure path converts like every other boundary (csrc/backend/torch_error.h):
+    a bad argument that reaches a CPU-side Work is a ValueError, not a DistBackendError, from
+    wait() and from the future alike; every other kind is a DistBackendError."""
+    c = pytest.importorskip("xccl._C")
+    work = c._failed_work(kind, f"xccl test: {kind}")
+    with pytest.raises(exception, match=f"xccl test: {kind}"):
+        work.wait()
+    with pytest.raises(exception, match=f"xccl test: {kind}"):
+        work.get_future().wait()

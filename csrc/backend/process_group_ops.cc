@@ -1,0 +1,132 @@
+// ProcessGroupXccl's c10d entry points for collectives and point-to-point: each picks the side
+// once, from its tensors' device (side()), and forwards the call unchanged (side.h). The name
+// given to side() is the one a refused call reports.
+#include "backend/cpu_side.h"
+#include "backend/process_group.h"
+#include "backend/tensor_args.h"
+
+namespace xccl::backend {
+
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+Side& ProcessGroupXccl::side(const std::vector<at::Tensor*>& tensors, const char* opName) {
+  if (gpuTensors(tensors)) return gpu(tensors, opName);
+  return *cpu_;
+}
+
+WorkPtr ProcessGroupXccl::broadcast(std::vector<at::Tensor>& tensors,
+                                    const c10d::BroadcastOptions& opts) {
+  return side(pointers(tensors), "broadcast").broadcast(tensors, opts);
+}
+
+WorkPtr ProcessGroupXccl::allreduce(std::vector<at::Tensor>& tensors,
+                                    const c10d::AllreduceOptions& opts) {
+  return side(pointers(tensors), "allreduce").allreduce(tensors, opts);
+}
+
+WorkPtr ProcessGroupXccl::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                              const c10d::AllreduceCoalescedOptions& opts) {
+  return side(pointers(tensors), "allreduce_coalesced").allreduce_coalesced(tensors, opts);
+}
+
+WorkPtr ProcessGroupXccl::reduce(std::vector<at::Tensor>& tensors,
+                                 const c10d::ReduceOptions& opts) {
+  return side(pointers(tensors), "reduce").reduce(tensors, opts);
+}
+
+WorkPtr ProcessGroupXccl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                    std::vector<at::Tensor>& inputs,
+                                    const c10d::AllgatherOptions& opts) {
+  return side(pointers(outputs, inputs), "allgather").allgather(outputs, inputs, opts);
+}
+
+WorkPtr ProcessGroupXccl::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                          const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> outputs{output}, inputs{input};
+  return allgather_into_tensor_coalesced(outputs, inputs, opts);
+}
+
+WorkPtr ProcessGroupXccl::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllgatherOptions& opts) {
+  return side(pointers(outputs, inputs), "allgather_into_tensor")
+      .allgather_into_tensor_coalesced(outputs, inputs, opts);
+}
+
+WorkPtr ProcessGroupXccl::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                              std::vector<at::Tensor>& inputs,
+                                              const c10d::AllgatherOptions& opts) {
+  return side(pointers(outputs, inputs), "allgather_coalesced")
+      .allgather_coalesced(outputs, inputs, opts);
+}
+
+WorkPtr ProcessGroupXccl::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                 std::vector<at::Tensor>& inputs,
+                                 const c10d::GatherOptions& opts) {
+  return side(pointers(outputs, inputs), "gather").gather(outputs, inputs, opts);
+}
+
+#if XCCL_TORCH_HAS_GATHER_INTO_TENSOR
+WorkPtr ProcessGroupXccl::gather_into_tensor(at::Tensor& output, at::Tensor& input,
+                                             const c10d::GatherOptions& opts) {
+  return side(pointers(output, input), "gather_into_tensor")
+      .gather_into_tensor(output, input, opts);
+}
+#endif
+
+WorkPtr ProcessGroupXccl::scatter(std::vector<at::Tensor>& outputs,
+                                  std::vector<std::vector<at::Tensor>>& inputs,
+                                  const c10d::ScatterOptions& opts) {
+  return side(pointers(outputs, inputs), "scatter").scatter(outputs, inputs, opts);
+}
+
+WorkPtr ProcessGroupXccl::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ReduceScatterOptions& opts) {
+  return side(pointers(outputs, inputs), "reduce_scatter").reduce_scatter(outputs, inputs, opts);
+}
+
+WorkPtr ProcessGroupXccl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                               const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> outputs{output}, inputs{input};
+  return reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+}
+
+WorkPtr ProcessGroupXccl::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::ReduceScatterOptions& opts) {
+  return side(pointers(outputs, inputs), "reduce_scatter_tensor")
+      .reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+}
+
+WorkPtr ProcessGroupXccl::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                        std::vector<int64_t>& outputSplitSizes,
+                                        std::vector<int64_t>& inputSplitSizes,
+                                        const c10d::AllToAllOptions& opts) {
+  return side(pointers(output, input), "alltoall")
+      .alltoall_base(output, input, outputSplitSizes, inputSplitSizes, opts);
+}
+
+WorkPtr ProcessGroupXccl::alltoall(std::vector<at::Tensor>& outputs,
+                                   std::vector<at::Tensor>& inputs,
+                                   const c10d::AllToAllOptions& opts) {
+  return side(pointers(outputs, inputs), "alltoall").alltoall(outputs, inputs, opts);
+}
+
+WorkPtr ProcessGroupXccl::barrier(const c10d::BarrierOptions& opts) {
+  return cpu_->barrier(opts);
+}
+
+WorkPtr ProcessGroupXccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
+  return side(pointers(tensors), "send").send(tensors, dstRank, tag);
+}
+
+WorkPtr ProcessGroupXccl::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
+  return side(pointers(tensors), "recv").recv(tensors, srcRank, tag);
+}
+
+WorkPtr ProcessGroupXccl::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  return side(pointers(tensors), "recv").recvAnysource(tensors, tag);
+}
+
+}  // namespace xccl::backend

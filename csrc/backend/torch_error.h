@@ -1,0 +1,25 @@
+// The one conversion from xccl's errors (common/error.h) to the exceptions Python sees, used at
+// every boundary of the backend: group creation, a Work's failure, the GPU side's calls.
+//   kInvalidArgument     -> ValueError (c10::ValueError): the caller's mistake;
+//   every other kind     -> DistBackendError (c10::DistBackendError): a communication failure.
+// Anything that is not an xccl::Error (a torch or CUDA failure inside a collective) counts as
+// kInternal, hence DistBackendError.
+#pragma once
+
+#include <exception>
+#include <string>
+
+#include "common/error.h"
+
+namespace xccl::backend {
+
+// The kind of an exception caught at the boundary: an xccl::Error's own, else kInternal.
+ErrorKind errorKindOf(const std::exception& e);
+
+// The torch exception for `kind` carrying `message`, for a future's error.
+std::exception_ptr torchError(ErrorKind kind, const std::string& message);
+
+// Throws torchError(kind, message).
+[[noreturn]] void throwTorchError(ErrorKind kind, const std::string& message);
+
+}  // namespace xccl::backend
