@@ -9,7 +9,6 @@
 #include "backend/gpu_stream.h"
 #include "backend/machine.h"
 #include "backend/process_group.h"
-#include "common/env.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
@@ -52,81 +51,61 @@ GpuReduce GpuPath::reduceOnGpu(const c10d::ReduceOp& op, const char* name) {
 }
 
 algo::GpuPlan GpuPath::planFor(algo::GpuCollective collective, size_t bytes, DataType dtype,
-                               ReduceOp op, bool evenSplits) {
-  algo::GpuPlan plan = cachedPlan(collective, bytes, dtype, op, evenSplits);
-  if (plan.route == algo::GpuRoute::kKernel && maxBlocks_ == rules::kCannotFit) {
-    plan.route = noKernelRoute();
-    plan.reason = "the ranks sharing a GPU cannot all have kernel blocks resident";
-  }
-  if (plan.route == algo::GpuRoute::kKernel && !coalescing_ &&
-      workspaceOrNull(algo::gpuCollectiveName(collective)) == nullptr) {
-    plan.route = noKernelRoute();
-    plan.reason = "CUDA IPC between the group's GPUs is not possible (warned when decided)";
-  }
-  if (coalescing_) {
-    plan.route = algo::GpuRoute::kVendor;
-    plan.reason = "inside a coalesced batch, which the vendor library runs";
-  }
-  XCCL_DEBUG("backend", algo::gpuCollectiveName(collective), " ", bytes, " B: ",
-             algo::gpuRouteName(plan.route), " ", plan.name, " (", plan.reason, ")");
-  return plan;
-}
-
-// algo::planGpu is pure in (request, topology, tunables) and only the call's part of the request
-// varies within a group, so its plans (with their reason text) are computed once per distinct
-// call shape: training repeats the same few sizes, and a hit costs one hash lookup instead of the
-// planner's string building (issue order is kept: callers hold no lock across planning).
-algo::GpuPlan GpuPath::cachedPlan(algo::GpuCollective collective, size_t bytes, DataType dtype,
-                                  ReduceOp op, bool evenSplits) {
-  const PlanKey key{bytes, static_cast<uint8_t>(collective), static_cast<uint8_t>(dtype),
-                    static_cast<uint8_t>(op), evenSplits};
-  std::lock_guard<std::mutex> guard(planMutex_);
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second;
+                               ReduceOp op, bool evenSplits, bool vendorReduces) {
   algo::GpuRequest request;
   request.collective = collective;
   request.bytes = bytes;
   request.dtype = dtype;
   request.op = op;
   request.evenSplits = evenSplits;
+  request.vendorReduces = vendorReduces;
+  request.coalescing = coalescing_;
   request.worldSize = group_.getSize();
   request.hosts = placement_.hosts;
   request.ranksPerGpu = placement_.ranksPerGpu;
   request.gpus = placement_.gpus;
+  request.kernelsFit = maxBlocks_ != rules::kCannotFit;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    request.ipcRefused = !ipcRefused_.empty();
+    request.vendorAvailable = !vendorTried_ || vendor_;
+  }
+  algo::GpuPlan plan = cachedPlan(request);
+  const char* name = algo::gpuCollectiveName(collective);
+  // The first kernel-route call creates the workspace (a step every rank takes alike, as every
+  // rank planned alike); the first vendor-route call of a group whose ranks share a GPU creates
+  // the vendor group. Where that failed, the group knows more and plans again.
+  if (plan.route == algo::GpuRoute::kKernel && workspaceOrNull(name) == nullptr) {
+    request.ipcRefused = true;
+    plan = cachedPlan(request);
+  }
+  if (plan.route == algo::GpuRoute::kVendor && vendorGroup(name) == nullptr) {
+    request.vendorAvailable = false;
+    plan = cachedPlan(request);
+  }
+  XCCL_DEBUG("backend", name, " ", bytes, " B: ", algo::gpuRouteName(plan.route), " ", plan.name,
+             " (", plan.reason, ")");
+  return plan;
+}
+
+// algo::planGpu is pure in (request, topology, tunables) and only the call's part of the request
+// and what the group found out vary within a group, so its plans (with their reason text) are
+// computed once per distinct key: training repeats the same few sizes, and a hit costs one hash
+// lookup instead of the planner's string building (issue order is kept: callers hold no lock
+// across planning).
+algo::GpuPlan GpuPath::cachedPlan(const algo::GpuRequest& request) {
+  const uint8_t flags = static_cast<uint8_t>(request.evenSplits | request.vendorReduces << 1 |
+                                             request.coalescing << 2 | request.ipcRefused << 3 |
+                                             request.vendorAvailable << 4);
+  const PlanKey key{request.bytes, static_cast<uint8_t>(request.collective),
+                    static_cast<uint8_t>(request.dtype), static_cast<uint8_t>(request.op), flags};
+  std::lock_guard<std::mutex> guard(planMutex_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
   algo::GpuPlan plan = algo::planGpu(request, thisMachine(), tunables_);
   if (plans_.size() >= kMaxCachedPlans) plans_.clear();  // bounded: a sweep over many sizes
   plans_.emplace(key, plan);
   return plan;
-}
-
-// all_gather, reduce_scatter and all_to_all run in one launch: a per-rank input larger than
-// the workspace goes where the plan would send it without a kernel.
-algo::GpuPlan GpuPath::fitWorkspace(algo::GpuPlan plan, size_t inputBytes) const {
-  if (plan.route != algo::GpuRoute::kKernel || inputBytes <= workspaceBytes()) return plan;
-  plan.route = noKernelRoute();
-  plan.reason = "input exceeds the GPU workspace (XCCL_GPU_WORKSPACE_BYTES)";
-  XCCL_DEBUG("backend", inputBytes, " B input exceeds the GPU workspace (", workspaceBytes(),
-             " B): ", algo::gpuRouteName(plan.route));
-  return plan;
-}
-
-// A vendor plan for something the vendor library lacks runs through host memory instead.
-algo::GpuPlan GpuPath::vendorOrHost(algo::GpuPlan plan, bool vendorCan) {
-  if (plan.route == algo::GpuRoute::kVendor && !vendorCan) {
-    plan.route = algo::GpuRoute::kHost;
-    plan.reason = "NCCL/RCCL have no such reduction";
-  }
-  return plan;
-}
-
-// NCCL refuses ranks that share a GPU: host memory is what is left to them.
-algo::GpuRoute GpuPath::noKernelRoute() const {
-  return placement_.ranksPerGpu > 1 ? algo::GpuRoute::kHost : algo::GpuRoute::kVendor;
-}
-
-size_t GpuPath::workspaceBytes() {
-  static const size_t bytes = static_cast<size_t>(env::getInt("XCCL_GPU_WORKSPACE_BYTES"));
-  return bytes;
 }
 
 c10::intrusive_ptr<c10d::Work> GpuPath::withoutKernel(const char* op, const Call& call,
@@ -135,11 +114,9 @@ c10::intrusive_ptr<c10d::Work> GpuPath::withoutKernel(const char* op, const Call
                                                       bool vendorCan) {
   for (at::Tensor* t : args) checkOnDevice(*t, op, "tensor");
   checkHealthy(op);
-  const algo::GpuRoute route =
-      !vendorCan ? algo::GpuRoute::kHost : noKernelRoute();
-  const char* reason = vendorCan ? "no kernel for this operation"
-                                 : "no kernel, and NCCL/RCCL have no such reduction";
-  return other(op, route, reason, call, args, outputs);
+  const algo::GpuPlan plan =
+      planFor(algo::GpuCollective::kOther, 0, DataType::kUInt8, ReduceOp::kSum, true, vendorCan);
+  return other(op, plan.route, plan.reason.c_str(), call, args, outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> GpuPath::other(const char* op, algo::GpuRoute route,
@@ -152,7 +129,9 @@ c10::intrusive_ptr<c10d::Work> GpuPath::other(const char* op, algo::GpuRoute rou
                       "tensors (", reason, "); the batch was closed");
   }
   if (route == algo::GpuRoute::kVendor) {
-    if (c10d::Backend* vendor = vendorGroup(op)) return viaVendor(op, *vendor, call);
+    c10d::Backend* vendor = vendorGroup(op);
+    TORCH_INTERNAL_ASSERT(vendor != nullptr, "planned the vendor route without a vendor group");
+    return viaVendor(op, *vendor, call);
   }
   return viaHost(op, call, args, outputs);
 }
@@ -244,8 +223,6 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call
   work->setSourceRank(source);
   return work;
 }
-
-bool GpuPath::alone() const { return group_.getSize() == 1 && !coalescing_; }
 
 c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op,
                                              at::Tensor output,

@@ -4,7 +4,8 @@
 // the caller's thread (ValueError, nothing sent), given the next sequence number, and run by
 // the Executor over the group's transports: a shared-memory segment when every rank is on one
 // host, segments per host plus TCP between hosts for all_reduce of groups spanning hosts
-// (process_group_shm.cc), else TCP; algo::Runner picks per call (algo/select.h).
+// (process_group_shm.cc), else TCP; algo::Runner runs what algo::planCpu plans per call
+// (algo/cpu_plan.h).
 // Point-to-point always uses TCP. A communication failure or timeout aborts the TCP transport,
 // which tells every peer (their shared-memory waits see it through peerAlive), and leaves this
 // group unusable (like NCCL); argument errors leave it usable.
@@ -20,7 +21,7 @@
 
 #include "algo/context.h"
 #include "algo/runner.h"
-#include "algo/select.h"
+#include "algo/cpu_plan.h"
 #include "backend/compat.h"
 #include "backend/executor.h"
 #include "backend/gpu_ops.h"
@@ -67,6 +68,8 @@ class ProcessGroupXccl : public c10d::Backend {
   // How the group's collectives travel: "shm" (one host), "hierarchical" (all_reduce over
   // segments per host and TCP between them, the rest TCP) or "tcp".
   const char* transportName() const;
+  // The group's tunables (algo/tunables.h), read once at creation; every plan uses them.
+  const algo::Tunables& tunables() const { return tunables_; }
   // For the GPU side (gpu_path.cc).
   const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
   std::chrono::milliseconds timeout() const { return effectiveTimeout(c10d::kUnsetTimeout); }
@@ -181,7 +184,6 @@ class ProcessGroupXccl : public c10d::Backend {
   std::unique_ptr<net::Transport> transport_;
   std::unique_ptr<net::shm::Segment> segment_;  // one host; null otherwise
   std::unique_ptr<algo::Hierarchy> hierarchy_;   // several hosts sharing memory per host
-  algo::shm::Tunables shmTunables_;
   net::shm::PeerAlive alive_;                   // peerAlive() for every shared-memory wait
   std::unique_ptr<Executor> executor_;
   std::mutex gpuMutex_;
