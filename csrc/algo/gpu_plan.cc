@@ -185,12 +185,11 @@ class Planner {
   GpuPlan runnable(GpuPlan plan) const {
     if (plan.route != GpuRoute::kKernel) return plan;
     if (!request_.kernelsFit) {
-      return elsewhere("the ranks sharing a GPU cannot all have kernel blocks "
-                                        "resident");
+      return elsewhere("the ranks sharing a GPU cannot all have kernel blocks resident");
     }
     if (request_.ipcRefused) {
-      return elsewhere("CUDA IPC between the group's GPUs is not possible "
-                                        "(warned when decided)");
+      return elsewhere("CUDA IPC between the group's GPUs is not possible (warned when "
+                       "decided)");
     }
     // all_gather, reduce_scatter and all_to_all run in one launch: a per-rank input larger than
     // the workspace cannot (all_reduce and broadcast run in workspace-sized chunks).
@@ -201,8 +200,7 @@ class Planner {
                                ? request_.bytes / static_cast<size_t>(request_.worldSize)
                                : request_.bytes;
       if (input > tunables_.gpuWorkspaceBytes) {
-        return elsewhere("input exceeds the GPU workspace "
-                                          "(XCCL_GPU_WORKSPACE_BYTES)");
+        return elsewhere("input exceeds the GPU workspace (XCCL_GPU_WORKSPACE_BYTES)");
       }
     }
     return plan;
