@@ -43,8 +43,7 @@ void allReduce(const Context& caller, void* data, size_t count, DataType type, R
   const int n = ctx.size();
   const size_t bytes = count * elementSize(type);
   if (n > 1 && count > 0) {
-    Algorithm algorithm = select(Collective::kAllReduce, bytes, n, ctx.tunables);
-    if (algorithm == Algorithm::kDirect) {
+    if (ctx.algorithmFor(Collective::kAllReduce, bytes) == Algorithm::kDirect) {
       directReduce(ctx, static_cast<uint8_t*>(data), count, type, combinerOf(op), -1);
     } else {
       std::vector<RingStep> steps = ringReduceSteps(ctx.rank(), n, 0);
@@ -63,7 +62,7 @@ void reduce(const Context& caller, void* data, size_t count, DataType type, Redu
   const int n = ctx.size();
   const size_t elem = elementSize(type);
   if (n > 1 && count > 0) {
-    if (select(Collective::kReduce, count * elem, n, ctx.tunables) == Algorithm::kDirect) {
+    if (ctx.algorithmFor(Collective::kReduce, count * elem) == Algorithm::kDirect) {
       directReduce(ctx, static_cast<uint8_t*>(data), count, type, combinerOf(op), root);
     } else {
       // Ring reduce-scatter (each rank ends up owning segment `rank`), then the root gathers
@@ -95,7 +94,7 @@ void reduceScatter(const Context& caller, const void* input, void* output, size_
   const size_t elem = elementSize(type), bytes = count * elem;
   const auto* in = static_cast<const uint8_t*>(input);
   if (n > 1 && count > 0) {
-    if (select(Collective::kReduceScatter, bytes, n, ctx.tunables) == Algorithm::kDirect) {
+    if (ctx.algorithmFor(Collective::kReduceScatter, bytes) == Algorithm::kDirect) {
       // Block p goes straight to rank p, which combines the blocks in rank order.
       std::vector<uint8_t> blocks(bytes * n);
       std::vector<net::RequestPtr> requests;

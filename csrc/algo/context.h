@@ -1,11 +1,12 @@
 // What one collective call carries through the algorithms: the transport, the tag space its
-// messages live in, the deadline every wait is bounded by, and the tunables.
+// messages live in, the deadline every wait is bounded by, the tunables, and the algorithm
+// planCpu (algo/cpu_plan.h) chose for it.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "algo/select.h"
+#include "algo/cpu_plan.h"
 #include "net/transport.h"
 
 namespace xccl::algo {
@@ -20,11 +21,19 @@ struct Context {
   std::string what;          // "allreduce #12", used in every error message
   net::Deadline deadline;
   Tunables tunables;
+  // The plan's TCP algorithm (kDirect or kRing), set by algo::Runner. kAuto where a caller runs
+  // a TCP collective without a Runner (tests, benchmarks): planCpu then plans it over TCP.
+  Algorithm algorithm = Algorithm::kAuto;
   // Set by each collective of collectives.h on its own copy (as()): travels in every message
   // tag, so ranks running different collectives at one sequence number fail instead of mixing.
   uint32_t op = 0;
 
   int rank() const { return transport.rank(); }
+  // What runs `collective` of `bytes` per rank (as CpuRequest wants them) over this context.
+  Algorithm algorithmFor(Collective collective, size_t bytes) const {
+    if (algorithm != Algorithm::kAuto) return algorithm;
+    return planCpu({collective, bytes}, GroupShape{size()}, tunables).algorithm;
+  }
   int size() const { return transport.size(); }
   net::MessageTag tag(uint32_t step) const {
     return {net::TagSpace::kCollective, step, seq, op};

@@ -65,7 +65,7 @@ void allGather(const Context& caller, const void* input, void* output,
     std::memcpy(out + segments.offset[me], input, bytesPerRank[me]);
   }
   if (n == 1) return;
-  if (select(Collective::kAllGather, segments.maxLength(), n, ctx.tunables) == Algorithm::kRing) {
+  if (ctx.algorithmFor(Collective::kAllGather, segments.maxLength()) == Algorithm::kRing) {
     runRing(ctx, out, segments, ringGatherSteps(me, n, 0), DataType::kUInt8, ReduceOp::kSum);
     return;
   }
@@ -136,7 +136,7 @@ void broadcast(const Context& caller, void* data, size_t bytes, int root) {
   const Context ctx = caller.as(opSignature(CollectiveKind::kBroadcast));
   if (ctx.size() == 1) return;
   auto* p = static_cast<uint8_t*>(data);
-  if (select(Collective::kBroadcast, bytes, ctx.size(), ctx.tunables) == Algorithm::kRing) {
+  if (ctx.algorithmFor(Collective::kBroadcast, bytes) == Algorithm::kRing) {
     chainBroadcast(ctx, p, bytes, root);
   } else {
     treeBroadcast(ctx, p, bytes, root);

@@ -2,36 +2,20 @@
 
 #include <algorithm>
 
-#include "common/env.h"
 #include "common/error.h"
 #include "common/gpu_limits.h"
-#include "topo/links.h"
 
 namespace xccl::algo {
 namespace {
-
-// "256 KiB", "8 MiB", "1000 B": sizes in reasons read like the thresholds in the docs.
-std::string formatBytes(size_t bytes) {
-  if (bytes == kNoLimit) return "no limit";
-  if (bytes >= kMiB && bytes % kMiB == 0) return std::to_string(bytes / kMiB) + " MiB";
-  if (bytes >= kKiB && bytes % kKiB == 0) return std::to_string(bytes / kKiB) + " KiB";
-  return std::to_string(bytes) + " B";
-}
 
 bool isReduction(GpuCollective collective) {
   return collective == GpuCollective::kAllReduce || collective == GpuCollective::kReduce ||
          collective == GpuCollective::kReduceScatter;
 }
 
-// Whether two GPUs can load from each other's memory: over NVLink, NVSwitch or xGMI, or over PCIe
-// below a common switch. Paths through a host bridge or between sockets are assumed not to carry
-// P2P: NCCL itself allows them only up to PXB on Intel and ARM CPUs (src/graph/paths.cc,
-// ncclTopoCheckP2p), and pull kernels like ours were reported never to complete over such PCIe
-// P2P (1Cat-vLLM issue #652). The topology cannot tell whether the driver enables P2P at all.
-bool peerAccess(const topo::GpuLink* link) {
-  if (link == nullptr) return false;
-  if (link->type != topo::LinkType::kPcie) return true;
-  return link->pciPath == topo::PciPath::kPix || link->pciPath == topo::PciPath::kPxb;
+// The collectives xccl has a kernel for (at world size 1: no kernel needed at all).
+bool hasKernel(GpuCollective collective) {
+  return collective != GpuCollective::kReduce && collective != GpuCollective::kOther;
 }
 
 GpuKernel kernelFor(GpuCollective collective, bool oneShot) {
@@ -42,7 +26,8 @@ GpuKernel kernelFor(GpuCollective collective, bool oneShot) {
     case GpuCollective::kReduceScatter: return GpuKernel::kAllPairsReduceScatter;
     case GpuCollective::kAllToAll: return GpuKernel::kAllPairsAllToAll;
     case GpuCollective::kBroadcast: return GpuKernel::kBroadcast;
-    case GpuCollective::kReduce: break;
+    case GpuCollective::kReduce:
+    case GpuCollective::kOther: break;
   }
   return GpuKernel::kNone;
 }
@@ -71,7 +56,7 @@ size_t maxBytesFor(GpuCollective collective, const FabricLimits& limits) {
   }
 }
 
-const FabricLimits& limitsFor(GpuFabric fabric, const GpuTunables& tunables) {
+const FabricLimits& limitsFor(GpuFabric fabric, const Tunables& tunables) {
   switch (fabric) {
     case GpuFabric::kNvswitch: return tunables.nvswitch;
     case GpuFabric::kNvlinkMesh: return tunables.nvlinkMesh;
@@ -102,22 +87,39 @@ void validate(const GpuRequest& request, const topo::Topology& topology) {
 // Builds plans; holds what every rule needs to name its outcome.
 class Planner {
  public:
-  Planner(const GpuRequest& request, const topo::Topology& topology, const GpuTunables& tunables)
+  Planner(const GpuRequest& request, const topo::Topology& topology, const Tunables& tunables)
       : request_(request),
         topology_(topology),
         tunables_(tunables),
         shared_(request.ranksPerGpu > 1),
-        forcedKernel_(forceNamesKernel(tunables.forced, request.collective)) {
+        forcedKernel_(forceNamesKernel(tunables.gpuForced, request.collective)) {
     gpus_ = request.gpus;
     std::sort(gpus_.begin(), gpus_.end());
     gpus_.erase(std::unique(gpus_.begin(), gpus_.end()), gpus_.end());
     vendor_ = vendorName();
   }
 
+  // What the group found out at run time and the call's context come first and last; the
+  // topology, size and forcing rules (byRules) in between.
   GpuPlan plan() {
     const GpuRequest& r = request_;
-    if (tunables_.forced == GpuForce::kVendor) {
-      return vendor(std::string("forced by XCCL_GPU_ALGO=") + gpuForceName(tunables_.forced) +
+    if (r.worldSize == 1 && !r.coalescing && hasKernel(r.collective) &&
+        (r.collective != GpuCollective::kAllToAll || r.evenSplits)) {
+      return local();
+    }
+    if (r.coalescing) return reachable(vendor("inside a coalesced batch, which the vendor runs"));
+    if (r.collective == GpuCollective::kOther) {
+      if (!r.vendorReduces) return host("no kernel, and NCCL/RCCL have no such reduction");
+      return reachable(elsewhere("no kernel for this operation"));
+    }
+    return reachable(runnable(byRules()));
+  }
+
+ private:
+  GpuPlan byRules() {
+    const GpuRequest& r = request_;
+    if (tunables_.gpuForced == GpuForce::kVendor) {
+      return vendor(std::string("forced by XCCL_GPU_ALGO=") + gpuForceName(tunables_.gpuForced) +
                     (shared_ ? "; NCCL refuses ranks that share a GPU unless "
                                "NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL >= 2.30)"
                              : ""));
@@ -143,10 +145,6 @@ class Planner {
       return noKernel(detail::concat(r.worldSize, " ranks on one host; the kernels take at most ",
                                      kGpuMaxRanks));
     }
-    if (r.worldSize == 1) {
-      fabric_ = GpuFabric::kSingleGpu;
-      return kernel(true, "one rank: a local copy");
-    }
     fabric_ = fabric();
     if (fabric_ == GpuFabric::kUnknown) {
       return noKernel(detail::concat("the topology lists ", topology_.gpus.size(),
@@ -162,7 +160,7 @@ class Planner {
     }
     if (forcedKernel_) {
       return kernelBySize(limits, std::string("forced by XCCL_GPU_ALGO=") +
-                                      gpuForceName(tunables_.forced));
+                                      gpuForceName(tunables_.gpuForced));
     }
     // Fabric policy: where the vendor library's topology-aware schedules are the safer choice.
     if (fabric_ == GpuFabric::kMixed) {
@@ -183,7 +181,43 @@ class Planner {
                                                gpuFabricName(fabric_)));
   }
 
- private:
+  // A kernel plan the group cannot run after all goes where a plan without a kernel would.
+  GpuPlan runnable(GpuPlan plan) const {
+    if (plan.route != GpuRoute::kKernel) return plan;
+    if (!request_.kernelsFit) {
+      return elsewhere("the ranks sharing a GPU cannot all have kernel blocks resident");
+    }
+    if (request_.ipcRefused) {
+      return elsewhere("CUDA IPC between the group's GPUs is not possible (warned when "
+                       "decided)");
+    }
+    // all_gather, reduce_scatter and all_to_all run in one launch: a per-rank input larger than
+    // the workspace cannot (all_reduce and broadcast run in workspace-sized chunks).
+    const GpuCollective c = request_.collective;
+    if (c == GpuCollective::kAllGather || c == GpuCollective::kReduceScatter ||
+        c == GpuCollective::kAllToAll) {
+      const size_t input = c == GpuCollective::kAllGather
+                               ? request_.bytes / static_cast<size_t>(request_.worldSize)
+                               : request_.bytes;
+      if (input > tunables_.gpuWorkspaceBytes) {
+        return elsewhere("input exceeds the GPU workspace (XCCL_GPU_WORKSPACE_BYTES)");
+      }
+    }
+    return plan;
+  }
+
+  // A vendor plan the vendor library cannot run goes through host memory.
+  GpuPlan reachable(GpuPlan plan) const {
+    if (plan.route != GpuRoute::kVendor) return plan;
+    if (!request_.vendorReduces) return host("NCCL/RCCL have no such reduction");
+    if (!request_.vendorAvailable) return host("this torch has no NCCL/RCCL");
+    return plan;
+  }
+
+  // Where a call goes without a kernel: the vendor library, or host memory when ranks share a
+  // GPU (NCCL refuses that).
+  GpuPlan elsewhere(const char* why) const { return shared_ ? host(why) : vendor(why); }
+
   // The fabric among this host's GPUs. Without an explicit set, ranks that all share one GPU
   // need no topology; otherwise the whole machine stands in for the set.
   GpuFabric fabric() {
@@ -210,8 +244,8 @@ class Planner {
   GpuPlan kernelBySize(const FabricLimits& limits, const std::string& why) {
     if (request_.collective != GpuCollective::kAllReduce) return kernel(false, why);
     const int world = request_.worldSize;
-    if (tunables_.forced == GpuForce::kOneShot || tunables_.forced == GpuForce::kTwoShot) {
-      return kernel(tunables_.forced == GpuForce::kOneShot, why);
+    if (tunables_.gpuForced == GpuForce::kOneShot || tunables_.gpuForced == GpuForce::kTwoShot) {
+      return kernel(tunables_.gpuForced == GpuForce::kOneShot, why);
     }
     if (world <= 2) return kernel(true, why + "; 2 ranks: one-shot at every size");
     const size_t below = world <= 4 ? limits.oneShotBelow4 : limits.oneShotBelow8;
@@ -237,7 +271,25 @@ class Planner {
     return plan;
   }
 
-  GpuPlan vendor(const std::string& why) {
+  GpuPlan local() const {
+    GpuPlan plan;
+    plan.route = GpuRoute::kLocal;
+    plan.fabric = GpuFabric::kSingleGpu;
+    plan.name = "local";
+    plan.reason = "one rank: at most a copy or a scaling on the caller's stream";
+    return plan;
+  }
+
+  GpuPlan host(const std::string& why) const {
+    GpuPlan plan;
+    plan.route = GpuRoute::kHost;
+    plan.fabric = fabric_;
+    plan.name = "host";
+    plan.reason = why;
+    return plan;
+  }
+
+  GpuPlan vendor(const std::string& why) const {
     GpuPlan plan;
     plan.route = GpuRoute::kVendor;
     plan.fabric = fabric_;
@@ -250,22 +302,17 @@ class Planner {
   GpuPlan noKernel(const std::string& why) {
     std::string reason = why;
     if (forcedKernel_) {
-      reason += std::string(" (XCCL_GPU_ALGO=") + gpuForceName(tunables_.forced) +
+      reason += std::string(" (XCCL_GPU_ALGO=") + gpuForceName(tunables_.gpuForced) +
                 " cannot run here)";
     }
     if (!shared_) return vendor(reason);
-    GpuPlan plan;
-    plan.route = GpuRoute::kHost;
-    plan.fabric = fabric_;
-    plan.name = "host";
-    plan.reason = detail::concat(reason, "; ", request_.ranksPerGpu,
-                                 " ranks share a GPU, which NCCL refuses");
-    return plan;
+    return host(detail::concat(reason, "; ", request_.ranksPerGpu,
+                               " ranks share a GPU, which NCCL refuses"));
   }
 
   const GpuRequest& request_;
   const topo::Topology& topology_;
-  const GpuTunables& tunables_;
+  const Tunables& tunables_;
   const bool shared_;
   const bool forcedKernel_;
   std::vector<int> gpus_;  // this host's GPUs, sorted and distinct (filled in by fabric())
@@ -275,70 +322,10 @@ class Planner {
 
 }  // namespace
 
-GpuTunables GpuTunables::fromEnvironment() {
-  GpuTunables tunables;
-  tunables.forced = parseGpuForce(env::getString("XCCL_GPU_ALGO"));
-  return tunables;
-}
-
 GpuPlan planGpu(const GpuRequest& request, const topo::Topology& topology,
-                const GpuTunables& tunables) {
+                const Tunables& tunables) {
   validate(request, topology);
   return Planner(request, topology, tunables).plan();
-}
-
-GpuFabric classifyFabric(const topo::Topology& topology, const std::vector<int>& gpus) {
-  std::vector<int> set(gpus);
-  std::sort(set.begin(), set.end());
-  set.erase(std::unique(set.begin(), set.end()), set.end());
-  const int count = static_cast<int>(topology.gpus.size());
-  for (int gpu : set) {
-    XCCL_CHECK_ARG(gpu >= 0 && gpu < count, "GPU ", gpu, " is not one of the ", count, " GPUs");
-  }
-  if (set.size() <= 1) return GpuFabric::kSingleGpu;
-  bool allNvlink = true;  // every pair a direct NVLink or through NVSwitch
-  for (size_t i = 0; i < set.size(); ++i) {
-    for (size_t j = i + 1; j < set.size(); ++j) {
-      const topo::GpuLink* link = topo::findGpuLink(topology, set[i], set[j]);
-      if (!peerAccess(link)) return GpuFabric::kNoPeerAccess;
-      allNvlink = allNvlink && (link->type == topo::LinkType::kNvlink ||
-                                link->type == topo::LinkType::kNvswitch);
-    }
-  }
-  switch (topo::gpuLinkClass(topology, set)) {
-    case topo::LinkClass::kNone: return GpuFabric::kSingleGpu;
-    case topo::LinkClass::kNvswitch: return GpuFabric::kNvswitch;
-    case topo::LinkClass::kXgmiFullMesh: return GpuFabric::kXgmiMesh;
-    case topo::LinkClass::kPcie: return GpuFabric::kPcieSwitch;
-    case topo::LinkClass::kNvlinkPartial:
-      return allNvlink ? GpuFabric::kNvlinkMesh : GpuFabric::kMixed;
-    case topo::LinkClass::kXgmiPartial: return GpuFabric::kMixed;
-  }
-  return GpuFabric::kUnknown;
-}
-
-GpuForce parseGpuForce(const std::string& name) {
-  if (name.empty() || name == "auto") return GpuForce::kAuto;
-  if (name == "nccl" || name == "rccl" || name == "vendor") return GpuForce::kVendor;
-  if (name == "kernel") return GpuForce::kKernel;
-  if (name == "one_shot") return GpuForce::kOneShot;
-  if (name == "two_shot") return GpuForce::kTwoShot;
-  if (name == "all_pairs") return GpuForce::kAllPairs;
-  XCCL_THROW(ErrorKind::kInvalidArgument, "unknown GPU algorithm '", name,
-             "' (XCCL_GPU_ALGO accepts auto, nccl, rccl, vendor, kernel, one_shot, two_shot, "
-             "all_pairs)");
-}
-
-const char* gpuForceName(GpuForce force) {
-  switch (force) {
-    case GpuForce::kAuto: return "auto";
-    case GpuForce::kVendor: return "nccl";
-    case GpuForce::kKernel: return "kernel";
-    case GpuForce::kOneShot: return "one_shot";
-    case GpuForce::kTwoShot: return "two_shot";
-    case GpuForce::kAllPairs: return "all_pairs";
-  }
-  return "?";
 }
 
 const char* gpuCollectiveName(GpuCollective collective) {
@@ -349,6 +336,7 @@ const char* gpuCollectiveName(GpuCollective collective) {
     case GpuCollective::kReduceScatter: return "reduce_scatter";
     case GpuCollective::kBroadcast: return "broadcast";
     case GpuCollective::kAllToAll: return "all_to_all";
+    case GpuCollective::kOther: return "other";
   }
   return "?";
 }
@@ -371,20 +359,7 @@ const char* gpuRouteName(GpuRoute route) {
     case GpuRoute::kKernel: return "kernel";
     case GpuRoute::kVendor: return "vendor";
     case GpuRoute::kHost: return "host";
-  }
-  return "?";
-}
-
-const char* gpuFabricName(GpuFabric fabric) {
-  switch (fabric) {
-    case GpuFabric::kSingleGpu: return "single_gpu";
-    case GpuFabric::kNvswitch: return "nvswitch";
-    case GpuFabric::kNvlinkMesh: return "nvlink_mesh";
-    case GpuFabric::kXgmiMesh: return "xgmi_mesh";
-    case GpuFabric::kMixed: return "mixed";
-    case GpuFabric::kPcieSwitch: return "pcie_switch";
-    case GpuFabric::kNoPeerAccess: return "no_peer_access";
-    case GpuFabric::kUnknown: return "unknown";
+    case GpuRoute::kLocal: return "local";
   }
   return "?";
 }

@@ -11,8 +11,8 @@ namespace {
 // Reduce to each host's leader over its segment, all_reduce among the leaders over TCP (AVG as
 // a sum, divided there by the group size), broadcast from the leader over the segment. Every
 // rank gets the leaders' bytes, which are identical (the TCP algorithms combine in rank order).
-void hierarchicalAllReduce(const Runner& runner, void* data, size_t count, DataType type,
-                           ReduceOp op) {
+void hierarchicalAllReduce(const Runner& runner, const CpuPlan& plan, void* data, size_t count,
+                           DataType type, ReduceOp op) {
   const Hierarchy& h = *runner.hierarchy;
   const ReduceOp combiner = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   std::optional<shm::Context> local;
@@ -21,13 +21,14 @@ void hierarchicalAllReduce(const Runner& runner, void* data, size_t count, DataT
     net::shm::PeerAlive alive;
     if (runner.alive) alive = [&](int peer) { return runner.alive(h.local()[peer]); };
     local.emplace(shm::Context{*h.segment(), runner.tcp.seq, runner.tcp.what,
-                               runner.tcp.deadline, runner.shmTunables, std::move(alive)});
+                               runner.tcp.deadline, runner.tcp.tunables, std::move(alive),
+                               plan.hostAlgorithm});
     shm::reduce(*local, data, count, type, combiner, 0);
   }
   if (h.leaders() != nullptr) {
     const Context& tcp = runner.tcp;
-    allReduce(Context{*h.leaders(), tcp.seq, tcp.what, tcp.deadline, tcp.tunables}, data, count,
-              type, combiner);
+    allReduce(Context{*h.leaders(), tcp.seq, tcp.what, tcp.deadline, tcp.tunables, plan.algorithm},
+              data, count, type, combiner);
     if (op == ReduceOp::kAvg) divide(type, data, count, runner.size());
   }
   if (local) shm::broadcast(*local, data, count * elementSize(type), 0);
@@ -35,17 +36,27 @@ void hierarchicalAllReduce(const Runner& runner, void* data, size_t count, DataT
 
 }  // namespace
 
-Locality Runner::locality() const {
-  if (segment != nullptr) return Locality::kOneHost;
-  return hierarchy != nullptr ? Locality::kPerHost : Locality::kNone;
+GroupShape Runner::shape() const {
+  GroupShape shape{size()};
+  if (segment != nullptr) {
+    shape.locality = Locality::kOneHost;
+    shape.hostRanks = segment->size();
+  } else if (hierarchy != nullptr) {
+    shape.locality = Locality::kPerHost;
+    shape.hosts = hierarchy->hosts();
+    shape.hostRanks = hierarchy->segment() != nullptr ? hierarchy->segment()->size() : 1;
+  }
+  return shape;
 }
 
-Algorithm Runner::choose(Collective collective, size_t bytes) const {
-  return select(collective, bytes, size(), tcp.tunables, locality());
+Context Runner::tcpContext(const CpuPlan& plan) const {
+  Context ctx = tcp;
+  ctx.algorithm = plan.algorithm;
+  return ctx;
 }
 
-shm::Context Runner::shmContext() const {
-  return {*segment, tcp.seq, tcp.what, tcp.deadline, shmTunables, alive};
+shm::Context Runner::shmContext(const CpuPlan& plan) const {
+  return {*segment, tcp.seq, tcp.what, tcp.deadline, tcp.tunables, alive, plan.algorithm};
 }
 
 Runner subCollective(const Runner& runner, size_t i) {
@@ -55,27 +66,31 @@ Runner subCollective(const Runner& runner, size_t i) {
 }
 
 void allReduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op) {
-  switch (runner.choose(Collective::kAllReduce, count * elementSize(type))) {
-    case Algorithm::kShm: return shm::allReduce(runner.shmContext(), data, count, type, op);
-    case Algorithm::kHierarchical: return hierarchicalAllReduce(runner, data, count, type, op);
-    default: return allReduce(runner.tcp, data, count, type, op);
+  const CpuPlan plan = runner.plan(Collective::kAllReduce, count * elementSize(type));
+  switch (plan.route) {
+    case CpuRoute::kShm: return shm::allReduce(runner.shmContext(plan), data, count, type, op);
+    case CpuRoute::kHierarchical:
+      return hierarchicalAllReduce(runner, plan, data, count, type, op);
+    case CpuRoute::kTcp: return allReduce(runner.tcpContext(plan), data, count, type, op);
   }
 }
 
 void broadcast(const Runner& runner, void* data, size_t bytes, int root) {
-  if (runner.onShm(Collective::kBroadcast, bytes)) {
-    shm::broadcast(runner.shmContext(), data, bytes, root);
+  const CpuPlan plan = runner.plan(Collective::kBroadcast, bytes);
+  if (plan.route == CpuRoute::kShm) {
+    shm::broadcast(runner.shmContext(plan), data, bytes, root);
   } else {
-    broadcast(runner.tcp, data, bytes, root);
+    broadcast(runner.tcpContext(plan), data, bytes, root);
   }
 }
 
 void reduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op,
             int root) {
-  if (runner.onShm(Collective::kReduce, count * elementSize(type))) {
-    shm::reduce(runner.shmContext(), data, count, type, op, root);
+  const CpuPlan plan = runner.plan(Collective::kReduce, count * elementSize(type));
+  if (plan.route == CpuRoute::kShm) {
+    shm::reduce(runner.shmContext(plan), data, count, type, op, root);
   } else {
-    reduce(runner.tcp, data, count, type, op, root);
+    reduce(runner.tcpContext(plan), data, count, type, op, root);
   }
 }
 
@@ -83,55 +98,62 @@ void allGather(const Runner& runner, const void* input, void* output,
                const std::vector<size_t>& bytesPerRank) {
   const size_t largest =
       bytesPerRank.empty() ? 0 : *std::max_element(bytesPerRank.begin(), bytesPerRank.end());
-  if (runner.onShm(Collective::kAllGather, largest)) {
-    shm::allGather(runner.shmContext(), input, output, bytesPerRank);
+  const CpuPlan plan = runner.plan(Collective::kAllGather, largest);
+  if (plan.route == CpuRoute::kShm) {
+    shm::allGather(runner.shmContext(plan), input, output, bytesPerRank);
   } else {
-    allGather(runner.tcp, input, output, bytesPerRank);
+    allGather(runner.tcpContext(plan), input, output, bytesPerRank);
   }
 }
 
 void reduceScatter(const Runner& runner, const void* input, void* output, size_t count,
                    DataType type, ReduceOp op) {
-  if (runner.onShm(Collective::kReduceScatter, count * elementSize(type))) {
-    shm::reduceScatter(runner.shmContext(), input, output, count, type, op);
+  const CpuPlan plan = runner.plan(Collective::kReduceScatter, count * elementSize(type));
+  if (plan.route == CpuRoute::kShm) {
+    shm::reduceScatter(runner.shmContext(plan), input, output, count, type, op);
   } else {
-    reduceScatter(runner.tcp, input, output, count, type, op);
+    reduceScatter(runner.tcpContext(plan), input, output, count, type, op);
   }
 }
 
 void allToAll(const Runner& runner, const void* input, const std::vector<size_t>& sendOffsets,
               const std::vector<size_t>& sendLengths, void* output,
               const std::vector<size_t>& recvOffsets, const std::vector<size_t>& recvLengths) {
-  // The lengths differ per rank; all_to_all's choice does not depend on them.
-  if (runner.onShm(Collective::kAllToAll, 0)) {
-    shm::allToAll(runner.shmContext(), input, sendOffsets, sendLengths, output, recvOffsets,
+  // The lengths differ per rank; all_to_all's plan does not depend on them.
+  const CpuPlan plan = runner.plan(Collective::kAllToAll, 0);
+  if (plan.route == CpuRoute::kShm) {
+    shm::allToAll(runner.shmContext(plan), input, sendOffsets, sendLengths, output, recvOffsets,
                   recvLengths);
   } else {
-    allToAll(runner.tcp, input, sendOffsets, sendLengths, output, recvOffsets, recvLengths);
+    allToAll(runner.tcpContext(plan), input, sendOffsets, sendLengths, output, recvOffsets,
+             recvLengths);
   }
 }
 
 void gather(const Runner& runner, const void* input, size_t bytes, void* output, int root) {
-  if (runner.onShm(Collective::kGather, bytes)) {
-    shm::gather(runner.shmContext(), input, bytes, output, root);
+  const CpuPlan plan = runner.plan(Collective::kGather, bytes);
+  if (plan.route == CpuRoute::kShm) {
+    shm::gather(runner.shmContext(plan), input, bytes, output, root);
   } else {
-    gather(runner.tcp, input, bytes, output, root);
+    gather(runner.tcpContext(plan), input, bytes, output, root);
   }
 }
 
 void scatter(const Runner& runner, const void* input, void* output, size_t bytes, int root) {
-  if (runner.onShm(Collective::kScatter, bytes)) {
-    shm::scatter(runner.shmContext(), input, output, bytes, root);
+  const CpuPlan plan = runner.plan(Collective::kScatter, bytes);
+  if (plan.route == CpuRoute::kShm) {
+    shm::scatter(runner.shmContext(plan), input, output, bytes, root);
   } else {
-    scatter(runner.tcp, input, output, bytes, root);
+    scatter(runner.tcpContext(plan), input, output, bytes, root);
   }
 }
 
 void barrier(const Runner& runner) {
-  if (runner.onShm(Collective::kBarrier, 0)) {
-    shm::barrier(runner.shmContext());
+  const CpuPlan plan = runner.plan(Collective::kBarrier, 0);
+  if (plan.route == CpuRoute::kShm) {
+    shm::barrier(runner.shmContext(plan));
   } else {
-    barrier(runner.tcp);
+    barrier(runner.tcpContext(plan));
   }
 }
 

@@ -1,4 +1,4 @@
-// One collective call of a group, run over the transport select() picks for it: the group's
+// One collective call of a group, run the way planCpu (algo/cpu_plan.h) plans it: over the group's
 // shared-memory segment (algo/shm_collectives.h) when every rank is on one host, the
 // hierarchical all_reduce (algo/hierarchy.h) when the group spans hosts with segments per host,
 // else the TCP algorithms (algo/collectives.h). The functions below have the names, signatures
@@ -11,7 +11,7 @@
 #include "algo/collectives.h"
 #include "algo/context.h"
 #include "algo/hierarchy.h"
-#include "algo/select.h"
+#include "algo/cpu_plan.h"
 #include "algo/shm_collectives.h"
 
 namespace xccl::algo {
@@ -19,20 +19,19 @@ namespace xccl::algo {
 struct Runner {
   Context tcp;                           // the TCP transport's context (always usable)
   net::shm::Segment* segment = nullptr;  // the group's segment; null: no shared memory
-  shm::Tunables shmTunables;
   net::shm::PeerAlive alive;  // liveness of peers (group ranks) for shared-memory waits; may be empty
   const Hierarchy* hierarchy = nullptr;  // segments per host; null unless the group spans hosts
 
   int rank() const { return tcp.rank(); }
   int size() const { return tcp.size(); }
-  Locality locality() const;
-  // select() for `collective` of `bytes` (as select() wants them: the same on every rank).
-  Algorithm choose(Collective collective, size_t bytes) const;
-  bool onShm(Collective collective, size_t bytes) const {
-    return choose(collective, bytes) == Algorithm::kShm;
+  GroupShape shape() const;
+  // planCpu for `collective` of `bytes` (as CpuRequest wants them: the same on every rank).
+  CpuPlan plan(Collective collective, size_t bytes) const {
+    return planCpu({collective, bytes}, shape(), tcp.tunables);
   }
-  // The shared-memory context of this call; only with a segment.
-  shm::Context shmContext() const;
+  // The contexts of a call planned as `plan`: over TCP, or over the segment (only with one).
+  Context tcpContext(const CpuPlan& plan) const;
+  shm::Context shmContext(const CpuPlan& plan) const;
 };
 
 // The i-th of several collectives run under one call (coalesced operations), as

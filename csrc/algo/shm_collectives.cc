@@ -5,7 +5,6 @@
 
 #include "algo/reduce.h"
 #include "algo/shm_steps.h"
-#include "common/env.h"
 #include "common/error.h"
 
 namespace xccl::algo::shm {
@@ -58,6 +57,19 @@ void reduceChunks(const Context& ctx, uint8_t* data, size_t count, DataType type
   }
 }
 
+// The plan's reduction for this call (Context::algorithm), or planCpu's for this segment.
+bool usesTwoShot(const Context& ctx, Collective collective, size_t bytes) {
+  Algorithm algorithm = ctx.algorithm;
+  if (algorithm == Algorithm::kAuto) {
+    // This call runs over shared memory whatever XCCL_ALGO says: plan it as such.
+    Tunables tunables = ctx.tunables;
+    tunables.forced = Algorithm::kAuto;
+    const GroupShape shape{ctx.size(), Locality::kOneHost, 1, ctx.size()};
+    algorithm = planCpu({collective, bytes}, shape, tunables).algorithm;
+  }
+  return algorithm == Algorithm::kTwoShot;
+}
+
 }  // namespace
 
 namespace detail {
@@ -85,28 +97,9 @@ void throwMismatch(const std::string& what, int rank, uint32_t step, uint64_t mi
 
 }  // namespace detail
 
-Tunables Tunables::fromEnvironment() {
-  Tunables t;
-  if (!env::getString("XCCL_SHM_TWO_SHOT_BYTES").empty()) {
-    const int64_t bytes = env::getInt("XCCL_SHM_TWO_SHOT_BYTES");
-    XCCL_CHECK_ARG(bytes >= 0, "XCCL_SHM_TWO_SHOT_BYTES must not be negative, got ", bytes);
-    t.twoShotMinBytes = static_cast<size_t>(bytes);
-  }
-  return t;
-}
-
-size_t twoShotThreshold(int worldSize, const Tunables& tunables) {
-  const size_t base = tunables.twoShotMinBytes;
-  if (base == 0) return 0;
-  const double saving = worldSize - 2 - 1.0 / worldSize;
-  if (saving <= 0 || base == SIZE_MAX) return SIZE_MAX;
-  const double scaled = static_cast<double>(base) * (1.75 / saving);  // saving(4) = 1.75
-  return scaled >= 1.8e19 ? SIZE_MAX : static_cast<size_t>(scaled);
-}
-
 void allReduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op) {
   if (ctx.size() == 1 || count == 0) return;  // AVG over one rank divides by one
-  const bool twoShot = count * elementSize(type) >= twoShotThreshold(ctx.size(), ctx.tunables);
+  const bool twoShot = usesTwoShot(ctx, Collective::kAllReduce, count * elementSize(type));
   const detail::Signature signature{opSignature(CollectiveKind::kAllReduce, type, op),
                                     detail::shapeOf({count, twoShot})};
   detail::run(ctx, signature, [&] {
@@ -116,7 +109,7 @@ void allReduce(const Context& ctx, void* data, size_t count, DataType type, Redu
 
 void reduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op, int root) {
   if (ctx.size() == 1 || count == 0) return;
-  const bool twoShot = count * elementSize(type) >= twoShotThreshold(ctx.size(), ctx.tunables);
+  const bool twoShot = usesTwoShot(ctx, Collective::kReduce, count * elementSize(type));
   const detail::Signature signature{
       opSignature(CollectiveKind::kReduce, type, op),
       detail::shapeOf({count, twoShot, static_cast<uint64_t>(root)})};

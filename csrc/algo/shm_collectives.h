@@ -14,38 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "algo/cpu_plan.h"
 #include "common/types.h"
 #include "net/shm/segment.h"
 
 namespace xccl::algo::shm {
-
-// One-shot all-reduce: every rank copies its input into its slot and reduces all n slots: one
-// step, (2 + n) x bytes through each rank's memory. Two-shot: each rank reduces 1/n of the slots
-// into its other slot, then copies the n reduced slices: two steps, (4 + 1/n) x bytes. Two-shot
-// therefore saves (n - 2 - 1/n) x bytes (nothing for n = 2) for one extra synchronisation, and
-// the message size where it starts to pay falls as n grows.
-//
-// The threshold at 4 ranks, measured with shm_bench (docs/shm.md) on a 2-vCPU AVX-512 VM under
-// load from other jobs: two-shot/one-shot time 1.0-1.2 at 1 MiB, 0.86-1.0 at 2 MiB, 0.70-0.86 at
-// 4 MiB; at 3 ranks the crossover is ~4 MiB and at 2 ranks there is none (ratios 0.9-1.4 up to
-// 16 MiB), which the traffic model (saving(4) / saving(3) = 2.6) reproduces. Waking a peer is
-// expensive on an oversubscribed VM; on hosts with a core per rank the crossover is likely lower
-// (DeepSpeed's shm all-reduce switches at 1 MiB): re-measure there with shm_bench.
-constexpr size_t kTwoShotMinBytes = size_t{2} << 20;
-
-struct Tunables {
-  // The two-shot threshold at 4 ranks, scaled for other world sizes by twoShotThreshold().
-  // 0: always two-shot; SIZE_MAX: never.
-  size_t twoShotMinBytes = kTwoShotMinBytes;
-
-  // twoShotMinBytes from XCCL_SHM_TWO_SHOT_BYTES when set.
-  static Tunables fromEnvironment();
-};
-
-// The all-reduce/reduce message size (bytes) from which `worldSize` ranks use two-shot:
-// twoShotMinBytes x saving(4) / saving(n) with saving(n) = n - 2 - 1/n; SIZE_MAX (never) when
-// two-shot saves nothing (n <= 2), unless twoShotMinBytes is 0.
-size_t twoShotThreshold(int worldSize, const Tunables& tunables);
 
 struct Context {
   net::shm::Segment& segment;
@@ -54,6 +27,10 @@ struct Context {
   net::Deadline deadline;
   Tunables tunables;
   net::shm::PeerAlive alive;   // may be empty
+  // all_reduce and reduce: the plan's kOneShot or kTwoShot (algo/cpu_plan.h), set by
+  // algo::Runner. kAuto where a caller runs them without a Runner (tests, benchmarks): planCpu
+  // then plans them for this segment's ranks.
+  Algorithm algorithm = Algorithm::kAuto;
 
   int rank() const { return segment.rank(); }
   int size() const { return segment.size(); }

@@ -34,7 +34,7 @@ GpuPath::GpuPath(ProcessGroupXccl& group, Side& cpu, int device)
       cpu_(cpu),
       device_(device),
       comm_(gpuStreamFromPool(/*isHighPriority=*/true, device)),
-      tunables_(algo::GpuTunables::fromEnvironment()) {
+      tunables_(group.tunables()) {
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   StoreAdapter store(group_.store(), "xccl/");
   placement_ = exchangePlacement(store, group_.getRank(), group_.getSize(), device,
@@ -65,15 +65,14 @@ Side::WorkPtr GpuPath::allreduce(std::vector<at::Tensor>& tensors,
   checkHealthy(name);
   const GpuReduce reduce = toGpuReduce(opts.reduceOp, name, device_);
   const ElementView view = reduceView(tensor, reduce.spec, name);
-  if (alone()) {
+  const algo::GpuPlan plan = planFor(algo::GpuCollective::kAllReduce, byteSize(tensor), view.type,
+                                     reduce.spec.op, true, vendorReduces(reduce.spec.op));
+  if (plan.route == algo::GpuRoute::kLocal) {
     // Every reduction of one input is the input, PREMUL_SUM's product aside.
     return solo(c10d::OpType::ALLREDUCE, name, tensor, [&] {
       if (reduce.spec.op == ReduceOp::kPreMulSum) scale(tensor, tensor, reduce);
     });
   }
-  const algo::GpuPlan plan = vendorOrHost(
-      planFor(algo::GpuCollective::kAllReduce, byteSize(tensor), view.type, reduce.spec.op, true),
-      vendorReduces(reduce.spec.op));
   auto viaLibrary = [&](auto& b) { return b.allreduce(tensors, opts); };
   if (plan.route != algo::GpuRoute::kKernel) {
     return other(name, plan.route, plan.reason.c_str(), viaLibrary, {&tensors[0]},
@@ -111,10 +110,12 @@ Side::WorkPtr GpuPath::broadcast(std::vector<at::Tensor>& tensors,
   at::Tensor tensor = single(tensors, name, home());
   checkRoot(opts.rootRank, group_.getSize(), name);
   checkHealthy(name);
-  if (alone()) return solo(c10d::OpType::BROADCAST, name, tensor, [] {});
   const size_t bytes = byteSize(tensor);
   const algo::GpuPlan plan =
-      planFor(algo::GpuCollective::kBroadcast, bytes, DataType::kUInt8, ReduceOp::kSum, true);
+      planFor(algo::GpuCollective::kBroadcast, bytes, DataType::kUInt8, ReduceOp::kSum);
+  if (plan.route == algo::GpuRoute::kLocal) {
+    return solo(c10d::OpType::BROADCAST, name, tensor, [] {});
+  }
   auto viaLibrary = [&](auto& b) { return b.broadcast(tensors, opts); };
   if (plan.route != algo::GpuRoute::kKernel) {
     return other(name, plan.route, plan.reason.c_str(), viaLibrary, {&tensors[0]},
@@ -158,16 +159,14 @@ Side::WorkPtr GpuPath::allgatherBase(at::Tensor& output, at::Tensor& input,
   checkTensor(output, name, "output", home());
   checkFlatPair(output, "output", input, "input", group_.getSize(), name);
   checkHealthy(name);
-  if (alone()) {
+  const size_t bytes = byteSize(input);
+  const algo::GpuPlan plan =
+      planFor(algo::GpuCollective::kAllGather, byteSize(output), DataType::kUInt8, ReduceOp::kSum);
+  if (plan.route == algo::GpuRoute::kLocal) {
     return solo(c10d::OpType::_ALLGATHER_BASE, name, output, [&] {
       if (!output.is_same(input)) output.copy_(input);
     });
   }
-  const size_t bytes = byteSize(input);
-  const algo::GpuPlan plan = fitWorkspace(
-      planFor(algo::GpuCollective::kAllGather, byteSize(output), DataType::kUInt8,
-              ReduceOp::kSum, true),
-      bytes);
   std::vector<at::Tensor> outputs{output}, inputs{input};
   auto viaLibrary = [&](auto& b) {
     return b.allgather_into_tensor_coalesced(outputs, inputs, opts);
@@ -210,16 +209,13 @@ Side::WorkPtr GpuPath::reduceScatterBase(at::Tensor& output, at::Tensor& input,
   checkHealthy(name);
   const GpuReduce reduce = toGpuReduce(opts.reduceOp, name, device_);
   const ElementView view = reduceView(output, reduce.spec, name);
-  if (alone()) {
+  const size_t bytes = byteSize(input);
+  const algo::GpuPlan plan = planFor(algo::GpuCollective::kReduceScatter, bytes, view.type,
+                                     reduce.spec.op, true, vendorReduces(reduce.spec.op));
+  if (plan.route == algo::GpuRoute::kLocal) {
     return solo(c10d::OpType::_REDUCE_SCATTER_BASE, name, output,
                 [&] { scale(output, input, reduce); });
   }
-  const size_t bytes = byteSize(input);
-  const algo::GpuPlan plan = vendorOrHost(
-      fitWorkspace(
-          planFor(algo::GpuCollective::kReduceScatter, bytes, view.type, reduce.spec.op, true),
-          bytes),
-      vendorReduces(reduce.spec.op));
   std::vector<at::Tensor> outputs{output}, inputs{input};
   auto viaLibrary = [&](auto& b) {
     return b.reduce_scatter_tensor_coalesced(outputs, inputs, opts);
@@ -260,23 +256,20 @@ Side::WorkPtr GpuPath::alltoall_base(at::Tensor& output, at::Tensor& input,
   // Torch's equal form only (rules::kernelAllToAll): explicit split lists go to NCCL/RCCL.
   const bool even = rules::kernelAllToAll(rows(input), input.numel(), rows(output),
                                           output.numel(), inputSplits, outputSplits, size);
-  if (alone() && even) {
+  const size_t bytes = byteSize(input);
+  const algo::GpuPlan plan =
+      planFor(algo::GpuCollective::kAllToAll, bytes, DataType::kUInt8, ReduceOp::kSum, even);
+  if (plan.route == algo::GpuRoute::kLocal) {
     return solo(c10d::OpType::ALLTOALL_BASE, name, output, [&] {
       if (!output.is_same(input)) output.copy_(input);
     });
   }
-  const size_t bytes = byteSize(input);
-  const algo::GpuPlan plan = fitWorkspace(
-      planFor(algo::GpuCollective::kAllToAll, bytes, DataType::kUInt8, ReduceOp::kSum, even),
-      bytes);
   std::vector<at::Tensor*> args{&input, &output};
   auto viaLibrary = [&](auto& b) {
     return b.alltoall_base(output, input, outputSplits, inputSplits, opts);
   };
-  if (plan.route != algo::GpuRoute::kKernel || !even) {
-    const algo::GpuRoute route =
-        plan.route == algo::GpuRoute::kKernel ? noKernelRoute() : plan.route;
-    return other(name, route, plan.reason.c_str(), viaLibrary, args, {&output});
+  if (plan.route != algo::GpuRoute::kKernel) {
+    return other(name, plan.route, plan.reason.c_str(), viaLibrary, args, {&output});
   }
   checkSameDtype(input, output, name);
   return runKernel(c10d::OpType::ALLTOALL_BASE, name, {output, input}, [&](Workspace& ws) {

@@ -17,7 +17,8 @@
 // workspace buffer (the memory peers read through CUDA IPC), the kernel runs and writes the
 // caller's output; an event recorded after it completes the GpuWork. Messages larger than the
 // workspace run in chunks where the collective is elementwise (all_reduce, broadcast); the others
-// go to the vendor library (or host memory when ranks share a GPU) above the workspace size.
+// go to the vendor library (or host memory when ranks share a GPU) above the workspace size
+// (planGpu's rule).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -129,14 +130,12 @@ class GpuPath final : public GpuSide {
                         const std::vector<at::Tensor*>& outputs, bool vendorCan = true);
 
   // ---- gpu_path_plan.cc ----
+  // The plan of one call (algo::planGpu decides; bytes in nccl-tests' convention, gpu_plan.h).
+  // Creates what the plan needs first (the workspace, the vendor group) and plans again, the
+  // same way on every rank, when that showed it cannot exist.
   algo::GpuPlan planFor(algo::GpuCollective collective, size_t bytes, DataType dtype,
-                        ReduceOp op, bool evenSplits);
-  algo::GpuPlan cachedPlan(algo::GpuCollective collective, size_t bytes, DataType dtype,
-                           ReduceOp op, bool evenSplits);
-  algo::GpuPlan fitWorkspace(algo::GpuPlan plan, size_t inputBytes) const;
-  static algo::GpuPlan vendorOrHost(algo::GpuPlan plan, bool vendorCan);
-  algo::GpuRoute noKernelRoute() const;
-  static size_t workspaceBytes();
+                        ReduceOp op, bool evenSplits = true, bool vendorReduces = true);
+  algo::GpuPlan cachedPlan(const algo::GpuRequest& request);
   kernels::LaunchShape launchShape() const { return kernels::LaunchShape{maxBlocks_}; }
 
   // ---- gpu_path_routes.cc ----
@@ -151,10 +150,8 @@ class GpuPath final : public GpuSide {
   c10::intrusive_ptr<c10d::Work> viaHost(const char* op, const Call& call,
                                          const std::vector<at::Tensor*>& args,
                                          const std::vector<at::Tensor*>& outputs);
-  // World size 1 outside a coalesced batch (whose calls the vendor group runs as one).
-  bool alone() const;
-  // World size 1: `body` runs on the caller's stream (nothing, or one copy / scaling), after
-  // every earlier call of the group; the Work completes with it.
+  // World size 1 (the plan's kLocal route): `body` runs on the caller's stream (nothing, or one
+  // copy / scaling), after every earlier call of the group; the Work completes with it.
   c10::intrusive_ptr<c10d::Work> solo(c10d::OpType type, const char* op, at::Tensor output,
                                       const std::function<void()>& body);
 
@@ -181,7 +178,7 @@ class GpuPath final : public GpuSide {
   Side& cpu_;  // the group's CPU side: the host route runs calls there
   const int device_;
   GpuStream comm_;
-  const algo::GpuTunables tunables_;
+  const algo::Tunables tunables_;  // the group's
   Placement placement_;
   int maxBlocks_ = 0;  // LaunchShape::maxBlocks; kCannotFit routes around the kernels
   std::shared_ptr<ErrorWord> error_;
@@ -201,20 +198,21 @@ class GpuPath final : public GpuSide {
   std::atomic<bool> coalescing_{false};  // between startCoalescing and endCoalescing
   std::unique_ptr<InFlight> inFlight_ = std::make_unique<InFlight>();  // leaked if undrained
   // Plans by call shape (cachedPlan in gpu_path_plan.cc).
+  // The call's part of a request and what the group found out so far (the rest is fixed).
   struct PlanKey {
     size_t bytes;
     uint8_t collective, dtype, op;
-    bool evenSplits;
+    uint8_t flags;  // evenSplits, vendorReduces, coalescing, ipcRefused, vendorAvailable
     bool operator==(const PlanKey& o) const {
       return bytes == o.bytes && collective == o.collective && dtype == o.dtype && op == o.op &&
-             evenSplits == o.evenSplits;
+             flags == o.flags;
     }
   };
   struct PlanKeyHash {
     size_t operator()(const PlanKey& k) const {
       return std::hash<size_t>()(k.bytes) ^
              (size_t{k.collective} << 1 | size_t{k.dtype} << 9 | size_t{k.op} << 17 |
-              size_t{k.evenSplits} << 25);
+              size_t{k.flags} << 25);
     }
   };
   static constexpr size_t kMaxCachedPlans = 4096;

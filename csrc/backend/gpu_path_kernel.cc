@@ -34,7 +34,7 @@ GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
   workspaceAttempt_++;
   try {
     workspace_ = Workspace::createAgreed(store, "gpu_ws", workspaceAttempt_, group_.getRank(),
-                                         group_.getSize(), device_, workspaceBytes(),
+                                         group_.getSize(), device_, tunables_.gpuWorkspaceBytes,
                                          group_.timeout(), &whyNot);
   } catch (const Error& e) {
     // A timeout here (some rank never voted) can leave ranks with different outcomes (a rank
@@ -46,7 +46,7 @@ GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
     ipcRefused_ = whyNot.empty() ? std::string("no reason given") : whyNot;
     XCCL_WARN("backend", "group '", group_.groupName(), "': xccl's GPU kernels are off for this "
               "group, its CUDA collectives use ",
-              noKernelRoute() == algo::GpuRoute::kHost ? "host memory" : "NCCL/RCCL", ": ",
+              placement_.ranksPerGpu > 1 ? "host memory" : "NCCL/RCCL", ": ",
               ipcRefused_);
   }
   return workspace_.get();

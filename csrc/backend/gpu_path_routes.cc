@@ -20,7 +20,9 @@ c10::intrusive_ptr<c10d::Work> GpuPath::other(const char* op, algo::GpuRoute rou
                       "tensors (", reason, "); the batch was closed");
   }
   if (route == algo::GpuRoute::kVendor) {
-    if (c10d::Backend* vendor = vendorGroup(op)) return viaVendor(op, *vendor, call);
+    c10d::Backend* vendor = vendorGroup(op);
+    TORCH_INTERNAL_ASSERT(vendor != nullptr, "planned the vendor route without a vendor group");
+    return viaVendor(op, *vendor, call);
   }
   return viaHost(op, call, args, outputs);
 }
@@ -112,8 +114,6 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call
   work->setSourceRank(source);
   return work;
 }
-
-bool GpuPath::alone() const { return group_.getSize() == 1 && !coalescing_; }
 
 c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op,
                                              at::Tensor output,

@@ -10,11 +10,9 @@ Side::WorkPtr GpuPath::withoutKernel(const char* op, const Call& call,
                                      const std::vector<at::Tensor*>& outputs, bool vendorCan) {
   for (at::Tensor* t : args) checkTensor(*t, op, "tensor", home());
   checkHealthy(op);
-  const algo::GpuRoute route =
-      !vendorCan ? algo::GpuRoute::kHost : noKernelRoute();
-  const char* reason = vendorCan ? "no kernel for this operation"
-                                 : "no kernel, and NCCL/RCCL have no such reduction";
-  return other(op, route, reason, call, args, outputs);
+  const algo::GpuPlan plan =
+      planFor(algo::GpuCollective::kOther, 0, DataType::kUInt8, ReduceOp::kSum, true, vendorCan);
+  return other(op, plan.route, plan.reason.c_str(), call, args, outputs);
 }
 
 Side::WorkPtr GpuPath::allreduce_coalesced(std::vector<at::Tensor>& tensors,

@@ -22,6 +22,8 @@ c10::intrusive_ptr<Options> copyOptions(const Options& options) {
 
 }  // namespace
 
+void bindPlan(py::module& m);  // module_plan.cc
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xccl: collective-communication backend for torch.distributed";
   // The base classes must be registered with pybind11 before ours refer to them.
@@ -117,6 +119,7 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>(),
       "This machine's topology as JSON (docs/topology.md); honours XCCL_TOPO_FILE and "
       "XCCL_TOPO_DUMP_FILE.");
+  bindPlan(m);
 }
 
 }  // namespace xccl::backend

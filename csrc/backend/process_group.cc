@@ -166,7 +166,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(c10d::OpType type, cons
         }
       }
       algo::Context ctx{*transport_, seq, what, net::Clock::now() + timeout, tunables_};
-      body(algo::Runner{ctx, segment_.get(), shmTunables_, alive_, hierarchy_.get()});
+      body(algo::Runner{ctx, segment_.get(), alive_, hierarchy_.get()});
     } catch (const std::exception& e) {
       std::string message = std::string("rank ") + std::to_string(rank_) + ": " + e.what();
       if (message.find(what) == std::string::npos) {

@@ -6,7 +6,7 @@
 // thread (ValueError, nothing sent) and hands it to enqueue(), which gives it the next sequence
 // number and runs it on the Executor over the group's transports: a shared-memory segment when
 // every rank is on one host, segments per host plus TCP between hosts for all_reduce of groups
-// spanning hosts (process_group_shm.cc), else TCP; algo::Runner picks per call (algo/select.h).
+// spanning hosts (process_group_shm.cc), else TCP; algo::Runner runs what algo::planCpu plans per call (algo/cpu_plan.h).
 // Point-to-point always uses TCP. The GPU side (gpu_side.h), created by the first call on CUDA
 // tensors, runs kernels or the vendor library, or calls the CPU side with host copies.
 // A communication failure or timeout aborts the TCP transport, which tells every peer (their
@@ -24,7 +24,7 @@
 
 #include "algo/context.h"
 #include "algo/runner.h"
-#include "algo/select.h"
+#include "algo/cpu_plan.h"
 #include "backend/compat.h"
 #include "backend/executor.h"
 #include "backend/cpu_side.h"
@@ -72,6 +72,8 @@ class ProcessGroupXccl : public c10d::Backend {
   // How the group's collectives travel: "shm" (one host), "hierarchical" (all_reduce over
   // segments per host and TCP between them, the rest TCP) or "tcp".
   const char* transportName() const;
+  // The group's tunables (algo/tunables.h), read once at creation; every plan uses them.
+  const algo::Tunables& tunables() const { return tunables_; }
   // For the GPU side (gpu_path.h).
   const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
   std::chrono::milliseconds timeout() const { return effectiveTimeout(c10d::kUnsetTimeout); }
@@ -184,7 +186,6 @@ class ProcessGroupXccl : public c10d::Backend {
   std::unique_ptr<net::Transport> transport_;
   std::unique_ptr<net::shm::Segment> segment_;  // one host; null otherwise
   std::unique_ptr<algo::Hierarchy> hierarchy_;   // several hosts sharing memory per host
-  algo::shm::Tunables shmTunables_;
   net::shm::PeerAlive alive_;                   // peerAlive() for every shared-memory wait
   std::unique_ptr<Executor> executor_;
   // The sides. The GPU side calls the CPU side (host route): declared after it, destroyed first.

@@ -1,7 +1,7 @@
 // The group's shared memory: one segment when every rank is on one host, or a segment per host
 // plus the host leaders' TCP subset when the group spans hosts (algo/hierarchy.h), built at group
 // creation; and the liveness check their waits call. Which collective runs where is
-// algo::select's choice (algo::Runner); layout, algorithms and cleanup guarantees: docs/shm.md.
+// algo::planCpu's choice (algo::Runner); layout, algorithms and cleanup guarantees: docs/shm.md.
 #include "backend/process_group.h"
 #include "common/logging.h"
 
@@ -13,7 +13,6 @@ namespace xccl::backend {
 void ProcessGroupXccl::setUpSharedMemory(net::Store& store) {
   alive_ = [this](int peer) { return peerAlive(peer); };
   if (size_ == 1) return;  // nothing to share: every collective is a local copy
-  shmTunables_ = algo::shm::Tunables::fromEnvironment();
   net::shm::Options options = net::shm::Options::fromEnvironment();
   // `store` is this group's (torch prefixes it per group), so the keys are unique per group.
   options.storePrefix = "shm";

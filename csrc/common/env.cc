@@ -68,7 +68,7 @@ const std::vector<Variable> kVariables = {
     integer("XCCL_CONNECT_TIMEOUT_MS", "", 1, 2147483647, 1, kPerRank,
             "Bound for building a group at its creation (settings agreement, TCP mesh); default: "
             "the group timeout."),
-    // algo/select.cc parseAlgorithm() accepts these; ranks on different algorithms deadlock.
+    // algo/tunables.cc parseAlgorithm() accepts these; ranks on different algorithms deadlock.
     choice("XCCL_ALGO", "auto", {"auto", "direct", "ring", "shm"}, kGroupWide,
            "Force an algorithm for every collective that has it: direct or ring (TCP, even where "
            "shared memory is available), shm (shared memory where every rank is on one host), "

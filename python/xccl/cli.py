@@ -1,4 +1,4 @@
-"""`python -m xccl <command>`: topo, env, doctor, and bench (added by the benchmark tool).
+"""`python -m xccl <command>`: topo, env, plan, doctor, and bench (added by the benchmark tool).
 
 Each command's module is imported only when that command runs, so `xccl env` stays cheap and a
 missing optional module (bench) fails with a message instead of breaking the other commands.
@@ -39,6 +39,12 @@ def _cmd_env(args) -> int:
     else:
         print(env.format_report(report, show_all=args.all))
     return 0
+
+
+def _cmd_plan(args) -> int:
+    from . import plan
+
+    return plan.main(args)
 
 
 def _cmd_doctor(args) -> int:
@@ -82,6 +88,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="preview another platform's table (nvidia, nvidia_multinode, aws_efa, "
                           "amd_mi300x, amd_mi250, cpu)")
     env.set_defaults(func=_cmd_env)
+
+    plan = commands.add_parser("plan", help="print the route and algorithm xccl takes per "
+                                            "collective and message size, and why")
+    plan.add_argument("--device", default="cuda", choices=("cpu", "cuda"),
+                      help="plan for CPU or CUDA tensors (default cuda; needs no GPU)")
+    plan.add_argument("--topo", metavar="FILE", help="plan for this topology JSON instead of "
+                                                     "this machine's")
+    plan.add_argument("--world", type=int, metavar="N", help="ranks in the group (default: one "
+                                                             "per GPU per host; cpu: 4 per host)")
+    plan.add_argument("--hosts", type=int, default=1, metavar="H",
+                      help="hosts the ranks are spread over, evenly (default 1)")
+    plan.add_argument("sizes", nargs="*", metavar="SIZE",
+                      help="message sizes (4096, 64K, 1MiB; default 1 KiB to 1 GiB, x4)")
+    plan.set_defaults(func=_cmd_plan)
 
     doctor = commands.add_parser("doctor", help="check this host and self-test the backend")
     doctor.add_argument("--backend", default="xccl", help="backend to self-test (default xccl)")

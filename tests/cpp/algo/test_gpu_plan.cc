@@ -40,7 +40,7 @@ GpuRequest request(GpuCollective collective, size_t bytes, int world, int ranksP
 }
 
 // The plan's short name ("one_shot", "nccl", "host", ...).
-std::string nameOf(const GpuRequest& r, const topo::Topology& t, const GpuTunables& tunables = {}) {
+std::string nameOf(const GpuRequest& r, const topo::Topology& t, const Tunables& tunables = {}) {
   return planGpu(r, t, tunables).name;
 }
 
@@ -51,7 +51,7 @@ std::vector<int> range(int n, int first = 0) {
 }
 
 TEST(GpuPlan, DefaultThresholdsAreThePublishedOnes) {
-  GpuTunables t;
+  Tunables t;
   EXPECT_EQ(t.nvswitch.oneShotBelow4, 512 * kKiB);  // vLLM's value
   EXPECT_EQ(t.nvswitch.oneShotBelow8, 256 * kKiB);
   EXPECT_EQ(t.nvswitch.allReduceMaxBytes, 8 * kMiB);  // vLLM's max_size, 1.4
@@ -60,7 +60,7 @@ TEST(GpuPlan, DefaultThresholdsAreThePublishedOnes) {
   EXPECT_EQ(t.xgmiMesh.allReduceMaxBytes, 4 * kMiB);  // QuickReduce vs RCCL, 1.7
   EXPECT_EQ(t.xgmiMesh.allPairsMaxBytes, kNoLimit);
   EXPECT_EQ(t.singleGpu.allReduceMaxBytes, kNoLimit);
-  EXPECT_EQ(t.forced, GpuForce::kAuto);
+  EXPECT_EQ(t.gpuForced, GpuForce::kAuto);
 }
 
 TEST(GpuPlan, ClassifiesTheFixtureFabrics) {
@@ -138,7 +138,7 @@ TEST(GpuPlan, H100NvswitchAllReduce) {
   EXPECT_EQ(ar(size_t{1} << 30, 8), "nccl");
   EXPECT_EQ(ar(8 * kMiB, 2), "one_shot");  // 2 ranks: one-shot up to the delegation limit
   EXPECT_EQ(ar(8 * kMiB + 1, 2), "nccl");
-  EXPECT_EQ(ar(1 * kMiB, 1), "one_shot");  // one rank: a local copy
+  EXPECT_EQ(ar(1 * kMiB, 1), "local");  // one rank: nothing to exchange
 
   GpuPlan plan = planGpu(request(GpuCollective::kAllReduce, 64 * kKiB, 8), t, {});
   EXPECT_EQ(plan.route, GpuRoute::kKernel);
@@ -178,14 +178,21 @@ TEST(GpuPlan, Mi300xXgmiMesh) {
   EXPECT_EQ(ar(160 * kKiB, 4), "two_shot");
   EXPECT_EQ(ar(4 * kMiB, 8), "two_shot");
   EXPECT_EQ(ar(4 * kMiB + 1, 8), "rccl");
-  // All-pairs at every size: it drives all seven links, RCCL's rings do not.
+  // All-pairs at every size the workspace holds: it drives all seven links, RCCL's rings do
+  // not. A per-rank input past the workspace (one launch) goes to RCCL.
+  Tunables unlimited;
+  unlimited.gpuWorkspaceBytes = kNoLimit;
   for (GpuCollective c : {GpuCollective::kAllGather, GpuCollective::kReduceScatter,
                           GpuCollective::kAllToAll}) {
     for (size_t bytes : {size_t{0}, 64 * kKiB, 64 * kMiB, size_t{1} << 34}) {
-      GpuPlan plan = planGpu(request(c, bytes, 8), t, {});
+      GpuPlan plan = planGpu(request(c, bytes, 8), t, unlimited);
       EXPECT_EQ(plan.name, "all_pairs") << gpuCollectiveName(c) << " " << bytes;
       EXPECT_EQ(plan.fabric, GpuFabric::kXgmiMesh);
     }
+    EXPECT_EQ(planGpu(request(c, 32 * kMiB, 8), t, {}).name, "all_pairs");
+    EXPECT_EQ(planGpu(request(c, 64 * kMiB, 8), t, {}).name,
+              c == GpuCollective::kAllGather ? "all_pairs" : "rccl")
+        << "all_gather's input is 1/8 of its 64 MiB output; the others' input is 64 MiB";
   }
   EXPECT_EQ(nameOf(request(GpuCollective::kAllGather, 1 * kMiB, 4, 1, {0, 2, 5, 7}), t),
             "all_pairs");
@@ -381,12 +388,12 @@ TEST(GpuPlan, ForcingByName) {
 TEST(GpuPlan, ForcedChoices) {
   topo::Topology h100 = load("hgx_h100_8x_nvswitch.json");
   topo::Topology l40s = load("pcie_4x_l40s.json");
-  GpuTunables t;
-  t.forced = GpuForce::kVendor;
+  Tunables t;
+  t.gpuForced = GpuForce::kVendor;
   EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, 4 * kKiB, 8), h100, t), "nccl");
   EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, 4 * kKiB, 4, 2), h100, t), "nccl");
 
-  t.forced = GpuForce::kKernel;  // past the size and fabric limits, not past impossibility
+  t.gpuForced = GpuForce::kKernel;  // past the size and fabric limits, not past impossibility
   EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, size_t{1} << 30, 8), h100, t), "two_shot");
   EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, 64 * kKiB, 8), h100, t), "one_shot");
   EXPECT_EQ(nameOf(request(GpuCollective::kBroadcast, size_t{1} << 30, 8), h100, t), "broadcast");
@@ -396,13 +403,16 @@ TEST(GpuPlan, ForcedChoices) {
   EXPECT_NE(plan.reason.find("cannot run here"), std::string::npos) << plan.reason;
   EXPECT_EQ(nameOf(request(GpuCollective::kReduce, 4 * kKiB, 8), h100, t), "nccl");
 
-  t.forced = GpuForce::kOneShot;
+  t.gpuForced = GpuForce::kOneShot;
   EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, size_t{1} << 30, 8), h100, t), "one_shot");
   EXPECT_EQ(nameOf(request(GpuCollective::kAllGather, size_t{1} << 30, 8), h100, t), "nccl");
-  t.forced = GpuForce::kTwoShot;
+  t.gpuForced = GpuForce::kTwoShot;
   EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, 1 * kKiB, 2), h100, t), "two_shot");
   EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, 1 * kKiB, 4, 4), h100, t), "two_shot");
-  t.forced = GpuForce::kAllPairs;
+  t.gpuForced = GpuForce::kAllPairs;
+  EXPECT_EQ(nameOf(request(GpuCollective::kAllToAll, size_t{1} << 30, 8), h100, t), "nccl")
+      << "1 GiB per rank is past the workspace, which forcing cannot enlarge";
+  t.gpuWorkspaceBytes = kNoLimit;
   EXPECT_EQ(nameOf(request(GpuCollective::kAllToAll, size_t{1} << 30, 8), h100, t), "all_pairs");
   EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, size_t{1} << 30, 8), h100, t), "nccl");
 }
@@ -410,7 +420,7 @@ TEST(GpuPlan, ForcedChoices) {
 TEST(GpuPlan, ForcedFromTheEnvironment) {
   // Safe to set here: XCCL_* values are cached per process and only this test reads this one.
   ::setenv("XCCL_GPU_ALGO", "two_shot", 1);
-  EXPECT_EQ(GpuTunables::fromEnvironment().forced, GpuForce::kTwoShot);
+  EXPECT_EQ(Tunables::fromEnvironment().gpuForced, GpuForce::kTwoShot);
 }
 
 TEST(GpuPlan, RejectsMalformedRequests) {

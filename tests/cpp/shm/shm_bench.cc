@@ -1,6 +1,6 @@
 // all_reduce timings across fork()ed processes on one host: shm one-shot, shm two-shot, and the
 // TCP algorithms (algo/collectives.h over loopback), fp32 SUM, in the same run. Used to choose
-// algo::shm::kTwoShotMinBytes (docs/shm.md). On a shared machine compare ratios, not times.
+// algo::kShmTwoShotMinBytes (docs/shm.md). On a shared machine compare ratios, not times.
 //
 //   shm_bench [ranks=4] [repetitions=7] [max bytes=16 MiB] [tcp=1] [min bytes=1024] [step=4]
 //
@@ -60,8 +60,8 @@ int runRank(int rank, int ranks, const std::string& dir, const Sweep& sweep) {
   }
   uint64_t seq = 0;
   auto shmContext = [&](size_t twoShotMinBytes) {
-    algo::shm::Tunables tunables;
-    tunables.twoShotMinBytes = twoShotMinBytes;
+    algo::Tunables tunables;
+    tunables.shmTwoShotMinBytes = twoShotMinBytes;
     ++seq;
     return algo::shm::Context{*segment, seq, "allreduce #" + std::to_string(seq),
                               net::Clock::now() + std::chrono::minutes(2), tunables, nullptr};

@@ -136,7 +136,7 @@ inline net::shm::Options shmOptions(size_t slotBytes, std::chrono::milliseconds 
 // One rank's communicator over a segment: contexts with increasing sequence numbers.
 class ShmCalls {
  public:
-  ShmCalls(net::shm::Segment& segment, algo::shm::Tunables tunables = {},
+  ShmCalls(net::shm::Segment& segment, algo::Tunables tunables = {},
            net::shm::PeerAlive alive = nullptr,
            std::chrono::milliseconds timeout = std::chrono::seconds(60))
       : segment_(segment), tunables_(tunables), alive_(std::move(alive)), timeout_(timeout) {}
@@ -145,11 +145,11 @@ class ShmCalls {
     return {segment_, seq_, what + " #" + std::to_string(seq_), net::Clock::now() + timeout_,
             tunables_, alive_};
   }
-  algo::shm::Tunables& tunables() { return tunables_; }
+  algo::Tunables& tunables() { return tunables_; }
 
  private:
   net::shm::Segment& segment_;
-  algo::shm::Tunables tunables_;
+  algo::Tunables tunables_;
   net::shm::PeerAlive alive_;
   std::chrono::milliseconds timeout_;
   uint64_t seq_ = 0;

@@ -21,9 +21,9 @@ constexpr size_t kLarge = 100003;               // ~100 slots of fp32
 
 enum class Mode { kOneShot, kTwoShot };
 
-algo::shm::Tunables tunablesFor(Mode mode) {
-  algo::shm::Tunables t;
-  t.twoShotMinBytes = mode == Mode::kTwoShot ? 0 : SIZE_MAX;
+algo::Tunables tunablesFor(Mode mode) {
+  algo::Tunables t;
+  t.shmTwoShotMinBytes = mode == Mode::kTwoShot ? 0 : SIZE_MAX;
   return t;
 }
 
@@ -113,7 +113,7 @@ std::string paramName(const ::testing::TestParamInfo<Param>& info) {
 class ShmReductions : public ::testing::TestWithParam<Param> {
  protected:
   int world() const { return GetParam().world; }
-  algo::shm::Tunables tunables() const { return tunablesFor(GetParam().mode); }
+  algo::Tunables tunables() const { return tunablesFor(GetParam().mode); }
 };
 
 TEST_P(ShmReductions, AllReduce) {
@@ -230,20 +230,20 @@ std::vector<Param> allParams() {
 INSTANTIATE_TEST_SUITE_P(Worlds, ShmReductions, ::testing::ValuesIn(allParams()), paramName);
 
 TEST(ShmTunables, TwoShotThresholdScalesWithTheTrafficItSaves) {
-  algo::shm::Tunables t;
-  EXPECT_EQ(algo::shm::twoShotThreshold(4, t), algo::shm::kTwoShotMinBytes);
-  EXPECT_EQ(algo::shm::twoShotThreshold(2, t), SIZE_MAX) << "two-shot saves nothing for 2 ranks";
-  EXPECT_EQ(algo::shm::twoShotThreshold(1, t), SIZE_MAX);
-  const size_t three = algo::shm::twoShotThreshold(3, t), eight = algo::shm::twoShotThreshold(8, t);
-  EXPECT_NEAR(static_cast<double>(three) / algo::shm::kTwoShotMinBytes, 1.75 / (1 - 1.0 / 3), 1e-6);
-  EXPECT_NEAR(static_cast<double>(eight) / algo::shm::kTwoShotMinBytes, 1.75 / (6 - 1.0 / 8), 1e-6);
-  EXPECT_GT(three, algo::shm::twoShotThreshold(5, t));
-  t.twoShotMinBytes = 0;
-  EXPECT_EQ(algo::shm::twoShotThreshold(2, t), 0u) << "0 forces two-shot";
-  t.twoShotMinBytes = SIZE_MAX;
-  EXPECT_EQ(algo::shm::twoShotThreshold(8, t), SIZE_MAX) << "SIZE_MAX forces one-shot";
+  algo::Tunables t;
+  EXPECT_EQ(algo::shmTwoShotThreshold(4, t), algo::kShmTwoShotMinBytes);
+  EXPECT_EQ(algo::shmTwoShotThreshold(2, t), SIZE_MAX) << "two-shot saves nothing for 2 ranks";
+  EXPECT_EQ(algo::shmTwoShotThreshold(1, t), SIZE_MAX);
+  const size_t three = algo::shmTwoShotThreshold(3, t), eight = algo::shmTwoShotThreshold(8, t);
+  EXPECT_NEAR(static_cast<double>(three) / algo::kShmTwoShotMinBytes, 1.75 / (1 - 1.0 / 3), 1e-6);
+  EXPECT_NEAR(static_cast<double>(eight) / algo::kShmTwoShotMinBytes, 1.75 / (6 - 1.0 / 8), 1e-6);
+  EXPECT_GT(three, algo::shmTwoShotThreshold(5, t));
+  t.shmTwoShotMinBytes = 0;
+  EXPECT_EQ(algo::shmTwoShotThreshold(2, t), 0u) << "0 forces two-shot";
+  t.shmTwoShotMinBytes = SIZE_MAX;
+  EXPECT_EQ(algo::shmTwoShotThreshold(8, t), SIZE_MAX) << "SIZE_MAX forces one-shot";
   if (std::getenv("XCCL_SHM_TWO_SHOT_BYTES") == nullptr) {
-    EXPECT_EQ(algo::shm::Tunables::fromEnvironment().twoShotMinBytes, algo::shm::kTwoShotMinBytes);
+    EXPECT_EQ(algo::Tunables::fromEnvironment().shmTwoShotMinBytes, algo::kShmTwoShotMinBytes);
   }
 }
 

@@ -199,7 +199,7 @@ TEST(ShmSequence, MixedCollectivesReuseSlotsSafely) {
       const int kind = random() % 4;
       const size_t count = random() % 3 == 0 ? random() % 5000 : random() % 40;
       const int root = random() % kWorld;
-      calls.tunables().twoShotMinBytes = random() % 2 ? 0 : SIZE_MAX;
+      calls.tunables().shmTwoShotMinBytes = random() % 2 ? 0 : SIZE_MAX;
       if (rank == round % kWorld && round % 7 == 0) std::this_thread::yield();
       std::vector<int32_t> data(count);
       for (size_t i = 0; i < count; ++i) {

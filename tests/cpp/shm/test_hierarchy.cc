@@ -29,7 +29,7 @@ algo::Runner runnerOver(net::Transport& tcp, const algo::Hierarchy* h, uint64_t 
                         std::chrono::milliseconds timeout = 30s) {
   algo::Context ctx{tcp, seq, "allreduce #" + std::to_string(seq), net::Clock::now() + timeout,
                     algo::Tunables{}};
-  return {ctx, nullptr, {}, testing::aliveFrom(tcp), h};
+  return {ctx, nullptr, testing::aliveFrom(tcp), h};
 }
 
 // Which simulated host each rank is on.

@@ -1,5 +1,5 @@
 // algo::Runner over a group with both transports (ranks as threads, real TCP over loopback and
-// one shm segment): it runs each collective where select() says, and the TCP transport's
+// one shm segment): it runs each collective where planCpu() says, and the TCP transport's
 // peerFailed() ends shared-memory waits for a peer whose connection closed or that aborted.
 #include <gtest/gtest.h>
 
@@ -38,7 +38,7 @@ algo::Runner runnerFor(Member& m, uint64_t seq, Algorithm forced, bool withSegme
   tunables.forced = forced;
   algo::Context tcp{*m.tcp, seq, "op #" + std::to_string(seq), net::Clock::now() + timeout,
                     tunables};
-  return {tcp, withSegment ? m.segment.get() : nullptr, {}, testing::aliveFrom(*m.tcp)};
+  return {tcp, withSegment ? m.segment.get() : nullptr, testing::aliveFrom(*m.tcp)};
 }
 
 TEST(Runner, RunsEachCollectiveWhereSelectSays) {

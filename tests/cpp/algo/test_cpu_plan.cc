@@ -1,10 +1,11 @@
-// Algorithm selection (select.h): a pure function, checked over a grid without any transport.
+// CPU selection (cpu_plan.h): a pure function, checked over a grid and a table of rows without
+// any transport.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
 
-#include "algo/select.h"
+#include "algo/cpu_plan.h"
 #include "algo_testing.h"
 
 namespace xccl {
@@ -27,35 +28,33 @@ constexpr Algorithm kAlgorithms[] = {Algorithm::kAuto, Algorithm::kDirect, Algor
 constexpr algo::Locality kLocalities[] = {algo::Locality::kNone, algo::Locality::kOneHost,
                                           algo::Locality::kPerHost};
 
-const char* name(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce: return "allreduce";
-    case Collective::kAllGather: return "allgather";
-    case Collective::kReduceScatter: return "reduce_scatter";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kReduce: return "reduce";
-    case Collective::kAllToAll: return "all_to_all";
-    case Collective::kGather: return "gather";
-    case Collective::kScatter: return "scatter";
-    case Collective::kBarrier: return "barrier";
+// planCpu's choice as one value: the route where it is not TCP, else the TCP algorithm (what the
+// grids below were written against).
+Algorithm chosen(Collective c, size_t bytes, int world, const algo::Tunables& t,
+                 algo::Locality locality = algo::Locality::kNone) {
+  const algo::CpuPlan plan = algo::planCpu({c, bytes}, algo::GroupShape{world, locality}, t);
+  switch (plan.route) {
+    case algo::CpuRoute::kShm: return Algorithm::kShm;
+    case algo::CpuRoute::kHierarchical: return Algorithm::kHierarchical;
+    case algo::CpuRoute::kTcp: break;
   }
-  return "?";
+  return plan.algorithm;
 }
 
 std::vector<size_t> sizesAround(size_t threshold) {
   return {0, 1, threshold - 1, threshold, threshold + 1, size_t{1} << 40, SIZE_MAX};
 }
 
-TEST(Select, Defaults) {
+TEST(CpuPlan, Defaults) {
   algo::Tunables t;
   EXPECT_EQ(t.smallMessageBytes, 64u * 1024);
   EXPECT_EQ(t.ringChunkBytes, 512u * 1024);
   EXPECT_EQ(t.forced, Algorithm::kAuto);
 }
 
-// The rule of select.h/select.cc: direct at or below smallMessageBytes per rank, ring above;
+// Rule 4 of planCpu (cpu_plan.h): direct at or below smallMessageBytes per rank, ring above;
 // with one or two ranks every collective but all_reduce is direct whatever the size.
-TEST(Select, AutoGrid) {
+TEST(CpuPlan, AutoGrid) {
   for (size_t threshold : {size_t{64} * 1024, size_t{1000}, size_t{1}}) {
     algo::Tunables t;
     t.smallMessageBytes = threshold;
@@ -66,8 +65,8 @@ TEST(Select, AutoGrid) {
           const Algorithm want =
               (small || (world <= 2 && c != Collective::kAllReduce)) ? Algorithm::kDirect
                                                                      : Algorithm::kRing;
-          EXPECT_EQ(algo::select(c, bytes, world, t), want)
-              << name(c) << " bytes=" << bytes << " world=" << world
+          EXPECT_EQ(chosen(c, bytes, world, t), want)
+              << algo::collectiveName(c) << " bytes=" << bytes << " world=" << world
               << " threshold=" << threshold;
         }
       }
@@ -75,25 +74,25 @@ TEST(Select, AutoGrid) {
   }
 }
 
-TEST(Select, SpotChecksWithDefaults) {
+TEST(CpuPlan, SpotChecksWithDefaults) {
   const algo::Tunables t;
-  EXPECT_EQ(algo::select(Collective::kAllReduce, 64 * 1024, 4, t), Algorithm::kDirect);
-  EXPECT_EQ(algo::select(Collective::kAllReduce, 64 * 1024 + 1, 4, t), Algorithm::kRing);
-  EXPECT_EQ(algo::select(Collective::kAllReduce, 64 * 1024 + 1, 2, t), Algorithm::kRing);
-  EXPECT_EQ(algo::select(Collective::kBroadcast, size_t{1} << 30, 2, t), Algorithm::kDirect);
-  EXPECT_EQ(algo::select(Collective::kAllGather, 1 << 20, 3, t), Algorithm::kRing);
-  EXPECT_EQ(algo::select(Collective::kReduceScatter, 0, 8, t), Algorithm::kDirect);
+  EXPECT_EQ(chosen(Collective::kAllReduce, 64 * 1024, 4, t), Algorithm::kDirect);
+  EXPECT_EQ(chosen(Collective::kAllReduce, 64 * 1024 + 1, 4, t), Algorithm::kRing);
+  EXPECT_EQ(chosen(Collective::kAllReduce, 64 * 1024 + 1, 2, t), Algorithm::kRing);
+  EXPECT_EQ(chosen(Collective::kBroadcast, size_t{1} << 30, 2, t), Algorithm::kDirect);
+  EXPECT_EQ(chosen(Collective::kAllGather, 1 << 20, 3, t), Algorithm::kRing);
+  EXPECT_EQ(chosen(Collective::kReduceScatter, 0, 8, t), Algorithm::kDirect);
 }
 
-TEST(Select, ForcedAlgorithmWinsEverywhere) {
+TEST(CpuPlan, ForcedAlgorithmWinsEverywhere) {
   for (Algorithm forced : {Algorithm::kDirect, Algorithm::kRing}) {
     algo::Tunables t;
     t.forced = forced;
     for (size_t bytes : sizesAround(t.smallMessageBytes)) {
       for (int world = 1; world <= 8; ++world) {
         for (Collective c : kCollectives) {
-          EXPECT_EQ(algo::select(c, bytes, world, t), forced)
-              << name(c) << " bytes=" << bytes << " world=" << world;
+          EXPECT_EQ(chosen(c, bytes, world, t), forced)
+              << algo::collectiveName(c) << " bytes=" << bytes << " world=" << world;
         }
       }
     }
@@ -103,7 +102,7 @@ TEST(Select, ForcedAlgorithmWinsEverywhere) {
 // Transport choice over the whole grid: collective x size x world x locality x every forced
 // value. The expectation is written out per case, independently of the implementation's order
 // of tests.
-TEST(Select, TransportGrid) {
+TEST(CpuPlan, TransportGrid) {
   std::vector<Collective> all(std::begin(kCollectives), std::end(kCollectives));
   all.insert(all.end(), std::begin(kDirectOnly), std::end(kDirectOnly));
   for (Algorithm forced : kAlgorithms) {
@@ -129,8 +128,8 @@ TEST(Select, TransportGrid) {
             } else if (locality == algo::Locality::kPerHost && c == Collective::kAllReduce) {
               want = Algorithm::kHierarchical;
             }
-            EXPECT_EQ(algo::select(c, bytes, world, t, locality), want)
-                << name(c) << " bytes=" << bytes << " world=" << world
+            EXPECT_EQ(chosen(c, bytes, world, t, locality), want)
+                << algo::collectiveName(c) << " bytes=" << bytes << " world=" << world
                 << " locality=" << static_cast<int>(locality)
                 << " forced=" << algo::algorithmName(forced);
           }
@@ -140,43 +139,43 @@ TEST(Select, TransportGrid) {
   }
 }
 
-TEST(Select, SharedMemorySpotChecks) {
+TEST(CpuPlan, SharedMemorySpotChecks) {
   using algo::Locality;
   algo::Tunables t;
   // One host: every collective at every size goes over shared memory...
-  EXPECT_EQ(algo::select(Collective::kAllReduce, 8, 2, t, Locality::kOneHost), Algorithm::kShm);
-  EXPECT_EQ(algo::select(Collective::kAllReduce, size_t{64} << 20, 4, t, Locality::kOneHost),
+  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 2, t, Locality::kOneHost), Algorithm::kShm);
+  EXPECT_EQ(chosen(Collective::kAllReduce, size_t{64} << 20, 4, t, Locality::kOneHost),
             Algorithm::kShm);
-  EXPECT_EQ(algo::select(Collective::kAllToAll, 0, 3, t, Locality::kOneHost), Algorithm::kShm);
-  EXPECT_EQ(algo::select(Collective::kBarrier, 0, 4, t, Locality::kOneHost), Algorithm::kShm);
+  EXPECT_EQ(chosen(Collective::kAllToAll, 0, 3, t, Locality::kOneHost), Algorithm::kShm);
+  EXPECT_EQ(chosen(Collective::kBarrier, 0, 4, t, Locality::kOneHost), Algorithm::kShm);
   // ...segments per host: all_reduce is hierarchical, the rest TCP...
-  EXPECT_EQ(algo::select(Collective::kAllReduce, 8, 4, t, Locality::kPerHost),
+  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 4, t, Locality::kPerHost),
             Algorithm::kHierarchical);
-  EXPECT_EQ(algo::select(Collective::kAllGather, 1 << 20, 4, t, Locality::kPerHost),
+  EXPECT_EQ(chosen(Collective::kAllGather, 1 << 20, 4, t, Locality::kPerHost),
             Algorithm::kRing);
   // ...none: the TCP rule, as if shared memory did not exist.
-  EXPECT_EQ(algo::select(Collective::kAllReduce, 8, 2, t), Algorithm::kDirect);
-  EXPECT_EQ(algo::select(Collective::kAllToAll, size_t{64} << 20, 4, t), Algorithm::kDirect);
+  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 2, t), Algorithm::kDirect);
+  EXPECT_EQ(chosen(Collective::kAllToAll, size_t{64} << 20, 4, t), Algorithm::kDirect);
   // Forcing shm without shared memory falls back to the TCP rule, so the TCP algorithms' own
   // calls (which never pass a locality) still get a TCP algorithm.
   t.forced = Algorithm::kShm;
-  EXPECT_EQ(algo::select(Collective::kAllReduce, 1 << 20, 4, t), Algorithm::kRing);
-  EXPECT_EQ(algo::select(Collective::kBroadcast, 8, 4, t), Algorithm::kDirect);
-  EXPECT_EQ(algo::select(Collective::kAllReduce, 8, 4, t, Locality::kPerHost),
+  EXPECT_EQ(chosen(Collective::kAllReduce, 1 << 20, 4, t), Algorithm::kRing);
+  EXPECT_EQ(chosen(Collective::kBroadcast, 8, 4, t), Algorithm::kDirect);
+  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 4, t, Locality::kPerHost),
             Algorithm::kHierarchical);
   // Forcing ring keeps ring collectives on TCP; the ones without a ring stay on shm.
   t.forced = Algorithm::kRing;
-  EXPECT_EQ(algo::select(Collective::kAllGather, 8, 4, t, Locality::kOneHost), Algorithm::kRing);
-  EXPECT_EQ(algo::select(Collective::kAllReduce, 8, 4, t, Locality::kPerHost), Algorithm::kRing);
-  EXPECT_EQ(algo::select(Collective::kScatter, 8, 4, t, Locality::kOneHost), Algorithm::kShm);
-  EXPECT_EQ(algo::select(Collective::kScatter, 8, 4, t), Algorithm::kDirect);
+  EXPECT_EQ(chosen(Collective::kAllGather, 8, 4, t, Locality::kOneHost), Algorithm::kRing);
+  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 4, t, Locality::kPerHost), Algorithm::kRing);
+  EXPECT_EQ(chosen(Collective::kScatter, 8, 4, t, Locality::kOneHost), Algorithm::kShm);
+  EXPECT_EQ(chosen(Collective::kScatter, 8, 4, t), Algorithm::kDirect);
   // Forcing direct pins everything to TCP.
   t.forced = Algorithm::kDirect;
-  EXPECT_EQ(algo::select(Collective::kBarrier, 0, 4, t, Locality::kOneHost), Algorithm::kDirect);
-  EXPECT_EQ(algo::select(Collective::kAllReduce, 0, 4, t, Locality::kPerHost), Algorithm::kDirect);
+  EXPECT_EQ(chosen(Collective::kBarrier, 0, 4, t, Locality::kOneHost), Algorithm::kDirect);
+  EXPECT_EQ(chosen(Collective::kAllReduce, 0, 4, t, Locality::kPerHost), Algorithm::kDirect);
 }
 
-TEST(Select, ParseAlgorithm) {
+TEST(CpuPlan, ParseAlgorithm) {
   EXPECT_EQ(algo::parseAlgorithm(""), Algorithm::kAuto);
   EXPECT_EQ(algo::parseAlgorithm("auto"), Algorithm::kAuto);
   EXPECT_EQ(algo::parseAlgorithm("direct"), Algorithm::kDirect);
@@ -189,7 +188,7 @@ TEST(Select, ParseAlgorithm) {
   EXPECT_STREQ(algo::algorithmName(Algorithm::kHierarchical), "hierarchical");
 }
 
-TEST(Select, ParseAlgorithmRejectsUnknownNames) {
+TEST(CpuPlan, ParseAlgorithmRejectsUnknownNames) {
   for (const char* bad :
        {"Ring", "DIRECT", "tree", " ring", "ring ", "directx", "0", "auto,ring", "SHM", "tcp",
         "hierarchical"}) {
@@ -203,7 +202,7 @@ TEST(Select, ParseAlgorithmRejectsUnknownNames) {
 
 // Environment values are cached for the life of the process, so only the defaults are testable
 // in this one; overrides need a fresh process.
-TEST(Select, FromEnvironmentDefaults) {
+TEST(CpuPlan, FromEnvironmentDefaults) {
   for (const char* var : {"XCCL_ALGO", "XCCL_SMALL_MSG_BYTES", "XCCL_RING_CHUNK_BYTES"}) {
     if (const char* value = std::getenv(var); value != nullptr && *value != '\0') {
       GTEST_SKIP() << var << " is set in the environment";

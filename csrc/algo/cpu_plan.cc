@@ -1,0 +1,111 @@
+#include "algo/cpu_plan.h"
+
+namespace xccl::algo {
+namespace {
+
+bool hasRing(Collective collective) {
+  switch (collective) {
+    case Collective::kAllToAll:
+    case Collective::kGather:
+    case Collective::kScatter:
+    case Collective::kBarrier: return false;
+    default: return true;
+  }
+}
+
+bool isReduction(Collective collective) {
+  return collective == Collective::kAllReduce || collective == Collective::kReduce;
+}
+
+CpuPlan tcpPlan(Algorithm algorithm, const Tunables& tunables, const char* reason) {
+  CpuPlan plan;
+  plan.algorithm = algorithm;
+  plan.ringChunkBytes = algorithm == Algorithm::kRing ? tunables.ringChunkBytes : 0;
+  plan.reason = reason;
+  return plan;
+}
+
+// Rule 4 of planCpu for `worldSize` ranks over TCP.
+CpuPlan planTcp(Collective collective, size_t bytes, int worldSize, const Tunables& tunables) {
+  if (!hasRing(collective)) return tcpPlan(Algorithm::kDirect, tunables, "its only TCP algorithm");
+  if (worldSize <= 2 && collective != Collective::kAllReduce) {
+    // With two ranks a ring step is a direct exchange; direct saves the pipelining bookkeeping.
+    return tcpPlan(Algorithm::kDirect, tunables, "at most 2 ranks: a ring step is a direct one");
+  }
+  // Direct exchange moves (n-1) x bytes per rank instead of ~2 x bytes; it only pays while the
+  // step count (latency) dominates, i.e. for small messages.
+  return bytes <= tunables.smallMessageBytes
+             ? tcpPlan(Algorithm::kDirect, tunables, "bytes <= XCCL_SMALL_MSG_BYTES (latency)")
+             : tcpPlan(Algorithm::kRing, tunables, "bytes > XCCL_SMALL_MSG_BYTES (bandwidth)");
+}
+
+Algorithm shmReduction(size_t bytes, int ranks, const Tunables& tunables) {
+  return bytes >= shmTwoShotThreshold(ranks, tunables) ? Algorithm::kTwoShot : Algorithm::kOneShot;
+}
+
+}  // namespace
+
+CpuPlan planCpu(const CpuRequest& request, const GroupShape& shape, const Tunables& tunables) {
+  const Collective c = request.collective;
+  const Algorithm forced = tunables.forced;
+  if (forced == Algorithm::kDirect || (forced == Algorithm::kRing && hasRing(c))) {
+    return tcpPlan(forced, tunables, "forced by XCCL_ALGO or the group's options");
+  }
+  if (shape.locality == Locality::kOneHost) {
+    CpuPlan plan;
+    plan.route = CpuRoute::kShm;
+    if (isReduction(c)) {
+      plan.algorithm = shmReduction(request.bytes, shape.worldSize, tunables);
+      plan.reason = plan.algorithm == Algorithm::kTwoShot
+                        ? "one host; bytes >= the two-shot threshold for this world size"
+                        : "one host; bytes below the two-shot threshold for this world size";
+    } else {
+      plan.algorithm = Algorithm::kShm;
+      plan.reason = "one host: shared memory";
+    }
+    return plan;
+  }
+  if (shape.locality == Locality::kPerHost && c == Collective::kAllReduce) {
+    CpuPlan plan = planTcp(c, request.bytes, shape.hosts, tunables);
+    plan.route = CpuRoute::kHierarchical;
+    plan.hostAlgorithm = shmReduction(request.bytes, shape.hostRanks, tunables);
+    plan.reason = "hosts with several ranks: shared memory inside, TCP among one leader per host";
+    return plan;
+  }
+  return planTcp(c, request.bytes, shape.worldSize, tunables);
+}
+
+size_t shmTwoShotThreshold(int worldSize, const Tunables& tunables) {
+  const size_t base = tunables.shmTwoShotMinBytes;
+  if (base == 0) return 0;
+  const double saving = worldSize - 2 - 1.0 / worldSize;
+  if (saving <= 0 || base == SIZE_MAX) return SIZE_MAX;
+  const double scaled = static_cast<double>(base) * (1.75 / saving);  // saving(4) = 1.75
+  return scaled >= 1.8e19 ? SIZE_MAX : static_cast<size_t>(scaled);
+}
+
+const char* collectiveName(Collective collective) {
+  switch (collective) {
+    case Collective::kAllReduce: return "all_reduce";
+    case Collective::kAllGather: return "all_gather";
+    case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kReduce: return "reduce";
+    case Collective::kAllToAll: return "all_to_all";
+    case Collective::kGather: return "gather";
+    case Collective::kScatter: return "scatter";
+    case Collective::kBarrier: return "barrier";
+  }
+  return "?";
+}
+
+const char* cpuRouteName(CpuRoute route) {
+  switch (route) {
+    case CpuRoute::kTcp: return "tcp";
+    case CpuRoute::kShm: return "shm";
+    case CpuRoute::kHierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+}  // namespace xccl::algo

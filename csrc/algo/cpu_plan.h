@@ -1,0 +1,94 @@
+// Selection on CPUs: the one place that decides how a collective on host memory runs. A pure
+// function of (request, the group's shape, tunables) -> plan, so it can be tested over a grid of
+// sizes without any transport (tests/cpp/algo/test_cpu_plan.cc). The plan names the transport
+// (route), the algorithm and its chunking; the executors (algo::Runner, the TCP collectives of
+// collectives.h, the shared-memory ones of shm_collectives.h) run what it says.
+//
+// Routes: a group whose ranks share a host has a shared-memory segment, and its collectives run
+// over it (kShm); a group spanning hosts with several ranks on some host has a segment per host
+// and runs all_reduce hierarchically (kHierarchical); TCP serves everything else and whatever an
+// override sends to TCP. Rules and measurements: docs/algorithms.md ("Selection on CPUs").
+#pragma once
+
+#include <cstddef>
+
+#include "algo/tunables.h"
+
+namespace xccl::algo {
+
+enum class Collective {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kAllToAll,  // all_to_all, gather, scatter and barrier have one TCP algorithm each (direct)
+  kGather,
+  kScatter,
+  kBarrier,
+};
+
+// Which shared memory a group has (the backend finds out at group creation).
+enum class Locality {
+  kNone,     // none: every collective over TCP
+  kOneHost,  // every rank on one host: one segment for the group
+  kPerHost,  // several hosts, some with several ranks: one segment per such host
+};
+
+enum class CpuRoute { kTcp, kShm, kHierarchical };
+
+struct CpuRequest {
+  Collective collective = Collective::kAllReduce;
+  // The per-rank message size (the input of one rank); it must be the same on every rank (for
+  // uneven all_gather the largest part), so every rank plans alike.
+  size_t bytes = 0;
+};
+
+// What planning needs to know of the group; the same on every rank but hostRanks, which is the
+// same on every rank of one host (only the in-host phases of kHierarchical depend on it).
+struct GroupShape {
+  int worldSize = 1;
+  Locality locality = Locality::kNone;
+  int hosts = 1;      // kPerHost: hosts the group spans (the TCP leaders of kHierarchical)
+  int hostRanks = 1;  // ranks sharing this rank's segment (kOneHost: worldSize)
+};
+
+struct CpuPlan {
+  CpuRoute route = CpuRoute::kTcp;
+  // kTcp: kDirect or kRing. kShm: kOneShot or kTwoShot for all_reduce and reduce, kShm for the
+  // others. kHierarchical: the TCP algorithm among the host leaders.
+  Algorithm algorithm = Algorithm::kDirect;
+  // kHierarchical: the in-host reduce's kOneShot or kTwoShot (kShm where the host has no segment).
+  Algorithm hostAlgorithm = Algorithm::kShm;
+  size_t ringChunkBytes = 0;  // the ring's pipelining unit where a ring runs; 0 otherwise
+  // The rule that decided, in words (a literal: planning builds no string per call).
+  const char* reason = "";
+};
+
+// Rules, in order:
+// 1. A forced TCP algorithm (XCCL_ALGO=direct|ring or the group's options) is used by every
+//    collective that has it (ring: all but all_to_all, gather, scatter, barrier), also where
+//    shared memory is available: forcing exists to pin one algorithm.
+// 2. On one host (kOneHost), every collective runs over shared memory (kShm); all_reduce and
+//    reduce two-shot from shmTwoShotThreshold(worldSize) bytes, one-shot below. Measured on a
+//    2-vCPU VM (docs/shm.md, benchmarks/RESULTS.md), 2 and 4 ranks: shm beat loopback TCP at
+//    every size from 8 B to 64 MiB, by 4x (small, 4 ranks on 2 cores) to 100x (small, 2 ranks).
+// 3. Across hosts with shared memory per host (kPerHost), all_reduce is kHierarchical: the
+//    bytes between hosts are those of an all_reduce among the H leaders (planned by rule 4 for H
+//    ranks), not among all n ranks, and the intra-host phases cost shared-memory copies. Not
+//    measured on real multi-host hardware yet (tests simulate hosts on one machine).
+// 4. TCP: with one or two ranks, direct for all but all_reduce (a ring step is a direct
+//    exchange); otherwise direct up to smallMessageBytes, ring above. all_to_all, gather,
+//    scatter and barrier only have direct. Forcing kShm changes nothing where shared memory
+//    exists; elsewhere it falls through to these rules.
+CpuPlan planCpu(const CpuRequest& request, const GroupShape& shape, const Tunables& tunables);
+
+// The all-reduce/reduce message size (bytes) from which `worldSize` ranks use two-shot over
+// shared memory: shmTwoShotMinBytes x saving(4) / saving(n) with saving(n) = n - 2 - 1/n;
+// SIZE_MAX (never) when two-shot saves nothing (n <= 2), unless shmTwoShotMinBytes is 0.
+size_t shmTwoShotThreshold(int worldSize, const Tunables& tunables);
+
+const char* collectiveName(Collective collective);
+const char* cpuRouteName(CpuRoute route);
+
+}  // namespace xccl::algo

@@ -1,0 +1,108 @@
+#include "algo/plan_table.h"
+
+#include <algorithm>
+
+#include "algo/cpu_plan.h"
+#include "algo/gpu_plan.h"
+#include "common/error.h"
+
+namespace xccl::algo {
+namespace {
+
+std::vector<size_t> defaultSizes() {
+  std::vector<size_t> sizes;
+  for (size_t s = kKiB; s <= 1024 * kMiB; s *= 4) sizes.push_back(s);
+  return sizes;
+}
+
+std::string tcpAlgorithm(Algorithm algorithm, const CpuPlan& plan) {
+  std::string name = algorithmName(algorithm);
+  if (algorithm == Algorithm::kRing) name += " (" + formatBytes(plan.ringChunkBytes) + " chunks)";
+  return name;
+}
+
+// The per-rank bytes planCpu wants, from a message in nccl-tests' convention.
+size_t perRankBytes(Collective c, size_t bytes, int world) {
+  switch (c) {
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+    case Collective::kGather:
+    case Collective::kScatter: return bytes / static_cast<size_t>(world);
+    case Collective::kAllToAll:
+    case Collective::kBarrier: return 0;  // their plans do not depend on the size
+    default: return bytes;
+  }
+}
+
+void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>& rows) {
+  const int perHost = q.worldSize / q.hosts;
+  GroupShape shape{q.worldSize};
+  if (q.hosts == 1 && q.worldSize > 1) {
+    shape.locality = Locality::kOneHost;
+    shape.hostRanks = q.worldSize;
+  } else if (q.hosts > 1 && perHost > 1) {
+    shape.locality = Locality::kPerHost;
+    shape.hosts = q.hosts;
+    shape.hostRanks = perHost;
+  }
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+                       Collective::kBroadcast, Collective::kReduce, Collective::kAllToAll,
+                       Collective::kGather, Collective::kScatter, Collective::kBarrier}) {
+    const bool sized = c != Collective::kBarrier;
+    for (size_t bytes : sized ? q.sizes : std::vector<size_t>{0}) {
+      const CpuPlan plan = planCpu({c, perRankBytes(c, bytes, q.worldSize)}, shape, tunables);
+      PlanRow row{collectiveName(c), bytes, cpuRouteName(plan.route), "", plan.reason};
+      if (plan.route == CpuRoute::kHierarchical) {
+        row.algorithm = std::string("in-host ") + algorithmName(plan.hostAlgorithm) +
+                        ", leaders " + tcpAlgorithm(plan.algorithm, plan);
+      } else {
+        row.algorithm = tcpAlgorithm(plan.algorithm, plan);
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+}
+
+void gpuRows(const PlanQuery& q, const topo::Topology& topology, const Tunables& tunables,
+             std::vector<PlanRow>& rows) {
+  const int perHost = q.worldSize / q.hosts;
+  const int gpus = static_cast<int>(topology.gpus.size());
+  GpuRequest request;
+  request.worldSize = q.worldSize;
+  request.hosts = q.hosts;
+  if (gpus > 0) {
+    request.ranksPerGpu = (perHost + gpus - 1) / gpus;
+    for (int i = 0; i < std::min(perHost, gpus); ++i) request.gpus.push_back(i);
+  }
+  for (GpuCollective c : {GpuCollective::kAllReduce, GpuCollective::kAllGather,
+                          GpuCollective::kReduceScatter, GpuCollective::kBroadcast,
+                          GpuCollective::kReduce, GpuCollective::kAllToAll}) {
+    for (size_t bytes : q.sizes) {
+      request.collective = c;
+      request.bytes = bytes;
+      const GpuPlan plan = planGpu(request, topology, tunables);
+      rows.push_back({gpuCollectiveName(c), bytes, gpuRouteName(plan.route), plan.name,
+                      plan.reason});
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<PlanRow> planTable(const PlanQuery& query, const topo::Topology& topology,
+                               const Tunables& tunables) {
+  XCCL_CHECK_ARG(query.worldSize >= 1, "world size must be at least 1, got ", query.worldSize);
+  XCCL_CHECK_ARG(query.hosts >= 1 && query.worldSize % query.hosts == 0, "hosts must divide the ",
+                 "world size ", query.worldSize, ", got ", query.hosts);
+  PlanQuery q = query;
+  if (q.sizes.empty()) q.sizes = defaultSizes();
+  std::vector<PlanRow> rows;
+  if (q.gpu) {
+    gpuRows(q, topology, tunables, rows);
+  } else {
+    cpuRows(q, tunables, rows);
+  }
+  return rows;
+}
+
+}  // namespace xccl::algo

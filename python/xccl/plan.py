@@ -1,0 +1,85 @@
+"""`python -m xccl plan`: the route and algorithm xccl takes per collective and message size, and
+why, as NCCL_DEBUG=INFO's tuning lines tell NCCL users, but before running anything.
+
+The rows come from the C++ planners themselves (``xccl._C._plan_rows``: algo::planCpu and
+algo::planGpu through csrc/algo/plan_table.h), so what this prints is what a group created in this
+process with the same world size would do. The tunables are read from this process's XCCL_*
+variables. The GPU plan is pure: it needs no GPU, only a topology (``--topo`` or this machine's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+          "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """"4096", "64K", "1MiB", "2g": bytes (binary units); raises ValueError otherwise."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise ValueError(f"not a size: {text!r} (e.g. 4096, 64K, 1MiB, 2G)")
+    return int(match.group(1)) * _UNITS[unit]
+
+
+def format_size(size: int) -> str:
+    """Sizes as the plan's reasons write them: "1 KiB", "8 MiB", "1000 B"."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def _gpu_count(topology_file: str | None) -> int:
+    if topology_file is None:
+        from . import topo
+
+        return len(topo.load(topo.topology_json())["gpus"])
+    with open(topology_file, encoding="utf-8") as f:
+        return len(json.load(f).get("gpus", []))
+
+
+def default_world(device: str, hosts: int, topology_file: str | None) -> int:
+    """cuda: one rank per GPU of the topology on each host (2 when it lists none); cpu: 4 ranks
+    per host."""
+    if device == "cuda":
+        return max(2, _gpu_count(topology_file)) * hosts
+    return 4 * hosts
+
+
+def plan_rows(device: str, world: int, hosts: int = 1, sizes: list[int] | None = None,
+              topology_file: str | None = None) -> list[tuple[str, int, str, str, str]]:
+    """(collective, bytes, route, algorithm, reason) rows; raises ValueError for bad input."""
+    from xccl import _C  # the compiled extension (imports torch)
+
+    return _C._plan_rows(device, world, hosts, list(sizes or []), topology_file)
+
+
+def format_table(rows: list[tuple[str, int, str, str, str]]) -> str:
+    header = ("collective", "bytes", "route", "algorithm", "reason")
+    cells = [header] + [(c, format_size(b), r, a, why) for c, b, r, a, why in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(4)]
+    lines = []
+    for row in cells:
+        lines.append("  ".join(row[i].ljust(widths[i]) for i in range(4)) + "  " + row[4])
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    if args.topo is not None and not os.path.isfile(args.topo):
+        raise ValueError(f"no topology file {args.topo!r}")
+    if args.hosts < 1 or (args.world is not None and args.world < 1):
+        raise ValueError("--world and --hosts must be at least 1")
+    sizes = [parse_size(s) for s in (args.sizes or [])]
+    world = args.world or default_world(args.device, args.hosts, args.topo)
+    rows = plan_rows(args.device, world, args.hosts, sizes, args.topo)
+    where = f"topology {args.topo}" if args.topo else "this machine's topology"
+    print(f"xccl plan: {args.device}, {world} ranks on {args.hosts} host"
+          f"{'s' if args.hosts > 1 else ''}, {where}; bytes in nccl-tests' convention "
+          "(all_gather: output; reduce_scatter, all_to_all: input)")
+    print(format_table(rows))
+    return 0

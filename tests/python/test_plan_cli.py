@@ -1,0 +1,95 @@
+"""`python -m xccl plan` (python/xccl/plan.py over csrc/algo/plan_table.h) on every fixture
+topology, for CPU and CUDA tensors: the routes and algorithms the planners choose."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from xccl_modules import FIXTURE_DIR, FIXTURES
+
+pytest.importorskip("xccl._C")
+from xccl import cli, plan  # after the skip: needs the extension
+
+
+def run(capsys, *argv):
+    assert cli.main(["plan", *argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("xccl plan: ")
+    assert lines[1].split()[:4] == ["collective", "bytes", "route", "algorithm"]
+    return lines
+
+
+def row(lines, collective, size):
+    """(route, algorithm, reason) of the row for `collective` at `size` ("1 KiB")."""
+    for line in lines[2:]:
+        if line.startswith(collective + " ") and f" {size} " in line:
+            rest = line[len(collective):].split(size, 1)[1].split()
+            return rest[0], rest[1], " ".join(rest[2:])
+    raise AssertionError(f"no row for {collective} {size} in:\n" + "\n".join(lines))
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_every_fixture_has_a_full_table(capsys, name, device):
+    lines = run(capsys, "--topo", os.path.join(FIXTURE_DIR, name), "--device", device)
+    collectives = {line.split()[0] for line in lines[2:]}
+    expected = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all"}
+    if device == "cpu":
+        expected |= {"gather", "scatter", "barrier"}
+    assert collectives == expected
+    routes = {"cpu": {"tcp", "shm", "hierarchical"},
+              "cuda": {"kernel", "vendor", "host", "local"}}[device]
+    for line in lines[2:]:
+        assert line.split()[3] in routes, line
+        assert len(line.split()) > 5, f"no reason: {line}"  # every row says why
+    # Default sizes: 1 KiB to 1 GiB in steps of 4.
+    assert row(lines, "all_reduce", "1 KiB") and row(lines, "all_reduce", "1 GiB")
+
+
+def test_h100_small_all_reduce_is_one_shot_and_large_is_nccl(capsys):
+    lines = run(capsys, "--topo", os.path.join(FIXTURE_DIR, "hgx_h100_8x_nvswitch.json"),
+                "--device", "cuda", "--world", "8", "1K", "64MiB")
+    assert lines[0].startswith("xccl plan: cuda, 8 ranks on 1 host")
+    assert row(lines, "all_reduce", "1 KiB")[:2] == ("kernel", "one_shot")
+    route, algorithm, reason = row(lines, "all_reduce", "64 MiB")
+    assert (route, algorithm) == ("vendor", "nccl")
+    assert "8 MiB" in reason  # the kernel limit it compared against
+
+
+def test_amd_machines_delegate_to_rccl(capsys):
+    lines = run(capsys, "--topo", os.path.join(FIXTURE_DIR, "mi300x_8x_xgmi.json"), "1G")
+    assert row(lines, "all_reduce", "1 GiB")[:2] == ("vendor", "rccl")
+    assert row(lines, "reduce", "1 GiB")[:2] == ("vendor", "rccl")
+
+
+def test_cpu_one_host_is_shared_memory_and_hosts_split_it(capsys):
+    vm = os.path.join(FIXTURE_DIR, "cpu_vm.json")
+    lines = run(capsys, "--topo", vm, "--device", "cpu", "--world", "4", "1K", "16M")
+    for line in lines[2:]:
+        assert line.split()[3] == "shm", line
+    assert row(lines, "all_reduce", "1 KiB")[1] == "one_shot"
+    assert row(lines, "all_reduce", "16 MiB")[1] == "two_shot"
+    lines = run(capsys, "--topo", vm, "--device", "cpu", "--world", "8", "--hosts", "2", "16M")
+    assert row(lines, "all_reduce", "16 MiB")[0] == "hierarchical"
+    assert row(lines, "all_gather", "16 MiB")[:2] == ("tcp", "ring")
+    lines = run(capsys, "--topo", vm, "--device", "cpu", "--world", "3", "--hosts", "3", "1K")
+    assert row(lines, "broadcast", "1 KiB")[:2] == ("tcp", "direct")
+
+
+def test_this_machine_and_the_module_entry_point():
+    # No --topo: this machine's discovered topology; the cuda plan needs no GPU.
+    out = subprocess.run([sys.executable, "-m", "xccl", "plan", "--world", "2", "4K"],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    assert "this machine's topology" in out.splitlines()[0]
+    assert out.count("\n") == 2 + 6  # title, header, one row per GPU collective
+
+
+def test_bad_input_is_a_usage_error(capsys):
+    vm = os.path.join(FIXTURE_DIR, "cpu_vm.json")
+    assert cli.main(["plan", "--topo", vm, "--world", "3", "--hosts", "2"]) == 2
+    assert "hosts must divide" in capsys.readouterr().err
+    assert cli.main(["plan", "--topo", vm, "12X"]) == 2
+    assert "not a size" in capsys.readouterr().err
+    assert cli.main(["plan", "--topo", os.path.join(FIXTURE_DIR, "missing.json")]) == 2
+    assert plan.parse_size("64KiB") == 65536 and plan.format_size(3 << 30) == "3 GiB"
