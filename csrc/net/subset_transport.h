@@ -1,7 +1,7 @@
 // Some ranks of a transport seen as a transport of their own: rank i of the subset is rank
 // members[i] of the inner transport. Messages travel over the inner transport unchanged (same
 // tags), so a subset must only carry collectives that no other rank of the inner transport runs
-// under the same tags (the host leaders of a hierarchical all_reduce: algo/hierarchy.h).
+// under the same tags (the host leaders of a hierarchical all_reduce: net/hierarchy.h).
 #pragma once
 
 #include <vector>
