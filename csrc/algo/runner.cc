@@ -13,7 +13,7 @@ namespace {
 // rank gets the leaders' bytes, which are identical (the TCP algorithms combine in rank order).
 void hierarchicalAllReduce(const Runner& runner, const CpuPlan& plan, void* data, size_t count,
                            DataType type, ReduceOp op) {
-  const Hierarchy& h = *runner.hierarchy;
+  const net::Hierarchy& h = *runner.hierarchy;
   const ReduceOp combiner = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   std::optional<shm::Context> local;
   if (h.segment() != nullptr) {

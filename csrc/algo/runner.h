@@ -1,6 +1,6 @@
 // One collective call of a group, run the way planCpu (algo/cpu_plan.h) plans it: over the group's
 // shared-memory segment (algo/shm_collectives.h) when every rank is on one host, the
-// hierarchical all_reduce (algo/hierarchy.h) when the group spans hosts with segments per host,
+// hierarchical all_reduce (net/hierarchy.h) when the group spans hosts with segments per host,
 // else the TCP algorithms (algo/collectives.h). The functions below have the names, signatures
 // and semantics of algo/collectives.h, overloaded on Runner, so the backend's collective bodies
 // do not depend on which transport moves their bytes. Point-to-point traffic never comes here.
@@ -10,8 +10,8 @@
 
 #include "algo/collectives.h"
 #include "algo/context.h"
-#include "algo/hierarchy.h"
 #include "algo/cpu_plan.h"
+#include "net/hierarchy.h"
 #include "algo/shm_collectives.h"
 
 namespace xccl::algo {
@@ -20,7 +20,7 @@ struct Runner {
   Context tcp;                           // the TCP transport's context (always usable)
   net::shm::Segment* segment = nullptr;  // the group's segment; null: no shared memory
   net::shm::PeerAlive alive;  // liveness of peers (group ranks) for shared-memory waits; may be empty
-  const Hierarchy* hierarchy = nullptr;  // segments per host; null unless the group spans hosts
+  const net::Hierarchy* hierarchy = nullptr;  // per-host segments; null unless it spans hosts
 
   int rank() const { return tcp.rank(); }
   int size() const { return tcp.size(); }

@@ -17,7 +17,7 @@ enum class Algorithm {
   kRing,    // chunk-pipelined ring: bandwidth-optimal bytes on the wire, 2(n-1) or n-1 steps
   kShm,     // the shared-memory collectives (algo/shm_collectives.h): ranks on one host only
   // all_reduce across hosts: shared-memory reduce inside each host, TCP all_reduce among one
-  // leader per host, shared-memory broadcast inside each host (algo/hierarchy.h)
+  // leader per host, shared-memory broadcast inside each host (net/hierarchy.h)
   kHierarchical,
   // The two shared-memory reductions (all_reduce, reduce): one step, every rank reduces all n
   // slots; or two steps, each rank reduces 1/n and copies the reduced slices (docs/shm.md).

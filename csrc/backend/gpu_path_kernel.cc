@@ -8,6 +8,7 @@
 #include "backend/store_adapter.h"
 #include "backend/torch_error.h"
 #include "common/logging.h"
+#include "net/bootstrap.h"
 
 namespace xccl::backend {
 
@@ -179,8 +180,8 @@ void GpuPath::shutdown(std::chrono::milliseconds timeout) {
       const auto left = std::max(std::chrono::milliseconds(1),
                                  std::chrono::duration_cast<std::chrono::milliseconds>(
                                      deadline - std::chrono::steady_clock::now()));
-      net::allGatherThroughStore(store, key, group_.getRank(), group_.getSize(),
-                                 net::toBytes("1"), left);
+      net::Bootstrap(store, "", group_.getRank(), group_.getSize(), left)
+          .allGather(key, net::toBytes("1"));
       everyoneDone = true;
     } catch (const std::exception& e) {
       XCCL_WARN("backend", "GPU workspace kept until the process exits: ", e.what());

@@ -12,6 +12,8 @@
 #include "backend/gpu_work.h"
 #include "backend/machine.h"
 #include "kernels/plan.h"
+#include "net/bootstrap.h"
+#include "net/hosts.h"
 #include "net/shm/segment.h"
 
 namespace xccl::backend {
@@ -36,8 +38,7 @@ int attribute(gpuDeviceAttr_t what, int device) {
 
 Placement exchangePlacement(net::Store& store, int rank, int size, int device,
                             std::chrono::milliseconds timeout) {
-  std::string host = net::shm::Options::fromEnvironment().hostIdentity;
-  if (host.empty()) host = net::shm::hostIdentity();
+  const std::string host = net::shm::Options::fromEnvironment().identity();
   const std::string bus = busIdOf(device);
   const int sms = attribute(gpuDevAttrMultiProcessorCount, device);
   const int perSm = rules::residentBlocksPerSm(
@@ -45,30 +46,30 @@ Placement exchangePlacement(net::Store& store, int rank, int size, int device,
       attribute(gpuDevAttrMaxRegistersPerMultiprocessor, device),
       attribute(gpuDevAttrMaxRegistersPerBlock, device));
   // One record per rank: host, bus id, SM count, blocks per SM (host names hold no newline).
-  auto all = net::allGatherThroughStore(
-      store, "gpu_place", rank, size,
-      net::toBytes(host + "\n" + bus + "\n" + std::to_string(sms) + "\n" + std::to_string(perSm)),
-      timeout);
+  const std::vector<std::string> all =
+      net::Bootstrap(store, "", rank, size, timeout)
+          .allGather("gpu_place", host + "\n" + bus + "\n" + std::to_string(sms) + "\n" +
+                                      std::to_string(perSm));
   Placement placement;
   placement.smCount = sms;
   placement.blocksPerSm = perSm;
-  std::set<std::string> hosts;
+  std::vector<std::string> hostByRank;
   std::map<std::string, int> perGpu;
   std::set<std::string> localBuses;
-  for (const auto& bytes : all) {
-    std::istringstream lines(net::toString(bytes));
+  for (const std::string& record : all) {
+    std::istringstream lines(record);
     std::string peerHost, peerBus, peerSms, peerPerSm;
     std::getline(lines, peerHost);
     std::getline(lines, peerBus);
     std::getline(lines, peerSms);
     std::getline(lines, peerPerSm);
-    hosts.insert(peerHost);
+    hostByRank.push_back(peerHost);
     placement.ranksPerGpu = std::max(placement.ranksPerGpu, ++perGpu[peerHost + "/" + peerBus]);
     placement.smCount = std::min(placement.smCount, std::stoi(peerSms));
     placement.blocksPerSm = std::min(placement.blocksPerSm, std::stoi(peerPerSm));
     if (peerHost == host) localBuses.insert(peerBus);
   }
-  placement.hosts = static_cast<int>(hosts.size());
+  placement.hosts = net::Hosts::of(hostByRank).count();
   placement.sameHost = placement.hosts == 1;
   const topo::Topology& topology = thisMachine();
   for (const std::string& localBus : localBuses) {

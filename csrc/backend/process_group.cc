@@ -23,15 +23,15 @@
 namespace xccl::backend {
 namespace {
 
-// The CPUs near the NIC that carries this rank's TCP traffic (topo/affinity.h); empty leaves the
-// progress thread unpinned. The machine is discovered once per process. Pinning is an
-// optimisation: a failure here (e.g. a malformed XCCL_TOPO_FILE) is logged, never fatal.
-std::vector<int> progressCpus(const std::string& storeHost) {
+// The CPUs near the NIC that carries this rank's TCP traffic (`listen`, the address the transport
+// listens on; topo/affinity.h); empty leaves the progress thread unpinned. The machine is
+// discovered once per process. Pinning is an optimisation: a failure here (e.g. a malformed
+// XCCL_TOPO_FILE) is logged, never fatal.
+std::vector<int> progressCpus(const net::tcp::Address& listen) {
   try {
     // No discovery (NVML, sysfs walks) at group creation when its only use is switched off.
     if (!env::getBool("XCCL_PIN_PROGRESS")) return {};
-    return topo::progressCpusFor(thisMachine(), /*gpu=*/-1,
-                                 net::tcp::chooseListenAddress(storeHost).toString());
+    return topo::progressCpusFor(thisMachine(), /*gpu=*/-1, listen.toString());
   } catch (const std::exception& e) {
     XCCL_WARN("backend", "progress thread left unpinned: ", e.what());
     return {};
@@ -93,9 +93,10 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
       net::agreeOnSettings(adapter, "settings", rank, size, settings, setupTimeout);
     }
     net::tcp::TcpOptions tcp;
-    tcp.storeHost = options_->storeHost;
+    // One choice of interface, for listening and for pinning near its NIC.
+    tcp.listenAddress = net::tcp::chooseListenAddress(options_->storeHost);
     tcp.timeout = setupTimeout;
-    tcp.progressCpus = progressCpus(tcp.storeHost);
+    tcp.progressCpus = progressCpus(*tcp.listenAddress);
     transport_ = std::make_unique<net::tcp::TcpTransport>(adapter, rank, size, tcp);
     setUpSharedMemory(adapter);
   } catch (const Error& e) {

@@ -185,7 +185,7 @@ class ProcessGroupXccl : public c10d::Backend {
   algo::Tunables tunables_;
   std::unique_ptr<net::Transport> transport_;
   std::unique_ptr<net::shm::Segment> segment_;  // one host; null otherwise
-  std::unique_ptr<algo::Hierarchy> hierarchy_;   // several hosts sharing memory per host
+  std::unique_ptr<net::Hierarchy> hierarchy_;   // several hosts sharing memory per host
   net::shm::PeerAlive alive_;                   // peerAlive() for every shared-memory wait
   std::unique_ptr<Executor> executor_;
   // The sides. The GPU side calls the CPU side (host route): declared after it, destroyed first.

@@ -1,5 +1,5 @@
 // The group's shared memory: one segment when every rank is on one host, or a segment per host
-// plus the host leaders' TCP subset when the group spans hosts (algo/hierarchy.h), built at group
+// plus the host leaders' TCP subset when the group spans hosts (net/hierarchy.h), built at group
 // creation; and the liveness check their waits call. Which collective runs where is
 // algo::planCpu's choice (algo::Runner); layout, algorithms and cleanup guarantees: docs/shm.md.
 #include "backend/process_group.h"
@@ -22,7 +22,7 @@ void ProcessGroupXccl::setUpSharedMemory(net::Store& store) {
   if (segment_) return;
   std::string whyNot;
   options.storePrefix = "shm-hosts";
-  hierarchy_ = algo::Hierarchy::create(store, *transport_, options, &whyNot);
+  hierarchy_ = net::Hierarchy::create(store, *transport_, options, &whyNot);
   if (rank_ != 0) return;
   const std::string group = "group '" + options_->group_name + "': ";
   if (hierarchy_) {

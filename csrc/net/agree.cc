@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "net/bootstrap.h"
 
 namespace xccl::net {
 namespace {
@@ -135,7 +136,7 @@ void agreeOnSettings(Store& store, const std::string& key, int rank, int size,
   XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "agreeOnSettings: bad rank ", rank,
                  " of ", size);
   const std::vector<Bytes> all =
-      allGatherThroughStore(store, key, rank, size, encodeSettings(settings), timeout);
+      Bootstrap(store, "", rank, size, timeout).allGather(key, encodeSettings(settings));
   std::vector<Settings> byRank;
   for (const Bytes& bytes : all) byRank.push_back(decodeSettings(bytes));
   const std::string mismatch = settingsMismatch(byRank);
@@ -158,16 +159,6 @@ std::string tally(const std::vector<std::string>& objections) {
     out += (out.empty() ? "" : "; ") + whichRanks(ranks) + ": " + reason;
   }
   return out;
-}
-
-std::string vote(Store& store, const std::string& key, int rank, int size,
-                 const std::string& objection, std::chrono::milliseconds timeout) {
-  XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "vote: bad rank ", rank, " of ", size);
-  const std::vector<Bytes> all =
-      allGatherThroughStore(store, key, rank, size, toBytes(objection), timeout);
-  std::vector<std::string> objections;
-  for (const Bytes& bytes : all) objections.push_back(toString(bytes));
-  return tally(objections);
 }
 
 }  // namespace xccl::net

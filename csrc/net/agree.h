@@ -1,11 +1,10 @@
-// Group-wide agreement through the store: one all-gather after which every rank holds the same
-// bytes and so reaches the same verdict. Used where a per-rank input decides a route (settings
-// at group creation) and where every rank must take the same way out of a setup step (the CUDA
-// IPC workspace vote, net/cuda_ipc/workspace.h).
+// Group-wide agreement on settings at group creation: one all-gather through the store
+// (net/bootstrap.h) after which every rank holds the same bytes and so reaches the same verdict;
+// and the texts that verdicts are made of (also Agreement::all() in bootstrap.h).
 //
-// Every function here is collective: every rank of the group calls it with the same key, rank in
+// agreeOnSettings is collective: every rank of the group calls it with the same key, rank in
 // [0, size) and size. Keys must be fresh for each call (a store never forgets a key: a reused key
-// reads the previous call's values). Throws kTimeout when some rank never publishes.
+// reads the previous call's values). Throws kTimeout naming the ranks that never publish.
 #pragma once
 
 #include <chrono>
@@ -32,13 +31,8 @@ void agreeOnSettings(Store& store, const std::string& key, int rank, int size,
 // shows as "(unset)".
 std::string settingsMismatch(const std::vector<Settings>& byRank);
 
-// One vote: every rank publishes `objection` ("" for yes); returns "" on every rank when every
-// rank said yes, else the same text on every rank: each objecting rank's reason, grouped like
-// settingsMismatch ("rank 1: no peer access to rank 0; ranks 2-3: out of memory").
-std::string vote(Store& store, const std::string& key, int rank, int size,
-                 const std::string& objection, std::chrono::milliseconds timeout);
-
-// Pure: the verdict of vote() over every rank's objection.
+// Pure: "" when every rank's objection is "" (yes), else each objecting rank's reason, grouped
+// like settingsMismatch ("rank 1: no peer access to rank 0; ranks 2-3: out of memory").
 std::string tally(const std::vector<std::string>& objections);
 
 // "0-2,4,7": sorted ranks with consecutive runs collapsed (for messages over large groups).

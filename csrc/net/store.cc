@@ -24,17 +24,6 @@ int64_t MemoryStore::add(const std::string& key, int64_t delta) {
   return counters_[key] += delta;
 }
 
-std::vector<Bytes> allGatherThroughStore(Store& store, const std::string& prefix, int rank,
-                                         int size, const Bytes& mine,
-                                         std::chrono::milliseconds timeout) {
-  store.set(prefix + "/" + std::to_string(rank), mine);
-  std::vector<Bytes> all(size);
-  for (int r = 0; r < size; ++r) {
-    all[r] = (r == rank) ? mine : store.get(prefix + "/" + std::to_string(r), timeout);
-  }
-  return all;
-}
-
 Bytes toBytes(const std::string& text) { return Bytes(text.begin(), text.end()); }
 std::string toString(const Bytes& bytes) { return std::string(bytes.begin(), bytes.end()); }
 

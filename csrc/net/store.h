@@ -1,5 +1,5 @@
-// The key-value store every transport bootstraps through. The backend adapts c10d::Store to it;
-// GoogleTests use MemoryStore with ranks as threads.
+// The key-value store every transport bootstraps through (the exchanges: net/bootstrap.h). The
+// backend adapts c10d::Store to it; GoogleTests use MemoryStore with ranks as threads.
 #pragma once
 
 #include <chrono>
@@ -36,11 +36,6 @@ class MemoryStore : public Store {
   std::map<std::string, Bytes> values_;
   std::map<std::string, int64_t> counters_;
 };
-
-// Every rank publishes `mine` under `prefix`; returns all ranks' values in rank order.
-std::vector<Bytes> allGatherThroughStore(Store& store, const std::string& prefix, int rank,
-                                         int size, const Bytes& mine,
-                                         std::chrono::milliseconds timeout);
 
 Bytes toBytes(const std::string& text);
 std::string toString(const Bytes& bytes);

@@ -33,17 +33,6 @@ RequestPtr SubsetTransport::irecv(int peer, MessageTag tag, void* data, size_t b
   return inner_.irecv(inner(peer), tag, data, bytes, std::move(onDone));
 }
 
-void SubsetTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadline,
-                           const std::string& what) {
-  inner_.wait(requests, deadline, what);
-}
-
-void SubsetTransport::abort(const std::string& reason) { inner_.abort(reason); }
-
-void SubsetTransport::setStatusProvider(std::function<std::string()> provider) {
-  inner_.setStatusProvider(std::move(provider));
-}
-
 std::vector<std::string> SubsetTransport::queryStatus(Deadline deadline) {
   std::vector<std::string> all = inner_.queryStatus(deadline), mine;
   for (int member : members_) mine.push_back(all[member]);

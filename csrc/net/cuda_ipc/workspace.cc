@@ -4,13 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 
 #include "common/error.h"
 #include "common/gpu_limits.h"
 #include "common/gpu_runtime.h"
 #include "common/logging.h"
-#include "net/agree.h"
+#include "net/bootstrap.h"
 #include "net/cuda_ipc/runtime.h"
 
 namespace xccl::net::cuda_ipc {
@@ -27,44 +26,13 @@ constexpr ErrorKind kIpcUnavailable = ErrorKind::kSystem;
 
 // Random once per process (see Record::processToken).
 uint64_t processToken() {
-  static const uint64_t token = [] {
-    std::random_device random;
-    return (static_cast<uint64_t>(random()) << 32) ^ random();
-  }();
+  static const uint64_t token = randomToken();
   return token;
 }
 
-// Time left until `deadline`, at least 1 ms: to some stores (c10d's) a zero timeout means no bound.
-milliseconds left(Clock::time_point deadline) {
-  return std::max(milliseconds(1),
-                  std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
-}
-
-// Every rank's value under `key`, waiting for all of them against one deadline. On a timeout keeps
-// looking (briefly) at the remaining ranks, so the error names every rank that is missing.
-std::vector<Bytes> gatherAll(Store& store, const std::string& key, int rank, int size,
-                             const Bytes& mine, Clock::time_point deadline) {
-  store.set(key + "/" + std::to_string(rank), mine);
-  std::vector<Bytes> all(size);
-  std::string missing, storeError;
-  for (int r = 0; r < size; ++r) {
-    if (r == rank) {
-      all[r] = mine;
-      continue;
-    }
-    try {
-      all[r] = store.get(key + "/" + std::to_string(r), left(deadline));
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kTimeout) throw;
-      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      if (storeError.empty()) storeError = e.what();
-    }
-  }
-  if (!missing.empty()) {
-    XCCL_THROW(ErrorKind::kTimeout, "cuda_ipc workspace '", key, "' (rank ", rank, " of ", size,
-               "): ranks [", missing, "] did not publish in time (", storeError, ")");
-  }
-  return all;
+// The group's exchanges of one creation, all ending by `deadline`. Keys are full store keys.
+Bootstrap exchangesUntil(Store& store, int rank, int size, Deadline deadline) {
+  return Bootstrap(store, "", rank, size, milliseconds(0)).until(deadline);
 }
 
 std::string describe(const Record& record) {
@@ -147,7 +115,8 @@ Workspace::Published Workspace::publish(Store& store, const std::string& records
 
   std::vector<Bytes> published;
   try {
-    published = gatherAll(store, recordsKey, rank, size, encodeRecord(mine), deadline);
+    published =
+        exchangesUntil(store, rank, size, deadline).allGather(recordsKey, encodeRecord(mine));
   } catch (...) {
     // Peers that got every record may be mapping this allocation right now.
     if (out.workspace) out.workspace->abandon();
@@ -196,9 +165,10 @@ std::unique_ptr<Workspace> Workspace::createAgreed(Store& store, const std::stri
 
   // Step 2: every rank checks every peer and votes; the verdict is the same bytes everywhere.
   const std::string objection = ws->checkPeers(hook);
+  const Bootstrap exchanges = exchangesUntil(store, rank, size, deadline);
   std::string verdict;
   try {
-    verdict = vote(store, keys.votes, rank, size, objection, left(deadline));
+    verdict = exchanges.agree(keys.votes, objection).all();
   } catch (...) {
     ws->abandon();  // peers may hold mappings of our allocation and never learn the outcome
     throw;
@@ -215,7 +185,7 @@ std::unique_ptr<Workspace> Workspace::createAgreed(Store& store, const std::stri
   // it closed its mapping of it.
   ws->closePeerMappings();
   try {
-    (void)gatherAll(store, keys.released, rank, size, {}, deadline);
+    (void)exchanges.allGather(keys.released, Bytes{});
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kTimeout) throw;
     XCCL_WARN("cuda_ipc", "keeping this rank's workspace until exit: ", e.what());

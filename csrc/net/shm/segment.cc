@@ -9,13 +9,14 @@
 
 #include <cinttypes>
 #include <cstdio>
-#include <fstream>
-#include <random>
 
 #include "common/env.h"
 #include "common/error.h"
 #include "common/logging.h"
+#include "net/bootstrap.h"
+#include "net/hosts.h"
 #include "net/shm/layout.h"
+#include "topo/host.h"
 
 namespace xccl::net::shm {
 namespace {
@@ -30,11 +31,9 @@ std::string mib(size_t bytes) {
 
 // "/xccl-<pid>-<64 random bits>": O_EXCL makes a collision an error, never a shared segment.
 std::string newName() {
-  std::random_device random;
-  uint64_t token = (static_cast<uint64_t>(random()) << 32) ^ random();
   char text[64];
   std::snprintf(text, sizeof(text), "%s%d-%016" PRIx64, kNamePrefix, static_cast<int>(::getpid()),
-                token);
+                randomToken());
   return text;
 }
 
@@ -115,11 +114,16 @@ int createFile(const std::string& name, int size, size_t slotBytes, std::string*
   return fd;
 }
 
-// The first entry of `votes` that is not "ok", as "rank r: reason"; empty when all agree.
-std::string firstRefusal(const std::vector<Bytes>& votes) {
-  for (size_t r = 0; r < votes.size(); ++r) {
-    std::string vote = toString(votes[r]);
-    if (vote != "ok") return detail::concat("rank ", r, ": ", vote);
+// Why the ranks of `census` cannot share one segment, looking at ranks in order: the first that
+// disabled shared memory or is not on rank 0's host; "" when none.
+std::string whyNotOneHost(const Census& census) {
+  const Hosts& hosts = census.hosts;
+  for (int r = 0; r < static_cast<int>(hosts.hostOf.size()); ++r) {
+    if (r == census.firstAbsent) return detail::concat("XCCL_SHM_DISABLE is set on rank ", r);
+    if (hosts.hostOf[r] != hosts.hostOf[0]) {
+      return detail::concat("ranks 0 and ", r, " are on different hosts ('", hosts.identities[0],
+                            "' vs '", hosts.identities[hosts.hostOf[r]], "')");
+    }
   }
   return "";
 }
@@ -139,45 +143,24 @@ Options Options::fromEnvironment() {
   return options;
 }
 
-std::string hostIdentity() {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  std::string bootId;
-  std::ifstream file("/proc/sys/kernel/random/boot_id");
-  std::getline(file, bootId);
-  return std::string(host) + " " + bootId;
+std::string Options::identity() const {
+  return hostIdentity.empty() ? topo::hostIdentity() : hostIdentity;
 }
 
 bool allOnOneHost(Store& store, int rank, int size, std::chrono::milliseconds timeout,
                   const std::string& storePrefix, const std::string& identity) {
-  std::vector<Bytes> all =
-      allGatherThroughStore(store, storePrefix + "/host", rank, size, toBytes(identity), timeout);
-  for (const Bytes& other : all) {
-    if (other != all[0]) return false;
-  }
-  return true;
+  const Bootstrap bootstrap(store, storePrefix, rank, size, timeout);
+  return Hosts::of(bootstrap.allGather("host", identity)).count() == 1;
 }
 
 std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const Options& options,
                                          std::string* whyUnavailable) {
   XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
-  const std::string& prefix = options.storePrefix;
-  std::string why;
+  const Bootstrap bootstrap(store, options.storePrefix, rank, size, options.timeout);
 
-  // 1. Everyone votes: same host, not disabled. Every rank decides from the same votes.
-  const std::string identity = options.hostIdentity.empty() ? hostIdentity() : options.hostIdentity;
-  std::vector<Bytes> hosts = allGatherThroughStore(
-      store, prefix + "/host", rank, size, toBytes((options.disabled ? "0" : "1") + identity),
-      options.timeout);
-  for (int r = 0; r < size && why.empty(); ++r) {
-    const std::string vote = toString(hosts[r]);
-    if (vote[0] == '0') {
-      why = detail::concat("XCCL_SHM_DISABLE is set on rank ", r);
-    } else if (vote.substr(1) != toString(hosts[0]).substr(1)) {
-      why = detail::concat("ranks 0 and ", r, " are on different hosts ('",
-                           toString(hosts[0]).substr(1), "' vs '", vote.substr(1), "')");
-    }
-  }
+  // 1. Everyone says where it is and whether it takes part; every rank decides from the same list.
+  std::string why =
+      whyNotOneHost(takeCensus(bootstrap, "host", options.identity(), !options.disabled));
   if (!why.empty()) {
     *whyUnavailable = why;
     return nullptr;
@@ -193,10 +176,10 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
       name = newName();
       fd = createFile(name, size, slotBytes, &why);
     }
-    store.set(prefix + "/name",
-              toBytes(fd >= 0 ? detail::concat("+", slotBytes, " ", name) : "-" + why));
+    bootstrap.broadcast("name", 0,
+                        toBytes(fd >= 0 ? detail::concat("+", slotBytes, " ", name) : "-" + why));
   } else {
-    const std::string published = toString(store.get(prefix + "/name", options.timeout));
+    const std::string published = toString(bootstrap.broadcast("name", 0, {}));
     if (published[0] == '-') {
       *whyUnavailable = "rank 0: " + published.substr(1);
       return nullptr;
@@ -212,8 +195,8 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
     return nullptr;
   }
 
-  // 3. Everyone maps it, reserves the pages of its own slots, and votes again. Rank 0 unlinks the
-  // name once every rank voted (mapped or not), on every path, so no name outlives create().
+  // 3. Everyone maps it, reserves the pages of its own slots, and agrees. Rank 0 unlinks the name
+  // once every rank said how it went (mapped or not), on every path, so no name outlives create().
   std::unique_ptr<Segment> segment(new Segment(rank, size, slotBytes, name));
   if (fd >= 0) {
     try {
@@ -225,16 +208,15 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
     }
     ::close(fd);
   }
-  std::vector<Bytes> mapped;
+  Agreement mapped;
   try {
-    mapped = allGatherThroughStore(store, prefix + "/mapped", rank, size,
-                                   toBytes(why.empty() ? "ok" : why), options.timeout);
+    mapped = bootstrap.agree("mapped", why);
   } catch (...) {
     if (rank == 0) ::shm_unlink(("/" + name).c_str());
     throw;
   }
   if (rank == 0) ::shm_unlink(("/" + name).c_str());
-  why = firstRefusal(mapped);
+  why = mapped.first();
   if (!why.empty()) {
     *whyUnavailable = why;
     return nullptr;

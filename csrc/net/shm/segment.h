@@ -21,6 +21,7 @@
 
 #include "net/store.h"
 #include "net/transport.h"
+#include "topo/host.h"
 
 namespace xccl::net::shm {
 
@@ -43,22 +44,20 @@ struct Options {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   // Store keys are written under this prefix: unique per group and per create() call.
   std::string storePrefix = "shm";
-  // Which host this rank is on; empty: hostIdentity(). Tests set it to simulate several hosts.
+  // Which host this rank is on; empty: topo::hostIdentity(). Tests set it to simulate hosts.
   std::string hostIdentity;
 
   // slotBytes from XCCL_SHM_SLOT_BYTES (unset: 0), disabled from XCCL_SHM_DISABLE,
   // hostIdentity from XCCL_SHM_HOST_ID.
   static Options fromEnvironment();
+  // hostIdentity, else topo::hostIdentity().
+  std::string identity() const;
 };
-
-// "<hostname> <boot id>": equal on two ranks exactly when they run on the same booted machine
-// (or in containers sharing its kernel, which is what decides whether /dev/shm can be shared;
-// containers with private /dev/shm mounts are caught later when the peers cannot open the name).
-std::string hostIdentity();
 
 // Collective over the store: whether every rank of the group published the same identity.
 bool allOnOneHost(Store& store, int rank, int size, std::chrono::milliseconds timeout,
-                  const std::string& storePrefix, const std::string& identity = hostIdentity());
+                  const std::string& storePrefix,
+                  const std::string& identity = topo::hostIdentity());
 
 // Says whether `rank` is still alive: false when it is known dead (process exited, connection
 // closed). It may also throw an xccl::Error itself (kAborted after abort()) to end a wait.

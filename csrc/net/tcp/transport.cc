@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <random>
 
 #include "common/logging.h"
 #include "common/thread_affinity.h"
+#include "net/bootstrap.h"
 
 namespace xccl::net::tcp {
 namespace {
@@ -84,29 +84,26 @@ TcpTransport::~TcpTransport() {
 void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
   if (size_ == 1) return;
   const Deadline deadline = Clock::now() + options.timeout;
-  const std::string& prefix = options.storePrefix;
-  uint64_t secret = 0;
-  if (rank_ == 0) {
-    std::random_device random;
-    secret = (static_cast<uint64_t>(random()) << 32) ^ random();
-    store.set(prefix + "/secret", Bytes(reinterpret_cast<uint8_t*>(&secret),
-                                        reinterpret_cast<uint8_t*>(&secret) + sizeof(secret)));
-  } else {
-    Bytes value = store.get(prefix + "/secret", options.timeout);
-    XCCL_CHECK(value.size() == sizeof(secret), "bad secret in the store");
-    std::memcpy(&secret, value.data(), sizeof(secret));
-  }
+  const Bootstrap bootstrap =
+      Bootstrap(store, options.storePrefix, rank_, size_, options.timeout).until(deadline);
+  uint64_t secret = rank_ == 0 ? randomToken() : 0;
+  const Bytes published = bootstrap.broadcast(
+      "secret", 0,
+      Bytes(reinterpret_cast<uint8_t*>(&secret), reinterpret_cast<uint8_t*>(&secret + 1)));
+  XCCL_CHECK(published.size() == sizeof(secret), "bad secret in the store");
+  std::memcpy(&secret, published.data(), sizeof(secret));
 
   Address bound;
-  Socket listener = listenOn(chooseListenAddress(options.storeHost), &bound);
-  store.set(prefix + "/addr/" + std::to_string(rank_), toBytes(bound.toString()));
+  Socket listener = listenOn(
+      options.listenAddress ? *options.listenAddress : chooseListenAddress(options.storeHost),
+      &bound);
   XCCL_DEBUG("tcp", "listening on ", bound.toString());
+  const std::vector<std::string> addresses = bootstrap.allGather("addr", bound.toString());
 
   // Lower ranks are dialled, higher ranks dial us: one connection per pair.
   std::vector<Socket> sockets(size_);
   for (int peer = 0; peer < rank_; ++peer) {
-    auto addr = Address::parse(toString(store.get(prefix + "/addr/" + std::to_string(peer),
-                                                  options.timeout)));
+    auto addr = Address::parse(addresses[peer]);
     Socket s = connectTo(addr, deadline);
     Hello hello{kHelloMagic, rank_, secret};
     s.sendAll(&hello, sizeof(hello), deadline);

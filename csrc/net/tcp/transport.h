@@ -5,16 +5,21 @@
 
 #include <list>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "net/store.h"
 #include "net/tcp/connection.h"
+#include "net/tcp/socket.h"
 #include "net/transport.h"
 
 namespace xccl::net::tcp {
 
 struct TcpOptions {
+  // Where to listen: `listenAddress` when set (a caller that needs the choice itself, e.g. to
+  // pin the progress thread near that NIC, makes it once), else chooseListenAddress(storeHost).
+  std::optional<Address> listenAddress;
   std::string storeHost;  // hint for choosing the interface; may be empty
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // bound for building the mesh
   std::string storePrefix = "tcp";  // keys written under this prefix (unique per group)

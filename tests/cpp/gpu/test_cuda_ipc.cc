@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/gpu_runtime.h"
 #include "kernels/device_handle.h"
+#include "net/bootstrap.h"
 #include "net/cuda_ipc/workspace.h"
 #include "shm/shm_testing.h"
 
@@ -109,7 +110,7 @@ std::string runProcesses(int size, const std::function<void(int, net::Store&)>& 
 }
 
 void barrier(net::Store& store, const std::string& name, int rank, int size) {
-  net::allGatherThroughStore(store, "barrier/" + name, rank, size, {}, 60s);
+  net::Bootstrap(store, "barrier", rank, size, 60s).allGather(name, net::Bytes{});
 }
 
 // Rank-specific and position-dependent, so a wrong rank, offset or length all show.

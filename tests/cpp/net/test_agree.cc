@@ -1,5 +1,6 @@
 // Group-wide agreement through the store (net/agree.h): settings compared at group creation and
-// the one-vote outcome, with ranks as threads over a MemoryStore. Every rank must reach the same
+// the texts of verdicts, with ranks as threads over a MemoryStore (agree() itself:
+// test_bootstrap.cc). Every rank must reach the same
 // verdict, word for word, so each test collects every rank's answer and compares them all.
 #include <gtest/gtest.h>
 
@@ -16,7 +17,6 @@ namespace xccl::net {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
 TEST(FormatRanks, CollapsesRunsOfSortedDistinctRanks) {
   EXPECT_EQ(formatRanks({}), "");
@@ -117,52 +117,8 @@ TEST_P(DisagreeOnSettings, OneDifferentRankFailsEveryRankAlike) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, DisagreeOnSettings, ::testing::Values(2, 3, 5));
 
-TEST(Vote, UnanimousYesIsEmptyEverywhere) {
+TEST(AgreeOnSettingsArguments, BadRanksAreInvalidArguments) {
   MemoryStore store;
-  std::vector<std::string> verdicts(4, "unset");
-  testing::runThreads(4, [&](int rank) { verdicts[rank] = vote(store, "v", rank, 4, "", 10s); });
-  EXPECT_EQ(verdicts, std::vector<std::string>(4, ""));
-}
-
-TEST(Vote, EveryRankGetsTheSameVerdictNamingTheObjectors) {
-  constexpr int kRanks = 5;
-  MemoryStore store;
-  std::vector<std::string> verdicts(kRanks);
-  testing::runThreads(kRanks, [&](int rank) {
-    const std::string objection = rank == 1 || rank == 3 ? "no peer access to rank 0"
-                                  : rank == 2            ? "out of memory"
-                                                         : "";
-    verdicts[rank] = vote(store, "v", rank, kRanks, objection, 10s);
-  });
-  for (const std::string& v : verdicts) {
-    EXPECT_EQ(v, "ranks 1,3: no peer access to rank 0; rank 2: out of memory");
-  }
-}
-
-TEST(Vote, FreshKeysNeverReadAnEarlierVote) {
-  // What workspace attempts rely on: attempt 0 said no; attempt 1, under its own key, says yes.
-  MemoryStore store;
-  std::vector<std::string> first(3), second(3, "unset");
-  testing::runThreads(3, [&](int rank) {
-    first[rank] = vote(store, "ws/0/votes", rank, 3, rank == 2 ? "cannot map" : "", 10s);
-    second[rank] = vote(store, "ws/1/votes", rank, 3, "", 10s);
-  });
-  EXPECT_EQ(first, std::vector<std::string>(3, "rank 2: cannot map"));
-  EXPECT_EQ(second, std::vector<std::string>(3, ""));
-}
-
-TEST(Vote, AMissingRankTimesOut) {
-  MemoryStore store;
-  const auto start = Clock::now();
-  EXPECT_EQ(testing::errorKindOf([&] { vote(store, "v", 0, 2, "", 200ms); }),
-            ErrorKind::kTimeout);
-  EXPECT_LT(Clock::now() - start, 5s);
-}
-
-TEST(Vote, BadRanksAreInvalidArguments) {
-  MemoryStore store;
-  EXPECT_EQ(testing::errorKindOf([&] { vote(store, "v", 2, 2, "", 1s); }),
-            ErrorKind::kInvalidArgument);
   EXPECT_EQ(testing::errorKindOf([&] { agreeOnSettings(store, "s", 0, 0, {}, 1s); }),
             ErrorKind::kInvalidArgument);
 }

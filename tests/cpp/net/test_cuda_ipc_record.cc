@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "kernels/device_handle.h"
+#include "net/bootstrap.h"
 #include "net/cuda_ipc/layout.h"
 #include "net/cuda_ipc/record.h"
 #include "threads.h"
@@ -208,8 +209,8 @@ TEST(CudaIpcAttempts, StaleRecordsOfAnEarlierAttemptAreNotRead) {
   testing::runThreads(2, [&](int rank) {
     Record mine = sampleRecord();
     mine.pid = rank;
-    const auto all = net::allGatherThroughStore(store, attemptKeys("ws", 1).records, rank, 2,
-                                                encodeRecord(mine), std::chrono::seconds(10));
+    const auto all = net::Bootstrap(store, "", rank, 2, std::chrono::seconds(10))
+                         .allGather(attemptKeys("ws", 1).records, encodeRecord(mine));
     seen[rank] = decodeRecord(all[1 - rank]);
   });
   for (int r = 0; r < 2; ++r) {

@@ -1,5 +1,5 @@
 // Groups spanning hosts (simulated on one machine with Options::hostIdentity), ranks as threads
-// with real TCP: algo::Hierarchy builds a segment per host with several ranks and the leaders'
+// with real TCP: net::Hierarchy builds a segment per host with several ranks and the leaders'
 // subset of the TCP mesh, and all_reduce through algo::Runner runs reduce-in-host, TCP among
 // leaders, broadcast-in-host, with exact results on every rank; groups that cannot use it say
 // why on every rank alike, and a leader that fails stops its own host and the others promptly.
@@ -25,7 +25,7 @@ net::shm::Options hostOptions(const std::string& host) {
   return options;
 }
 
-algo::Runner runnerOver(net::Transport& tcp, const algo::Hierarchy* h, uint64_t seq,
+algo::Runner runnerOver(net::Transport& tcp, const net::Hierarchy* h, uint64_t seq,
                         std::chrono::milliseconds timeout = 30s) {
   algo::Context ctx{tcp, seq, "allreduce #" + std::to_string(seq), net::Clock::now() + timeout,
                     algo::Tunables{}};
@@ -43,7 +43,7 @@ TEST_P(HierarchyLayouts, AllReduceIsExactOnEveryRank) {
   testing::runTcpRanks(world, [&](int rank, net::Store& store,
                                   std::unique_ptr<net::tcp::TcpTransport>& tcp) {
     std::string why;
-    auto h = algo::Hierarchy::create(store, *tcp, hostOptions(hosts[rank]), &why);
+    auto h = net::Hierarchy::create(store, *tcp, hostOptions(hosts[rank]), &why);
     ASSERT_TRUE(h) << why;
     // This host's ranks, ascending; the first leads; a segment only with company.
     std::vector<int> local;
@@ -105,7 +105,7 @@ void expectNoHierarchy(const Layout& hosts, int disabledRank, const std::string&
     net::shm::Options options = hostOptions(hosts[rank]);
     options.disabled = rank == disabledRank;
     std::string why;
-    EXPECT_FALSE(algo::Hierarchy::create(store, *tcp, options, &why)) << "rank " << rank;
+    EXPECT_FALSE(net::Hierarchy::create(store, *tcp, options, &why)) << "rank " << rank;
     EXPECT_NE(why.find(fragment), std::string::npos) << "rank " << rank << ": " << why;
   });
 }
@@ -125,7 +125,7 @@ TEST(Hierarchy, AFailingLeaderStopsEveryHostPromptly) {
   testing::runTcpRanks(4, [&](int rank, net::Store& store,
                               std::unique_ptr<net::tcp::TcpTransport>& tcp) {
     std::string why;
-    auto h = algo::Hierarchy::create(store, *tcp, hostOptions(hosts[rank]), &why);
+    auto h = net::Hierarchy::create(store, *tcp, hostOptions(hosts[rank]), &why);
     ASSERT_TRUE(h) << why;
     if (rank == 2) {
       std::this_thread::sleep_for(100ms);

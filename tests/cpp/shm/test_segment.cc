@@ -8,6 +8,7 @@
 
 #include "algo_testing.h"
 #include "shm_testing.h"
+#include "topo/host.h"
 
 namespace xccl {
 namespace {
@@ -129,8 +130,8 @@ TEST(Segment, AllOnOneHost) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(same, std::vector<int>(3, 1));
   EXPECT_EQ(mixed, std::vector<int>(3, 0));
-  EXPECT_NE(net::shm::hostIdentity().find(' '), std::string::npos);
-  EXPECT_GT(net::shm::hostIdentity().size(), 10u) << "hostname and boot id";
+  EXPECT_NE(topo::hostIdentity().find(' '), std::string::npos);
+  EXPECT_GT(topo::hostIdentity().size(), 10u) << "hostname and boot id";
 }
 
 // A store through which one rank "dies" after the host vote: it never learns the segment's

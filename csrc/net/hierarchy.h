@@ -15,7 +15,7 @@
 #include "net/subset_transport.h"
 #include "net/transport.h"
 
-namespace xccl::algo {
+namespace xccl::net {
 
 class Hierarchy {
  public:
@@ -23,27 +23,27 @@ class Hierarchy {
   // cannot share one segment. Returns nullptr with the reason, on every rank alike, when the
   // group does not qualify: all ranks on one host, one rank per host (nothing to share), shared
   // memory disabled on some rank, or some host could not build its segment. Hosts are told
-  // apart as in net::shm (hostname + boot id, or options.hostIdentity); each host's segment is
+  // apart by options.identity() (topo/host.h, or a stand-in); each host's segment is
   // created under options.storePrefix + "/host<h>". Throws (kTimeout) when a peer does not take
   // part in time.
-  static std::unique_ptr<Hierarchy> create(net::Store& store, net::Transport& tcp,
-                                           const net::shm::Options& options, std::string* why);
+  static std::unique_ptr<Hierarchy> create(Store& store, Transport& tcp,
+                                           const shm::Options& options, std::string* why);
 
   int hosts() const { return hosts_; }
   // This host's ranks of the group, ascending; the first is the host's leader.
   const std::vector<int>& local() const { return local_; }
   // This host's segment (local rank = index in local()); null when the host has one rank.
-  net::shm::Segment* segment() const { return segment_.get(); }
+  shm::Segment* segment() const { return segment_.get(); }
   // The leaders as a transport of their own (host order); null on ranks that do not lead.
-  net::Transport* leaders() const { return leaders_.get(); }
+  Transport* leaders() const { return leaders_.get(); }
 
  private:
   Hierarchy() = default;
 
   int hosts_ = 0;
   std::vector<int> local_;
-  std::unique_ptr<net::shm::Segment> segment_;
-  std::unique_ptr<net::SubsetTransport> leaders_;
+  std::unique_ptr<shm::Segment> segment_;
+  std::unique_ptr<SubsetTransport> leaders_;
 };
 
-}  // namespace xccl::algo
+}  // namespace xccl::net
