@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
+from collective_cases import Op, expected_reduction, rank_input
 from dist_harness import Checker, result, run_checks
-from test_collectives import Op, expected_reduction, rank_input
 
 P2P_WORLD_SIZES = (2, 3, 4)
 
