@@ -108,8 +108,8 @@ TEST_P(DataMovement, GatherAndScatterAtEveryRoot) {
           blocks.insert(blocks.end(), part.begin(), part.end());
         }
         std::vector<uint8_t> mine(bytes, kUntouched);
-        algo::scatter(calls.next("scatter"), rank == root ? blocks.data() : nullptr,
-                      mine.data(), bytes, root);
+        algo::scatter(calls.next("scatter"), rank == root ? blocks.data() : nullptr, mine.data(),
+                      bytes, root);
         EXPECT_TRUE(hasPattern(mine.data(), bytes, rank, 1))
             << "scatter from root " << root << " on rank " << rank;
       }
@@ -154,8 +154,8 @@ TEST(CollectiveSequence, BackToBackCollectivesKeepTheirMessagesApart) {
             << "iteration " << iter << " element " << i;
       }
       const int root = iter % kWorld;
-      std::vector<uint8_t> data = rank == root ? filled(64, root, iter % 8)
-                                               : std::vector<uint8_t>(64, kUntouched);
+      std::vector<uint8_t> data =
+          rank == root ? filled(64, root, iter % 8) : std::vector<uint8_t>(64, kUntouched);
       algo::broadcast(calls.next("broadcast"), data.data(), data.size(), root);
       EXPECT_TRUE(hasPattern(data.data(), data.size(), root, iter % 8)) << "iteration " << iter;
 
