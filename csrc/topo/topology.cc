@@ -86,6 +86,15 @@ const std::vector<Json>& optArray(const Json& object, const char* key) {
   return value ? value->asArray(key) : kEmpty;
 }
 
+// Where a PCI device sits, the same members in a Gpu and a Nic.
+template <typename Device, typename Visitor>
+void placeMembers(Device& device, Visitor& v) {
+  v.plain("pciBusId", device.pciBusId);
+  v.plain("pciPath", device.pciPath);
+  v.small("numaNode", device.numaNode);
+  v.cpus("cpus", device.cpus);
+}
+
 // Gpu's and Nic's members with their JSON names, listed once for both directions: the visitor
 // is a JsonWriter (serialise) or a JsonReader (parse, an absent member keeping its default).
 template <typename G, typename Visitor>
@@ -94,10 +103,7 @@ void gpuMembers(G& gpu, Visitor& v) {
   v.enumeration("vendor", gpu.vendor, kVendorNames, "GPU vendor");
   v.plain("name", gpu.name);
   v.plain("arch", gpu.arch);
-  v.plain("pciBusId", gpu.pciBusId);
-  v.plain("pciPath", gpu.pciPath);
-  v.small("numaNode", gpu.numaNode);
-  v.cpus("cpus", gpu.cpus);
+  placeMembers(gpu, v);
   v.plain("memoryBytes", gpu.memoryBytes);
   v.small("nvswitchLinks", gpu.nvswitchLinks);
 }
@@ -109,10 +115,7 @@ void nicMembers(N& nic, Visitor& v) {
   v.small("port", nic.port);
   v.plain("netdev", nic.netdev);
   v.plain("driver", nic.driver);
-  v.plain("pciBusId", nic.pciBusId);
-  v.plain("pciPath", nic.pciPath);
-  v.small("numaNode", nic.numaNode);
-  v.cpus("cpus", nic.cpus);
+  placeMembers(nic, v);
   v.plain("speedMbps", nic.speedMbps);
   v.plain("up", nic.up);
   v.small("mtu", nic.mtu);

@@ -1,7 +1,9 @@
 """Inputs, exact references and comparisons shared by the collective tests of backend "xccl"
 (test_collectives_*.py, test_p2p.py, test_errors.py, test_registration.py).
 
-Inputs are small integers, so sums, products and averages have exact references that every
+Each of those tests is one spawn per world size; the ranks sweep their matrix and return
+failure descriptions (dist_harness.Checker), so one run reports every mismatch. Inputs are small
+integers, so sums, products and averages have exact references that every
 rank computes for all ranks locally (rank_input is a pure function of dtype, count, rank and
 pattern).
 """

@@ -1,9 +1,7 @@
 """Object collectives, barrier, and subgroups (new_group, split_group) of backend "xccl",
 over world sizes 1-4.
 
-Each test is one spawn per world size; the ranks sweep their matrix and return failure
-descriptions (dist_harness.Checker), so one run reports every mismatch. Inputs and references:
-collective_cases.py.
+One spawn per test and world size (inputs, references: collective_cases.py).
 """
 
 from __future__ import annotations

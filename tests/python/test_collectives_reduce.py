@@ -2,9 +2,7 @@
 coalesced and functional forms, async work and futures) against exact expected values and
 against gloo in the same job, over world sizes 1-4, every dtype and ReduceOp.
 
-Each test is one spawn per world size; the ranks sweep their matrix and return failure
-descriptions (dist_harness.Checker), so one run reports every mismatch. Inputs and references:
-collective_cases.py.
+One spawn per test and world size (inputs, references: collective_cases.py).
 """
 
 from __future__ import annotations
