@@ -3,9 +3,8 @@
 
 Each of those tests is one spawn per world size; the ranks sweep their matrix and return
 failure descriptions (dist_harness.Checker), so one run reports every mismatch. Inputs are small
-integers, so sums, products and averages have exact references that every
-rank computes for all ranks locally (rank_input is a pure function of dtype, count, rank and
-pattern).
+integers, so sums, products and averages have exact references that every rank computes for all
+ranks locally (rank_input is a pure function of dtype, count, rank and pattern).
 """
 
 from __future__ import annotations
