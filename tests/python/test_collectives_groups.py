@@ -9,19 +9,18 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-import pytest
 import torch
 import torch.distributed as dist
 from collective_cases import Op, expected_reduction, rank_input
-from dist_harness import WORLD_SIZES, Checker, group_transport, result, run_checks, transport_cases
+from dist_harness import WORLD_SIZES, checks_test, group_transport, transport_cases
 
 
 def _object(rank):
     return {"rank": rank, "payload": "x" * (rank * 1000 + 1), "list": list(range(rank))}
 
 
-def _objects(rank, world):
-    chk = Checker(rank)
+@checks_test(WORLD_SIZES, min_checks=4)
+def test_object_collectives(chk, rank, world):
     gathered = [None] * world
     dist.all_gather_object(gathered, _object(rank))
     chk.equal("all_gather_object", gathered, [_object(r) for r in range(world)])
@@ -37,16 +36,10 @@ def _objects(rank, world):
         dist.scatter_object_list(received, [_object(10 * root + r) for r in range(world)]
                                  if rank == root else None, src=root)
         chk.equal(f"scatter_object_list root={root}", received[0], _object(10 * root + rank))
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_object_collectives(world_size):
-    run_checks(_objects, world_size, min_checks=4)
-
-
-def _barrier(rank, world):
-    chk = Checker(rank)
+@checks_test(transport_cases(tcp_worlds=(3,)), min_checks=6)
+def test_barrier(chk, rank, world):
     store = dist.distributed_c10d._get_default_store()
     for round_ in range(5):
         # One rank arrives late each round (kept away on purpose); after the barrier every rank
@@ -60,16 +53,10 @@ def _barrier(rank, world):
         chk.true(f"barrier round {round_}", store.check(keys), "a rank passed the barrier early")
     work = dist.barrier(async_op=True)
     chk.true("async barrier completes", work.wait() and work.is_completed())
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(3,)))
-def test_barrier(world_size, transport):
-    run_checks(_barrier, world_size, min_checks=6, transport=transport)
-
-
-def _new_group(rank, world):
-    chk = Checker(rank)
+@checks_test(WORLD_SIZES, min_checks=8)
+def test_new_group(chk, rank, world):
     groups = {
         "all": list(range(world)),
         "without rank 0": list(range(1, world)),
@@ -129,15 +116,10 @@ def _new_group(rank, world):
     dist.all_reduce(x, group=mine)
     chk.equal(f"new_subgroups size {size}", x,
               Op("SUM").reference([rank_input(torch.int64, 7, r) for r in members], torch.int64))
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_new_group(world_size):
-    run_checks(_new_group, world_size, min_checks=8)
-
-
-def _split(rank, world):
+@checks_test(WORLD_SIZES, min_checks=6)
+def test_split_group_via_cpp_binding(chk, rank, world):
     """ProcessGroup.split_group (C++ binding) -> ProcessGroupXccl::split.
 
     torch.distributed.split_group itself refuses on CPU in torch 2.14 (it requires an
@@ -145,7 +127,6 @@ def _split(rank, world):
     """
     import xccl
 
-    chk = Checker(rank)
     cpu = torch.device("cpu")
     parent = dist.distributed_c10d._get_default_group()
     parent_backend = parent._get_backend(cpu)
@@ -189,9 +170,3 @@ def _split(rank, world):
     x = rank_input(torch.int32, 7, rank)
     dist.all_reduce(x)
     chk.equal("parent group after split", x, expected_reduction(Op("SUM"), torch.int32, 7, world))
-    return result(chk)
-
-
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_split_group_via_cpp_binding(world_size):
-    run_checks(_split, world_size, min_checks=6)

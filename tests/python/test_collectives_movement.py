@@ -7,7 +7,6 @@ One spawn per test and world size (inputs, references: collective_cases.py).
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.distributed as dist
 from collective_cases import (
@@ -24,11 +23,12 @@ from collective_cases import (
     rank_input,
     real,
 )
-from dist_harness import Checker, result, run_checks, transport_cases
+from dist_harness import checks_test, transport_cases
 
 
-def _broadcast(rank, world):
-    chk, gloo = Checker(rank), gloo_group()
+@checks_test(transport_cases(tcp_worlds=(3,)), min_checks=40)
+def test_broadcast_every_root(chk, rank, world):
+    gloo = gloo_group()
     for root in range(world):
         for dtype in DTYPES:
             for n in COUNTS:
@@ -41,16 +41,11 @@ def _broadcast(rank, world):
                     reference = expected.clone() if rank == root else different_from(expected)
                     dist.broadcast(reference, src=root, group=gloo)
                     chk.equal(what + " vs gloo", x, reference)
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(3,)))
-def test_broadcast_every_root(world_size, transport):
-    run_checks(_broadcast, world_size, min_checks=40, transport=transport)
-
-
-def _all_gather(rank, world):
-    chk, gloo = Checker(rank), gloo_group()
+@checks_test(transport_cases(tcp_worlds=(3,)), min_checks=40)
+def test_all_gather(chk, rank, world):
+    gloo = gloo_group()
     for dtype in DTYPES:
         for n in COUNTS:
             x = rank_input(dtype, n, rank)
@@ -88,16 +83,11 @@ def _all_gather(rank, world):
     dist.all_gather(outs, x)
     for r in range(world):
         chk.equal(f"uneven all_gather part {r}", outs[r], rank_input(torch.int64, (r % 3) * 2, r))
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(3,)))
-def test_all_gather(world_size, transport):
-    run_checks(_all_gather, world_size, min_checks=40, transport=transport)
-
-
-def _gather_scatter(rank, world):
-    chk, gloo = Checker(rank), gloo_group()
+@checks_test(transport_cases(tcp_worlds=(2,)), min_checks=40)
+def test_gather_scatter_every_root(chk, rank, world):
+    gloo = gloo_group()
     for root in range(world):
         for dtype in (torch.float32, torch.bfloat16, torch.int8, torch.int64, torch.bool,
                       torch.complex64):
@@ -128,12 +118,6 @@ def _gather_scatter(rank, world):
                     dist.scatter(real(reference), [real(p.clone()) for p in pieces]
                                  if rank == root else None, src=root, group=gloo)
                     chk.equal(what + " vs gloo", out, reference)
-    return result(chk)
-
-
-@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(2,)))
-def test_gather_scatter_every_root(world_size, transport):
-    run_checks(_gather_scatter, world_size, min_checks=40, transport=transport)
 
 
 def _a2a_block(dtype, rows, src, dst, cols=3):
@@ -141,8 +125,9 @@ def _a2a_block(dtype, rows, src, dst, cols=3):
     return rank_input(dtype, rows * cols, 100 * src + dst).reshape(rows, cols)
 
 
-def _all_to_all(rank, world):
-    chk, gloo = Checker(rank), gloo_group()
+@checks_test(transport_cases(tcp_worlds=(3,)), min_checks=60)
+def test_all_to_all(chk, rank, world):
+    gloo = gloo_group()
     for dtype in DTYPES:
         # equal splits (no split sizes given)
         for n in COUNTS:
@@ -192,17 +177,12 @@ def _all_to_all(rank, world):
             for p in range(world):
                 chk.equal(f"{what} equal sizes from {p}", outs[p], _a2a_block(dtype, 2, p, rank))
                 chk.equal(f"{what} equal sizes from {p} vs gloo", outs[p], reference[p])
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(3,)))
-def test_all_to_all(world_size, transport):
-    run_checks(_all_to_all, world_size, min_checks=60, transport=transport)
-
-
-def _large(rank, world):
+@checks_test(transport_cases(tcp_worlds=(4,), hierarchical_worlds=(4,)), min_checks=15, timeout=300)
+def test_large_messages(chk, rank, world):
     """> 1M elements: the ring/pipelined paths, compared exactly and with gloo."""
-    chk, gloo = Checker(rank), gloo_group()
+    gloo = gloo_group()
     n = LARGE
     for dtype, op in ((torch.float32, Op("SUM")), (torch.bfloat16, Op("SUM")),
                       (torch.int32, Op("MAX")), (torch.float32, Op("AVG"))):
@@ -267,10 +247,3 @@ def _large(rank, world):
             reference = torch.empty_like(expected)
             dist.all_to_all_single(reference, x, out_splits, in_splits, group=gloo)
             chk.equal(what + " vs gloo", out, reference)
-    return result(chk)
-
-
-@pytest.mark.parametrize("world_size,transport",
-                         transport_cases(tcp_worlds=(4,), hierarchical_worlds=(4,)))
-def test_large_messages(world_size, transport):
-    run_checks(_large, world_size, min_checks=15, timeout=300, transport=transport)

@@ -7,7 +7,6 @@ One spawn per test and world size (inputs, references: collective_cases.py).
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.distributed as dist
 from collective_cases import (
@@ -24,11 +23,12 @@ from collective_cases import (
     ops_for,
     rank_input,
 )
-from dist_harness import Checker, result, run_checks, transport_cases
+from dist_harness import checks_test, transport_cases
 
 
-def _all_reduce(rank, world):
-    chk, gloo = Checker(rank), gloo_group()
+@checks_test(transport_cases(tcp_worlds=(3,), hierarchical_worlds=(3, 4)), min_checks=200)
+def test_all_reduce(chk, rank, world):
+    gloo = gloo_group()
     for dtype in DTYPES:
         for op in ops_for(dtype):
             for n in COUNTS:
@@ -46,17 +46,11 @@ def _all_reduce(rank, world):
     dist.all_reduce(x)
     chk.equal("all_reduce SUM int32 5x7", x,
               expected_reduction(Op("SUM"), torch.int32, 35, world).reshape(5, 7))
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size,transport",
-                         transport_cases(tcp_worlds=(3,), hierarchical_worlds=(3, 4)))
-def test_all_reduce(world_size, transport):
-    run_checks(_all_reduce, world_size, min_checks=200, transport=transport)
-
-
-def _reduce(rank, world):
-    chk, gloo = Checker(rank), gloo_group()
+@checks_test(transport_cases(tcp_worlds=(2,)), min_checks=60)
+def test_reduce_every_root(chk, rank, world):
+    gloo = gloo_group()
     for root in range(world):
         for dtype in DTYPES:
             for op in ops_for(dtype):
@@ -74,16 +68,11 @@ def _reduce(rank, world):
                         dist.reduce(reference, dst=root, op=op.make(dtype), group=gloo)
                         if rank == root:
                             chk.equal(what + " vs gloo", out, reference)
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(2,)))
-def test_reduce_every_root(world_size, transport):
-    run_checks(_reduce, world_size, min_checks=60, transport=transport)
-
-
-def _reduce_scatter(rank, world):
-    chk, gloo = Checker(rank), gloo_group()
+@checks_test(transport_cases(tcp_worlds=(3,)), min_checks=100)
+def test_reduce_scatter(chk, rank, world):
+    gloo = gloo_group()
     for dtype in DTYPES:
         for op in ops_for(dtype):
             for n in COUNTS if op.name in ("SUM", "MAX") else (7,):
@@ -111,16 +100,11 @@ def _reduce_scatter(rank, world):
                     dist.reduce_scatter(reference, [p.clone() for p in pieces], op=op.make(dtype),
                                         group=gloo)
                     chk.equal(what + " vs gloo", out, reference)
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size,transport", transport_cases(tcp_worlds=(3,)))
-def test_reduce_scatter(world_size, transport):
-    run_checks(_reduce_scatter, world_size, min_checks=100, transport=transport)
-
-
-def _all_reduce_coalesced(rank, world):
-    chk, gloo = Checker(rank), gloo_group()
+@checks_test(transport_cases(tcp_worlds=(2,), hierarchical_worlds=(4,)), min_checks=20)
+def test_all_reduce_coalesced(chk, rank, world):
+    gloo = gloo_group()
     sizes = (7, 0, 1, 1001, 3)
     for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.complex64):
         for op in [o for o in ops_for(dtype) if o.name in ("SUM", "MAX", "AVG", "PREMUL_SUM")]:
@@ -144,17 +128,10 @@ def _all_reduce_coalesced(rank, world):
     for t, n in zip(outs, (3, 5)):
         chk.equal(f"async all_reduce_coalesced n={n}", t,
                   expected_reduction(Op("SUM"), torch.float32, n, world))
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size,transport",
-                         transport_cases(tcp_worlds=(2,), hierarchical_worlds=(4,)))
-def test_all_reduce_coalesced(world_size, transport):
-    run_checks(_all_reduce_coalesced, world_size, min_checks=20, transport=transport)
-
-
-def _async_work(rank, world):
-    chk = Checker(rank)
+@checks_test(transport_cases(tcp_worlds=(2,), hierarchical_worlds=(3,)), min_checks=12)
+def test_async_work_and_futures(chk, rank, world):
     expected = expected_reduction(Op("SUM"), torch.float32, 1001, world)
     # wait(), is_completed(), then the future's value: a list holding the output tensor.
     t = rank_input(torch.float32, 1001, rank)
@@ -194,15 +171,15 @@ def _async_work(rank, world):
     chk.equal("outstanding all_gather_into_tensor", gathered,
               torch.cat([rank_input(torch.int32, 7, r) for r in range(world)]))
     chk.equal("outstanding broadcast", c, rank_input(torch.uint8, 5, 0))
-    return result(chk)
 
 
-def _coalesced_variants(rank, world):
+@checks_test(transport_cases(tcp_worlds=(3,), hierarchical_worlds=(4,)), min_checks=20)
+def test_coalesced_and_functional_collectives(chk, rank, world):
     """The *_coalesced entry points that functional collectives, DTensor and FSDP use, reached
     through the ProcessGroup bindings, the coalescing manager and functional collectives."""
     import torch.distributed._functional_collectives as funcol
 
-    chk, pg = Checker(rank), dist.distributed_c10d._get_default_group()
+    pg = dist.distributed_c10d._get_default_group()
     sizes = (7, 0, 1001)
     sum_ = Op("SUM")
     # allgather_into_tensor_coalesced
@@ -288,16 +265,3 @@ def _coalesced_variants(rank, world):
     b = x if rank == world - 1 else torch.zeros(1001)
     chk.equal("funcol.broadcast", funcol.broadcast(b, world - 1, group).wait(),
               rank_input(torch.float32, 1001, world - 1))
-    return result(chk)
-
-
-@pytest.mark.parametrize("world_size,transport",
-                         transport_cases(tcp_worlds=(3,), hierarchical_worlds=(4,)))
-def test_coalesced_and_functional_collectives(world_size, transport):
-    run_checks(_coalesced_variants, world_size, min_checks=20, transport=transport)
-
-
-@pytest.mark.parametrize("world_size,transport",
-                         transport_cases(tcp_worlds=(2,), hierarchical_worlds=(3,)))
-def test_async_work_and_futures(world_size, transport):
-    run_checks(_async_work, world_size, min_checks=12, transport=transport)
