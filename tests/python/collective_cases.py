@@ -170,3 +170,18 @@ def compare(chk: Checker, what: str, op: Op, actual: torch.Tensor, expected: tor
 
 def gloo_group():
     return dist.new_group(backend="gloo")
+
+
+def check_all_reduce(chk: Checker, gloo, op: Op, dtype: torch.dtype, n: int, rank: int,
+                     world: int):
+    """all_reduce of rank_input(dtype, n) with `op`: against the exact reduction, and against
+    gloo (group `gloo`) where gloo supports the dtype and op."""
+    what = f"all_reduce {op.label} {dtype_name(dtype)} n={n}"
+    x = rank_input(dtype, n, rank, op.pattern)
+    out = x.clone()
+    dist.all_reduce(out, op=op.make(dtype))
+    compare(chk, what, op, out, expected_reduction(op, dtype, n, world))
+    if gloo_supports(dtype, op):
+        reference = x.clone()
+        dist.all_reduce(reference, op=op.make(dtype), group=gloo)
+        chk.equal(what + " vs gloo", out, reference)

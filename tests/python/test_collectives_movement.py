@@ -14,7 +14,7 @@ from collective_cases import (
     DTYPES,
     LARGE,
     Op,
-    compare,
+    check_all_reduce,
     different_from,
     dtype_name,
     expected_reduction,
@@ -186,15 +186,7 @@ def test_large_messages(chk, rank, world):
     n = LARGE
     for dtype, op in ((torch.float32, Op("SUM")), (torch.bfloat16, Op("SUM")),
                       (torch.int32, Op("MAX")), (torch.float32, Op("AVG"))):
-        what = f"all_reduce {op.label} {dtype_name(dtype)} n={n}"
-        x = rank_input(dtype, n, rank, op.pattern)
-        out = x.clone()
-        dist.all_reduce(out, op=op.make(dtype))
-        compare(chk, what, op, out, expected_reduction(op, dtype, n, world))
-        if gloo_supports(dtype, op):
-            reference = x.clone()
-            dist.all_reduce(reference, op=op.make(dtype), group=gloo)
-            chk.equal(what + " vs gloo", out, reference)
+        check_all_reduce(chk, gloo, op, dtype, n, rank, world)
     for dtype in (torch.float32, torch.uint8):
         what = f"all_gather_into_tensor {dtype_name(dtype)} n={n}"
         parts = [rank_input(dtype, n, r) for r in range(world)]

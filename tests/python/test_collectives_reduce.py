@@ -14,6 +14,7 @@ from collective_cases import (
     DTYPES,
     Op,
     R,
+    check_all_reduce,
     compare,
     different_from,
     dtype_name,
@@ -32,15 +33,7 @@ def test_all_reduce(chk, rank, world):
     for dtype in DTYPES:
         for op in ops_for(dtype):
             for n in COUNTS:
-                what = f"all_reduce {op.label} {dtype_name(dtype)} n={n}"
-                x = rank_input(dtype, n, rank, op.pattern)
-                out = x.clone()
-                dist.all_reduce(out, op=op.make(dtype))
-                compare(chk, what, op, out, expected_reduction(op, dtype, n, world))
-                if gloo_supports(dtype, op):
-                    reference = x.clone()
-                    dist.all_reduce(reference, op=op.make(dtype), group=gloo)
-                    chk.equal(what + " vs gloo", out, reference)
+                check_all_reduce(chk, gloo, op, dtype, n, rank, world)
     # A 2-D, non-trivially shaped tensor reduces element-wise like a flat one.
     x = rank_input(torch.int32, 35, rank).reshape(5, 7)
     dist.all_reduce(x)
