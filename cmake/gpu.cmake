@@ -25,18 +25,25 @@ set(XCCL_GPU_LANGUAGE "")
 set(_xccl_no_gpu_reason "")
 include(CheckLanguage)
 
+# CMAKE_<lang>_ARCHITECTURES = `archs` unless given, then looks for the compiler; without one,
+# _xccl_no_gpu_reason says so with `hint`. The architectures are set before enable_language():
+# its compiler check then builds for them too, so a compiler that cannot target them fails here
+# rather than halfway through the build.
+macro(_xccl_find_compiler lang archs hint)
+  if(NOT DEFINED CMAKE_${lang}_ARCHITECTURES)
+    set(CMAKE_${lang}_ARCHITECTURES "${archs}")
+  endif()
+  check_language(${lang})
+  if(NOT CMAKE_${lang}_COMPILER)
+    set(_xccl_no_gpu_reason "no ${lang} compiler found (${hint})")
+  endif()
+endmacro()
+
 # CUDA: CUDACXX or -DCMAKE_CUDA_COMPILER when given, else nvcc on PATH. Its version is checked
 # before enable_language(CUDA), which would fail hard on an nvcc too old for the architectures.
 macro(_xccl_try_cuda)
-  # Before enable_language(CUDA): its compiler check then builds for these architectures too, so
-  # an nvcc that cannot target them fails here rather than halfway through the build.
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES "${XCCL_CUDA_ARCHS}")
-  endif()
-  check_language(CUDA)
-  if(NOT CMAKE_CUDA_COMPILER)
-    set(_xccl_no_gpu_reason "no CUDA compiler found (set CUDACXX or put nvcc on PATH)")
-  else()
+  _xccl_find_compiler(CUDA "${XCCL_CUDA_ARCHS}" "set CUDACXX or put nvcc on PATH")
+  if(CMAKE_CUDA_COMPILER)
     execute_process(COMMAND "${CMAKE_CUDA_COMPILER}" --version OUTPUT_VARIABLE _nvcc_version
                     ERROR_QUIET)
     string(REGEX MATCH "^[0-9]+" _torch_cuda_major "${XCCL_TORCH_CUDA}")
@@ -62,13 +69,8 @@ macro(_xccl_try_hip)
   if(CMAKE_VERSION VERSION_LESS 3.21)
     set(_xccl_no_gpu_reason "the HIP language needs CMake 3.21, this is ${CMAKE_VERSION}")
   else()
-    if(NOT DEFINED CMAKE_HIP_ARCHITECTURES)
-      set(CMAKE_HIP_ARCHITECTURES "${XCCL_HIP_ARCHS}")
-    endif()
-    check_language(HIP)
-    if(NOT CMAKE_HIP_COMPILER)
-      set(_xccl_no_gpu_reason "no HIP compiler found (set HIPCXX to ROCm's clang++)")
-    else()
+    _xccl_find_compiler(HIP "${XCCL_HIP_ARCHS}" "set HIPCXX to ROCm's clang++")
+    if(CMAKE_HIP_COMPILER)
       # hip::host and HIP's version; ROCm installs it under its root, /opt/rocm by default.
       find_package(hip CONFIG QUIET HINTS $ENV{ROCM_PATH} /opt/rocm)
       string(REGEX MATCH "^[0-9]+" _torch_hip_major "${XCCL_TORCH_HIP}")

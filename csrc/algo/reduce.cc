@@ -213,8 +213,8 @@ Isa bestIsa() {
 void reduceInto(Isa isa, DataType type, ReduceOp op, void* dst, const void* src, size_t count) {
   if (isa != Isa::kScalar) checkIsa(isa);
 #if XCCL_X86_SIMD
-  if (isa == Isa::kAvx512 && simd::reduceIntoAvx512(type, op, dst, src, count)) return;
-  if (isa == Isa::kAvx2 && simd::reduceIntoAvx2(type, op, dst, src, count)) return;
+  if (isa == Isa::kAvx512 && simd::avx512::reduceInto(type, op, dst, src, count)) return;
+  if (isa == Isa::kAvx2 && simd::avx2::reduceInto(type, op, dst, src, count)) return;
 #endif
   reduceIntoScalar(type, op, dst, src, count);
 }
@@ -224,8 +224,8 @@ void reduceMany(Isa isa, DataType type, ReduceOp op, void* dst, const void* cons
   XCCL_CHECK(n >= 1, "reduceMany needs a source");
   if (isa != Isa::kScalar) checkIsa(isa);
 #if XCCL_X86_SIMD
-  if (isa == Isa::kAvx512 && simd::reduceManyAvx512(type, op, dst, srcs, n, count)) return;
-  if (isa == Isa::kAvx2 && simd::reduceManyAvx2(type, op, dst, srcs, n, count)) return;
+  if (isa == Isa::kAvx512 && simd::avx512::reduceMany(type, op, dst, srcs, n, count)) return;
+  if (isa == Isa::kAvx2 && simd::avx2::reduceMany(type, op, dst, srcs, n, count)) return;
 #endif
   reduceManyScalar(type, op, dst, srcs, n, count);
 }

@@ -9,11 +9,18 @@
 
 namespace xccl::algo::simd {
 
-bool reduceIntoAvx2(DataType type, ReduceOp op, void* dst, const void* src, size_t count);
-bool reduceManyAvx2(DataType type, ReduceOp op, void* dst, const void* const* srcs, int n,
-                    size_t count);
-bool reduceIntoAvx512(DataType type, ReduceOp op, void* dst, const void* src, size_t count);
-bool reduceManyAvx512(DataType type, ReduceOp op, void* dst, const void* const* srcs, int n,
-                      size_t count);
+// The same two kernels per instruction set, one namespace each: reduce_simd_lanes.inc defines
+// them, included by reduce_avx2.cc and reduce_avx512.cc.
+namespace avx2 {
+bool reduceInto(DataType type, ReduceOp op, void* dst, const void* src, size_t count);
+bool reduceMany(DataType type, ReduceOp op, void* dst, const void* const* srcs, int n,
+                size_t count);
+}  // namespace avx2
+
+namespace avx512 {
+bool reduceInto(DataType type, ReduceOp op, void* dst, const void* src, size_t count);
+bool reduceMany(DataType type, ReduceOp op, void* dst, const void* const* srcs, int n,
+                size_t count);
+}  // namespace avx512
 
 }  // namespace xccl::algo::simd

@@ -49,25 +49,25 @@ namespace xccl::backend {
 // expect): .stream() is the runtime handle (gpuStream_t), .unwrap() the c10::Stream. Device -1
 // means the current device, as in torch. GpuDeviceGuard makes a device current for a scope and
 // restores the previous one.
+// XCCL_TORCH_GPU(hipName, cudaName): the HIP name where torch's HIP build (before hipify v2)
+// keeps c10::hip spellings, else the CUDA one.
 #if XCCL_GPU_HIP && !XCCL_TORCH_HIPIFY_V2
-using GpuStream = c10::hip::HIPStreamMasqueradingAsCUDA;
-using GpuDeviceGuard = c10::hip::HIPGuardMasqueradingAsCUDA;
-inline GpuStream gpuStreamFromPool(bool highPriority, c10::DeviceIndex device) {
-  return c10::hip::getStreamFromPoolMasqueradingAsCUDA(highPriority, device);
-}
-inline GpuStream currentGpuStream(c10::DeviceIndex device) {
-  return c10::hip::getCurrentHIPStreamMasqueradingAsCUDA(device);
-}
+#define XCCL_TORCH_GPU(hip, cuda) hip
 #else
-using GpuStream = c10::cuda::CUDAStream;
-using GpuDeviceGuard = c10::cuda::CUDAGuard;
+#define XCCL_TORCH_GPU(hip, cuda) cuda
+#endif
+using GpuStream = XCCL_TORCH_GPU(c10::hip::HIPStreamMasqueradingAsCUDA, c10::cuda::CUDAStream);
+using GpuDeviceGuard =
+    XCCL_TORCH_GPU(c10::hip::HIPGuardMasqueradingAsCUDA, c10::cuda::CUDAGuard);
 inline GpuStream gpuStreamFromPool(bool highPriority, c10::DeviceIndex device) {
-  return c10::cuda::getStreamFromPool(highPriority, device);
+  return XCCL_TORCH_GPU(c10::hip::getStreamFromPoolMasqueradingAsCUDA,
+                        c10::cuda::getStreamFromPool)(highPriority, device);
 }
 inline GpuStream currentGpuStream(c10::DeviceIndex device) {
-  return c10::cuda::getCurrentCUDAStream(device);
+  return XCCL_TORCH_GPU(c10::hip::getCurrentHIPStreamMasqueradingAsCUDA,
+                        c10::cuda::getCurrentCUDAStream)(device);
 }
-#endif
+#undef XCCL_TORCH_GPU
 
 // Whether `device`'s current stream (-1: the current device's) is capturing a graph. Asked of the runtime rather than of
 // torch's c10::cuda::currentStreamCaptureStatusMayInitCtx, whose header and namespace change with

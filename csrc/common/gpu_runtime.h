@@ -7,8 +7,9 @@
 //
 // One name per call, XCCL_RT(Malloc) for cudaMalloc/hipMalloc: HIP kept CUDA's names after the
 // prefix for nearly everything, so no list of aliases can drift from the code using them. The few
-// names that differ, and the runtime types the host passes around, are spelled gpuXxx below, in
-// namespace xccl (so kernels::, net:: and testing:: code finds them unqualified).
+// names that differ (XCCL_RT_NAMED(hipName, cudaName) picks one), and the runtime types the host
+// passes around, are spelled gpuXxx below, in namespace xccl (so kernels::, net:: and testing::
+// code finds them unqualified).
 //
 // XCCL_GPU_HIP is decided here, once: clang's HIP mode defines __HIP__ for device code, and HIP's
 // host headers need __HIP_PLATFORM_AMD__ (hipcc defines it; CMake's hip::host target gives it to
@@ -25,10 +26,12 @@
 #define XCCL_GPU_HIP 1
 #include <hip/hip_runtime_api.h>
 #define XCCL_RT(name) hip##name
+#define XCCL_RT_NAMED(hip, cuda) hip
 #else
 #define XCCL_GPU_HIP 0
 #include <cuda_runtime_api.h>
 #define XCCL_RT(name) cuda##name
+#define XCCL_RT_NAMED(hip, cuda) cuda
 #endif
 
 namespace xccl {
@@ -41,46 +44,34 @@ inline gpuError_t gpuGetLastError() { return XCCL_RT(GetLastError)(); }
 inline const char* gpuGetErrorString(gpuError_t e) { return XCCL_RT(GetErrorString)(e); }
 inline const char* gpuGetErrorName(gpuError_t e) { return XCCL_RT(GetErrorName)(e); }
 
-#if XCCL_GPU_HIP
-// HIP names its device-properties struct with a _t and its attributes in full.
-using gpuDeviceProp_t = hipDeviceProp_t;
-using gpuDeviceAttr_t = hipDeviceAttribute_t;
-constexpr gpuDeviceAttr_t gpuDevAttrMultiProcessorCount = hipDeviceAttributeMultiprocessorCount;
+// The names that differ beyond the prefix, HIP's first: its device-properties struct has a _t
+// and its attributes are spelled in full.
+using gpuDeviceProp_t = XCCL_RT_NAMED(hipDeviceProp_t, cudaDeviceProp);
+using gpuDeviceAttr_t = XCCL_RT_NAMED(hipDeviceAttribute_t, cudaDeviceAttr);
+constexpr gpuDeviceAttr_t gpuDevAttrMultiProcessorCount =
+    XCCL_RT_NAMED(hipDeviceAttributeMultiprocessorCount, cudaDevAttrMultiProcessorCount);
 constexpr gpuDeviceAttr_t gpuDevAttrMaxThreadsPerMultiProcessor =
-    hipDeviceAttributeMaxThreadsPerMultiProcessor;
+    XCCL_RT_NAMED(hipDeviceAttributeMaxThreadsPerMultiProcessor,
+                  cudaDevAttrMaxThreadsPerMultiProcessor);
 constexpr gpuDeviceAttr_t gpuDevAttrMaxRegistersPerMultiprocessor =
-    hipDeviceAttributeMaxRegistersPerMultiprocessor;
-constexpr gpuDeviceAttr_t gpuDevAttrMaxRegistersPerBlock = hipDeviceAttributeMaxRegistersPerBlock;
+    XCCL_RT_NAMED(hipDeviceAttributeMaxRegistersPerMultiprocessor,
+                  cudaDevAttrMaxRegistersPerMultiprocessor);
+constexpr gpuDeviceAttr_t gpuDevAttrMaxRegistersPerBlock =
+    XCCL_RT_NAMED(hipDeviceAttributeMaxRegistersPerBlock, cudaDevAttrMaxRegistersPerBlock);
 // What the runtime returns from calls made while the process exits and it is being torn down
 // (nothing to report then: the driver reclaims everything).
-constexpr gpuError_t gpuErrorUnloading = hipErrorDeinitialized;
+constexpr gpuError_t gpuErrorUnloading =
+    XCCL_RT_NAMED(hipErrorDeinitialized, cudaErrorCudartUnloading);
 // Pinned host memory: hipHostAlloc/hipFreeHost are deprecated in favour of hipHostMalloc/
 // hipHostFree, whose flags are spelled hipHostMalloc*.
-constexpr unsigned gpuHostAllocDefault = hipHostMallocDefault;
-constexpr unsigned gpuHostAllocMapped = hipHostMallocMapped;
-constexpr unsigned gpuHostAllocPortable = hipHostMallocPortable;
+constexpr unsigned gpuHostAllocDefault = XCCL_RT_NAMED(hipHostMallocDefault, cudaHostAllocDefault);
+constexpr unsigned gpuHostAllocMapped = XCCL_RT_NAMED(hipHostMallocMapped, cudaHostAllocMapped);
+constexpr unsigned gpuHostAllocPortable =
+    XCCL_RT_NAMED(hipHostMallocPortable, cudaHostAllocPortable);
 inline gpuError_t gpuHostAlloc(void** p, size_t bytes, unsigned flags) {
-  return hipHostMalloc(p, bytes, flags);
+  return XCCL_RT_NAMED(hipHostMalloc, cudaHostAlloc)(p, bytes, flags);
 }
-inline gpuError_t gpuFreeHost(void* p) { return hipHostFree(p); }
-#else
-using gpuDeviceProp_t = cudaDeviceProp;
-using gpuDeviceAttr_t = cudaDeviceAttr;
-constexpr gpuDeviceAttr_t gpuDevAttrMultiProcessorCount = cudaDevAttrMultiProcessorCount;
-constexpr gpuDeviceAttr_t gpuDevAttrMaxThreadsPerMultiProcessor =
-    cudaDevAttrMaxThreadsPerMultiProcessor;
-constexpr gpuDeviceAttr_t gpuDevAttrMaxRegistersPerMultiprocessor =
-    cudaDevAttrMaxRegistersPerMultiprocessor;
-constexpr gpuDeviceAttr_t gpuDevAttrMaxRegistersPerBlock = cudaDevAttrMaxRegistersPerBlock;
-constexpr gpuError_t gpuErrorUnloading = cudaErrorCudartUnloading;
-constexpr unsigned gpuHostAllocDefault = cudaHostAllocDefault;
-constexpr unsigned gpuHostAllocMapped = cudaHostAllocMapped;
-constexpr unsigned gpuHostAllocPortable = cudaHostAllocPortable;
-inline gpuError_t gpuHostAlloc(void** p, size_t bytes, unsigned flags) {
-  return cudaHostAlloc(p, bytes, flags);
-}
-inline gpuError_t gpuFreeHost(void* p) { return cudaFreeHost(p); }
-#endif
+inline gpuError_t gpuFreeHost(void* p) { return XCCL_RT_NAMED(hipHostFree, cudaFreeHost)(p); }
 
 }  // namespace xccl
 

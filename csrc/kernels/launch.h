@@ -37,16 +37,13 @@ struct LaunchShape {
   int maxBlocks = 0;
 };
 
-// out = reduce over ranks p (in rank order, fp32 accumulation) of buffers[p][0..count).
-// dtype: kFloat32, kFloat16, kBFloat16. op: kSum, kAvg, kPreMulSum (each input times
-// preMulFactor before the sum), kMin, kMax (NaN propagates).
-// One-shot: output must not overlap buffers[rank] (peers read it while this rank writes output).
-// Two-shot: reduces this rank's slice in place inside buffers[rank] (so buffers[rank] is clobbered)
-// and then gathers; output may equal buffers[rank] (in place) but must not partially overlap it.
-struct AllReduceArgs {
+// What the two reductions (all-reduce, reduce-scatter) take. dtype: kFloat32, kFloat16,
+// kBFloat16. op: kSum, kAvg, kPreMulSum (each input times preMulFactor before the sum), kMin,
+// kMax (NaN propagates). Accumulation in fp32, over ranks in rank order.
+struct ReductionArgs {
   DeviceHandle handle;
   void* output = nullptr;
-  size_t count = 0;
+  size_t count = 0;  // all-reduce: elements; reduce-scatter: elements per rank (output size)
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   float preMulFactor = 1.0f;
@@ -54,27 +51,23 @@ struct AllReduceArgs {
   // device memory (e.g. a 1-element float32 tensor, complete in stream order before the launch)
   // instead of preMulFactor, so capture into a CUDA graph needs no host read of the factor.
   const float* preMulFactorOnDevice = nullptr;
-  Algorithm algorithm = Algorithm::kOneShot;
   LaunchShape shape;
+};
+
+// out = reduce over ranks p of buffers[p][0..count).
+// One-shot: output must not overlap buffers[rank] (peers read it while this rank writes output).
+// Two-shot: reduces this rank's slice in place inside buffers[rank] (so buffers[rank] is clobbered)
+// and then gathers; output may equal buffers[rank] (in place) but must not partially overlap it.
+struct AllReduceArgs : ReductionArgs {
+  Algorithm algorithm = Algorithm::kOneShot;
 };
 void launchAllReduce(const AllReduceArgs& args, void* stream);
 
 // buffers[p] holds worldSize * count elements; out[0..count) = reduce over p of
-// buffers[p][rank * count ..]. Same dtypes and ops as all-reduce. output may be exactly
-// buffers[rank] + rank * count (in place) but must not overlap the rest of buffers[rank].
-struct ReduceScatterArgs {
-  DeviceHandle handle;
-  void* output = nullptr;
-  size_t count = 0;  // elements per rank (output size)
-  DataType dtype = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  float preMulFactor = 1.0f;
-  // PREMUL_SUM only: when non-null, the kernel reads the factor from this float in this rank's
-  // device memory (e.g. a 1-element float32 tensor, complete in stream order before the launch)
-  // instead of preMulFactor, so capture into a CUDA graph needs no host read of the factor.
-  const float* preMulFactorOnDevice = nullptr;
-  LaunchShape shape;
-};
+// buffers[p][rank * count ..]. output may be exactly buffers[rank] + rank * count (in place) but
+// must not overlap the rest of buffers[rank]. A type of its own (not ReductionArgs) so that an
+// AllReduceArgs never reaches this launcher by slicing.
+struct ReduceScatterArgs : ReductionArgs {};
 void launchReduceScatter(const ReduceScatterArgs& args, void* stream);
 
 // buffers[p] holds count elements; out[p * count ..] = buffers[p][0..count). Any dtype (a byte

@@ -73,12 +73,17 @@ void validateSize(size_t count, size_t multiple, DataType dtype) {
   XCCL_CHECK_ARG(count <= limit, "element count ", count, " overflows the byte size");
 }
 
-void validateBuffers(const DeviceHandle& h, size_t count, const void* output) {
-  if (count == 0) return;
+// A collective reading `count` elements (times `multiple`) from every rank's buffer: the size
+// fits and, unless count is 0, the output and every buffer exist. Whether there is data to move.
+bool validateData(const DeviceHandle& h, size_t count, size_t multiple, const void* output,
+                  DataType dtype) {
+  validateSize(count, multiple, dtype);
+  if (count == 0) return false;
   XCCL_CHECK_ARG(output != nullptr, "output is null");
   for (int p = 0; p < h.worldSize; ++p) {
     XCCL_CHECK_ARG(h.buffers[p] != nullptr, "buffer of rank ", p, " is null");
   }
+  return true;
 }
 
 // Reductions load whole elements; a buffer misaligned for its dtype is a caller bug.
@@ -100,17 +105,21 @@ void validateDeviceFactor(const float* factor, ReduceOp op) {
                  "device pre-multiplication factor not aligned to ", alignof(float));
 }
 
+// The checks of a reduction's handle, op and factors.
+void validateReduction(const DeviceHandle& h, DataType dtype, ReduceOp op, float factor,
+                       const float* factorOnDevice) {
+  validateHandle(h);
+  reduceSpec(dtype, op, factor, h.worldSize);
+  validateDeviceFactor(factorOnDevice, op);
+}
+
 const char* bytesOf(const void* p, size_t offset) { return static_cast<const char*>(p) + offset; }
 
 }  // namespace
 
 void validate(const AllReduceArgs& a) {
-  validateHandle(a.handle);
-  reduceSpec(a.dtype, a.op, a.preMulFactor, a.handle.worldSize);
-  validateDeviceFactor(a.preMulFactorOnDevice, a.op);
-  validateSize(a.count, 1, a.dtype);
-  validateBuffers(a.handle, a.count, a.output);
-  if (a.count == 0) return;
+  validateReduction(a.handle, a.dtype, a.op, a.preMulFactor, a.preMulFactorOnDevice);
+  if (!validateData(a.handle, a.count, 1, a.output, a.dtype)) return;
   validateElementAlignment(a.handle, a.output, a.dtype);
   const size_t bytes = a.count * elementSize(a.dtype);
   const void* own = a.handle.buffers[a.handle.rank];
@@ -124,12 +133,8 @@ void validate(const AllReduceArgs& a) {
 }
 
 void validate(const ReduceScatterArgs& a) {
-  validateHandle(a.handle);
-  reduceSpec(a.dtype, a.op, a.preMulFactor, a.handle.worldSize);
-  validateDeviceFactor(a.preMulFactorOnDevice, a.op);
-  validateSize(a.count, a.handle.worldSize, a.dtype);
-  validateBuffers(a.handle, a.count, a.output);
-  if (a.count == 0) return;
+  validateReduction(a.handle, a.dtype, a.op, a.preMulFactor, a.preMulFactorOnDevice);
+  if (!validateData(a.handle, a.count, a.handle.worldSize, a.output, a.dtype)) return;
   validateElementAlignment(a.handle, a.output, a.dtype);
   const size_t chunk = a.count * elementSize(a.dtype);
   const void* own = a.handle.buffers[a.handle.rank];
@@ -141,9 +146,7 @@ void validate(const ReduceScatterArgs& a) {
 
 void validate(const AllGatherArgs& a) {
   validateHandle(a.handle);
-  validateSize(a.count, a.handle.worldSize, a.dtype);
-  validateBuffers(a.handle, a.count, a.output);
-  if (a.count == 0) return;
+  if (!validateData(a.handle, a.count, a.handle.worldSize, a.output, a.dtype)) return;
   const size_t chunk = a.count * elementSize(a.dtype);
   const void* own = a.handle.buffers[a.handle.rank];
   XCCL_CHECK_ARG(own == bytesOf(a.output, a.handle.rank * chunk) ||
@@ -167,9 +170,7 @@ void validate(const BroadcastArgs& a) {
 
 void validate(const AllToAllArgs& a) {
   validateHandle(a.handle);
-  validateSize(a.count, a.handle.worldSize, a.dtype);
-  validateBuffers(a.handle, a.count, a.output);
-  if (a.count == 0) return;
+  if (!validateData(a.handle, a.count, a.handle.worldSize, a.output, a.dtype)) return;
   const size_t total = a.count * elementSize(a.dtype) * a.handle.worldSize;
   XCCL_CHECK_ARG(!rangesOverlap(a.output, total, a.handle.buffers[a.handle.rank], total),
                  "all-to-all cannot run in place: output overlaps this rank's buffer");

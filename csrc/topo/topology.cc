@@ -86,75 +86,101 @@ const std::vector<Json>& optArray(const Json& object, const char* key) {
   return value ? value->asArray(key) : kEmpty;
 }
 
-Json gpuToJson(const Gpu& gpu) {
+// Where a PCI device sits, the same members in a Gpu and a Nic.
+template <typename Device, typename Visitor>
+void placeMembers(Device& device, Visitor& v) {
+  v.plain("pciBusId", device.pciBusId);
+  v.plain("pciPath", device.pciPath);
+  v.small("numaNode", device.numaNode);
+  v.cpus("cpus", device.cpus);
+}
+
+// Gpu's and Nic's members with their JSON names, listed once for both directions: the visitor
+// is a JsonWriter (serialise) or a JsonReader (parse, an absent member keeping its default).
+template <typename G, typename Visitor>
+void gpuMembers(G& gpu, Visitor& v) {
+  v.small("index", gpu.index);
+  v.enumeration("vendor", gpu.vendor, kVendorNames, "GPU vendor");
+  v.plain("name", gpu.name);
+  v.plain("arch", gpu.arch);
+  placeMembers(gpu, v);
+  v.plain("memoryBytes", gpu.memoryBytes);
+  v.small("nvswitchLinks", gpu.nvswitchLinks);
+}
+
+template <typename N, typename Visitor>
+void nicMembers(N& nic, Visitor& v) {
+  v.plain("name", nic.name);
+  v.enumeration("kind", nic.kind, kNicNames, "NIC kind");
+  v.small("port", nic.port);
+  v.plain("netdev", nic.netdev);
+  v.plain("driver", nic.driver);
+  placeMembers(nic, v);
+  v.plain("speedMbps", nic.speedMbps);
+  v.plain("up", nic.up);
+  v.small("mtu", nic.mtu);
+  v.plain("virtual", nic.isVirtual);
+}
+
+struct JsonWriter {
   Json out = Json::object();
-  out.set("index", gpu.index);
-  out.set("vendor", gpuVendorName(gpu.vendor));
-  out.set("name", gpu.name);
-  out.set("arch", gpu.arch);
-  out.set("pciBusId", gpu.pciBusId);
-  out.set("pciPath", gpu.pciPath);
-  out.set("numaNode", gpu.numaNode);
-  out.set("cpus", formatCpuList(gpu.cpus));
-  out.set("memoryBytes", gpu.memoryBytes);
-  out.set("nvswitchLinks", gpu.nvswitchLinks);
-  return out;
+  template <typename T>
+  void plain(const char* key, const T& value) {
+    out.set(key, value);
+  }
+  void small(const char* key, int value) { out.set(key, value); }
+  void cpus(const char* key, const std::vector<int>& cpus) { out.set(key, formatCpuList(cpus)); }
+  template <typename Enum, size_t N>
+  void enumeration(const char* key, Enum value, const std::pair<Enum, const char*> (&table)[N],
+                   const char*) {
+    out.set(key, enumName(table, value));
+  }
+};
+
+struct JsonReader {
+  const Json& in;
+  void plain(const char* key, std::string& value) { value = optString(in, key, value); }
+  void plain(const char* key, int64_t& value) { value = optInt(in, key, value); }
+  void plain(const char* key, bool& value) { value = optBool(in, key, value); }
+  void small(const char* key, int& value) { value = optSmallInt(in, key, value); }
+  void cpus(const char* key, std::vector<int>& cpus) { cpus = optCpus(in, key); }
+  template <typename Enum, size_t N>
+  void enumeration(const char* key, Enum& value, const std::pair<Enum, const char*> (&table)[N],
+                   const char* what) {
+    value = enumFromName(table, optString(in, key, enumName(table, value)), what);
+  }
+};
+
+Json gpuToJson(const Gpu& gpu) {
+  JsonWriter writer;
+  gpuMembers(gpu, writer);
+  return std::move(writer.out);
 }
 
 Json nicToJson(const Nic& nic) {
-  Json out = Json::object();
-  out.set("name", nic.name);
-  out.set("kind", nicKindName(nic.kind));
-  out.set("port", nic.port);
-  out.set("netdev", nic.netdev);
-  out.set("driver", nic.driver);
-  out.set("pciBusId", nic.pciBusId);
-  out.set("pciPath", nic.pciPath);
-  out.set("numaNode", nic.numaNode);
-  out.set("cpus", formatCpuList(nic.cpus));
-  out.set("speedMbps", nic.speedMbps);
-  out.set("up", nic.up);
-  out.set("mtu", nic.mtu);
-  out.set("virtual", nic.isVirtual);
+  JsonWriter writer;
+  nicMembers(nic, writer);
   Json addresses = Json::array();
   for (const auto& address : nic.addresses) addresses.push(address);
-  out.set("addresses", std::move(addresses));
-  return out;
+  writer.out.set("addresses", std::move(addresses));
+  return std::move(writer.out);
 }
 
 Gpu gpuFromJson(const Json& in, size_t position) {
   Gpu gpu;
-  gpu.index = optSmallInt(in, "index", static_cast<int>(position));
+  gpu.index = static_cast<int>(position);  // the default when absent
+  JsonReader reader{in};
+  gpuMembers(gpu, reader);
   XCCL_CHECK_ARG(gpu.index == static_cast<int>(position), "gpus[", position, "] has index ",
                  gpu.index, ": GPUs must be listed in index order starting at 0");
-  gpu.vendor = enumFromName(kVendorNames, optString(in, "vendor", "other"), "GPU vendor");
-  gpu.name = optString(in, "name");
-  gpu.arch = optString(in, "arch");
-  gpu.pciBusId = optString(in, "pciBusId");
-  gpu.pciPath = optString(in, "pciPath");
-  gpu.numaNode = optSmallInt(in, "numaNode", -1);
-  gpu.cpus = optCpus(in, "cpus");
-  gpu.memoryBytes = optInt(in, "memoryBytes", 0);
-  gpu.nvswitchLinks = optSmallInt(in, "nvswitchLinks", 0);
   return gpu;
 }
 
 Nic nicFromJson(const Json& in) {
   Nic nic;
-  nic.name = optString(in, "name");
+  JsonReader reader{in};
+  nicMembers(nic, reader);
   XCCL_CHECK_ARG(!nic.name.empty(), "a NIC has no name");
-  nic.kind = enumFromName(kNicNames, optString(in, "kind", "ethernet"), "NIC kind");
-  nic.port = optSmallInt(in, "port", 0);
-  nic.netdev = optString(in, "netdev");
-  nic.driver = optString(in, "driver");
-  nic.pciBusId = optString(in, "pciBusId");
-  nic.pciPath = optString(in, "pciPath");
-  nic.numaNode = optSmallInt(in, "numaNode", -1);
-  nic.cpus = optCpus(in, "cpus");
-  nic.speedMbps = optInt(in, "speedMbps", -1);
-  nic.up = optBool(in, "up", false);
-  nic.mtu = optSmallInt(in, "mtu", 0);
-  nic.isVirtual = optBool(in, "virtual", false);
   for (const Json& address : optArray(in, "addresses")) {
     nic.addresses.push_back(address.asString("addresses[]"));
   }

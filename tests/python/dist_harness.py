@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import faulthandler
+import importlib
 import multiprocessing
 import os
 import pickle
@@ -362,18 +363,50 @@ def run(fn: Callable, world_size: int, *args, **kwargs) -> list[Any]:
     return [o.value for o in outcomes]
 
 
-def run_checks(fn: Callable, world_size: int, *args, min_checks: int = 1, **kwargs) -> None:
-    """run() where fn returns a Checker's (failures, checks); fails listing every failure."""
+def run_checks(fn: Callable, world_size: int, *args, min_checks: int = 1, name: str = "",
+               **kwargs) -> None:
+    """run() where fn returns a Checker's (failures, checks); fails listing every failure.
+    `name` is what the failure calls fn (its __name__ by default)."""
     values = run(fn, world_size, *args, **kwargs)
     failures = [f"rank {rank}: {f}" for rank, (fs, _) in enumerate(values) for f in fs]
     if failures:
         shown = failures[:MAX_REPORTED_FAILURES]
         more = len(failures) - len(shown)
-        raise AssertionError(f"{fn.__name__} at world size {world_size}: {len(failures)} "
+        raise AssertionError(f"{name or fn.__name__} at world size {world_size}: {len(failures)} "
                              f"failure(s):\n  " + "\n  ".join(shown)
                              + (f"\n  ... and {more} more" if more else ""))
     for rank, (_, checks) in enumerate(values):
         assert checks >= min_checks, f"rank {rank} ran only {checks} checks"
+
+
+def checks_test(cases=WORLD_SIZES, min_checks: int = 1, **kwargs):
+    """Decorator: `test_x(chk, rank, world)` becomes a pytest test that runs it on every rank of
+    one spawn per case, with a fresh Checker per rank, through run_checks (every rank's failures
+    fail the test together; each rank must make `min_checks` checks). `cases`: world sizes, or
+    transport_cases() (each case's transport is then forced and checked). `kwargs` go to spawn().
+    """
+    import pytest
+
+    params = [c if hasattr(c, "values") else pytest.param(c, None, id=str(c)) for c in cases]
+
+    def make(body: Callable):
+        def test(world_size, transport):
+            run_checks(_checks_body, world_size, body.__module__, body.__name__,
+                       min_checks=min_checks, name=body.__name__, transport=transport, **kwargs)
+
+        test.__name__ = test.__qualname__ = body.__name__
+        test.__module__, test.__doc__ = body.__module__, body.__doc__
+        test.body = body  # what the ranks run: they find it again through the module
+        return pytest.mark.parametrize("world_size,transport", params)(test)
+
+    return make
+
+
+def _checks_body(rank: int, world_size: int, module: str, name: str):
+    """A checks_test's per-rank entry: the test's body with a fresh Checker."""
+    chk = Checker(rank)
+    getattr(importlib.import_module(module), name).body(chk, rank, world_size)
+    return result(chk)
 
 
 def result(checker: Checker):

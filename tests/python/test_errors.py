@@ -5,11 +5,10 @@ would be mismatched across ranks (xccl reports that) or hang (the harness bound)
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.distributed as dist
-from dist_harness import WORLD_SIZES, Checker, result, run_checks
-from test_collectives import Op, expected_reduction, rank_input
+from collective_cases import Op, expected_reduction, rank_input
+from dist_harness import WORLD_SIZES, Checker, checks_test, result, run_checks
 
 R = dist.ReduceOp
 
@@ -117,8 +116,8 @@ def _cases(world):
     ]
 
 
-def _bad_arguments(rank, world):
-    chk = Checker(rank)
+@checks_test(WORLD_SIZES, min_checks=35)
+def test_bad_arguments_raise_before_traffic(chk, rank, world):
     cases = [c for c in _cases(world) if c is not None]
     for index, (name, bad, text) in enumerate(cases):
         if rank == index % world:
@@ -140,18 +139,12 @@ def _bad_arguments(rank, world):
     dist.all_reduce(y, op=R.MAX)
     chk.equal("all_reduce MAX at the end", y,
               expected_reduction(Op("MAX"), torch.float32, 1001, world))
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_bad_arguments_raise_before_traffic(world_size):
-    run_checks(_bad_arguments, world_size, min_checks=35)
-
-
-def _mismatched_collectives(rank, world):
+@checks_test((2, 3), min_checks=2, pg_timeout=20.0)
+def test_mismatched_collectives_are_detected(chk, rank, world):
     """Ranks that call different collectives at the same sequence number get an error naming
     the mismatch, never a silently wrong result."""
-    chk = Checker(rank)
     x = torch.ones(1001)
     if rank == 0:
         error = chk.raises("all_reduce against all_gather", lambda: dist.all_reduce(x),
@@ -162,12 +155,6 @@ def _mismatched_collectives(rank, world):
                            lambda: dist.all_gather_into_tensor(out, x), (RuntimeError,))
     chk.true("the error says the collectives differ", error is not None and (
         "different" in str(error) or "mismatch" in str(error).lower()), str(error))
-    return result(chk)
-
-
-@pytest.mark.parametrize("world_size", (2, 3))
-def test_mismatched_collectives_are_detected(world_size):
-    run_checks(_mismatched_collectives, world_size, min_checks=2, pg_timeout=20.0)
 
 
 def _init_with_own_env(rank, world, store_path, env_by_rank, match):

@@ -4,11 +4,10 @@ collectives. World size 1 has no peer, so these run on 2, 3 and 4 ranks."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.distributed as dist
-from dist_harness import Checker, result, run_checks
-from test_collectives import Op, expected_reduction, rank_input
+from collective_cases import Op, expected_reduction, rank_input
+from dist_harness import Checker, checks_test, result, run_checks
 
 P2P_WORLD_SIZES = (2, 3, 4)
 
@@ -17,8 +16,8 @@ def _message(src: int, dst: int, tag: int, n: int = 7, dtype=torch.float32) -> t
     return rank_input(dtype, n, 1000 * src + 10 * dst + tag)
 
 
-def _tags(rank, world):
-    chk = Checker(rank)
+@checks_test(P2P_WORLD_SIZES, min_checks=8)
+def test_send_recv_tags(chk, rank, world):
     # Ring: every rank sends three tagged messages to the next rank in tag order 1, 2, 3 while
     # the receiver posts its receives in the opposite order: only tag matching pairs them right.
     nxt, prev = (rank + 1) % world, (rank - 1) % world
@@ -58,16 +57,10 @@ def _tags(rank, world):
         small = torch.empty(3, 4, dtype=torch.int32)
         dist.recv(small, src=0, tag=9)
         chk.equal("2-D send/recv", small, rank_input(torch.int32, 12, 43).reshape(3, 4))
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size", P2P_WORLD_SIZES)
-def test_send_recv_tags(world_size):
-    run_checks(_tags, world_size, min_checks=8)
-
-
-def _isend_irecv(rank, world):
-    chk = Checker(rank)
+@checks_test(P2P_WORLD_SIZES, min_checks=4)
+def test_isend_irecv(chk, rank, world):
     # Everyone posts irecvs from everyone first, then isends: nothing may block the poster.
     recvs, buffers = [], {}
     for peer in range(world):
@@ -83,16 +76,10 @@ def _isend_irecv(rank, world):
     for w in sends:
         w.wait()
         chk.true("isend completed", w.is_completed())
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size", P2P_WORLD_SIZES)
-def test_isend_irecv(world_size):
-    run_checks(_isend_irecv, world_size, min_checks=4)
-
-
-def _any_source(rank, world):
-    chk = Checker(rank)
+@checks_test(P2P_WORLD_SIZES, min_checks=2)
+def test_recv_any_source(chk, rank, world):
     # Rank 0 receives one message from every other rank without naming the source; recv()
     # returns the sender, whose payload it must be. Rank 0 answers each sender with the rank it
     # saw, and the sender checks that it was recognised.
@@ -123,16 +110,10 @@ def _any_source(rank, world):
         chk.equal("irecv any source payload", x, _message(0, world - 1, 0, 3))
     elif rank == 0:
         dist.send(_message(0, world - 1, 0, 3), dst=world - 1)
-    return result(chk)
 
 
-@pytest.mark.parametrize("world_size", P2P_WORLD_SIZES)
-def test_recv_any_source(world_size):
-    run_checks(_any_source, world_size, min_checks=2)
-
-
-def _batch(rank, world):
-    chk = Checker(rank)
+@checks_test(P2P_WORLD_SIZES, min_checks=9)
+def test_batch_isend_irecv(chk, rank, world):
     nxt, prev = (rank + 1) % world, (rank - 1) % world
     for n in (0, 1, 1001, 300_000):
         # Ring exchange in both directions in one batch.
@@ -159,12 +140,6 @@ def _batch(rank, world):
         w.wait()
     for p, t in outs.items():
         chk.equal(f"batch all-pairs from {p}", t, _message(p, rank, 0, 11, torch.int16))
-    return result(chk)
-
-
-@pytest.mark.parametrize("world_size", P2P_WORLD_SIZES)
-def test_batch_isend_irecv(world_size):
-    run_checks(_batch, world_size, min_checks=9)
 
 
 def _batch_after_a_failed_one(rank, world):
@@ -187,8 +162,8 @@ def test_batch_after_a_failed_batch():
     run_checks(_batch_after_a_failed_one, 2, min_checks=2)
 
 
-def _interleaved(rank, world):
-    chk = Checker(rank)
+@checks_test(P2P_WORLD_SIZES, min_checks=16)
+def test_p2p_interleaved_with_collectives(chk, rank, world):
     nxt, prev = (rank + 1) % world, (rank - 1) % world
     for step in range(5):
         # An irecv posted before a collective must not hold the collective up, and the message
@@ -219,9 +194,3 @@ def _interleaved(rank, world):
     chk.equal("batch next to async all_reduce: p2p", from_prev, _message(prev, rank, 0, 64))
     chk.equal("batch next to async all_reduce: MAX", y,
               expected_reduction(Op("MAX"), torch.int32, 7, world))
-    return result(chk)
-
-
-@pytest.mark.parametrize("world_size", P2P_WORLD_SIZES)
-def test_p2p_interleaved_with_collectives(world_size):
-    run_checks(_interleaved, world_size, min_checks=16)

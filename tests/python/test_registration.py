@@ -15,8 +15,8 @@ from datetime import timedelta
 import pytest
 import torch
 import torch.distributed as dist
+from collective_cases import Op, expected_reduction, rank_input
 from dist_harness import HOST, Checker, free_port, result, run_checks, spawn
-from test_collectives import Op, expected_reduction, rank_input
 
 CPU = torch.device("cpu")
 

@@ -5,6 +5,7 @@
 
 #include "algo/reduce.h"
 #include "algo_testing.h"
+#include "bits.h"
 
 namespace xccl {
 namespace {
@@ -17,6 +18,7 @@ using testing::combineExact;
 using testing::isBitwise;
 using testing::matches;
 using testing::throwsError;
+using testing::bitCast;
 using testing::TypedBuffer;
 
 constexpr DataType kAllTypes[] = {
@@ -27,17 +29,6 @@ constexpr DataType kAllTypes[] = {
 constexpr ReduceOp kCombiners[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin,
                                    ReduceOp::kMax, ReduceOp::kBand,    ReduceOp::kBor,
                                    ReduceOp::kBxor};
-
-float bitsToFloat(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-uint32_t floatToBits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  return bits;
-}
 
 // Operands whose pairwise sums and products are exact in `type` (|11 * 11| fits int8 and bf16).
 std::vector<double> operandsFor(DataType type) {
@@ -204,7 +195,7 @@ TEST(Half, RoundsToNearestEvenAtEveryMidpoint) {
 TEST(Half, MatchesReferenceRoundingOverFloatRange) {
   int wrong = 0;
   for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 4093) {
-    const float f = bitsToFloat(static_cast<uint32_t>(bits));
+    const float f = bitCast<float>(static_cast<uint32_t>(bits));
     const uint16_t h = floatToHalf(f);
     const float got = halfToFloat(h);
     bool ok;
@@ -246,9 +237,9 @@ TEST(Half, SpecialValues) {
   EXPECT_EQ(floatToHalf(-0.0f), 0x8000);
   EXPECT_EQ(floatToHalf(std::numeric_limits<float>::denorm_min()), 0x0000);
   EXPECT_TRUE(isHalfNaN(floatToHalf(std::nanf(""))));
-  EXPECT_TRUE(isHalfNaN(floatToHalf(bitsToFloat(0x7f800001))));  // signalling, tiny payload
-  EXPECT_TRUE(isHalfNaN(floatToHalf(bitsToFloat(0xffc00000))));
-  EXPECT_EQ(floatToHalf(bitsToFloat(0xffc00000)) & 0x8000, 0x8000);
+  EXPECT_TRUE(isHalfNaN(floatToHalf(bitCast<float>(0x7f800001))));  // signalling, tiny payload
+  EXPECT_TRUE(isHalfNaN(floatToHalf(bitCast<float>(0xffc00000))));
+  EXPECT_EQ(floatToHalf(bitCast<float>(0xffc00000)) & 0x8000, 0x8000);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -261,7 +252,7 @@ TEST(BFloat16, DecodesAndRoundTripsEveryBitPattern) {
   for (uint32_t b = 0; b <= 0xffff; ++b) {
     const float f = bfloat16ToFloat(static_cast<uint16_t>(b));
     const uint16_t back = floatToBfloat16(f);
-    bool ok = floatToBits(f) == b << 16;  // bfloat16 is the top half of a float
+    bool ok = bitCast<uint32_t>(f) == b << 16;  // bfloat16 is the top half of a float
     ok = ok && (isBf16NaN(static_cast<uint16_t>(b))
                     ? (isBf16NaN(back) && (back & 0x8000) == (b & 0x8000))
                     : back == b);
@@ -279,7 +270,7 @@ TEST(BFloat16, RoundsToNearestEvenAtEveryMidpoint) {
       const uint32_t input[3] = {mid, mid - 1, mid + 1};
       const uint32_t want[3] = {(b & 1) ? up : down, down, up};
       for (int i = 0; i < 3; ++i) {
-        const uint16_t got = floatToBfloat16(bitsToFloat(input[i]));
+        const uint16_t got = floatToBfloat16(bitCast<float>(input[i]));
         if (got != want[i] && wrong++ < 5) {
           ADD_FAILURE() << std::hex << "float 0x" << input[i] << " -> 0x" << got << ", want 0x"
                         << want[i];
@@ -294,7 +285,7 @@ TEST(BFloat16, MatchesReferenceRoundingOverFloatRange) {
   const double maxFinite = std::ldexp(255.0, 127 - 7);  // 0x7f7f
   int wrong = 0;
   for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 4093) {
-    const float f = bitsToFloat(static_cast<uint32_t>(bits));
+    const float f = bitCast<float>(static_cast<uint32_t>(bits));
     const uint16_t b = floatToBfloat16(f);
     const float got = bfloat16ToFloat(b);
     bool ok;
@@ -322,10 +313,10 @@ TEST(BFloat16, SpecialValues) {
   EXPECT_EQ(floatToBfloat16(-0.0f), 0x8000);
   EXPECT_EQ(floatToBfloat16(std::numeric_limits<float>::denorm_min()), 0x0000);
   // A NaN whose payload lies only in the low half must not truncate to infinity.
-  EXPECT_TRUE(isBf16NaN(floatToBfloat16(bitsToFloat(0x7f800001))));
-  EXPECT_TRUE(isBf16NaN(floatToBfloat16(bitsToFloat(0xff800001))));
-  EXPECT_EQ(floatToBfloat16(bitsToFloat(0xff800001)) & 0x8000, 0x8000);
-  EXPECT_TRUE(isBf16NaN(floatToBfloat16(bitsToFloat(0x7fffffff))));  // must not carry into sign
+  EXPECT_TRUE(isBf16NaN(floatToBfloat16(bitCast<float>(0x7f800001))));
+  EXPECT_TRUE(isBf16NaN(floatToBfloat16(bitCast<float>(0xff800001))));
+  EXPECT_EQ(floatToBfloat16(bitCast<float>(0xff800001)) & 0x8000, 0x8000);
+  EXPECT_TRUE(isBf16NaN(floatToBfloat16(bitCast<float>(0x7fffffff))));  // must not carry into sign
   EXPECT_TRUE(isBf16NaN(floatToBfloat16(std::nanf(""))));
 }
 

@@ -32,6 +32,23 @@ bool inChildWithPinSetting(const char* value, const std::function<bool()>& check
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+// In a child with XCCL_PIN_PROGRESS=value: whether a new thread asking to be pinned to the last
+// allowed CPU reports being pinned, and whether it then sees exactly `expected` (that CPU when
+// pinned, every allowed CPU when left alone).
+bool pinsNewThread(const char* value, bool expectPinned) {
+  const std::vector<int> allowed = allowedCpus();
+  const std::vector<int> expected = expectPinned ? std::vector<int>{allowed.back()} : allowed;
+  return inChildWithPinSetting(value, [&] {
+    bool pinned = !expectPinned;
+    std::vector<int> inside;
+    std::thread([&] {
+      pinned = pinProgressThread({allowed.back()}, "test");
+      inside = allowedCpus();
+    }).join();
+    return pinned == expectPinned && inside == expected && allowedCpus() == allowed;
+  });
+}
+
 TEST(ThreadAffinity, FormatsCpuLists) {
   EXPECT_EQ(formatCpuList({3, 1, 2, 8, 11, 10, 10}), "1-3,8,10-11");
   EXPECT_EQ(formatCpuList({5}), "5");
@@ -39,45 +56,16 @@ TEST(ThreadAffinity, FormatsCpuLists) {
 }
 
 TEST(ThreadAffinity, ProgressThreadIsPinnedByDefault) {
-  const std::vector<int> allowed = allowedCpus();
-  ASSERT_FALSE(allowed.empty());
-  EXPECT_TRUE(inChildWithPinSetting("1", [&] {
-    bool pinned = false;
-    std::vector<int> inside;
-    std::thread([&] {
-      pinned = pinProgressThread({allowed.back()}, "test");
-      inside = allowedCpus();
-    }).join();
-    return pinned && inside == std::vector<int>{allowed.back()} && allowedCpus() == allowed;
-  }));
+  ASSERT_FALSE(allowedCpus().empty());
+  EXPECT_TRUE(pinsNewThread("1", true));
 }
 
 TEST(ThreadAffinity, PinProgressZeroLeavesTheThreadAlone) {
-  const std::vector<int> allowed = allowedCpus();
-  EXPECT_TRUE(inChildWithPinSetting("0", [&] {
-    bool pinned = true;
-    std::vector<int> inside;
-    std::thread([&] {
-      pinned = pinProgressThread({allowed.back()}, "test");
-      inside = allowedCpus();
-    }).join();
-    return !pinned && inside == allowed;
-  }));
+  EXPECT_TRUE(pinsNewThread("0", false));
 }
 
 // "Pinning never throws": a malformed setting is a warning, and the thread runs unpinned.
-TEST(ThreadAffinity, BadPinSettingNeverThrows) {
-  const std::vector<int> allowed = allowedCpus();
-  EXPECT_TRUE(inChildWithPinSetting("sometimes", [&] {
-    bool pinned = true;
-    std::vector<int> inside;
-    std::thread([&] {
-      pinned = pinProgressThread({allowed.back()}, "test");
-      inside = allowedCpus();
-    }).join();
-    return !pinned && inside == allowed;
-  }));
-}
+TEST(ThreadAffinity, BadPinSettingNeverThrows) { EXPECT_TRUE(pinsNewThread("sometimes", false)); }
 
 TEST(ThreadAffinity, EmptyOrForeignCpusLeaveTheThreadAlone) {
   const std::vector<int> allowed = allowedCpus();

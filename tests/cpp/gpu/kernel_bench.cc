@@ -123,13 +123,8 @@ Launch makeLaunch(VirtualRanks& vr, const std::string& c, size_t bytes) {
     const auto algorithm = c == "allreduce_1shot" ? kernels::Algorithm::kOneShot
                                                   : kernels::Algorithm::kTwoShot;
     return [&vr, elements, algorithm, shape, bf16](int r, gpuStream_t s) {
-      kernels::AllReduceArgs a;
-      a.handle = vr.handle(r);
-      a.output = vr.output(r);
-      a.count = elements;
-      a.dtype = bf16;
+      auto a = vr.args<kernels::AllReduceArgs>(r, elements, bf16, shape);
       a.algorithm = algorithm;
-      a.shape = shape;
       kernels::launchAllReduce(a, s);
     };
   }
@@ -143,13 +138,8 @@ Launch makeLaunch(VirtualRanks& vr, const std::string& c, size_t bytes) {
   if (perRank == 0 || perRank * w != elements) return nullptr;
   if (c == "reduce_scatter") {
     return [&vr, perRank, shape, bf16](int r, gpuStream_t s) {
-      kernels::ReduceScatterArgs a;
-      a.handle = vr.handle(r);
-      a.output = vr.output(r);
-      a.count = perRank;
-      a.dtype = bf16;
-      a.shape = shape;
-      kernels::launchReduceScatter(a, s);
+      kernels::launchReduceScatter(vr.args<kernels::ReduceScatterArgs>(r, perRank, bf16, shape),
+                                   s);
     };
   }
   if (c == "all_gather") {

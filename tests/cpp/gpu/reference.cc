@@ -5,25 +5,10 @@
 #include <random>
 #include <sstream>
 
+#include "bits.h"
 #include "common/error.h"
 
 namespace xccl::testing {
-namespace {
-
-uint32_t bitsOf(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  return bits;
-}
-
-float floatOf(uint32_t bits) {
-  float v;
-  std::memcpy(&v, &bits, sizeof(v));
-  return v;
-}
-
-}  // namespace
-
 // Decoded from the IEEE binary16 fields: 1 sign, 5 exponent (bias 15), 10 mantissa bits.
 float halfBitsToFloat(uint16_t bits) {
   const int sign = bits >> 15;
@@ -43,7 +28,7 @@ float halfBitsToFloat(uint16_t bits) {
 // Scales the value so the 11 significant bits (or the subnormal grid, 2^-24) land on integers and
 // rounds with nearbyint (the default rounding mode is to nearest even). Exact in double.
 uint16_t floatToHalfBits(float value) {
-  const uint16_t sign = (bitsOf(value) >> 16) & 0x8000;
+  const uint16_t sign = (bitCast<uint32_t>(value) >> 16) & 0x8000;
   const double magnitude = std::fabs(static_cast<double>(value));
   if (std::isnan(value)) return sign | 0x7e00;
   if (std::isinf(value)) return sign | 0x7c00;
@@ -63,12 +48,12 @@ uint16_t floatToHalfBits(float value) {
   return sign | static_cast<uint16_t>(((exponent + 15) << 10) | (static_cast<int>(m) - 1024));
 }
 
-float bf16BitsToFloat(uint16_t bits) { return floatOf(static_cast<uint32_t>(bits) << 16); }
+float bf16BitsToFloat(uint16_t bits) { return bitCast<float>(static_cast<uint32_t>(bits) << 16); }
 
 // Textbook round to nearest even on the 16 dropped bits; a carry into the exponent is correct
 // (it rounds up to the next binade or to infinity).
 uint16_t floatToBf16Bits(float value) {
-  const uint32_t bits = bitsOf(value);
+  const uint32_t bits = bitCast<uint32_t>(value);
   if (std::isnan(value)) return static_cast<uint16_t>((bits >> 16) | 0x40);
   uint32_t upper = bits >> 16;
   const uint32_t lower = bits & 0xffff;

@@ -53,15 +53,12 @@ void checkAllReduce(VirtualRanks& vr, Algorithm algorithm, DataType dtype, Reduc
   const std::vector<Bytes> inputs = makeInputs(dtype, count, vr.world(), seed);
   for (int p = 0; p < vr.world(); ++p) vr.upload(vr.buffer(p) + inOffset * size, inputs[p]);
   vr.forkJoin([&](int rank, gpuStream_t stream) {
-    kernels::AllReduceArgs args;
+    auto args = vr.args<kernels::AllReduceArgs>(rank, count, dtype, vr.shape());
     args.handle = vr.handle(rank, inOffset * size);
     args.output = inPlace ? args.handle.buffers[rank] : vr.output(rank) + outOffset * size;
-    args.count = count;
-    args.dtype = dtype;
     args.op = op;
     args.preMulFactor = kFactor;
     args.algorithm = algorithm;
-    args.shape = vr.shape();
     kernels::launchAllReduce(args, stream);
   });
   ASSERT_EQ(vr.describeErrors(), "") << label(dtype, op, count, vr.world());
@@ -129,14 +126,9 @@ TEST_P(CollectiveTest, ReduceScatterMatchesReference) {
         const std::vector<Bytes> inputs = makeInputs(dtype, count * world, world, seed++);
         for (int p = 0; p < world; ++p) vr.upload(vr.buffer(p), inputs[p]);
         vr.forkJoin([&](int rank, gpuStream_t stream) {
-          kernels::ReduceScatterArgs args;
-          args.handle = vr.handle(rank);
-          args.output = vr.output(rank);
-          args.count = count;
-          args.dtype = dtype;
+          auto args = vr.args<kernels::ReduceScatterArgs>(rank, count, dtype, vr.shape());
           args.op = op;
           args.preMulFactor = kFactor;
-          args.shape = vr.shape();
           kernels::launchReduceScatter(args, stream);
         });
         ASSERT_EQ(vr.describeErrors(), "") << label(dtype, op, count, world);
@@ -261,13 +253,8 @@ TEST_F(GpuTest, GraphReplaysStayCorrect) {
         const size_t bytes = count * elementSize(dtype);
         VirtualRanks vr(world, bytes, bytes);
         const auto body = [&](int rank, gpuStream_t stream) {
-          kernels::AllReduceArgs args;
-          args.handle = vr.handle(rank);
-          args.output = vr.output(rank);
-          args.count = count;
-          args.dtype = dtype;
+          auto args = vr.args<kernels::AllReduceArgs>(rank, count, dtype, vr.shape());
           args.algorithm = algorithm;
-          args.shape = vr.shape();
           kernels::launchAllReduce(args, stream);
         };
         vr.capture(body);
@@ -302,24 +289,17 @@ TEST_F(GpuTest, BackToBackLaunchesWithChangingGrids) {
   for (int i = 0; i < 2000; ++i) {
     const size_t count = counts[i % 4];
     vr.forkJoin([&](int rank, gpuStream_t stream) {
-      const kernels::DeviceHandle h = vr.handle(rank);
+      const kernels::LaunchShape shape = vr.shape();
+      constexpr DataType kF32 = DataType::kFloat32;
       if (i % 3 == 0) {
-        kernels::AllReduceArgs args;
-        args.handle = h;
-        args.output = vr.output(rank);
-        args.count = count;
-        args.shape = vr.shape();
-        kernels::launchAllReduce(args, stream);
+        kernels::launchAllReduce(vr.args<kernels::AllReduceArgs>(rank, count, kF32, shape),
+                                 stream);
       } else if (i % 3 == 1) {
-        kernels::AllGatherArgs args{h, vr.output(rank), count, DataType::kFloat32, vr.shape()};
-        kernels::launchAllGather(args, stream);
+        kernels::launchAllGather(vr.args<kernels::AllGatherArgs>(rank, count, kF32, shape),
+                                 stream);
       } else {
-        kernels::ReduceScatterArgs args;
-        args.handle = h;
-        args.output = vr.output(rank);
-        args.count = count;
-        args.shape = vr.shape();
-        kernels::launchReduceScatter(args, stream);
+        kernels::launchReduceScatter(
+            vr.args<kernels::ReduceScatterArgs>(rank, count, kF32, shape), stream);
       }
     });
   }
@@ -333,11 +313,7 @@ TEST_F(GpuTest, BackToBackLaunchesWithChangingGrids) {
 TEST_F(GpuTest, MissingPeerTimesOutInsteadOfHanging) {
   VirtualRanks vr(2, 4096, 4096);
   vr.setTimeoutNs(50ull * 1000 * 1000);
-  kernels::AllReduceArgs args;
-  args.handle = vr.handle(0);
-  args.output = vr.output(0);
-  args.count = 1000;
-  args.shape = vr.shape();
+  auto args = vr.args<kernels::AllReduceArgs>(0, 1000, DataType::kFloat32, vr.shape());
   kernels::launchAllReduce(args, vr.stream(0));  // rank 1 never launches
   std::vector<uint32_t> words = vr.errors();
   EXPECT_EQ(words[0], kernels::kErrorTimeout | (1u << 1)) << kernels::describeDeviceError(words[0]);

@@ -59,6 +59,19 @@ class VirtualRanks {
   // The backend's cap for ranks sharing a GPU (backend/gpu_rules.h, sharedGpuMaxBlocks): few
   // enough blocks that all ranks' blocks fit on the GPU at once, at most kDefaultMaxBlocks.
   kernels::LaunchShape shape() const;
+  // A launcher's arguments (any kernels::*Args) for `rank` with handle(rank) and output(rank);
+  // the caller sets the rest (op, algorithm, root, offsets). `shape` is passed in, shape() asks
+  // the runtime: a benchmark computes it once, outside its timed launches.
+  template <typename Args>
+  Args args(int rank, size_t count, DataType dtype, kernels::LaunchShape shape) const {
+    Args a;
+    a.handle = handle(rank);
+    a.output = output(rank);
+    a.count = count;
+    a.dtype = dtype;
+    a.shape = shape;
+    return a;
+  }
 
   void setTimeoutNs(uint64_t ns) { timeoutNs_ = ns; }
 

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "algo/reduce.h"
-#include "algo_testing.h"
+#include "collective_cases.h"
 #include "shm_testing.h"
 
 namespace xccl {
@@ -27,56 +27,9 @@ algo::Tunables tunablesFor(Mode mode) {
   return t;
 }
 
-uint32_t mix(uint64_t a, uint64_t b) {
-  uint64_t x = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 31;
-  x *= 0x94d049bb133111ebull;
-  return static_cast<uint32_t>(x ^ (x >> 29));
-}
-
-struct Case {
-  DataType type;
-  ReduceOp op;
-};
-
-// Small integers, so that every result is exact whatever the order: what `rank` contributes at
-// element i, and the reduction over `world` ranks.
-double contribution(const Case& c, int world, int rank, size_t i) {
-  const uint32_t h = mix(rank, i);
-  if (c.type == DataType::kBool) return (i % 11 != 0 && h % 4 != 0) ? 1 : 0;
-  if (c.op == ReduceOp::kProduct) {
-    static const double kFactors[] = {-2, -1, 1, 2};
-    return c.type == DataType::kUInt8 ? 1 + h % 2 : kFactors[h % 4];
-  }
-  if (c.op == ReduceOp::kAvg && isFloating(c.type)) {  // offsets sum to zero: the mean is exact
-    const double base = static_cast<int>(mix(~0ull, i) % 17) - 8;
-    return base + (rank < world - 1 ? rank : -(world - 1) * (world - 2) / 2);
-  }
-  if (c.type == DataType::kUInt8) return h % 17;
-  return static_cast<int>(h % 17) - 8;
-}
-
-double reduced(const Case& c, int world, size_t i) {
-  double acc = contribution(c, world, 0, i);
-  for (int r = 1; r < world; ++r) {
-    acc = testing::combineExact(c.type, algo::combinerOf(c.op), acc, contribution(c, world, r, i));
-  }
-  if (c.op == ReduceOp::kAvg) {
-    acc = isFloating(c.type) ? acc / world : static_cast<double>(static_cast<int64_t>(acc) / world);
-  }
-  return acc;
-}
-
-TypedBuffer inputOf(const Case& c, int world, int rank, size_t count) {
-  TypedBuffer buffer(c.type, count);
-  for (size_t i = 0; i < count; ++i) buffer.set(i, contribution(c, world, rank, i));
-  return buffer;
-}
-
-std::string describe(const Case& c, size_t count, int rank) {
-  return std::string(dataTypeName(c.type)) + " " + reduceOpName(c.op) + " count " +
-         std::to_string(count) + " on rank " + std::to_string(rank);
-}
+using Case = testing::ReduceCase;
+using testing::describe;
+using testing::reduced;
 
 const Case kAllReduceCases[] = {
     {DataType::kFloat32, ReduceOp::kSum},    {DataType::kFloat32, ReduceOp::kAvg},
@@ -121,7 +74,7 @@ TEST_P(ShmReductions, AllReduce) {
   testing::runShmRanks(world(), kSlot, [&](int rank, net::shm::Segment& segment) {
     ShmCalls calls(segment, tunables());
     auto run = [&](const Case& c, size_t count) {
-      TypedBuffer data = inputOf(c, world(), rank, count);
+      TypedBuffer data = testing::contributions(c, world(), rank, count);
       algo::shm::allReduce(calls.next("allreduce"), data.data(), count, c.type, c.op);
       EXPECT_TRUE(matches(data, [&](size_t i) { return reduced(c, world(), i); }))
           << describe(c, count, rank);
@@ -139,7 +92,7 @@ TEST_P(ShmReductions, ReduceToEveryRootLeavesOthersUnchanged) {
     for (const Case& c : kOtherReduceCases) {
       for (size_t count : kCounts) {
         for (int root = 0; root < world(); ++root) {
-          TypedBuffer data = inputOf(c, world(), rank, count);
+          TypedBuffer data = testing::contributions(c, world(), rank, count);
           const std::vector<uint8_t> before = data.bytes();
           algo::shm::reduce(calls.next("reduce"), data.data(), count, c.type, c.op, root);
           if (rank == root) {
@@ -160,7 +113,7 @@ TEST_P(ShmReductions, ReduceScatter) {
     for (const Case& c : kOtherReduceCases) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4099}}) {
         // Block-major input: element b * count + i belongs to rank b's result.
-        TypedBuffer input = inputOf(c, world(), rank, count * world());
+        TypedBuffer input = testing::contributions(c, world(), rank, count * world());
         TypedBuffer output(c.type, count);
         algo::shm::reduceScatter(calls.next("reduce_scatter"), input.data(), output.data(), count,
                                  c.type, c.op);

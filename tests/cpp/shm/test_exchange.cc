@@ -7,38 +7,20 @@
 #include <random>
 
 #include "algo/reduce.h"
+#include "collective_cases.h"
 #include "shm_testing.h"
 
 namespace xccl {
 namespace {
 
+using testing::AllGatherBuffers;
+using testing::AllToAllBuffers;
+using testing::filled;
+using testing::hasPattern;
+using testing::kUntouched;
 using testing::ShmCalls;
 
 constexpr size_t kSlot = 4096;
-constexpr uint8_t kUntouched = 0xee;
-
-uint8_t pattern(int a, int b, size_t j) {
-  // (a * 8 + b) * 37 is distinct mod 256 for a, b < 8: parts from different ranks differ.
-  return static_cast<uint8_t>(j * 131 + (j >> 9) * 7 + (a * 8 + b) * 37 + 1);
-}
-
-std::vector<uint8_t> filled(size_t bytes, int a, int b) {
-  std::vector<uint8_t> data(bytes);
-  for (size_t j = 0; j < bytes; ++j) data[j] = pattern(a, b, j);
-  return data;
-}
-
-::testing::AssertionResult hasPattern(const uint8_t* data, size_t bytes, int a, int b) {
-  for (size_t j = 0; j < bytes; ++j) {
-    if (data[j] != pattern(a, b, j)) {
-      return ::testing::AssertionFailure() << "byte " << j << " of " << bytes << " is "
-                                           << int(data[j]) << ", expected "
-                                           << int(pattern(a, b, j));
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
 class ShmExchange : public ::testing::TestWithParam<int> {
  protected:
   int world() const { return GetParam(); }
@@ -61,34 +43,14 @@ TEST_P(ShmExchange, BroadcastFromEveryRoot) {
 
 TEST_P(ShmExchange, AllGatherUnevenAndInPlace) {
   const int n = world();
-  std::vector<std::vector<size_t>> layouts;
-  for (size_t bytes : {size_t{0}, size_t{1}, size_t{28}, size_t{16396}}) {
-    layouts.emplace_back(n, bytes);
-  }
-  std::vector<size_t> uneven, single(n, 0);
-  for (int r = 0; r < n; ++r) uneven.push_back(r % 3 == 1 ? 0 : 1 + r * 4099);
-  single[n - 1] = 9001;
-  layouts.push_back(uneven);
-  layouts.push_back(single);
+  const auto layouts = testing::allGatherLayouts(n, {0, 1, 28, 16396});
   testing::runShmRanks(n, kSlot, [&](int rank, net::shm::Segment& segment) {
     ShmCalls calls(segment);
     for (const auto& layout : layouts) {
       for (bool inPlace : {false, true}) {
-        std::vector<size_t> offset(n);
-        size_t total = 0;
-        for (int r = 0; r < n; ++r) offset[r] = total, total += layout[r];
-        std::vector<uint8_t> output(total, kUntouched);
-        std::vector<uint8_t> input = filled(layout[rank], rank, 3);
-        const void* in = input.data();
-        if (inPlace) {
-          std::copy(input.begin(), input.end(), output.begin() + offset[rank]);
-          in = output.data() + offset[rank];
-        }
-        algo::shm::allGather(calls.next("allgather"), in, output.data(), layout);
-        for (int r = 0; r < n; ++r) {
-          EXPECT_TRUE(hasPattern(output.data() + offset[r], layout[r], r, 3))
-              << "part " << r << " on rank " << rank << (inPlace ? " (in place)" : "");
-        }
+        AllGatherBuffers b(layout, rank, inPlace);
+        algo::shm::allGather(calls.next("allgather"), b.in, b.output.data(), layout);
+        b.expectGathered(rank, inPlace ? " (in place)" : "");
       }
     }
   });
@@ -109,34 +71,10 @@ TEST_P(ShmExchange, AllToAllUnevenSplits) {
       auto length = [&](int src, int dst) {
         return variant == 5 ? 0 : allToAllBytes(src, dst, variant);
       };
-      std::vector<size_t> sendOffsets(n), sendLengths(n), recvOffsets(n), recvLengths(n);
-      size_t inBytes = 0, outBytes = 0;
-      for (int peer = 0; peer < n; ++peer) {
-        sendLengths[peer] = length(rank, peer);
-        sendOffsets[peer] = inBytes;
-        inBytes += sendLengths[peer] + 3;
-      }
-      for (int peer = n - 1; peer >= 0; --peer) {  // received parts in reverse order, with gaps
-        recvLengths[peer] = length(peer, rank);
-        recvOffsets[peer] = outBytes;
-        outBytes += recvLengths[peer] + 5;
-      }
-      std::vector<uint8_t> input(inBytes, 0), output(outBytes, kUntouched);
-      for (int peer = 0; peer < n; ++peer) {
-        std::vector<uint8_t> part = filled(sendLengths[peer], rank, peer);
-        std::copy(part.begin(), part.end(), input.begin() + sendOffsets[peer]);
-      }
-      algo::shm::allToAll(calls.next("alltoall"), input.data(), sendOffsets, sendLengths,
-                          output.data(), recvOffsets, recvLengths);
-      std::vector<bool> covered(outBytes, false);
-      for (int peer = 0; peer < n; ++peer) {
-        EXPECT_TRUE(hasPattern(output.data() + recvOffsets[peer], recvLengths[peer], peer, rank))
-            << "from rank " << peer << " on rank " << rank << ", variant " << variant;
-        std::fill_n(covered.begin() + recvOffsets[peer], recvLengths[peer], true);
-      }
-      size_t clobbered = 0;
-      for (size_t j = 0; j < outBytes; ++j) clobbered += !covered[j] && output[j] != kUntouched;
-      EXPECT_EQ(clobbered, 0u) << "bytes written outside the receive parts on rank " << rank;
+      AllToAllBuffers b(n, rank, length);
+      algo::shm::allToAll(calls.next("alltoall"), b.input.data(), b.sendOffsets, b.sendLengths,
+                          b.output.data(), b.recvOffsets, b.recvLengths);
+      b.expectReceived(rank, "variant " + std::to_string(variant));
     }
   });
 }
