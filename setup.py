@@ -113,7 +113,11 @@ class CMakeBuild(build_ext):
             return build_dir
         os.makedirs(build_dir, exist_ok=True)
         configure = [
-            "cmake", "-S", ROOT, "-B", build_dir,
+            "cmake",
+            "-S",
+            ROOT,
+            "-B",
+            build_dir,
             f"-DXCCL_TORCH_ROOT={os.path.dirname(torch.__file__)}",
             f"-DXCCL_TORCH_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
             f"-DXCCL_TORCH_CUDA={torch.version.cuda or ''}",

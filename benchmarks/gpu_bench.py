@@ -60,16 +60,38 @@ LABELS = {
 
 def bench_command(mode: str, nranks: int, out: str, time_limit: float) -> list:
     _, extra = MODES[mode]
-    return [sys.executable, "-m", "xccl.bench", "--device", "cuda", "--nranks", str(nranks),
-            "--reference", "nccl", "--timing", "batch", "--target-time", str(TARGET_TIME_S),
-            "--timeout", str(COLLECTIVE_TIMEOUT_S), "--time-limit", str(int(time_limit)),
-            "--no-progress", "--json", os.path.join(out, f"{mode}.json"), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "xccl.bench",
+        "--device",
+        "cuda",
+        "--nranks",
+        str(nranks),
+        "--reference",
+        "nccl",
+        "--timing",
+        "batch",
+        "--target-time",
+        str(TARGET_TIME_S),
+        "--timeout",
+        str(COLLECTIVE_TIMEOUT_S),
+        "--time-limit",
+        str(int(time_limit)),
+        "--no-progress",
+        "--json",
+        os.path.join(out, f"{mode}.json"),
+        *extra,
+    ]
 
 
 def bench_env(mode: str, base: dict) -> dict:
     algo, _ = MODES[mode]
-    env = {k: v for k, v in base.items() if k not in ("XCCL_GPU_ALGO", "RANK", "WORLD_SIZE",
-                                                      "LOCAL_RANK")}
+    env = {
+        k: v
+        for k, v in base.items()
+        if k not in ("XCCL_GPU_ALGO", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+    }
     if algo:
         env["XCCL_GPU_ALGO"] = algo
     return env
@@ -81,17 +103,31 @@ def run_limit(left: float, runs_after: int) -> float:
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="benchmarks/gpu_bench.py",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="benchmarks/gpu_bench.py", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--out", required=True, help="folder for the JSON, logs and table")
-    parser.add_argument("--nranks", type=int, default=None,
-                        help="ranks, one per GPU (default: every GPU torch sees)")
-    parser.add_argument("--modes", default=",".join(MODES),
-                        help=f"comma list, in the order to run (default {','.join(MODES)})")
-    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
-                        help=f"seconds for all runs together (default {DEFAULT_TIME_LIMIT_S})")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the commands; run nothing (needs --nranks)")
+    parser.add_argument(
+        "--nranks",
+        type=int,
+        default=None,
+        help="ranks, one per GPU (default: every GPU torch sees)",
+    )
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help=f"comma list, in the order to run (default {','.join(MODES)})",
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=DEFAULT_TIME_LIMIT_S,
+        metavar="S",
+        help=f"seconds for all runs together (default {DEFAULT_TIME_LIMIT_S})",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the commands; run nothing (needs --nranks)"
+    )
     args = parser.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in args.modes if m not in MODES]
@@ -112,8 +148,7 @@ def main(argv=None) -> int:
 
         args.nranks = torch.cuda.device_count()
         if args.nranks == 0:
-            print("gpu_bench: NO CUDA GPU: torch sees none; nothing was measured.",
-                  file=sys.stderr)
+            print("gpu_bench: NO CUDA GPU: torch sees none; nothing was measured.", file=sys.stderr)
             return 3
     started = time.monotonic()
     finished, missing, status = [], [], 0
@@ -138,9 +173,14 @@ def main(argv=None) -> int:
             f.flush()
             # The bench bounds its own ranks by --time-limit; this bounds the bench itself.
             try:
-                rc = subprocess.run(command, env=bench_env(mode, os.environ), stdout=f,
-                                    stderr=subprocess.STDOUT, timeout=limit + 30,
-                                    check=False).returncode
+                rc = subprocess.run(
+                    command,
+                    env=bench_env(mode, os.environ),
+                    stdout=f,
+                    stderr=subprocess.STDOUT,
+                    timeout=limit + 30,
+                    check=False,
+                ).returncode
             except subprocess.TimeoutExpired:
                 rc = "timeout"
         took = time.monotonic() - run_started

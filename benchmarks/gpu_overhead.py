@@ -60,8 +60,11 @@ def watchdog(seconds: float) -> None:
     """A hung collective blocks inside CUDA where no exception reaches it: leave the process."""
 
     def expire() -> None:
-        print(f"\ngpu_overhead: FAIL: time limit of {seconds:g} s passed during "
-              f"{_current['row']}; stopping", flush=True)
+        print(
+            f"\ngpu_overhead: FAIL: time limit of {seconds:g} s passed during "
+            f"{_current['row']}; stopping",
+            flush=True,
+        )
         os._exit(1)
 
     timer = threading.Timer(seconds, expire)
@@ -82,8 +85,9 @@ class Failures:
 def init_groups(dist, xccl_error: str | None, failures: Failures) -> dict:
     """The default group is xccl's (nccl's when xccl cannot start); nccl gets a second group."""
     store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, timeout=timedelta(seconds=60))
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port), RANK="0",
-                      WORLD_SIZE="1")
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port), RANK="0", WORLD_SIZE="1"
+    )
     groups: dict = {}
     kwargs = {"store": store, "rank": 0, "world_size": 1, "timeout": timedelta(seconds=60)}
     if xccl_error is None:
@@ -145,8 +149,10 @@ def measure(torch, what: str, fns: dict, calls_for, failures: Failures) -> dict:
             except Exception as e:  # noqa: BLE001
                 failures.add(f"{name} {what}", e)
                 samples[name] = None
-    return {name: (statistics.median(samples[name]) if samples.get(name) else None, calls.get(name))
-            for name in BACKENDS}
+    return {
+        name: (statistics.median(samples[name]) if samples.get(name) else None, calls.get(name))
+        for name in BACKENDS
+    }
 
 
 class CsvTable:
@@ -160,8 +166,17 @@ class CsvTable:
             try:
                 self.file = open(path, "w", newline="")  # noqa: SIM115  (closed by close())
                 self.writer = csv.writer(self.file)
-                self.writer.writerow(["measurement", "bytes", "backend", "us_per_call",
-                                      "algbw_gbps", "timed_calls_per_block", "status"])
+                self.writer.writerow(
+                    [
+                        "measurement",
+                        "bytes",
+                        "backend",
+                        "us_per_call",
+                        "algbw_gbps",
+                        "timed_calls_per_block",
+                        "status",
+                    ]
+                )
             except OSError as e:
                 failures.add(f"csv {path}", e)
 
@@ -170,9 +185,17 @@ class CsvTable:
             self.done += 1
             self.failed += t is None
             if self.file:
-                self.writer.writerow([what, nbytes, name, f"{t * 1e6:.3f}" if t else "",
-                                      f"{nbytes / t / 1e9:.3f}" if t else "", calls or "",
-                                      "ok" if t else "FAIL"])
+                self.writer.writerow(
+                    [
+                        what,
+                        nbytes,
+                        name,
+                        f"{t * 1e6:.3f}" if t else "",
+                        f"{nbytes / t / 1e9:.3f}" if t else "",
+                        calls or "",
+                        "ok" if t else "FAIL",
+                    ]
+                )
                 self.file.flush()
 
     def close(self) -> None:
@@ -191,12 +214,20 @@ def speedup(result: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--iters", type=int, default=200,
-                        help="eager calls per timed block for small sizes (large sizes use fewer: "
-                             f"about {BLOCK_SECONDS * 1e3:.0f} ms per block, at least {MIN_CALLS})")
+    parser.add_argument(
+        "--iters",
+        type=int,
+        default=200,
+        help="eager calls per timed block for small sizes (large sizes use fewer: "
+        f"about {BLOCK_SECONDS * 1e3:.0f} ms per block, at least {MIN_CALLS})",
+    )
     parser.add_argument("--csv", help="write one row per measurement and backend")
-    parser.add_argument("--time-limit", type=float, default=100.0,
-                        help="seconds: stop with status 1 when a measurement hangs (default 100)")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=100.0,
+        help="seconds: stop with status 1 when a measurement hangs (default 100)",
+    )
     args = parser.parse_args()
     if args.iters < 1:
         parser.error("--iters must be at least 1")
@@ -206,15 +237,19 @@ def main() -> int:
         import xccl  # before torch: its environment defaults go in first
     except Exception as e:  # noqa: BLE001  (nccl is still measured)
         xccl = None
-        xccl_error = (f"xccl is not importable ({e}); install it with "
-                      "`pip install --no-build-isolation .` against this torch")
+        xccl_error = (
+            f"xccl is not importable ({e}); install it with "
+            "`pip install --no-build-isolation .` against this torch"
+        )
     import torch
     import torch.distributed as dist
 
     if not torch.cuda.is_available():
-        print("gpu_overhead: NO CUDA GPU: torch.cuda.is_available() is False "
-              f"(torch {torch.__version__}, CUDA {torch.version.cuda}); nothing was measured.",
-              file=sys.stderr)
+        print(
+            "gpu_overhead: NO CUDA GPU: torch.cuda.is_available() is False "
+            f"(torch {torch.__version__}, CUDA {torch.version.cuda}); nothing was measured.",
+            file=sys.stderr,
+        )
         return 3
     watchdog(args.time_limit)
     torch.cuda.set_device(0)
@@ -227,24 +262,35 @@ def main() -> int:
     elif algo and algo.lower() != "auto":
         route = f"XCCL_GPU_ALGO={algo}: at one rank xccl still runs its kernel (a local copy)"
     else:
-        route = ("XCCL_GPU_ALGO unset: xccl's plan at one rank runs its kernel "
-                 "(\"one rank: a local copy\")")
+        route = (
+            "XCCL_GPU_ALGO unset: xccl's plan at one rank runs its kernel "
+            '("one rank: a local copy")'
+        )
     try:
         nccl_version = ".".join(map(str, torch.cuda.nccl.version()))
     except Exception:  # noqa: BLE001  (a torch without NCCL: its rows fail with the reason)
         nccl_version = "-"
-    print(f"{TABLE_MARK}: xccl vs nccl, all_reduce float32, world size 1 on "
-          f"{torch.cuda.get_device_name(0)}")
-    print(f"# torch {torch.__version__}, xccl {getattr(xccl, '__version__', '-')}, "
-          f"NCCL {nccl_version}")
+    print(
+        f"{TABLE_MARK}: xccl vs nccl, all_reduce float32, world size 1 on "
+        f"{torch.cuda.get_device_name(0)}"
+    )
+    print(
+        f"# torch {torch.__version__}, xccl {getattr(xccl, '__version__', '-')}, "
+        f"NCCL {nccl_version}"
+    )
     print(f"# {route}")
-    print(f"# per-call times: median of {REPS} blocks timed with CUDA events; "
-          "speedup = nccl time / xccl time (> 1: xccl faster)")
+    print(
+        f"# per-call times: median of {REPS} blocks timed with CUDA events; "
+        "speedup = nccl time / xccl time (> 1: xccl faster)"
+    )
 
     table = CsvTable(args.csv, failures)
     print("\neager all_reduce")
-    print(f"{'size':>9} {'calls':>11} {'xccl us':>10} {'GB/s':>8} {'nccl us':>10} {'GB/s':>8}"
-          f" {'speedup':>8}", flush=True)
+    print(
+        f"{'size':>9} {'calls':>11} {'xccl us':>10} {'GB/s':>8} {'nccl us':>10} {'GB/s':>8}"
+        f" {'speedup':>8}",
+        flush=True,
+    )
     for nbytes in SIZES:
         _current["row"] = f"eager {human(nbytes)}"
         x, fns = None, {}
@@ -252,18 +298,27 @@ def main() -> int:
             x = torch.ones(nbytes // 4, dtype=torch.float32, device="cuda")
             for name in BACKENDS:
                 group = groups.get(name)
-                fns[name] = (None if group is None else
-                             (lambda g=group, x=x: dist.all_reduce(x, group=g)))
+                fns[name] = (
+                    None if group is None else (lambda g=group, x=x: dist.all_reduce(x, group=g))
+                )
         except Exception as e:  # noqa: BLE001
             failures.add(f"eager {human(nbytes)} input", e)
             fns = {name: None for name in BACKENDS}
 
-        result = measure(torch, f"eager {human(nbytes)}", fns,
-                         lambda per_call: block_calls(per_call, MIN_CALLS, args.iters), failures)
+        result = measure(
+            torch,
+            f"eager {human(nbytes)}",
+            fns,
+            lambda per_call: block_calls(per_call, MIN_CALLS, args.iters),
+            failures,
+        )
         bw = {n: (f"{nbytes / t / 1e9:8.2f}" if t else f"{'-':>8}") for n, (t, _) in result.items()}
         counts = "/".join(str(result[n][1] or "-") for n in BACKENDS)
-        print(f"{human(nbytes):>9} {counts:>11} {cell(result['xccl'][0], 10)} {bw['xccl']} "
-              f"{cell(result['nccl'][0], 10)} {bw['nccl']} {speedup(result)}", flush=True)
+        print(
+            f"{human(nbytes):>9} {counts:>11} {cell(result['xccl'][0], 10)} {bw['xccl']} "
+            f"{cell(result['nccl'][0], 10)} {bw['nccl']} {speedup(result)}",
+            flush=True,
+        )
         table.add("eager", nbytes, result)
         del x, fns
         torch.cuda.empty_cache()
@@ -303,21 +358,38 @@ def main() -> int:
         except Exception as e:  # noqa: BLE001
             failures.add(f"{name} graph capture", e)
     per_mode = {}
-    for mode, fns, per_fn in (("eager", eager_fns, GRAPH_CALLS),
-                              ("graph", graph_fns, GRAPH_CALLS * GRAPH_REPLAYS)):
+    for mode, fns, per_fn in (
+        ("eager", eager_fns, GRAPH_CALLS),
+        ("graph", graph_fns, GRAPH_CALLS * GRAPH_REPLAYS),
+    ):
         _current["row"] = f"{mode} {GRAPH_CALLS} x {human(GRAPH_BYTES)}"
         # Each fn call is per_fn all_reduce calls; the table and the CSV count all_reduce calls.
-        result = measure(torch, f"{mode} {GRAPH_CALLS} x {human(GRAPH_BYTES)}", fns,
-                         lambda per_call: block_calls(per_call, 2, 100), failures)
-        result = {k: (t / per_fn if t else None, c * per_fn if c else None)
-                  for k, (t, c) in result.items()}
-        print(f"{mode:>9} {cell(result['xccl'][0], 10)} {cell(result['nccl'][0], 10)} "
-              f"{speedup(result)}", flush=True)
+        result = measure(
+            torch,
+            f"{mode} {GRAPH_CALLS} x {human(GRAPH_BYTES)}",
+            fns,
+            lambda per_call: block_calls(per_call, 2, 100),
+            failures,
+        )
+        result = {
+            k: (t / per_fn if t else None, c * per_fn if c else None)
+            for k, (t, c) in result.items()
+        }
+        print(
+            f"{mode:>9} {cell(result['xccl'][0], 10)} {cell(result['nccl'][0], 10)} "
+            f"{speedup(result)}",
+            flush=True,
+        )
         table.add(f"{mode}_x{GRAPH_CALLS}", GRAPH_BYTES, result)
         per_mode[mode] = result
-    gain = {k: (f"{per_mode['eager'][k][0] / per_mode['graph'][k][0]:.2f}x"
-                if per_mode["eager"][k][0] and per_mode["graph"][k][0] else "-")
-            for k in BACKENDS}
+    gain = {
+        k: (
+            f"{per_mode['eager'][k][0] / per_mode['graph'][k][0]:.2f}x"
+            if per_mode["eager"][k][0] and per_mode["graph"][k][0]
+            else "-"
+        )
+        for k in BACKENDS
+    }
     print(f"graph gain (eager / graph time): xccl {gain['xccl']}, nccl {gain['nccl']}")
 
     table.close()
@@ -325,8 +397,11 @@ def main() -> int:
         print("\nfailures:")
         for line in failures.lines:
             print(f"  {line}")
-    print(f"\ngpu_overhead: {'FAIL' if failures.lines or table.failed else 'ok'}: "
-          f"{table.done - table.failed} of {table.done} measurements done", flush=True)
+    print(
+        f"\ngpu_overhead: {'FAIL' if failures.lines or table.failed else 'ok'}: "
+        f"{table.done - table.failed} of {table.done} measurements done",
+        flush=True,
+    )
     _current["row"] = "shutdown"
     try:
         dist.destroy_process_group()

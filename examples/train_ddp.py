@@ -11,9 +11,8 @@ import argparse
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.nn.parallel import DistributedDataParallel as DDP
-
 import xccl  # noqa: F401  (registers backend="xccl"; automatic once installed, explicit is clearer)
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def main() -> None:

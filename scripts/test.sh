@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The test command: builds and installs xccl against the installed torch, then runs the
+# The test command: checks the format (scripts/check_format.sh: clang-format, ruff), builds and
+# installs xccl against the installed torch, then runs the
 # GoogleTest tiers (ctest), the HIP compile check of the GPU side (scripts/check_hip.sh: needs
 # hipcc and clang++-19, skips what a missing one would compile) and the multi-process pytest
-# suite. Needs torch, pytest, cmake, a C++ compiler and GoogleTest installed (.ci/run installs
+# suite. Needs torch, pytest, cmake, a C++ compiler, GoogleTest, clang-format-19 and ruff (.ci/run installs
 # them, hipcc and clang-19, on a fresh machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Format and lint first: seconds, and a finding fails before the long build.
+bash scripts/check_format.sh
 python3 -m pip install --no-build-isolation --no-deps -q .
 # setup.py configured build/cmake; build the GoogleTest binaries there too.
 cmake --build build/cmake -j "$(nproc)"

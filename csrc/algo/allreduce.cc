@@ -11,8 +11,8 @@ namespace {
 // Every rank sends its whole buffer to every other rank (or to `root` only when root >= 0) and
 // the receivers combine the contributions in rank order 0..n-1, so every rank's result is
 // bitwise identical whatever the arrival order.
-void directReduce(const Context& ctx, uint8_t* data, size_t count, DataType type,
-                  ReduceOp combiner, int root) {
+void directReduce(const Context& ctx, uint8_t* data, size_t count, DataType type, ReduceOp combiner,
+                  int root) {
   const int n = ctx.size(), me = ctx.rank();
   const size_t bytes = count * elementSize(type);
   const bool receiving = root < 0 || root == me;
@@ -20,7 +20,8 @@ void directReduce(const Context& ctx, uint8_t* data, size_t count, DataType type
   std::vector<net::RequestPtr> requests;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == me) continue;
-    if (receiving) requests.push_back(ctx.irecv(peer, 0, contributions.data() + peer * bytes, bytes));
+    if (receiving)
+      requests.push_back(ctx.irecv(peer, 0, contributions.data() + peer * bytes, bytes));
     if (root < 0 || peer == root) requests.push_back(ctx.isend(peer, 0, data, bytes));
   }
   ctx.wait(requests);
@@ -49,15 +50,14 @@ void allReduce(const Context& caller, void* data, size_t count, DataType type, R
       std::vector<RingStep> steps = ringReduceSteps(ctx.rank(), n, 0);
       std::vector<RingStep> gather = ringGatherSteps(ctx.rank(), n, 1);
       steps.insert(steps.end(), gather.begin(), gather.end());
-      runRing(ctx, static_cast<uint8_t*>(data), Segments::even(count, elementSize(type), n),
-              steps, type, combinerOf(op));
+      runRing(ctx, static_cast<uint8_t*>(data), Segments::even(count, elementSize(type), n), steps,
+              type, combinerOf(op));
     }
   }
   finishAverage(op, type, data, count, n);
 }
 
-void reduce(const Context& caller, void* data, size_t count, DataType type, ReduceOp op,
-            int root) {
+void reduce(const Context& caller, void* data, size_t count, DataType type, ReduceOp op, int root) {
   const Context ctx = caller.as(opSignature(CollectiveKind::kReduce, type, op));
   const int n = ctx.size();
   const size_t elem = elementSize(type);
@@ -75,7 +75,8 @@ void reduce(const Context& caller, void* data, size_t count, DataType type, Redu
       if (ctx.rank() == root) {
         for (int peer = 0; peer < n; ++peer) {
           if (peer == root) continue;
-          requests.push_back(ctx.irecv(peer, step, bytes + segments.offset[peer], segments.length[peer]));
+          requests.push_back(
+              ctx.irecv(peer, step, bytes + segments.offset[peer], segments.length[peer]));
         }
       } else {
         requests.push_back(ctx.isend(root, step, bytes + segments.offset[ctx.rank()],
@@ -111,8 +112,8 @@ void reduceScatter(const Context& caller, const void* input, void* output, size_
       }
     } else {
       std::vector<uint8_t> work(in, in + bytes * n);
-      runRing(ctx, work.data(), Segments::even(count * n, elem, n),
-              ringReduceSteps(me, n, -1), type, combinerOf(op));
+      runRing(ctx, work.data(), Segments::even(count * n, elem, n), ringReduceSteps(me, n, -1),
+              type, combinerOf(op));
       std::memcpy(output, work.data() + me * bytes, bytes);
     }
   } else if (bytes > 0 && output != in + me * bytes) {

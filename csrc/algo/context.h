@@ -35,9 +35,7 @@ struct Context {
     return planCpu({collective, bytes}, GroupShape{size()}, tunables).algorithm;
   }
   int size() const { return transport.size(); }
-  net::MessageTag tag(uint32_t step) const {
-    return {net::TagSpace::kCollective, step, seq, op};
-  }
+  net::MessageTag tag(uint32_t step) const { return {net::TagSpace::kCollective, step, seq, op}; }
   // This context, its messages tagged as belonging to the collective `signature`.
   Context as(uint32_t signature) const {
     Context stamped = *this;

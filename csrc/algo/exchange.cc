@@ -23,13 +23,16 @@ void chainBroadcast(const Context& ctx, uint8_t* data, size_t bytes, int root) {
   if (prev >= 0) {
     for (size_t k = 0; k < chunks; ++k) {
       size_t off = k * chunk;
-      recvs.push_back(ctx.irecv(prev, static_cast<uint32_t>(k), data + off, std::min(chunk, bytes - off)));
+      recvs.push_back(
+          ctx.irecv(prev, static_cast<uint32_t>(k), data + off, std::min(chunk, bytes - off)));
     }
   }
   for (size_t k = 0; k < chunks; ++k) {
     if (prev >= 0) ctx.wait({recvs[k]});
     size_t off = k * chunk;
-    if (next >= 0) sends.push_back(ctx.isend(next, static_cast<uint32_t>(k), data + off, std::min(chunk, bytes - off)));
+    if (next >= 0)
+      sends.push_back(
+          ctx.isend(next, static_cast<uint32_t>(k), data + off, std::min(chunk, bytes - off)));
   }
   ctx.wait(sends);
 }
@@ -48,7 +51,8 @@ void treeBroadcast(const Context& ctx, uint8_t* data, size_t bytes, int root) {
   }
   std::vector<net::RequestPtr> sends;
   for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (position + mask < n) sends.push_back(ctx.isend(mod(position + mask + root, n), 0, data, bytes));
+    if (position + mask < n)
+      sends.push_back(ctx.isend(mod(position + mask + root, n), 0, data, bytes));
   }
   ctx.wait(sends);
 }
@@ -96,7 +100,8 @@ void allToAll(const Context& caller, const void* input, const std::vector<size_t
     int peer = mod(me + i, n);
     requests.push_back(ctx.isend(peer, 0, in + sendOffsets[peer], sendLengths[peer]));
   }
-  if (recvLengths[me] > 0) std::memmove(out + recvOffsets[me], in + sendOffsets[me], recvLengths[me]);
+  if (recvLengths[me] > 0)
+    std::memmove(out + recvOffsets[me], in + sendOffsets[me], recvLengths[me]);
   ctx.wait(requests);
 }
 

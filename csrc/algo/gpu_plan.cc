@@ -40,8 +40,7 @@ bool forceNamesKernel(GpuForce force, GpuCollective collective) {
     case GpuForce::kTwoShot: return collective == GpuCollective::kAllReduce;
     case GpuForce::kAllPairs:
       return collective == GpuCollective::kAllGather ||
-             collective == GpuCollective::kReduceScatter ||
-             collective == GpuCollective::kAllToAll;
+             collective == GpuCollective::kReduceScatter || collective == GpuCollective::kAllToAll;
     case GpuForce::kAuto:
     case GpuForce::kVendor: break;
   }
@@ -126,7 +125,8 @@ class Planner {
     }
     // What no kernel can do.
     if (r.hosts > 1) {
-      return noKernel(detail::concat("spans ", r.hosts, " hosts; the kernels reach their peers "
+      return noKernel(detail::concat("spans ", r.hosts,
+                                     " hosts; the kernels reach their peers "
                                      "through CUDA/HIP IPC on one host"));
     }
     if (r.collective == GpuCollective::kReduce) return noKernel("no reduce kernel");
@@ -135,7 +135,8 @@ class Planner {
     }
     if (isReduction(r.collective) && !gpuKernelReduces(r.dtype, r.op)) {
       return noKernel(detail::concat("no kernel for ", reduceOpName(r.op), " on ",
-                                     dataTypeName(r.dtype), " (float32/float16/bfloat16 with "
+                                     dataTypeName(r.dtype),
+                                     " (float32/float16/bfloat16 with "
                                      "sum, avg, premul_sum, min, max)"));
     }
     if (!isReduction(r.collective) && !gpuKernelCopies(r.dtype)) {
@@ -155,8 +156,9 @@ class Planner {
     }
     const FabricLimits& limits = limitsFor(fabric_, tunables_);
     if (shared_) {
-      return kernelBySize(limits, detail::concat(r.ranksPerGpu, " ranks share a GPU (NCCL "
-                                                 "refuses that), so never delegated"));
+      return kernelBySize(limits,
+                          detail::concat(r.ranksPerGpu, " ranks share a GPU (NCCL "
+                                                        "refuses that), so never delegated"));
     }
     if (forcedKernel_) {
       return kernelBySize(limits, std::string("forced by XCCL_GPU_ALGO=") +
@@ -176,9 +178,8 @@ class Planner {
                                    gpuCollectiveName(r.collective), " kernel limit on ",
                                    gpuFabricName(fabric_), ")"));
     }
-    return kernelBySize(limits, detail::concat(formatBytes(r.bytes), " <= ",
-                                               formatBytes(maxBytes), " on ",
-                                               gpuFabricName(fabric_)));
+    return kernelBySize(limits, detail::concat(formatBytes(r.bytes), " <= ", formatBytes(maxBytes),
+                                               " on ", gpuFabricName(fabric_)));
   }
 
   // A kernel plan the group cannot run after all goes where a plan without a kernel would.
@@ -250,10 +251,10 @@ class Planner {
     if (world <= 2) return kernel(true, why + "; 2 ranks: one-shot at every size");
     const size_t below = world <= 4 ? limits.oneShotBelow4 : limits.oneShotBelow8;
     const bool oneShot = request_.bytes < below;
-    return kernel(oneShot, detail::concat(why, "; ", formatBytes(request_.bytes),
-                                          oneShot ? " < " : " >= ", formatBytes(below),
-                                          " (one-shot limit at ", world <= 4 ? "3-4" : "5-8",
-                                          " ranks)"));
+    return kernel(oneShot,
+                  detail::concat(why, "; ", formatBytes(request_.bytes),
+                                 oneShot ? " < " : " >= ", formatBytes(below),
+                                 " (one-shot limit at ", world <= 4 ? "3-4" : "5-8", " ranks)"));
   }
 
   GpuPlan kernel(bool oneShot, const std::string& why) {
@@ -302,8 +303,8 @@ class Planner {
   GpuPlan noKernel(const std::string& why) {
     std::string reason = why;
     if (forcedKernel_) {
-      reason += std::string(" (XCCL_GPU_ALGO=") + gpuForceName(tunables_.gpuForced) +
-                " cannot run here)";
+      reason +=
+          std::string(" (XCCL_GPU_ALGO=") + gpuForceName(tunables_.gpuForced) + " cannot run here)";
     }
     if (!shared_) return vendor(reason);
     return host(detail::concat(reason, "; ", request_.ranksPerGpu,

@@ -7,9 +7,9 @@
 // place that decides a GPU call's route: what the group found out at run time (ranks sharing a
 // GPU that cannot all hold kernel blocks, CUDA IPC refused, a coalesced batch open, no vendor
 // library in this torch) is part of the request, and the backend's GpuPath only executes.
-// Every rule and threshold, and where each number comes from, is in docs/algorithms.md ("Selection on GPUs"). No xccl measurement on
-// multi-GPU hardware exists yet: the thresholds are published figures and α-β estimates,
-// marked as such below, to be replaced by measurements.
+// Every rule and threshold, and where each number comes from, is in docs/algorithms.md ("Selection
+// on GPUs"). No xccl measurement on multi-GPU hardware exists yet: the thresholds are published
+// figures and α-β estimates, marked as such below, to be replaced by measurements.
 #pragma once
 
 #include <cstddef>

@@ -53,8 +53,8 @@ void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>&
       const CpuPlan plan = planCpu({c, perRankBytes(c, bytes, q.worldSize)}, shape, tunables);
       PlanRow row{collectiveName(c), bytes, cpuRouteName(plan.route), "", plan.reason};
       if (plan.route == CpuRoute::kHierarchical) {
-        row.algorithm = std::string("in-host ") + algorithmName(plan.hostAlgorithm) +
-                        ", leaders " + tcpAlgorithm(plan.algorithm, plan);
+        row.algorithm = std::string("in-host ") + algorithmName(plan.hostAlgorithm) + ", leaders " +
+                        tcpAlgorithm(plan.algorithm, plan);
       } else {
         row.algorithm = tcpAlgorithm(plan.algorithm, plan);
       }
@@ -74,15 +74,15 @@ void gpuRows(const PlanQuery& q, const topo::Topology& topology, const Tunables&
     request.ranksPerGpu = (perHost + gpus - 1) / gpus;
     for (int i = 0; i < std::min(perHost, gpus); ++i) request.gpus.push_back(i);
   }
-  for (GpuCollective c : {GpuCollective::kAllReduce, GpuCollective::kAllGather,
-                          GpuCollective::kReduceScatter, GpuCollective::kBroadcast,
-                          GpuCollective::kReduce, GpuCollective::kAllToAll}) {
+  for (GpuCollective c :
+       {GpuCollective::kAllReduce, GpuCollective::kAllGather, GpuCollective::kReduceScatter,
+        GpuCollective::kBroadcast, GpuCollective::kReduce, GpuCollective::kAllToAll}) {
     for (size_t bytes : q.sizes) {
       request.collective = c;
       request.bytes = bytes;
       const GpuPlan plan = planGpu(request, topology, tunables);
-      rows.push_back({gpuCollectiveName(c), bytes, gpuRouteName(plan.route), plan.name,
-                      plan.reason});
+      rows.push_back(
+          {gpuCollectiveName(c), bytes, gpuRouteName(plan.route), plan.name, plan.reason});
     }
   }
 }

@@ -71,29 +71,42 @@ void reduceBool(ReduceOp op, uint8_t* dst, const uint8_t* src, size_t count) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kMax:
-    case ReduceOp::kBor: return combine(dst, src, count, [](uint8_t a, uint8_t b) { return uint8_t(a | b); });
+    case ReduceOp::kBor:
+      return combine(dst, src, count, [](uint8_t a, uint8_t b) { return uint8_t(a | b); });
     case ReduceOp::kProduct:
     case ReduceOp::kMin:
-    case ReduceOp::kBand: return combine(dst, src, count, [](uint8_t a, uint8_t b) { return uint8_t(a & b); });
-    case ReduceOp::kBxor: return combine(dst, src, count, [](uint8_t a, uint8_t b) { return uint8_t(a ^ b); });
+    case ReduceOp::kBand:
+      return combine(dst, src, count, [](uint8_t a, uint8_t b) { return uint8_t(a & b); });
+    case ReduceOp::kBxor:
+      return combine(dst, src, count, [](uint8_t a, uint8_t b) { return uint8_t(a ^ b); });
     default: XCCL_THROW(ErrorKind::kInvalidArgument, reduceOpName(op), " is not defined for bool");
   }
 }
 
 void reduceIntoScalar(DataType type, ReduceOp op, void* dst, const void* src, size_t count) {
   switch (type) {
-    case DataType::kFloat32: return reduceFloat(op, static_cast<float*>(dst), static_cast<const float*>(src), count);
-    case DataType::kFloat64: return reduceFloat(op, static_cast<double*>(dst), static_cast<const double*>(src), count);
+    case DataType::kFloat32:
+      return reduceFloat(op, static_cast<float*>(dst), static_cast<const float*>(src), count);
+    case DataType::kFloat64:
+      return reduceFloat(op, static_cast<double*>(dst), static_cast<const double*>(src), count);
     case DataType::kFloat16:
-      return reduce16<halfToFloat, floatToHalf>(op, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count);
+      return reduce16<halfToFloat, floatToHalf>(op, static_cast<uint16_t*>(dst),
+                                                static_cast<const uint16_t*>(src), count);
     case DataType::kBFloat16:
-      return reduce16<bfloat16ToFloat, floatToBfloat16>(op, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count);
-    case DataType::kInt8: return reduceTyped(op, static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count);
-    case DataType::kUInt8: return reduceTyped(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count);
-    case DataType::kInt16: return reduceTyped(op, static_cast<int16_t*>(dst), static_cast<const int16_t*>(src), count);
-    case DataType::kInt32: return reduceTyped(op, static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), count);
-    case DataType::kInt64: return reduceTyped(op, static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count);
-    case DataType::kBool: return reduceBool(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count);
+      return reduce16<bfloat16ToFloat, floatToBfloat16>(op, static_cast<uint16_t*>(dst),
+                                                        static_cast<const uint16_t*>(src), count);
+    case DataType::kInt8:
+      return reduceTyped(op, static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count);
+    case DataType::kUInt8:
+      return reduceTyped(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count);
+    case DataType::kInt16:
+      return reduceTyped(op, static_cast<int16_t*>(dst), static_cast<const int16_t*>(src), count);
+    case DataType::kInt32:
+      return reduceTyped(op, static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), count);
+    case DataType::kInt64:
+      return reduceTyped(op, static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count);
+    case DataType::kBool:
+      return reduceBool(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count);
   }
 }
 
@@ -171,7 +184,8 @@ void checkIsa(Isa isa) {
 template <typename T>
 void divideTyped(T* data, size_t count, int64_t divisor) {
   if constexpr (std::is_integral_v<T>) {
-    for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(static_cast<int64_t>(data[i]) / divisor);
+    for (size_t i = 0; i < count; ++i)
+      data[i] = static_cast<T>(static_cast<int64_t>(data[i]) / divisor);
   } else {
     const T d = static_cast<T>(divisor);
     for (size_t i = 0; i < count; ++i) data[i] /= d;
@@ -245,15 +259,19 @@ void scale(DataType type, void* data, size_t count, double factor) {
     }
     case DataType::kFloat16: {
       auto* p = static_cast<uint16_t*>(data);
-      for (size_t i = 0; i < count; ++i) p[i] = floatToHalf(halfToFloat(p[i]) * static_cast<float>(factor));
+      for (size_t i = 0; i < count; ++i)
+        p[i] = floatToHalf(halfToFloat(p[i]) * static_cast<float>(factor));
       return;
     }
     case DataType::kBFloat16: {
       auto* p = static_cast<uint16_t*>(data);
-      for (size_t i = 0; i < count; ++i) p[i] = floatToBfloat16(bfloat16ToFloat(p[i]) * static_cast<float>(factor));
+      for (size_t i = 0; i < count; ++i)
+        p[i] = floatToBfloat16(bfloat16ToFloat(p[i]) * static_cast<float>(factor));
       return;
     }
-    default: XCCL_THROW(ErrorKind::kInvalidArgument, "scaling needs a floating-point type, not ", dataTypeName(type));
+    default:
+      XCCL_THROW(ErrorKind::kInvalidArgument, "scaling needs a floating-point type, not ",
+                 dataTypeName(type));
   }
 }
 
@@ -263,12 +281,14 @@ void divide(DataType type, void* data, size_t count, int64_t divisor) {
     case DataType::kFloat64: return divideTyped(static_cast<double*>(data), count, divisor);
     case DataType::kFloat16: {
       auto* p = static_cast<uint16_t*>(data);
-      for (size_t i = 0; i < count; ++i) p[i] = floatToHalf(halfToFloat(p[i]) / static_cast<float>(divisor));
+      for (size_t i = 0; i < count; ++i)
+        p[i] = floatToHalf(halfToFloat(p[i]) / static_cast<float>(divisor));
       return;
     }
     case DataType::kBFloat16: {
       auto* p = static_cast<uint16_t*>(data);
-      for (size_t i = 0; i < count; ++i) p[i] = floatToBfloat16(bfloat16ToFloat(p[i]) / static_cast<float>(divisor));
+      for (size_t i = 0; i < count; ++i)
+        p[i] = floatToBfloat16(bfloat16ToFloat(p[i]) / static_cast<float>(divisor));
       return;
     }
     case DataType::kInt8: return divideTyped(static_cast<int8_t*>(data), count, divisor);
@@ -309,7 +329,8 @@ uint16_t floatToHalf(float f) {
   std::memcpy(&x, &f, sizeof(x));
   uint32_t sign = (x >> 16) & 0x8000;
   uint32_t absx = x & 0x7fffffff;
-  if (absx >= 0x7f800000) return static_cast<uint16_t>(sign | 0x7c00 | (absx > 0x7f800000 ? 0x200 : 0));
+  if (absx >= 0x7f800000)
+    return static_cast<uint16_t>(sign | 0x7c00 | (absx > 0x7f800000 ? 0x200 : 0));
   if (absx >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // rounds to inf
   if (absx < 0x38800000) {  // result is subnormal or zero
     if (absx < 0x33000000) return static_cast<uint16_t>(sign);

@@ -64,7 +64,9 @@ void runRing(const Context& ctx, uint8_t* data, const Segments& segments,
   const size_t chunkBytes = std::max(elem, ctx.tunables.ringChunkBytes / elem * elem);
   const size_t maxSeg = segments.maxLength();
   const size_t chunks = std::max<size_t>(1, (maxSeg + chunkBytes - 1) / chunkBytes);
-  auto chunkOffset = [&](size_t k, int seg) { return std::min(k * chunkBytes, segments.length[seg]); };
+  auto chunkOffset = [&](size_t k, int seg) {
+    return std::min(k * chunkBytes, segments.length[seg]);
+  };
   auto chunkLength = [&](size_t k, int seg) {
     return std::min((k + 1) * chunkBytes, segments.length[seg]) - chunkOffset(k, seg);
   };
@@ -72,7 +74,8 @@ void runRing(const Context& ctx, uint8_t* data, const Segments& segments,
 
   // Reducing steps land in scratch, double-buffered by step parity: step t+1's receives are
   // posted while step t's chunks are still being reduced.
-  bool anyReduce = std::any_of(steps.begin(), steps.end(), [](const RingStep& s) { return s.reduce; });
+  bool anyReduce =
+      std::any_of(steps.begin(), steps.end(), [](const RingStep& s) { return s.reduce; });
   std::vector<uint8_t> scratch[2];
   if (anyReduce) scratch[0].resize(maxSeg), scratch[1].resize(maxSeg);
 

@@ -20,9 +20,8 @@ void hierarchicalAllReduce(const Runner& runner, const CpuPlan& plan, void* data
     // The segment numbers this host's ranks 0..k-1; liveness is asked by group rank.
     net::shm::PeerAlive alive;
     if (runner.alive) alive = [&](int peer) { return runner.alive(h.local()[peer]); };
-    local.emplace(shm::Context{*h.segment(), runner.tcp.seq, runner.tcp.what,
-                               runner.tcp.deadline, runner.tcp.tunables, std::move(alive),
-                               plan.hostAlgorithm});
+    local.emplace(shm::Context{*h.segment(), runner.tcp.seq, runner.tcp.what, runner.tcp.deadline,
+                               runner.tcp.tunables, std::move(alive), plan.hostAlgorithm});
     shm::reduce(*local, data, count, type, combiner, 0);
   }
   if (h.leaders() != nullptr) {
@@ -69,8 +68,7 @@ void allReduce(const Runner& runner, void* data, size_t count, DataType type, Re
   const CpuPlan plan = runner.plan(Collective::kAllReduce, count * elementSize(type));
   switch (plan.route) {
     case CpuRoute::kShm: return shm::allReduce(runner.shmContext(plan), data, count, type, op);
-    case CpuRoute::kHierarchical:
-      return hierarchicalAllReduce(runner, plan, data, count, type, op);
+    case CpuRoute::kHierarchical: return hierarchicalAllReduce(runner, plan, data, count, type, op);
     case CpuRoute::kTcp: return allReduce(runner.tcpContext(plan), data, count, type, op);
   }
 }
@@ -84,8 +82,7 @@ void broadcast(const Runner& runner, void* data, size_t bytes, int root) {
   }
 }
 
-void reduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op,
-            int root) {
+void reduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op, int root) {
   const CpuPlan plan = runner.plan(Collective::kReduce, count * elementSize(type));
   if (plan.route == CpuRoute::kShm) {
     shm::reduce(runner.shmContext(plan), data, count, type, op, root);

@@ -11,15 +11,16 @@
 #include "algo/collectives.h"
 #include "algo/context.h"
 #include "algo/cpu_plan.h"
-#include "net/hierarchy.h"
 #include "algo/shm_collectives.h"
+#include "net/hierarchy.h"
 
 namespace xccl::algo {
 
 struct Runner {
   Context tcp;                           // the TCP transport's context (always usable)
   net::shm::Segment* segment = nullptr;  // the group's segment; null: no shared memory
-  net::shm::PeerAlive alive;  // liveness of peers (group ranks) for shared-memory waits; may be empty
+  net::shm::PeerAlive
+      alive;  // liveness of peers (group ranks) for shared-memory waits; may be empty
   const net::Hierarchy* hierarchy = nullptr;  // per-host segments; null unless it spans hosts
 
   int rank() const { return tcp.rank(); }
@@ -40,8 +41,7 @@ Runner subCollective(const Runner& runner, size_t i);
 
 void allReduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op);
 void broadcast(const Runner& runner, void* data, size_t bytes, int root);
-void reduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op,
-            int root);
+void reduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op, int root);
 void allGather(const Runner& runner, const void* input, void* output,
                const std::vector<size_t>& bytesPerRank);
 void reduceScatter(const Runner& runner, const void* input, void* output, size_t count,

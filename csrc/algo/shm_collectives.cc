@@ -81,13 +81,15 @@ void throwMismatch(const std::string& what, int rank, uint32_t step, uint64_t mi
   if (collective(theirs) != collective(mine)) {
     XCCL_THROW(ErrorKind::kPeerFailure, what, ": rank ", rank, " reached step ", step,
                " in shared memory while still in an earlier collective (",
-               describeOpSignature(op(theirs)), "): the ranks called different collectives (or "
+               describeOpSignature(op(theirs)),
+               "): the ranks called different collectives (or "
                "with different sizes) before this one");
   }
   if (op(theirs) != op(mine)) {
     XCCL_THROW(ErrorKind::kPeerFailure, what, ": rank ", rank, " ran ",
                describeOpSignature(op(theirs)), " where this rank ran ",
-               describeOpSignature(op(mine)), ": the ranks called different collectives (or with "
+               describeOpSignature(op(mine)),
+               ": the ranks called different collectives (or with "
                "different dtypes or reduce ops) in the same order position");
   }
   XCCL_THROW(ErrorKind::kPeerFailure, what, ": rank ", rank, " ran ", describeOpSignature(op(mine)),
@@ -110,9 +112,8 @@ void allReduce(const Context& ctx, void* data, size_t count, DataType type, Redu
 void reduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op, int root) {
   if (ctx.size() == 1 || count == 0) return;
   const bool twoShot = usesTwoShot(ctx, Collective::kReduce, count * elementSize(type));
-  const detail::Signature signature{
-      opSignature(CollectiveKind::kReduce, type, op),
-      detail::shapeOf({count, twoShot, static_cast<uint64_t>(root)})};
+  const detail::Signature signature{opSignature(CollectiveKind::kReduce, type, op),
+                                    detail::shapeOf({count, twoShot, static_cast<uint64_t>(root)})};
   detail::run(ctx, signature, [&] {
     reduceChunks(ctx, static_cast<uint8_t*>(data), count, type, op, root, twoShot);
   });
@@ -120,8 +121,8 @@ void reduce(const Context& ctx, void* data, size_t count, DataType type, ReduceO
 
 // Per step, every rank puts its sub-chunk of each other rank's block into its slot (n parts of
 // slot/n bytes) and reduces sub-chunk `rank` of every slot, its own taken straight from input.
-void reduceScatter(const Context& ctx, const void* input, void* output, size_t count,
-                   DataType type, ReduceOp op) {
+void reduceScatter(const Context& ctx, const void* input, void* output, size_t count, DataType type,
+                   ReduceOp op) {
   const int n = ctx.size(), me = ctx.rank();
   const size_t elem = elementSize(type);
   const auto* in = static_cast<const uint8_t*>(input);
@@ -151,8 +152,8 @@ void reduceScatter(const Context& ctx, const void* input, void* output, size_t c
       steps.publish(step);
       steps.waitAll(step);
       for (int r = 0; r < n; ++r) {
-        srcs[r] = r == me ? in + (me * count + base) * elem
-                          : steps.of(r, step) + me * perBlock * elem;
+        srcs[r] =
+            r == me ? in + (me * count + base) * elem : steps.of(r, step) + me * perBlock * elem;
       }
       reduceMany(type, combiner, out + base * elem, srcs.data(), n, len);
       if (op == ReduceOp::kAvg) divide(type, out + base * elem, len, n);

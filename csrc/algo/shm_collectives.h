@@ -52,8 +52,8 @@ void allGather(const Context& ctx, const void* input, void* output,
 
 // input holds size() blocks of `count` elements; output (count elements) receives the
 // reduction of block rank() over all ranks.
-void reduceScatter(const Context& ctx, const void* input, void* output, size_t count,
-                   DataType type, ReduceOp op);
+void reduceScatter(const Context& ctx, const void* input, void* output, size_t count, DataType type,
+                   ReduceOp op);
 
 // Rank r sends sendLengths[p] bytes at input + sendOffsets[p] to each p and receives
 // recvLengths[p] bytes from p at output + recvOffsets[p].

@@ -155,8 +155,7 @@ struct Tunables {
   // Ranks on one GPU read each other's buffers from the same HBM; never delegated, so only the
   // one-shot thresholds matter. α-β over HBM (one-shot moves ≈W²·S in total, two-shot ≈3W·S;
   // the difference equals one barrier of a few µs near 0.1-1 MB) agrees with vLLM's values.
-  FabricLimits singleGpu{kNvlinkOneShotBelow4, kNvlinkOneShotBelow8, kNoLimit, kNoLimit,
-                         kNoLimit};
+  FabricLimits singleGpu{kNvlinkOneShotBelow4, kNvlinkOneShotBelow8, kNoLimit, kNoLimit, kNoLimit};
   GpuForce gpuForced = GpuForce::kAuto;            // XCCL_GPU_ALGO
   size_t gpuWorkspaceBytes = kGpuWorkspaceBytes;  // XCCL_GPU_WORKSPACE_BYTES
 

@@ -26,8 +26,8 @@ class CpuSide final : public Side {
   WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors,
                               const c10d::AllreduceCoalescedOptions& opts) override;
   WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
-  WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) override;
+  WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                    const c10d::AllgatherOptions& opts) override;
   WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllgatherOptions& opts) override;

@@ -72,19 +72,20 @@ Side::WorkPtr CpuSide::allgather(std::vector<std::vector<at::Tensor>>& outputs,
   }
   TORCH_CHECK_VALUE(list[rank_].numel() == input.numel(), "xccl allgather: this rank's output has ",
                     list[rank_].numel(), " elements but its input has ", input.numel());
-  return group_.enqueue(
-      c10d::OpType::ALLGATHER, "allgather", list, group_.effectiveTimeout(opts.timeout),
-      compat::isAsync(opts), [input, list](const algo::Runner& ctx) {
-        std::vector<size_t> sizes = byteSizes(list);
-        size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
-        at::Tensor buffer = at::empty({static_cast<int64_t>(total)}, at::kByte);
-        algo::allGather(ctx, input.data_ptr(), buffer.data_ptr(), sizes);
-        size_t offset = 0;
-        for (size_t r = 0; r < list.size(); ++r) {
-          std::memcpy(list[r].data_ptr(), buffer.data_ptr<uint8_t>() + offset, sizes[r]);
-          offset += sizes[r];
-        }
-      });
+  return group_.enqueue(c10d::OpType::ALLGATHER, "allgather", list,
+                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        [input, list](const algo::Runner& ctx) {
+                          std::vector<size_t> sizes = byteSizes(list);
+                          size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
+                          at::Tensor buffer = at::empty({static_cast<int64_t>(total)}, at::kByte);
+                          algo::allGather(ctx, input.data_ptr(), buffer.data_ptr(), sizes);
+                          size_t offset = 0;
+                          for (size_t r = 0; r < list.size(); ++r) {
+                            std::memcpy(list[r].data_ptr(), buffer.data_ptr<uint8_t>() + offset,
+                                        sizes[r]);
+                            offset += sizes[r];
+                          }
+                        });
 }
 
 Side::WorkPtr CpuSide::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -114,12 +115,14 @@ Side::WorkPtr CpuSide::allgather_into_tensor_coalesced(std::vector<at::Tensor>& 
 Side::WorkPtr CpuSide::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK_VALUE(outputs.size() == static_cast<size_t>(size_), "xccl allgather_coalesced: "
-                    "expected ", size_, " output lists");
+  TORCH_CHECK_VALUE(outputs.size() == static_cast<size_t>(size_),
+                    "xccl allgather_coalesced: "
+                    "expected ",
+                    size_, " output lists");
   std::vector<at::Tensor> all;
   for (auto& list : outputs) {
     TORCH_CHECK_VALUE(list.size() == inputs.size(), "xccl allgather_coalesced: each output list "
-                      "needs one tensor per input");
+                                                    "needs one tensor per input");
     for (size_t i = 0; i < list.size(); ++i) {
       checkTensor(list[i], "allgather_coalesced", "output");
       checkSameShapeAndType(list[i], inputs[i], "allgather_coalesced");
@@ -128,20 +131,21 @@ Side::WorkPtr CpuSide::allgather_coalesced(std::vector<std::vector<at::Tensor>>&
   }
   for (const auto& t : inputs) checkTensor(t, "allgather_coalesced", "input");
   // Every rank contributes the packed concatenation of its inputs.
-  return group_.enqueue(
-      c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", all,
-      group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
-      [outputs, inputs](const algo::Runner& ctx) {
-        at::Tensor mine = pack(inputs);
-        size_t bytes = byteSize(mine);
-        at::Tensor gathered = at::empty({static_cast<int64_t>(bytes * outputs.size())}, at::kByte);
-        algo::allGather(ctx, mine.data_ptr(), gathered.data_ptr(),
-                        std::vector<size_t>(outputs.size(), bytes));
-        for (size_t r = 0; r < outputs.size(); ++r) {
-          at::Tensor part = gathered.narrow(0, r * bytes, bytes).view(mine.scalar_type());
-          unpack(part, outputs[r]);
-        }
-      });
+  return group_.enqueue(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", all,
+                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        [outputs, inputs](const algo::Runner& ctx) {
+                          at::Tensor mine = pack(inputs);
+                          size_t bytes = byteSize(mine);
+                          at::Tensor gathered =
+                              at::empty({static_cast<int64_t>(bytes * outputs.size())}, at::kByte);
+                          algo::allGather(ctx, mine.data_ptr(), gathered.data_ptr(),
+                                          std::vector<size_t>(outputs.size(), bytes));
+                          for (size_t r = 0; r < outputs.size(); ++r) {
+                            at::Tensor part =
+                                gathered.narrow(0, r * bytes, bytes).view(mine.scalar_type());
+                            unpack(part, outputs[r]);
+                          }
+                        });
 }
 
 Side::WorkPtr CpuSide::gather(std::vector<std::vector<at::Tensor>>& outputs,

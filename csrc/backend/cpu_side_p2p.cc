@@ -13,14 +13,14 @@
 namespace xccl::backend {
 
 Side::WorkPtr CpuSide::pointToPoint(std::vector<at::Tensor>& tensors, int peer, int tag,
-                                   bool isSend, const char* opName) {
+                                    bool isSend, const char* opName) {
   at::Tensor tensor = single(tensors, opName);
   if (peer != net::kAnySource) checkPeer(peer, rank_, size_, opName);
   TORCH_CHECK_VALUE(tag >= 0, "xccl ", opName, ": tag must be non-negative, got ", tag);
   group_.checkUsable(opName);
-  c10d::OpType type = isSend ? c10d::OpType::SEND
-                             : (peer == net::kAnySource ? c10d::OpType::RECVANYSOURCE
-                                                        : c10d::OpType::RECV);
+  c10d::OpType type =
+      isSend ? c10d::OpType::SEND
+             : (peer == net::kAnySource ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV);
   auto work = c10::make_intrusive<XcclWork>(rank_, type, opName, group_.seq_.load(),
                                             std::vector<at::Tensor>{tensor},
                                             group_.effectiveTimeout(c10d::kUnsetTimeout));

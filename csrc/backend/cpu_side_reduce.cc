@@ -21,15 +21,17 @@ ReduceOp algorithmOp(const ReduceSpec& spec) {
 Side::WorkPtr CpuSide::allreduce(std::vector<at::Tensor>& tensors,
                                  const c10d::AllreduceOptions& opts) {
   at::Tensor tensor = single(tensors, "allreduce");
-  TORCH_CHECK_VALUE(!opts.sparseIndices.has_value(), "xccl allreduce: sparse tensors are not supported");
+  TORCH_CHECK_VALUE(!opts.sparseIndices.has_value(),
+                    "xccl allreduce: sparse tensors are not supported");
   ReduceSpec spec = toReduceSpec(opts.reduceOp, "allreduce");
   ElementView view = reduceView(tensor, spec, "allreduce");
-  return group_.enqueue(
-      c10d::OpType::ALLREDUCE, "allreduce", {tensor}, group_.effectiveTimeout(opts.timeout),
-      compat::isAsync(opts), [tensor, spec, view](const algo::Runner& ctx) mutable {
-        applyFactor(tensor, spec);
-        algo::allReduce(ctx, tensor.data_ptr(), view.count, view.type, algorithmOp(spec));
-      });
+  return group_.enqueue(c10d::OpType::ALLREDUCE, "allreduce", {tensor},
+                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        [tensor, spec, view](const algo::Runner& ctx) mutable {
+                          applyFactor(tensor, spec);
+                          algo::allReduce(ctx, tensor.data_ptr(), view.count, view.type,
+                                          algorithmOp(spec));
+                        });
 }
 
 Side::WorkPtr CpuSide::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -68,14 +70,16 @@ Side::WorkPtr CpuSide::reduce(std::vector<at::Tensor>& tensors, const c10d::Redu
   ElementView view = reduceView(tensor, spec, "reduce");
   const int root = static_cast<int>(opts.rootRank);
   const bool isRoot = root == rank_;
-  return group_.enqueue(
-      c10d::OpType::REDUCE, "reduce", {tensor}, group_.effectiveTimeout(opts.timeout),
-      compat::isAsync(opts), [tensor, spec, view, root, isRoot](const algo::Runner& ctx) {
-        // Non-roots keep their input: the algorithm may use its buffer as scratch.
-        at::Tensor buffer = isRoot ? tensor : tensor.clone();
-        applyFactor(buffer, spec);
-        algo::reduce(ctx, buffer.data_ptr(), view.count, view.type, algorithmOp(spec), root);
-      });
+  return group_.enqueue(c10d::OpType::REDUCE, "reduce", {tensor},
+                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        [tensor, spec, view, root, isRoot](const algo::Runner& ctx) {
+                          // Non-roots keep their input: the algorithm may use its buffer as
+                          // scratch.
+                          at::Tensor buffer = isRoot ? tensor : tensor.clone();
+                          applyFactor(buffer, spec);
+                          algo::reduce(ctx, buffer.data_ptr(), view.count, view.type,
+                                       algorithmOp(spec), root);
+                        });
 }
 
 Side::WorkPtr CpuSide::reduce_scatter(std::vector<at::Tensor>& outputs,

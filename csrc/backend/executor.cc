@@ -53,9 +53,8 @@ void Executor::complete(std::function<void()> callback) {
 void Executor::workerLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    workChanged_.wait(lock, [&] {
-      return (!busy_ && !tasks_.empty()) || (stopping_ && tasks_.empty());
-    });
+    workChanged_.wait(lock,
+                      [&] { return (!busy_ && !tasks_.empty()) || (stopping_ && tasks_.empty()); });
     if (tasks_.empty()) return;  // stopping and drained
     auto task = std::move(tasks_.front());
     tasks_.pop_front();

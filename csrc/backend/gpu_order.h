@@ -67,10 +67,10 @@ class StreamOrder {
 
   GpuStream comm_;
   std::shared_ptr<EventPool> pool_;
-  CudaEvent ready_;       // the caller's stream at a kernel-route call; reused per call
-  CudaEvent eagerTail_;   // recorded on the comm stream by every eager kernel-route call
-  CudaEvent graphTail_;   // recorded by captured kernel-route calls, at replay
-  std::shared_ptr<CudaEvent> lastKernel_;      // eager only
+  CudaEvent ready_;  // the caller's stream at a kernel-route call; reused per call
+  CudaEvent eagerTail_;  // recorded on the comm stream by every eager kernel-route call
+  CudaEvent graphTail_;  // recorded by captured kernel-route calls, at replay
+  std::shared_ptr<CudaEvent> lastKernel_;  // eager only
   c10::intrusive_ptr<c10d::Work> pendingVendor_;  // not yet waited on by the comm stream
   bool pendingVendorCaptured_ = false;
   bool lastCaptured_ = false;  // whether the previous call was issued under capture

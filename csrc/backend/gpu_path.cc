@@ -37,10 +37,10 @@ GpuPath::GpuPath(ProcessGroupXccl& group, Side& cpu, int device)
       tunables_(group.tunables()) {
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   StoreAdapter store(group_.store(), "xccl/");
-  placement_ = exchangePlacement(store, group_.getRank(), group_.getSize(), device,
-                                 group_.timeout());
-  maxBlocks_ = rules::sharedGpuMaxBlocks(placement_.blocksPerSm, placement_.smCount,
-                                         placement_.ranksPerGpu);
+  placement_ =
+      exchangePlacement(store, group_.getRank(), group_.getSize(), device, group_.timeout());
+  maxBlocks_ =
+      rules::sharedGpuMaxBlocks(placement_.blocksPerSm, placement_.smCount, placement_.ranksPerGpu);
   if (maxBlocks_ == rules::kCannotFit) {
     XCCL_WARN("backend", placement_.ranksPerGpu, " ranks share a GPU of ", placement_.smCount,
               " SMs: too few for every rank's kernel blocks at once; GPU collectives go through "
@@ -54,9 +54,7 @@ GpuPath::GpuPath(ProcessGroupXccl& group, Side& cpu, int device)
   if (placement_.ranksPerGpu == 1) (void)vendorGroup("create");
 }
 
-GpuPath::~GpuPath() {
-  shutdown(std::chrono::seconds(10));
-}
+GpuPath::~GpuPath() { shutdown(std::chrono::seconds(10)); }
 
 Side::WorkPtr GpuPath::allreduce(std::vector<at::Tensor>& tensors,
                                  const c10d::AllreduceOptions& opts) {
@@ -75,8 +73,7 @@ Side::WorkPtr GpuPath::allreduce(std::vector<at::Tensor>& tensors,
   }
   auto viaLibrary = [&](auto& b) { return b.allreduce(tensors, opts); };
   if (plan.route != algo::GpuRoute::kKernel) {
-    return other(name, plan.route, plan.reason.c_str(), viaLibrary, {&tensors[0]},
-                 {&tensors[0]});
+    return other(name, plan.route, plan.reason.c_str(), viaLibrary, {&tensors[0]}, {&tensors[0]});
   }
   kernels::AllReduceArgs args;
   args.dtype = view.type;
@@ -118,8 +115,7 @@ Side::WorkPtr GpuPath::broadcast(std::vector<at::Tensor>& tensors,
   }
   auto viaLibrary = [&](auto& b) { return b.broadcast(tensors, opts); };
   if (plan.route != algo::GpuRoute::kKernel) {
-    return other(name, plan.route, plan.reason.c_str(), viaLibrary, {&tensors[0]},
-                 {&tensors[0]});
+    return other(name, plan.route, plan.reason.c_str(), viaLibrary, {&tensors[0]}, {&tensors[0]});
   }
   const int root = static_cast<int>(opts.rootRank);
   return runKernel(c10d::OpType::BROADCAST, name, {tensor}, [&](Workspace& ws) {
@@ -254,8 +250,8 @@ Side::WorkPtr GpuPath::alltoall_base(at::Tensor& output, at::Tensor& input,
   const int size = group_.getSize();
   auto rows = [](const at::Tensor& t) { return t.dim() == 0 ? int64_t{1} : t.size(0); };
   // Torch's equal form only (rules::kernelAllToAll): explicit split lists go to NCCL/RCCL.
-  const bool even = rules::kernelAllToAll(rows(input), input.numel(), rows(output),
-                                          output.numel(), inputSplits, outputSplits, size);
+  const bool even = rules::kernelAllToAll(rows(input), input.numel(), rows(output), output.numel(),
+                                          inputSplits, outputSplits, size);
   const size_t bytes = byteSize(input);
   const algo::GpuPlan plan =
       planFor(algo::GpuCollective::kAllToAll, bytes, DataType::kUInt8, ReduceOp::kSum, even);
@@ -287,7 +283,8 @@ Side::WorkPtr GpuPath::alltoall_base(at::Tensor& output, at::Tensor& input,
 std::unique_ptr<GpuSide> makeGpuSide(ProcessGroupXccl& group, Side& cpu, int device) {
   // Creating the GPU side exchanges through the store and allocates pinned memory, neither of
   // which a CUDA graph capture allows (it would invalidate the user's capture): refuse first.
-  TORCH_CHECK(!capturing(device), "xccl: the first GPU collective of a group sets up its GPU "
+  TORCH_CHECK(!capturing(device),
+              "xccl: the first GPU collective of a group sets up its GPU "
               "side (device memory shared with the peers, the NCCL/RCCL group), which cannot "
               "happen during CUDA graph capture; run the collectives once before capturing");
   return std::make_unique<GpuPath>(group, cpu, device);

@@ -71,8 +71,8 @@ class GpuPath final : public GpuSide {
   WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors,
                               const c10d::AllreduceCoalescedOptions& opts) override;
   WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
-  WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) override;
+  WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                    const c10d::AllgatherOptions& opts) override;
   WorkPtr allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                               std::vector<at::Tensor>& inputs,
                               const c10d::AllgatherOptions& opts) override;
@@ -133,8 +133,8 @@ class GpuPath final : public GpuSide {
   // The plan of one call (algo::planGpu decides; bytes in nccl-tests' convention, gpu_plan.h).
   // Creates what the plan needs first (the workspace, the vendor group) and plans again, the
   // same way on every rank, when that showed it cannot exist.
-  algo::GpuPlan planFor(algo::GpuCollective collective, size_t bytes, DataType dtype,
-                        ReduceOp op, bool evenSplits = true, bool vendorReduces = true);
+  algo::GpuPlan planFor(algo::GpuCollective collective, size_t bytes, DataType dtype, ReduceOp op,
+                        bool evenSplits = true, bool vendorReduces = true);
   algo::GpuPlan cachedPlan(const algo::GpuRequest& request);
   kernels::LaunchShape launchShape() const { return kernels::LaunchShape{maxBlocks_}; }
 
@@ -145,8 +145,7 @@ class GpuPath final : public GpuSide {
   c10d::Backend* vendorGroup(const char* op);
   // Refuses a vendor call during capture before the vendor group ran one eagerly.
   void checkVendorCapturable(const char* op, bool captured) const;
-  c10::intrusive_ptr<c10d::Work> viaVendor(const char* op, c10d::Backend& vendor,
-                                           const Call& call);
+  c10::intrusive_ptr<c10d::Work> viaVendor(const char* op, c10d::Backend& vendor, const Call& call);
   c10::intrusive_ptr<c10d::Work> viaHost(const char* op, const Call& call,
                                          const std::vector<at::Tensor*>& args,
                                          const std::vector<at::Tensor*>& outputs);
@@ -188,10 +187,10 @@ class GpuPath final : public GpuSide {
   std::timed_mutex issueMutex_;
   std::atomic<bool> shutDown_{false};
   std::unique_ptr<StreamOrder> order_;  // under issueMutex_
-  std::mutex mutex_;       // guards the lazily created members below
+  std::mutex mutex_;  // guards the lazily created members below
   std::unique_ptr<Workspace> workspace_;
   int workspaceAttempt_ = 0;  // createAgreed attempts so far, alike on every rank
-  std::string ipcRefused_;    // why the ranks refused CUDA IPC; "" while not refused
+  std::string ipcRefused_;  // why the ranks refused CUDA IPC; "" while not refused
   c10::intrusive_ptr<c10d::Backend> vendor_;
   bool vendorTried_ = false;
   std::atomic<bool> vendorUsedEagerly_{false};  // its communicator exists: capture may use it
@@ -210,9 +209,8 @@ class GpuPath final : public GpuSide {
   };
   struct PlanKeyHash {
     size_t operator()(const PlanKey& k) const {
-      return std::hash<size_t>()(k.bytes) ^
-             (size_t{k.collective} << 1 | size_t{k.dtype} << 9 | size_t{k.op} << 17 |
-              size_t{k.flags} << 25);
+      return std::hash<size_t>()(k.bytes) ^ (size_t{k.collective} << 1 | size_t{k.dtype} << 9 |
+                                             size_t{k.op} << 17 | size_t{k.flags} << 25);
     }
   };
   static constexpr size_t kMaxCachedPlans = 4096;

@@ -8,11 +8,13 @@
 namespace xccl::backend {
 
 void GpuPath::startCoalescing(const char* op) {
-  TORCH_CHECK_VALUE(placement_.ranksPerGpu == 1, "xccl ", op, ": batch_isend_irecv / "
+  TORCH_CHECK_VALUE(placement_.ranksPerGpu == 1, "xccl ", op,
+                    ": batch_isend_irecv / "
                     "coalescing with CUDA tensors runs on NCCL/RCCL, which refuse ranks that "
                     "share a GPU; issue the operations one by one");
   c10d::Backend* vendor = vendorGroup(op);
-  TORCH_CHECK_VALUE(vendor != nullptr, "xccl ", op, ": batch_isend_irecv / coalescing with "
+  TORCH_CHECK_VALUE(vendor != nullptr, "xccl ", op,
+                    ": batch_isend_irecv / coalescing with "
                     "CUDA tensors runs on NCCL/RCCL, which this torch lacks; issue the "
                     "operations one by one");
   checkHealthy(op);

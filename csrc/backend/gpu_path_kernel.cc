@@ -25,9 +25,10 @@ bool capturing(int device) {
 GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (workspace_ || !ipcRefused_.empty()) return workspace_.get();
-  TORCH_CHECK(!capturing(device_), "xccl ", op, ": the first GPU collective of a group sets up "
-                            "shared device memory, which cannot happen during CUDA graph "
-                            "capture; run the collective once before capturing");
+  TORCH_CHECK(!capturing(device_), "xccl ", op,
+              ": the first GPU collective of a group sets up "
+              "shared device memory, which cannot happen during CUDA graph "
+              "capture; run the collective once before capturing");
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   StoreAdapter store(group_.store(), "xccl/");
   std::string whyNot;
@@ -45,10 +46,10 @@ GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
   }
   if (!workspace_) {
     ipcRefused_ = whyNot.empty() ? std::string("no reason given") : whyNot;
-    XCCL_WARN("backend", "group '", group_.groupName(), "': xccl's GPU kernels are off for this "
+    XCCL_WARN("backend", "group '", group_.groupName(),
+              "': xccl's GPU kernels are off for this "
               "group, its CUDA collectives use ",
-              placement_.ranksPerGpu > 1 ? "host memory" : "NCCL/RCCL", ": ",
-              ipcRefused_);
+              placement_.ranksPerGpu > 1 ? "host memory" : "NCCL/RCCL", ": ", ipcRefused_);
   }
   return workspace_.get();
 }
@@ -80,7 +81,7 @@ kernels::DeviceHandle GpuPath::handle(Workspace& ws) const {
 
 void GpuPath::copyIn(Workspace& ws, const void* src, size_t bytes) {
   checkCuda(XCCL_RT(MemcpyAsync)(ws.data(ws.rank()), src, bytes, XCCL_RT(MemcpyDeviceToDevice),
-                            comm_.stream()),
+                                 comm_.stream()),
             "cudaMemcpyAsync");
 }
 
@@ -128,8 +129,7 @@ bool GpuPath::drainComm(std::chrono::steady_clock::time_point deadline) {
   // or aborted), can never release them: abort at once rather than wait out the group timeout.
   bool aborted = false;
   for (;;) {
-    if (!aborted &&
-        (error_->read() != 0 || Clock::now() >= halfway || group_.somePeerFailed())) {
+    if (!aborted && (error_->read() != 0 || Clock::now() >= halfway || group_.somePeerFailed())) {
       error_->abort();
       aborted = true;
     }

@@ -16,8 +16,10 @@ c10::intrusive_ptr<c10d::Work> GpuPath::other(const char* op, algo::GpuRoute rou
                                               const std::vector<at::Tensor*>& outputs) {
   if (coalescing_ && route != algo::GpuRoute::kVendor) {
     (void)endCoalescing();  // what the batch held so far still runs
-    TORCH_CHECK_VALUE(false, "xccl ", op, " cannot be part of a coalesced batch with CUDA "
-                      "tensors (", reason, "); the batch was closed");
+    TORCH_CHECK_VALUE(false, "xccl ", op,
+                      " cannot be part of a coalesced batch with CUDA "
+                      "tensors (",
+                      reason, "); the batch was closed");
   }
   if (route == algo::GpuRoute::kVendor) {
     c10d::Backend* vendor = vendorGroup(op);
@@ -36,8 +38,8 @@ c10d::Backend* GpuPath::vendorGroup(const char* op) {
     vendorTried_ = true;
     if (VendorFactory factory = vendorFactory()) {
       auto store = c10::make_intrusive<c10d::PrefixStore>("xccl/vendor/", group_.store());
-      vendor_ = factory(store, group_.getRank(), group_.getSize(), group_.timeout(),
-                        group_.groupName());
+      vendor_ =
+          factory(store, group_.getRank(), group_.getSize(), group_.timeout(), group_.groupName());
     }
     if (!vendor_) {
       XCCL_WARN("backend", "no vendor library (NCCL/RCCL) in this torch: GPU collectives "
@@ -50,7 +52,8 @@ c10d::Backend* GpuPath::vendorGroup(const char* op) {
 void GpuPath::checkVendorCapturable(const char* op, bool captured) const {
   // NCCL sets up its communicator (device memory, a store exchange) at the group's first
   // collective, which a capture cannot hold: refuse rather than break the capture.
-  TORCH_CHECK(!captured || vendorUsedEagerly_, "xccl ", op, ": this call takes the vendor route "
+  TORCH_CHECK(!captured || vendorUsedEagerly_, "xccl ", op,
+              ": this call takes the vendor route "
               "(NCCL/RCCL), whose first collective sets up its communicator and cannot run "
               "during CUDA graph capture; run the same collectives once before capturing (a "
               "warm-up iteration), as torch.cuda.graph's documentation recommends");
@@ -73,8 +76,9 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaVendor(const char* op, c10d::Backend&
 c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call,
                                                 const std::vector<at::Tensor*>& args,
                                                 const std::vector<at::Tensor*>& outputs) {
-  TORCH_CHECK(!capturing(device_), "xccl ", op, ": this call would go through host memory, which "
-                            "cannot be captured in a CUDA graph");
+  TORCH_CHECK(!capturing(device_), "xccl ", op,
+              ": this call would go through host memory, which "
+              "cannot be captured in a CUDA graph");
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   std::lock_guard<std::timed_mutex> issue(issueMutex_);
   GpuStream current = currentGpuStream(device_);
@@ -115,8 +119,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op,
-                                             at::Tensor output,
+c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op, at::Tensor output,
                                              const std::function<void()>& body) {
   const bool captured = capturing(device_);
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
@@ -126,8 +129,8 @@ c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op,
   body();  // nothing, one copy or one scaling, on the caller's stream; never the workspace
   std::shared_ptr<CudaEvent> done = events_->take();
   checkCuda(XCCL_RT(EventRecord)(done->get(), current.stream()), "cudaEventRecord");
-  return c10::make_intrusive<GpuWork>(group_.getRank(), type, op, current.unwrap(), done,
-                                      captured, std::vector<at::Tensor>{output}, error_);
+  return c10::make_intrusive<GpuWork>(group_.getRank(), type, op, current.unwrap(), done, captured,
+                                      std::vector<at::Tensor>{output}, error_);
 }
 
 }  // namespace xccl::backend

@@ -58,8 +58,8 @@ Side::WorkPtr GpuPath::allgather_coalesced(std::vector<std::vector<at::Tensor>>&
 Side::WorkPtr GpuPath::gather(std::vector<std::vector<at::Tensor>>& outputs,
                               std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   return withoutKernel(
-      "gather", [&](auto& b) { return b.gather(outputs, inputs, opts); },
-      pointers(outputs, inputs), pointers(outputs));
+      "gather", [&](auto& b) { return b.gather(outputs, inputs, opts); }, pointers(outputs, inputs),
+      pointers(outputs));
 }
 
 #if XCCL_TORCH_HAS_GATHER_INTO_TENSOR
@@ -88,8 +88,8 @@ Side::WorkPtr GpuPath::alltoall(std::vector<at::Tensor>& outputs, std::vector<at
 
 // A send only reads its tensor: nothing to copy back on the host route.
 Side::WorkPtr GpuPath::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
-  return withoutKernel(
-      "send", [&](auto& b) { return b.send(tensors, dstRank, tag); }, pointers(tensors), {});
+  return withoutKernel("send", [&](auto& b) { return b.send(tensors, dstRank, tag); },
+                       pointers(tensors), {});
 }
 
 Side::WorkPtr GpuPath::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {

@@ -57,8 +57,7 @@ namespace xccl::backend {
 #define XCCL_TORCH_GPU(hip, cuda) cuda
 #endif
 using GpuStream = XCCL_TORCH_GPU(c10::hip::HIPStreamMasqueradingAsCUDA, c10::cuda::CUDAStream);
-using GpuDeviceGuard =
-    XCCL_TORCH_GPU(c10::hip::HIPGuardMasqueradingAsCUDA, c10::cuda::CUDAGuard);
+using GpuDeviceGuard = XCCL_TORCH_GPU(c10::hip::HIPGuardMasqueradingAsCUDA, c10::cuda::CUDAGuard);
 inline GpuStream gpuStreamFromPool(bool highPriority, c10::DeviceIndex device) {
   return XCCL_TORCH_GPU(c10::hip::getStreamFromPoolMasqueradingAsCUDA,
                         c10::cuda::getStreamFromPool)(highPriority, device);
@@ -69,9 +68,9 @@ inline GpuStream currentGpuStream(c10::DeviceIndex device) {
 }
 #undef XCCL_TORCH_GPU
 
-// Whether `device`'s current stream (-1: the current device's) is capturing a graph. Asked of the runtime rather than of
-// torch's c10::cuda::currentStreamCaptureStatusMayInitCtx, whose header and namespace change with
-// the hipify version like the names above; the answer is the same (torch asks
+// Whether `device`'s current stream (-1: the current device's) is capturing a graph. Asked of the
+// runtime rather than of torch's c10::cuda::currentStreamCaptureStatusMayInitCtx, whose header and
+// namespace change with the hipify version like the names above; the answer is the same (torch asks
 // cudaStreamIsCapturing of the current stream too).
 inline bool currentStreamCapturing(c10::DeviceIndex device = -1) {
   XCCL_RT(StreamCaptureStatus) status = XCCL_RT(StreamCaptureStatusNone);

@@ -1,5 +1,5 @@
-#include "backend/gpu_stream.h"
 #include "backend/gpu_work.h"
+#include "backend/gpu_stream.h"
 
 #include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
@@ -58,8 +58,9 @@ GpuWork::GpuWork(int rank, c10d::OpType opType, const char* opName, c10::Stream 
       captured_(captured),
       outputs_(std::move(outputs)),
       error_(std::move(error)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{device_})) {
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                   std::vector<c10::Device>{device_})) {
   // The future records its own event on the current stream: make that the comm stream, so
   // callbacks and consumers wait for the collective, not for whatever the caller runs next.
   c10::StreamGuard guard(comm);

@@ -50,9 +50,11 @@ PYBIND11_MODULE(_C, m) {
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("options"),
            py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("options", [](ProcessGroupXccl& pg) {
-        return c10::static_intrusive_pointer_cast<Options>(pg.getBackendOptions());
-      })
+      .def_property_readonly("options",
+                             [](ProcessGroupXccl& pg) {
+                               return c10::static_intrusive_pointer_cast<Options>(
+                                   pg.getBackendOptions());
+                             })
       .def_property_readonly("shm_segment", &ProcessGroupXccl::shmSegmentName,
                              "Name this rank's shared-memory segment had in /dev/shm (unlinked "
                              "at creation); empty without one")
@@ -70,12 +72,13 @@ PYBIND11_MODULE(_C, m) {
         }
         // Held with the GIL taken for its last release: the factory may outlive any thread
         // that holds the GIL (it is dropped at exit, or when replaced).
-        auto held = std::shared_ptr<py::object>(new py::object(std::move(factory)), [](py::object* f) {
-          if (Py_IsInitialized()) {
-            py::gil_scoped_acquire gil;
-            delete f;
-          }
-        });
+        auto held =
+            std::shared_ptr<py::object>(new py::object(std::move(factory)), [](py::object* f) {
+              if (Py_IsInitialized()) {
+                py::gil_scoped_acquire gil;
+                delete f;
+              }
+            });
         setVendorFactory([held](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                 std::chrono::milliseconds timeout, const std::string& groupName) {
           py::gil_scoped_acquire gil;
@@ -94,9 +97,9 @@ PYBIND11_MODULE(_C, m) {
         for (ErrorKind k : {ErrorKind::kInternal, ErrorKind::kInvalidArgument, ErrorKind::kTimeout,
                             ErrorKind::kPeerFailure, ErrorKind::kSystem, ErrorKind::kAborted}) {
           if (kind != errorKindName(k)) continue;
-          auto work = c10::make_intrusive<XcclWork>(0, c10d::OpType::UNKNOWN, "test", 0,
-                                                    std::vector<at::Tensor>{},
-                                                    std::chrono::seconds(10));
+          auto work =
+              c10::make_intrusive<XcclWork>(0, c10d::OpType::UNKNOWN, "test", 0,
+                                            std::vector<at::Tensor>{}, std::chrono::seconds(10));
           work->fail(k, message);
           return c10::intrusive_ptr<c10d::Work>(work);
         }

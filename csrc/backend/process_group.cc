@@ -65,8 +65,8 @@ const topo::Topology& thisMachine() {
   return machine;
 }
 
-ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                   int size, c10::intrusive_ptr<Options> options)
+ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                   c10::intrusive_ptr<Options> options)
     : c10d::Backend(rank, size), options_(std::move(options)), store_(store) {
   TORCH_CHECK_VALUE(options_, "xccl: options must not be None");
   TORCH_CHECK_VALUE(size >= 1 && rank >= 0 && rank < size, "xccl: bad rank ", rank,
@@ -130,7 +130,8 @@ void ProcessGroupXccl::checkUsable(const char* opName) const {
   if (!brokenReason_.empty()) {
     throwTorchError(ErrorKind::kAborted, std::string("xccl ") + opName +
                                              ": the process group is unusable after an earlier "
-                                             "failure: " + brokenReason_);
+                                             "failure: " +
+                                             brokenReason_);
   }
 }
 
@@ -163,7 +164,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(c10d::OpType type, cons
         std::lock_guard<std::mutex> guard(stateMutex_);
         if (!brokenReason_.empty()) {
           throw Error(ErrorKind::kAborted, "the process group is unusable after an earlier "
-                                           "failure: " + brokenReason_);
+                                           "failure: " +
+                                               brokenReason_);
         }
       }
       algo::Context ctx{*transport_, seq, what, net::Clock::now() + timeout, tunables_};
@@ -211,8 +213,8 @@ std::string ProcessGroupXccl::diagnoseTimeout(uint64_t seq, std::chrono::millise
     if (!replies[peer].empty() && replies[peer][0] == '!') {
       failed.push_back(std::to_string(peer));
     } else if (replies[peer].empty() ||
-        std::sscanf(replies[peer].c_str(), "%" SCNu64 " %" SCNu64 " %63s", &entered, &completed,
-                    op) != 3) {
+               std::sscanf(replies[peer].c_str(), "%" SCNu64 " %" SCNu64 " %63s", &entered,
+                           &completed, op) != 3) {
       silent.push_back(std::to_string(peer));
     } else if (entered < seq) {
       notEntered.push_back(std::to_string(peer) + " (last entered #" + std::to_string(entered) +
@@ -227,10 +229,12 @@ std::string ProcessGroupXccl::diagnoseTimeout(uint64_t seq, std::chrono::millise
     return out;
   };
   std::string text = ". Diagnosis:";
-  if (!notEntered.empty()) text += " rank(s) " + join(notEntered) + " never entered #" + std::to_string(seq) + ";";
+  if (!notEntered.empty())
+    text += " rank(s) " + join(notEntered) + " never entered #" + std::to_string(seq) + ";";
   if (!waiting.empty()) text += " rank(s) " + join(waiting) + " were waiting in it too;";
   if (!failed.empty()) text += " rank(s) " + join(failed) + " had already failed or given up;";
-  if (!silent.empty()) text += " rank(s) " + join(silent) + " did not answer a status query (dead or frozen process);";
+  if (!silent.empty())
+    text += " rank(s) " + join(silent) + " did not answer a status query (dead or frozen process);";
   if (notEntered.empty() && silent.empty() && failed.empty()) {
     text += " every rank entered it (a slow or stuck peer link?)";
   }
@@ -285,7 +289,8 @@ void ProcessGroupXccl::shutdown() {
   if (executor_) executor_->stopWorker();
   {
     std::lock_guard<std::mutex> guard(gpuMutex_);
-    if (gpu_) gpu_->shutdown(std::min<std::chrono::milliseconds>(timeout(), std::chrono::seconds(30)));
+    if (gpu_)
+      gpu_->shutdown(std::min<std::chrono::milliseconds>(timeout(), std::chrono::seconds(30)));
     gpu_.reset();
   }
   segment_.reset();

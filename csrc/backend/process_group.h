@@ -6,11 +6,11 @@
 // thread (ValueError, nothing sent) and hands it to enqueue(), which gives it the next sequence
 // number and runs it on the Executor over the group's transports: a shared-memory segment when
 // every rank is on one host, segments per host plus TCP between hosts for all_reduce of groups
-// spanning hosts (process_group_shm.cc), else TCP; algo::Runner runs what algo::planCpu plans per call (algo/cpu_plan.h).
-// Point-to-point always uses TCP. The GPU side (gpu_side.h), created by the first call on CUDA
-// tensors, runs kernels or the vendor library, or calls the CPU side with host copies.
-// A communication failure or timeout aborts the TCP transport, which tells every peer (their
-// shared-memory waits see it through peerAlive), and leaves this group unusable (like NCCL);
+// spanning hosts (process_group_shm.cc), else TCP; algo::Runner runs what algo::planCpu plans per
+// call (algo/cpu_plan.h). Point-to-point always uses TCP. The GPU side (gpu_side.h), created by the
+// first call on CUDA tensors, runs kernels or the vendor library, or calls the CPU side with host
+// copies. A communication failure or timeout aborts the TCP transport, which tells every peer
+// (their shared-memory waits see it through peerAlive), and leaves this group unusable (like NCCL);
 // argument errors leave it usable.
 #pragma once
 
@@ -23,11 +23,11 @@
 #include <mutex>
 
 #include "algo/context.h"
-#include "algo/runner.h"
 #include "algo/cpu_plan.h"
+#include "algo/runner.h"
 #include "backend/compat.h"
-#include "backend/executor.h"
 #include "backend/cpu_side.h"
+#include "backend/executor.h"
 #include "backend/gpu_side.h"
 #include "backend/work.h"
 #include "net/shm/segment.h"
@@ -61,9 +61,9 @@ class ProcessGroupXccl : public c10d::Backend {
   void setTimeout(std::chrono::milliseconds timeout) override;
   void setSequenceNumberForGroup() override {}  // sequence numbers start at 0 on every rank
   uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
-  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
-                                          const std::vector<int>& ranks,
-                                          const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
+  c10::intrusive_ptr<c10d::Backend> split(
+      const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+      const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
   void abort() override;
   void shutdown() override;
   // The name this rank's shared-memory segment had (already unlinked; the host's segment in a
@@ -96,9 +96,9 @@ class ProcessGroupXccl : public c10d::Backend {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
-      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
@@ -115,8 +115,8 @@ class ProcessGroupXccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                 const c10d::ReduceScatterOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::ReduceScatterOptions& opts) override;
@@ -185,8 +185,8 @@ class ProcessGroupXccl : public c10d::Backend {
   algo::Tunables tunables_;
   std::unique_ptr<net::Transport> transport_;
   std::unique_ptr<net::shm::Segment> segment_;  // one host; null otherwise
-  std::unique_ptr<net::Hierarchy> hierarchy_;   // several hosts sharing memory per host
-  net::shm::PeerAlive alive_;                   // peerAlive() for every shared-memory wait
+  std::unique_ptr<net::Hierarchy> hierarchy_;  // several hosts sharing memory per host
+  net::shm::PeerAlive alive_;  // peerAlive() for every shared-memory wait
   std::unique_ptr<Executor> executor_;
   // The sides. The GPU side calls the CPU side (host route): declared after it, destroyed first.
   std::unique_ptr<CpuSide> cpu_;
@@ -194,7 +194,7 @@ class ProcessGroupXccl : public c10d::Backend {
   std::unique_ptr<GpuSide> gpu_;
   std::atomic<uint64_t> seq_{0};
   // Progress, readable from the transport's progress thread without locks.
-  std::atomic<uint64_t> entered_{0};    // sequence number of the last collective started
+  std::atomic<uint64_t> entered_{0};  // sequence number of the last collective started
   std::atomic<uint64_t> completed_{0};  // ... and of the last one finished (either way)
   std::atomic<const char*> enteredOp_{"none"};
 

@@ -12,7 +12,8 @@ void ProcessGroupXccl::addToBatchLocked(const c10::intrusive_ptr<XcclWork>& work
                                         const char* opName) {
   dropClosedGpuBatchLocked();
   if (!coalescing_) return;
-  TORCH_CHECK_VALUE(!gpuCoalescing_, "xccl ", opName, ": a coalesced batch (batch_isend_irecv) "
+  TORCH_CHECK_VALUE(!gpuCoalescing_, "xccl ", opName,
+                    ": a coalesced batch (batch_isend_irecv) "
                     "mixes CPU and CUDA tensors; use one device per batch");
   coalesced_.push_back(work);
 }
@@ -67,9 +68,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::endCoalescing() {
   for (auto& w : works) {
     for (auto& t : w->outputs()) outputs.push_back(t);
   }
-  auto group = c10::make_intrusive<XcclWork>(rank_, c10d::OpType::COALESCED, "coalesced",
-                                             seq_.load(), outputs,
-                                             effectiveTimeout(c10d::kUnsetTimeout));
+  auto group =
+      c10::make_intrusive<XcclWork>(rank_, c10d::OpType::COALESCED, "coalesced", seq_.load(),
+                                    outputs, effectiveTimeout(c10d::kUnsetTimeout));
   if (works.empty()) {
     group->succeed();
     return group;

@@ -32,7 +32,8 @@ VendorFactory vendorFactory() {
 
 #if !XCCL_WITH_CUDA
 std::unique_ptr<GpuSide> makeGpuSide(ProcessGroupXccl&, Side&, int device) {
-  C10_THROW_ERROR(ValueError, c10::str("xccl: got a tensor on cuda:", device, ", but this build "
+  C10_THROW_ERROR(ValueError, c10::str("xccl: got a tensor on cuda:", device,
+                                       ", but this build "
                                        "of xccl has no CUDA support (it was built against a "
                                        "CPU-only torch or without a CUDA compiler; see the "
                                        "README)"));
@@ -71,7 +72,8 @@ GpuSide& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const ch
     if (opensBatch && !coalesced_.empty()) {
       coalescing_ = false;
       coalesced_.clear();
-      TORCH_CHECK_VALUE(false, "xccl ", opName, ": a coalesced batch (batch_isend_irecv) mixes "
+      TORCH_CHECK_VALUE(false, "xccl ", opName,
+                        ": a coalesced batch (batch_isend_irecv) mixes "
                         "CPU and CUDA tensors; use one device per batch");
     }
   }

@@ -61,8 +61,7 @@ WorkPtr ProcessGroupXccl::allgather_coalesced(std::vector<std::vector<at::Tensor
 }
 
 WorkPtr ProcessGroupXccl::gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                 std::vector<at::Tensor>& inputs,
-                                 const c10d::GatherOptions& opts) {
+                                 std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   return side(pointers(outputs, inputs), "gather").gather(outputs, inputs, opts);
 }
 
@@ -113,9 +112,7 @@ WorkPtr ProcessGroupXccl::alltoall(std::vector<at::Tensor>& outputs,
   return side(pointers(outputs, inputs), "alltoall").alltoall(outputs, inputs, opts);
 }
 
-WorkPtr ProcessGroupXccl::barrier(const c10d::BarrierOptions& opts) {
-  return cpu_->barrier(opts);
-}
+WorkPtr ProcessGroupXccl::barrier(const c10d::BarrierOptions& opts) { return cpu_->barrier(opts); }
 
 WorkPtr ProcessGroupXccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   return side(pointers(tensors), "send").send(tensors, dstRank, tag);

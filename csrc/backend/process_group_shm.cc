@@ -33,8 +33,8 @@ void ProcessGroupXccl::setUpSharedMemory(net::Store& store) {
   }
   // Asked for (XCCL_SHM_DISABLE) or expected (one rank per host) is worth an info line; a host
   // whose /dev/shm cannot hold the segment deserves a warning: it silently costs speed.
-  const std::string text = group + "shared memory unavailable (" + why + "; across hosts: " +
-                           whyNot + "); its collectives use TCP";
+  const std::string text = group + "shared memory unavailable (" + why +
+                           "; across hosts: " + whyNot + "); its collectives use TCP";
   if (options.disabled || why.find("different hosts") != std::string::npos) {
     XCCL_INFO("backend", text);
   } else {

@@ -30,11 +30,11 @@ std::optional<DataType> mapScalarType(at::ScalarType type) {
 void checkTensor(const at::Tensor& tensor, const char* op, const char* what, c10::Device home) {
   TORCH_CHECK_VALUE(tensor.defined(), "xccl ", op, ": ", what, " is undefined");
   if (!home.is_cpu()) {
-    TORCH_CHECK_VALUE(tensor.device() == home, "xccl ", op, ": ", what, " is on ",
-                      tensor.device(), " but this group's GPU collectives run on cuda:",
+    TORCH_CHECK_VALUE(tensor.device() == home, "xccl ", op, ": ", what, " is on ", tensor.device(),
+                      " but this group's GPU collectives run on cuda:",
                       static_cast<int>(home.index()), " (one device per process group)");
-    TORCH_CHECK_VALUE(tensor.layout() == at::kStrided && tensor.is_contiguous(), "xccl ", op,
-                      ": ", what, " must be a dense contiguous tensor");
+    TORCH_CHECK_VALUE(tensor.layout() == at::kStrided && tensor.is_contiguous(), "xccl ", op, ": ",
+                      what, " must be a dense contiguous tensor");
     return;
   }
   TORCH_CHECK_VALUE(tensor.layout() == at::kStrided, "xccl ", op, ": ", what,
@@ -45,10 +45,9 @@ void checkTensor(const at::Tensor& tensor, const char* op, const char* what, c10
   TORCH_CHECK_VALUE(tensor.is_contiguous(), "xccl ", op, ": ", what, " must be contiguous");
 }
 
-const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op,
-                         c10::Device home) {
-  TORCH_CHECK_VALUE(tensors.size() == 1, "xccl ", op,
-                    " takes exactly one tensor per process, got ", tensors.size());
+const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op, c10::Device home) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "xccl ", op, " takes exactly one tensor per process, got ",
+                    tensors.size());
   checkTensor(tensors[0], op, "tensor", home);
   return tensors[0];
 }
@@ -56,8 +55,8 @@ const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op,
 void checkSameShapeAndType(const at::Tensor& a, const at::Tensor& b, const char* op) {
   TORCH_CHECK_VALUE(a.scalar_type() == b.scalar_type(), "xccl ", op, ": dtype mismatch (",
                     a.scalar_type(), " vs ", b.scalar_type(), ")");
-  TORCH_CHECK_VALUE(a.numel() == b.numel(), "xccl ", op, ": size mismatch (", a.numel(),
-                    " vs ", b.numel(), " elements)");
+  TORCH_CHECK_VALUE(a.numel() == b.numel(), "xccl ", op, ": size mismatch (", a.numel(), " vs ",
+                    b.numel(), " elements)");
 }
 
 void checkSameDtype(const at::Tensor& input, const at::Tensor& output, const char* op) {
@@ -146,8 +145,10 @@ GpuReduce toGpuReduce(const c10d::ReduceOp& op, const char* opName, int device) 
     if (supplement != nullptr && supplement->tensor_factor.defined() &&
         supplement->tensor_factor.is_cuda()) {
       const at::Tensor& factor = supplement->tensor_factor;
-      TORCH_CHECK_VALUE(factor.numel() == 1, "xccl ", opName, ": PREMUL_SUM's factor must hold "
-                        "one element, got ", factor.numel());
+      TORCH_CHECK_VALUE(factor.numel() == 1, "xccl ", opName,
+                        ": PREMUL_SUM's factor must hold "
+                        "one element, got ",
+                        factor.numel());
       GpuReduce reduce{{ReduceOp::kPreMulSum, std::nullopt}, {}};
       // On the caller's stream, which the comm stream waits on: capturable, no host sync.
       reduce.deviceFactor =
@@ -166,7 +167,8 @@ ElementView reduceView(const at::Tensor& tensor, const ReduceSpec& spec, const c
   const bool complex = tensor.is_complex();
   TORCH_CHECK_VALUE(!complex || spec.op == ReduceOp::kSum || spec.op == ReduceOp::kAvg ||
                         spec.op == ReduceOp::kPreMulSum,
-                    "xccl ", op, ": ", reduceOpName(spec.op), " is not defined for complex tensors");
+                    "xccl ", op, ": ", reduceOpName(spec.op),
+                    " is not defined for complex tensors");
   TORCH_CHECK_VALUE(reduceOpSupported(spec.op, *type), "xccl ", op, ": ", reduceOpName(spec.op),
                     " is not defined for dtype ", tensor.scalar_type());
   return {*type, static_cast<size_t>(tensor.numel()) * (complex ? 2 : 1)};

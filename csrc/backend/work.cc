@@ -12,8 +12,9 @@ XcclWork::XcclWork(int rank, c10d::OpType opType, const char* profilingTitle, ui
       seq_(seq),
       outputs_(std::move(outputs)),
       timeout_(timeout),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
 
 bool XcclWork::wait(std::chrono::milliseconds timeout) {
   // The operation reports its own timeout; the margin covers the report reaching us.
@@ -44,9 +45,7 @@ void XcclWork::succeed() {
   finish();
 }
 
-void XcclWork::fail(ErrorKind kind, const std::string& message) {
-  fail(torchError(kind, message));
-}
+void XcclWork::fail(ErrorKind kind, const std::string& message) { fail(torchError(kind, message)); }
 
 void XcclWork::fail(std::exception_ptr error) {
   future_->setError(error);

@@ -205,9 +205,9 @@ std::optional<std::string> canonical(const Variable& var, const std::string& val
     }
     case Kind::kInteger: {
       const std::optional<int64_t> n = parseInteger(value);
-      *why = !n                       ? "not an integer"
-             : *n < var.min           ? "below the minimum"
-             : *n > var.max           ? "above the maximum"
+      *why = !n                         ? "not an integer"
+             : *n < var.min             ? "below the minimum"
+             : *n > var.max             ? "above the maximum"
              : *n % var.multipleOf != 0 ? "not a multiple"
                                         : nullptr;
       if (*why != nullptr) return std::nullopt;
@@ -226,8 +226,8 @@ std::optional<std::string> canonical(const Variable& var, const std::string& val
 
 // What checkValue throws and checkAll lists: names the variable, its value and what it accepts.
 std::string problem(const Variable& var, const std::string& value, const char* why) {
-  return detail::concat(var.name, "='", value, "' is invalid (", why, "): ", var.name,
-                        " accepts ", describeAccepted(var));
+  return detail::concat(var.name, "='", value, "' is invalid (", why, "): ", var.name, " accepts ",
+                        describeAccepted(var));
 }
 
 // The raw effective value of `var`, read from the environment once per process.

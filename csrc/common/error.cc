@@ -31,7 +31,8 @@ void throwError(ErrorKind kind, const char* file, int line, const std::string& m
 }
 
 void throwSystemError(const char* file, int line, const std::string& what, int err) {
-  throwError(ErrorKind::kSystem, file, line, concat(what, ": ", errnoText(err), " (errno ", err, ")"));
+  throwError(ErrorKind::kSystem, file, line,
+             concat(what, ": ", errnoText(err), " (errno ", err, ")"));
 }
 
 }  // namespace detail

@@ -56,25 +56,25 @@ std::string errnoText(int err);
   ::xccl::detail::throwError((kind), __FILE__, __LINE__, ::xccl::detail::concat(__VA_ARGS__))
 
 // Internal invariant: a failure is a bug in xccl.
-#define XCCL_CHECK(cond, ...)                                                          \
-  do {                                                                                 \
-    if (!(cond)) XCCL_THROW(::xccl::ErrorKind::kInternal, "check failed: " #cond ": ", \
-                            ##__VA_ARGS__);                                            \
+#define XCCL_CHECK(cond, ...)                                                               \
+  do {                                                                                      \
+    if (!(cond))                                                                            \
+      XCCL_THROW(::xccl::ErrorKind::kInternal, "check failed: " #cond ": ", ##__VA_ARGS__); \
   } while (0)
 
 // Argument validation: a failure is the caller's mistake and becomes ValueError.
-#define XCCL_CHECK_ARG(cond, ...)                                         \
-  do {                                                                    \
+#define XCCL_CHECK_ARG(cond, ...)                                                \
+  do {                                                                           \
     if (!(cond)) XCCL_THROW(::xccl::ErrorKind::kInvalidArgument, ##__VA_ARGS__); \
   } while (0)
 
 // Runs a system call expression, retrying while it fails with EINTR; throws kSystem on any other
 // failure (a negative result). Evaluates to the call's result.
-#define XCCL_SYSCHECK(call, what)                                               \
-  ([&]() {                                                                      \
-    for (;;) {                                                                  \
-      auto xccl_rc_ = (call);                                                   \
-      if (xccl_rc_ >= 0) return xccl_rc_;                                       \
+#define XCCL_SYSCHECK(call, what)                                                              \
+  ([&]() {                                                                                     \
+    for (;;) {                                                                                 \
+      auto xccl_rc_ = (call);                                                                  \
+      if (xccl_rc_ >= 0) return xccl_rc_;                                                      \
       if (errno != EINTR) ::xccl::detail::throwSystemError(__FILE__, __LINE__, (what), errno); \
-    }                                                                           \
+    }                                                                                          \
   }())

@@ -12,7 +12,7 @@
 
 namespace xccl {
 
-constexpr int kGpuMaxRanks = 8;    // ranks of one node joined by NVLink/xGMI
+constexpr int kGpuMaxRanks = 8;  // ranks of one node joined by NVLink/xGMI
 constexpr int kGpuMaxBlocks = 80;  // blocks of one launch; aiter uses 80 on MI300X, vLLM 36
 // One 128-byte row of per-peer flags per block (kernels::FlagRow); rows are padded to 128 bytes
 // so that writers of different blocks do not contend for one line.
@@ -22,8 +22,8 @@ constexpr size_t kGpuFlagAreaBytes = kGpuMaxBlocks * kGpuFlagRowBytes;
 // Reductions the kernels implement: float32, float16 and bfloat16 with SUM, AVG, PREMUL_SUM, MIN
 // and MAX (fp32 accumulation). The copy collectives move bytes, so every dtype.
 inline bool gpuKernelReduces(DataType dtype, ReduceOp op) {
-  const bool typeOk = dtype == DataType::kFloat32 || dtype == DataType::kFloat16 ||
-                      dtype == DataType::kBFloat16;
+  const bool typeOk =
+      dtype == DataType::kFloat32 || dtype == DataType::kFloat16 || dtype == DataType::kBFloat16;
   const bool opOk = op == ReduceOp::kSum || op == ReduceOp::kAvg || op == ReduceOp::kPreMulSum ||
                     op == ReduceOp::kMin || op == ReduceOp::kMax;
   return typeOk && opOk;

@@ -77,11 +77,11 @@ inline gpuError_t gpuFreeHost(void* p) { return XCCL_RT_NAMED(hipHostFree, cudaF
 
 // Runs a CUDA/HIP runtime call and throws xccl::Error(kInternal) with the runtime's text when it
 // fails. Never exits.
-#define XCCL_GPU_CHECK(call)                                                              \
-  do {                                                                                    \
-    const ::xccl::gpuError_t xccl_gpu_rc_ = (call);                                       \
-    if (xccl_gpu_rc_ != ::xccl::gpuSuccess) {                                             \
-      XCCL_THROW(::xccl::ErrorKind::kInternal, #call, " failed: ",                        \
-                 ::xccl::gpuGetErrorString(xccl_gpu_rc_));                                \
-    }                                                                                     \
+#define XCCL_GPU_CHECK(call)                                            \
+  do {                                                                  \
+    const ::xccl::gpuError_t xccl_gpu_rc_ = (call);                     \
+    if (xccl_gpu_rc_ != ::xccl::gpuSuccess) {                           \
+      XCCL_THROW(::xccl::ErrorKind::kInternal, #call,                   \
+                 " failed: ", ::xccl::gpuGetErrorString(xccl_gpu_rc_)); \
+    }                                                                   \
   } while (0)

@@ -17,11 +17,11 @@ void setRankOnce(int rank);
 
 }  // namespace xccl::log
 
-#define XCCL_LOG(level, subsystem, ...)                                                   \
-  do {                                                                                    \
-    if (::xccl::log::enabled(level)) {                                                    \
-      ::xccl::log::write((level), (subsystem), ::xccl::detail::concat(__VA_ARGS__));       \
-    }                                                                                     \
+#define XCCL_LOG(level, subsystem, ...)                                              \
+  do {                                                                               \
+    if (::xccl::log::enabled(level)) {                                               \
+      ::xccl::log::write((level), (subsystem), ::xccl::detail::concat(__VA_ARGS__)); \
+    }                                                                                \
   } while (0)
 #define XCCL_WARN(subsystem, ...) XCCL_LOG(::xccl::log::Level::kWarn, subsystem, __VA_ARGS__)
 #define XCCL_INFO(subsystem, ...) XCCL_LOG(::xccl::log::Level::kInfo, subsystem, __VA_ARGS__)

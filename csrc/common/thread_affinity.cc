@@ -61,8 +61,7 @@ bool pinCurrentThread(const std::vector<int>& cpus) {
   }
   // With pid 0, sched_setaffinity applies to the calling thread only, not the whole process.
   if (::sched_setaffinity(0, size, set.get()) != 0) {
-    XCCL_WARN("affinity", "pinning to CPUs ", formatCpuList(target), " failed: ",
-              errnoText(errno));
+    XCCL_WARN("affinity", "pinning to CPUs ", formatCpuList(target), " failed: ", errnoText(errno));
     return false;
   }
   return true;

@@ -50,8 +50,8 @@ constexpr size_t elementSize(DataType type) {
 }
 
 constexpr bool isFloating(DataType type) {
-  return type == DataType::kFloat32 || type == DataType::kFloat64 ||
-         type == DataType::kFloat16 || type == DataType::kBFloat16;
+  return type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kFloat16 ||
+         type == DataType::kBFloat16;
 }
 
 // Which collective a message belongs to. It travels beside the collective's sequence number

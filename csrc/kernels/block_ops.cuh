@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/elements.cuh"
 #include "kernels/partition.h"
 #include "kernels/plan.h"
-#include "kernels/elements.cuh"
 
 namespace xccl::kernels {
 

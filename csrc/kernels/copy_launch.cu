@@ -9,8 +9,8 @@ namespace {
 void launchCopy(const DeviceHandle& handle, void* output, size_t chunkBytes, size_t srcOffset,
                 int sources, int root, bool gather, const LaunchShape& shape, void* stream) {
   const CopyGrid grid = copyGrid(chunkBytes, sources, shape);
-  const CopyParams params{handle, output, chunkBytes, srcOffset, sources, root,
-                          grid.partsPerSource, gather};
+  const CopyParams params{handle,  output, chunkBytes,          srcOffset,
+                          sources, root,   grid.partsPerSource, gather};
   pullCopyKernel<<<grid.blocks, kThreadsPerBlock, 0, static_cast<gpuStream_t>(stream)>>>(params);
   XCCL_GPU_CHECK(gpuGetLastError());
 }

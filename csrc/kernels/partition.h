@@ -69,8 +69,7 @@ XCCL_HOST_DEVICE inline VectorSplit splitForVectors(int misalignment, size_t cou
 // Two-shot all-reduce: the slice of the count elements that `rank` reduces (stage 1) and that
 // every rank then gathers from it (stage 2). Vector-granular, so slices of an aligned buffer stay
 // aligned; with fewer vectors than ranks the high ranks get empty slices.
-XCCL_HOST_DEVICE inline Range twoShotSlice(size_t count, int worldSize, int rank,
-                                           size_t elemSize) {
+XCCL_HOST_DEVICE inline Range twoShotSlice(size_t count, int worldSize, int rank, size_t elemSize) {
   return splitEven(count, static_cast<size_t>(worldSize), static_cast<size_t>(rank),
                    kVectorBytes / elemSize);
 }

@@ -56,8 +56,8 @@ bool rangesOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes) {
 namespace {
 
 void validateHandle(const DeviceHandle& h) {
-  XCCL_CHECK_ARG(h.worldSize >= 1 && h.worldSize <= kMaxRanks, "GPU kernels support 1..",
-                 kMaxRanks, " ranks, got ", h.worldSize);
+  XCCL_CHECK_ARG(h.worldSize >= 1 && h.worldSize <= kMaxRanks, "GPU kernels support 1..", kMaxRanks,
+                 " ranks, got ", h.worldSize);
   XCCL_CHECK_ARG(h.rank >= 0 && h.rank < h.worldSize, "rank ", h.rank, " outside world of ",
                  h.worldSize);
   for (int p = 0; p < h.worldSize; ++p) {
@@ -139,8 +139,8 @@ void validate(const ReduceScatterArgs& a) {
   const size_t chunk = a.count * elementSize(a.dtype);
   const void* own = a.handle.buffers[a.handle.rank];
   const void* inPlace = bytesOf(own, a.handle.rank * chunk);
-  XCCL_CHECK_ARG(a.output == inPlace || !rangesOverlap(a.output, chunk, own,
-                                                      chunk * a.handle.worldSize),
+  XCCL_CHECK_ARG(a.output == inPlace ||
+                     !rangesOverlap(a.output, chunk, own, chunk * a.handle.worldSize),
                  "reduce-scatter output overlaps this rank's input other than its own chunk");
 }
 
@@ -190,8 +190,8 @@ std::string describeDeviceError(uint32_t word) {
     text += std::string(" (no signal from rank") + (missing > 1 ? "s " : " ") + peers + ")";
   }
   const uint32_t unknown = word & ~(kErrorTimeout | kErrorAborted | kErrorPeerMask);
-  if (unknown != 0) text += (text.empty() ? "" : "; ") + std::string("unknown bits ") +
-                            std::to_string(unknown);
+  if (unknown != 0)
+    text += (text.empty() ? "" : "; ") + std::string("unknown bits ") + std::to_string(unknown);
   return text;
 }
 

@@ -88,8 +88,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock) twoShotKernel(ReduceParams p
 #pragma unroll 1
   for (int j = 0; j < W; ++j) {
     const int s = (rank + j) % W;  // start at a different peer on every rank: spread the links
-    const Range part = blockPart(twoShotSlice(p.count, W, s, sizeof(T)), gridDim.x, blockIdx.x,
-                                 sizeof(T));
+    const Range part =
+        blockPart(twoShotSlice(p.count, W, s, sizeof(T)), gridDim.x, blockIdx.x, sizeof(T));
     const char* src = static_cast<const char*>(p.handle.buffers[s]) + part.begin * sizeof(T);
     char* dst = static_cast<char*>(p.output) + part.begin * sizeof(T);
     if (src != dst) copyRange(src, dst, part.size() * sizeof(T));

@@ -23,11 +23,11 @@ void launchAllReduce(const AllReduceArgs& args, void* stream) {
   if (args.count == 0) return;
   const ReduceSpec spec = reduceSpec(args.dtype, args.op, args.preMulFactor, args.handle.worldSize);
   const size_t bytes = args.count * elementSize(args.dtype);
-  const ReduceLaunch launch{
-      ReduceParams{args.handle, args.output, args.count, 0, spec.preMul, spec.postDiv,
-                   args.preMulFactorOnDevice},
-      reduceGridBlocks(bytes, args.shape), args.algorithm == Algorithm::kTwoShot,
-      static_cast<gpuStream_t>(stream)};
+  const ReduceLaunch launch{ReduceParams{args.handle, args.output, args.count, 0, spec.preMul,
+                                         spec.postDiv, args.preMulFactorOnDevice},
+                            reduceGridBlocks(bytes, args.shape),
+                            args.algorithm == Algorithm::kTwoShot,
+                            static_cast<gpuStream_t>(stream)};
   dispatchReduce(args.dtype, spec.kind, args.handle.worldSize, launch);
 }
 
@@ -37,10 +37,10 @@ void launchReduceScatter(const ReduceScatterArgs& args, void* stream) {
   const ReduceSpec spec = reduceSpec(args.dtype, args.op, args.preMulFactor, args.handle.worldSize);
   const size_t srcOffset = static_cast<size_t>(args.handle.rank) * args.count;
   const size_t bytes = args.count * elementSize(args.dtype);
-  const ReduceLaunch launch{
-      ReduceParams{args.handle, args.output, args.count, srcOffset, spec.preMul, spec.postDiv,
-                   args.preMulFactorOnDevice},
-      reduceGridBlocks(bytes, args.shape), false, static_cast<gpuStream_t>(stream)};
+  const ReduceLaunch launch{ReduceParams{args.handle, args.output, args.count, srcOffset,
+                                         spec.preMul, spec.postDiv, args.preMulFactorOnDevice},
+                            reduceGridBlocks(bytes, args.shape), false,
+                            static_cast<gpuStream_t>(stream)};
   dispatchReduce(args.dtype, spec.kind, args.handle.worldSize, launch);
 }
 

@@ -133,8 +133,8 @@ std::string settingsMismatch(const std::vector<Settings>& byRank) {
 
 void agreeOnSettings(Store& store, const std::string& key, int rank, int size,
                      const Settings& settings, std::chrono::milliseconds timeout) {
-  XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "agreeOnSettings: bad rank ", rank,
-                 " of ", size);
+  XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "agreeOnSettings: bad rank ", rank, " of ",
+                 size);
   const std::vector<Bytes> all =
       Bootstrap(store, "", rank, size, timeout).allGather(key, encodeSettings(settings));
   std::vector<Settings> byRank;

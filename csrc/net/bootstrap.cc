@@ -106,8 +106,8 @@ std::vector<std::string> Bootstrap::allGather(const std::string& key,
 }
 
 Bytes Bootstrap::broadcast(const std::string& key, int root, const Bytes& value) const {
-  XCCL_CHECK_ARG(root >= 0 && root < size_, "bootstrap broadcast '", keyOf(key, -1),
-                 "': bad root ", root, " of ", size_);
+  XCCL_CHECK_ARG(root >= 0 && root < size_, "bootstrap broadcast '", keyOf(key, -1), "': bad root ",
+                 root, " of ", size_);
   if (rank_ == root) {
     store_.set(keyOf(key, -1), value);
     return value;

@@ -41,8 +41,8 @@ std::unique_ptr<Hierarchy> Hierarchy::create(Store& store, Transport& tcp,
     local.hostIdentity = identity;
     const int localRank =
         static_cast<int>(std::find(h->local_.begin(), h->local_.end(), rank) - h->local_.begin());
-    h->segment_ = shm::Segment::create(store, localRank, static_cast<int>(h->local_.size()),
-                                       local, &failure);
+    h->segment_ =
+        shm::Segment::create(store, localRank, static_cast<int>(h->local_.size()), local, &failure);
     if (!h->segment_) failure = "host '" + identity + "': " + failure;
   }
   const Agreement built = bootstrap.agree("built", failure);

@@ -25,8 +25,8 @@ std::vector<int> Hosts::ranksOn(int host) const {
 std::vector<int> Hosts::leaders() const {
   std::vector<int> leaders;
   for (int host = 0; host < count(); ++host) {
-    leaders.push_back(static_cast<int>(std::find(hostOf.begin(), hostOf.end(), host) -
-                                       hostOf.begin()));
+    leaders.push_back(
+        static_cast<int>(std::find(hostOf.begin(), hostOf.end(), host) - hostOf.begin()));
   }
   return leaders;
 }

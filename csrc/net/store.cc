@@ -15,7 +15,9 @@ void MemoryStore::set(const std::string& key, const Bytes& value) {
 Bytes MemoryStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   bool found = changed_.wait_for(lock, timeout, [&] { return values_.count(key) != 0; });
-  if (!found) XCCL_THROW(ErrorKind::kTimeout, "store key '", key, "' not set within ", timeout.count(), " ms");
+  if (!found)
+    XCCL_THROW(ErrorKind::kTimeout, "store key '", key, "' not set within ", timeout.count(),
+               " ms");
   return values_[key];
 }
 

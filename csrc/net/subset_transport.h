@@ -20,8 +20,7 @@ class SubsetTransport final : public Transport {
   // and timeouts name real ranks.
   RequestPtr isend(int peer, MessageTag tag, const void* data, size_t bytes,
                    Completion onDone) override;
-  RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes,
-                   Completion onDone) override;
+  RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes, Completion onDone) override;
   bool peerFailed(int peer, std::string* why) override;
   // The inner transport's answers of the members, in subset order.
   std::vector<std::string> queryStatus(Deadline deadline) override;

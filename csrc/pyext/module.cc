@@ -30,9 +30,9 @@ PyObject* raise() {
   try {
     throw;
   } catch (const Error& error) {
-    PyErr_SetString(
-        error.kind() == ErrorKind::kInvalidArgument ? PyExc_ValueError : PyExc_RuntimeError,
-        error.what());
+    PyErr_SetString(error.kind() == ErrorKind::kInvalidArgument ? PyExc_ValueError
+                                                                : PyExc_RuntimeError,
+                    error.what());
   } catch (const std::exception& error) {
     PyErr_SetString(PyExc_RuntimeError, error.what());
   }

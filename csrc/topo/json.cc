@@ -167,10 +167,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       char c = text_[pos_++];
       code <<= 4;
-      if (c >= '0' && c <= '9') code |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') code |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') code |= static_cast<uint32_t>(c - 'A' + 10);
-      else fail("bad \\u escape");
+      if (c >= '0' && c <= '9')
+        code |= static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        code |= static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        code |= static_cast<uint32_t>(c - 'A' + 10);
+      else
+        fail("bad \\u escape");
     }
     return code;
   }

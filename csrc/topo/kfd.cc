@@ -51,9 +51,9 @@ std::string gfxArchName(int64_t gfxTargetVersion) {
 
 std::vector<KfdGpuNode> readKfdGpuNodes(const Sysfs& sysfs) {
   std::vector<std::string> names = sysfs.list(kKfdNodes);
-  names.erase(
-      std::remove_if(names.begin(), names.end(), [](const auto& n) { return !isNumber(n); }),
-      names.end());
+  names.erase(std::remove_if(names.begin(), names.end(),
+                             [](const auto& n) { return !isNumber(n); }),
+              names.end());
   std::sort(names.begin(), names.end(),
             [](const std::string& a, const std::string& b) { return std::stoi(a) < std::stoi(b); });
   std::vector<KfdGpuNode> nodes;
@@ -74,8 +74,8 @@ std::vector<KfdGpuNode> readKfdGpuNodes(const Sysfs& sysfs) {
     node.busId = busId;
     node.arch = gfxArchName(get(properties, "gfx_target_version"));
     for (const std::string& bank : sysfs.list(dir + "/mem_banks")) {
-      node.memoryBytes += get(readProperties(sysfs, dir + "/mem_banks/" + bank + "/properties"),
-                              "size_in_bytes");
+      node.memoryBytes +=
+          get(readProperties(sysfs, dir + "/mem_banks/" + bank + "/properties"), "size_in_bytes");
     }
     for (const std::string& link : sysfs.list(dir + "/io_links")) {
       auto values = readProperties(sysfs, dir + "/io_links/" + link + "/properties");

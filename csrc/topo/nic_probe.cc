@@ -27,9 +27,9 @@ void placeOnPci(const Sysfs& sysfs, const std::string& devicePath, const Topolog
   PciDevice device = readPciDevice(sysfs, nic.pciBusId);
   // The device path may run on below the function (".../0000:00:03.0/virtio2"); keep the
   // function's own path so it compares with GPU paths.
-  nic.pciPath = device.path.empty() ? devicePath.substr(0, devicePath.find(nic.pciBusId) +
-                                                               nic.pciBusId.size())
-                                    : device.path;
+  nic.pciPath = device.path.empty()
+                    ? devicePath.substr(0, devicePath.find(nic.pciBusId) + nic.pciBusId.size())
+                    : device.path;
   nic.numaNode = device.numaNode >= 0 ? device.numaNode : numaNodeFromCpus(topology, device.cpus);
   nic.cpus = device.cpus;
   if (device.vendor == kVendorAmazon && nic.kind != NicKind::kEthernet) nic.kind = NicKind::kEfa;
@@ -81,8 +81,8 @@ void probeRdma(const Sysfs& sysfs, Topology& topology, std::set<std::string>& cl
       nic.netdev = netdevOfPort(sysfs, hca, port);
       if (!nic.netdev.empty()) {
         claimedNetdevs.insert(nic.netdev);
-        nic.mtu = static_cast<int>(
-            sysfs.readInt("/sys/class/net/" + nic.netdev + "/mtu").value_or(0));
+        nic.mtu =
+            static_cast<int>(sysfs.readInt("/sys/class/net/" + nic.netdev + "/mtu").value_or(0));
       }
       placeOnPci(sysfs, devicePath, topology, nic);
       topology.nics.push_back(std::move(nic));

@@ -123,8 +123,8 @@ std::vector<int> parseCpuList(const std::string& text) {
   size_t start = 0;
   while (start < list.size()) {
     size_t comma = list.find(',', start);
-    std::string item = trim(list.substr(start, comma == std::string::npos ? std::string::npos
-                                                                           : comma - start));
+    std::string item =
+        trim(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     start = comma == std::string::npos ? list.size() : comma + 1;
     if (item.empty()) continue;
     size_t dash = item.find('-');
@@ -158,8 +158,8 @@ std::string pciBusIdFromDevicePath(const std::string& devicePath) {
   size_t start = 0;
   while (start <= devicePath.size()) {
     size_t slash = devicePath.find('/', start);
-    std::string part = devicePath.substr(
-        start, slash == std::string::npos ? std::string::npos : slash - start);
+    std::string part =
+        devicePath.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
     if (isPciBusId(part)) found = part;
     if (slash == std::string::npos) break;
     start = slash + 1;

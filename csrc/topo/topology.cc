@@ -32,8 +32,9 @@ const char* enumName(const std::pair<Enum, const char*> (&table)[N], Enum value)
   return "?";
 }
 
-const std::pair<GpuVendor, const char*> kVendorNames[] = {
-    {GpuVendor::kNvidia, "nvidia"}, {GpuVendor::kAmd, "amd"}, {GpuVendor::kOther, "other"}};
+const std::pair<GpuVendor, const char*> kVendorNames[] = {{GpuVendor::kNvidia, "nvidia"},
+                                                          {GpuVendor::kAmd, "amd"},
+                                                          {GpuVendor::kOther, "other"}};
 const std::pair<LinkType, const char*> kLinkNames[] = {{LinkType::kNvlink, "nvlink"},
                                                        {LinkType::kNvswitch, "nvswitch"},
                                                        {LinkType::kXgmi, "xgmi"},
@@ -206,9 +207,8 @@ void validate(const Topology& topology) {
   const int gpuCount = static_cast<int>(topology.gpus.size());
   std::set<std::pair<int, int>> pairs;
   for (const GpuLink& link : topology.gpuLinks) {
-    XCCL_CHECK_ARG(link.gpuA >= 0 && link.gpuB < gpuCount && link.gpuA < link.gpuB,
-                   "GPU link [", link.gpuA, ", ", link.gpuB, "] does not name two of the ",
-                   gpuCount, " GPUs");
+    XCCL_CHECK_ARG(link.gpuA >= 0 && link.gpuB < gpuCount && link.gpuA < link.gpuB, "GPU link [",
+                   link.gpuA, ", ", link.gpuB, "] does not name two of the ", gpuCount, " GPUs");
     XCCL_CHECK_ARG(pairs.emplace(link.gpuA, link.gpuB).second, "GPU link [", link.gpuA, ", ",
                    link.gpuB, "] is listed twice");
     XCCL_CHECK_ARG(link.count >= 0 && link.bandwidthGBps >= 0, "GPU link [", link.gpuA, ", ",

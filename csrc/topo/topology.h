@@ -22,8 +22,8 @@ enum class GpuVendor { kNvidia, kAmd, kOther };
 enum class LinkType {
   kNvlink,    // direct NVLink between the two GPUs (bridges, DGX-1-style hybrid cube mesh)
   kNvswitch,  // both GPUs reach an NVSwitch fabric: every pair gets full per-GPU NVLink bandwidth
-  kXgmi,      // direct AMD xGMI (Infinity Fabric) links
-  kPcie,      // no GPU interconnect: peer traffic crosses PCIe (and maybe the CPU interconnect)
+  kXgmi,  // direct AMD xGMI (Infinity Fabric) links
+  kPcie,  // no GPU interconnect: peer traffic crosses PCIe (and maybe the CPU interconnect)
 };
 
 // How the PCIe path between two devices runs, in the vocabulary of `nvidia-smi topo -m` and NCCL
@@ -32,28 +32,28 @@ enum class LinkType {
 enum class PciPath { kPix, kPxb, kPhb, kNode, kSys, kUnknown };
 
 enum class NicKind {
-  kEthernet,    // a netdev without RDMA (TCP only)
+  kEthernet,  // a netdev without RDMA (TCP only)
   kInfiniband,  // an RDMA port with link layer InfiniBand
-  kRoce,        // an RDMA port with link layer Ethernet
-  kEfa,         // AWS Elastic Fabric Adapter (libfabric "efa" provider, not IB verbs for NCCL)
-  kOther,       // an RDMA device of some other kind
+  kRoce,  // an RDMA port with link layer Ethernet
+  kEfa,  // AWS Elastic Fabric Adapter (libfabric "efa" provider, not IB verbs for NCCL)
+  kOther,  // an RDMA device of some other kind
 };
 
 struct NumaNode {
   int id = 0;
   std::vector<int> cpus;
   std::vector<int> distances;  // the SLIT row, indexed like Topology::numaNodes; 10 = local
-  int64_t memoryBytes = 0;     // 0 when unknown
+  int64_t memoryBytes = 0;  // 0 when unknown
 };
 
 struct Gpu {
   int index = 0;  // position in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID and HIP agree)
   GpuVendor vendor = GpuVendor::kOther;
-  std::string name;      // "NVIDIA H100 80GB HBM3", "AMD Instinct MI300X"; may be ""
-  std::string arch;      // "sm90", "gfx942"; may be ""
+  std::string name;  // "NVIDIA H100 80GB HBM3", "AMD Instinct MI300X"; may be ""
+  std::string arch;  // "sm90", "gfx942"; may be ""
   std::string pciBusId;  // "0000:18:00.0"
-  std::string pciPath;   // below /sys/devices: "pci0000:15/0000:15:01.0/.../0000:18:00.0"
-  int numaNode = -1;     // -1: unknown (VMs, single-node boxes)
+  std::string pciPath;  // below /sys/devices: "pci0000:15/0000:15:01.0/.../0000:18:00.0"
+  int numaNode = -1;  // -1: unknown (VMs, single-node boxes)
   std::vector<int> cpus;  // local_cpulist of its PCI function; may be empty
   int64_t memoryBytes = 0;
   int nvswitchLinks = 0;  // active NVLinks that end at an NVSwitch
@@ -74,7 +74,7 @@ struct GpuLink {
 struct Nic {
   std::string name;  // RDMA device ("mlx5_0", "efa_0") or netdev ("eth0")
   NicKind kind = NicKind::kEthernet;
-  int port = 0;        // RDMA port number; 0 for plain netdevs
+  int port = 0;  // RDMA port number; 0 for plain netdevs
   std::string netdev;  // the netdev of an RDMA port ("ib0"), or the name itself for netdevs
   std::string driver;  // kernel driver ("mlx5_core", "virtio_net"); may be ""
   std::string pciBusId;
@@ -82,7 +82,7 @@ struct Nic {
   int numaNode = -1;
   std::vector<int> cpus;
   int64_t speedMbps = -1;  // -1 when unknown (virtio reports none)
-  bool up = false;         // netdev operstate "up", or RDMA port state ACTIVE
+  bool up = false;  // netdev operstate "up", or RDMA port state ACTIVE
   int mtu = 0;
   bool isVirtual = false;  // no backing device (bridges, veth, bonds, tunnels)
   std::vector<std::string> addresses;  // IPv4/IPv6 addresses of the netdev, when probed
@@ -103,8 +103,8 @@ struct Topology {
 
 struct DiscoverOptions {
   bool useVendorLibraries = true;  // dlopen NVML and amdsmi when present
-  bool probeAddresses = true;      // getifaddrs(): the running host only, not a fake root
-  std::string hostName;            // "" means gethostname()
+  bool probeAddresses = true;  // getifaddrs(): the running host only, not a fake root
+  std::string hostName;  // "" means gethostname()
 };
 
 // The running machine: loads XCCL_TOPO_FILE when set instead of probing, then writes the result

@@ -1,7 +1,7 @@
 """xccl: a collective-communication backend for torch.distributed.
 
-    import xccl
-    torch.distributed.init_process_group(backend="xccl")
+import xccl
+torch.distributed.init_process_group(backend="xccl")
 """
 
 # Platform defaults go into os.environ before torch (and through it any GPU runtime or NCCL)
@@ -16,7 +16,8 @@ import torch  # noqa: E402,F401  (loads libtorch before the extension that links
 
 from xccl import _C  # noqa: E402
 from xccl._C import Options  # noqa: E402
-from xccl._registration import BACKEND_NAME, install as _install  # noqa: E402
+from xccl._registration import BACKEND_NAME  # noqa: E402
+from xccl._registration import install as _install  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["BACKEND_NAME", "Options", "ProcessGroupXccl", "__version__"]

@@ -15,5 +15,6 @@ def autoload() -> None:
     try:
         import xccl  # noqa: F401  (registers the backend)
     except Exception as err:  # noqa: BLE001 - import torch must survive any failure here
-        warnings.warn(f"xccl: not registered at torch import ({err}); `import xccl` to retry",
-                      stacklevel=2)
+        warnings.warn(
+            f"xccl: not registered at torch import ({err}); `import xccl` to retry", stacklevel=2
+        )

@@ -60,47 +60,76 @@ def _run_bench(argv: list) -> int:
     except ModuleNotFoundError as error:
         if error.name != module:
             raise  # bench exists but one of its own imports is missing: show that
-        sys.stderr.write("xccl bench: the benchmark module (xccl.bench) is not part of this "
-                         "installation\n")
+        sys.stderr.write(
+            "xccl bench: the benchmark module (xccl.bench) is not part of this installation\n"
+        )
         return 2
     return bench.main(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m xccl",
-                                     description="xccl: topology, environment and health checks")
+    parser = argparse.ArgumentParser(
+        prog="python -m xccl", description="xccl: topology, environment and health checks"
+    )
     commands = parser.add_subparsers(dest="command", metavar="command")
     commands.required = True
 
     topo = commands.add_parser("topo", help="print the machine topology xccl discovered")
     topo.add_argument("--json", action="store_true", help="print the JSON (docs/topology.md)")
-    topo.add_argument("--dump", metavar="FILE", help="also write the JSON to FILE (usable as "
-                                                     "XCCL_TOPO_FILE)")
-    topo.add_argument("--file", metavar="FILE", help="read a topology JSON file instead of "
-                                                     "discovering")
+    topo.add_argument(
+        "--dump", metavar="FILE", help="also write the JSON to FILE (usable as XCCL_TOPO_FILE)"
+    )
+    topo.add_argument(
+        "--file", metavar="FILE", help="read a topology JSON file instead of discovering"
+    )
     topo.set_defaults(func=_cmd_topo)
 
-    env = commands.add_parser("env", help="show the environment defaults xccl set, left alone, "
-                                          "or skipped, and why")
+    env = commands.add_parser(
+        "env", help="show the environment defaults xccl set, left alone, or skipped, and why"
+    )
     env.add_argument("--all", action="store_true", help="also list what xccl never sets")
     env.add_argument("--json", action="store_true", help="machine-readable output")
-    env.add_argument("--platform", choices=None, metavar="NAME",
-                     help="preview another platform's table (nvidia, nvidia_multinode, aws_efa, "
-                          "amd_mi300x, amd_mi250, cpu)")
+    env.add_argument(
+        "--platform",
+        choices=None,
+        metavar="NAME",
+        help="preview another platform's table (nvidia, nvidia_multinode, aws_efa, "
+        "amd_mi300x, amd_mi250, cpu)",
+    )
     env.set_defaults(func=_cmd_env)
 
-    plan = commands.add_parser("plan", help="print the route and algorithm xccl takes per "
-                                            "collective and message size, and why")
-    plan.add_argument("--device", default="cuda", choices=("cpu", "cuda"),
-                      help="plan for CPU or CUDA tensors (default cuda; needs no GPU)")
-    plan.add_argument("--topo", metavar="FILE", help="plan for this topology JSON instead of "
-                                                     "this machine's")
-    plan.add_argument("--world", type=int, metavar="N", help="ranks in the group (default: one "
-                                                             "per GPU per host; cpu: 4 per host)")
-    plan.add_argument("--hosts", type=int, default=1, metavar="H",
-                      help="hosts the ranks are spread over, evenly (default 1)")
-    plan.add_argument("sizes", nargs="*", metavar="SIZE",
-                      help="message sizes (4096, 64K, 1MiB; default 1 KiB to 1 GiB, x4)")
+    plan = commands.add_parser(
+        "plan",
+        help="print the route and algorithm xccl takes per collective and message size, and why",
+    )
+    plan.add_argument(
+        "--device",
+        default="cuda",
+        choices=("cpu", "cuda"),
+        help="plan for CPU or CUDA tensors (default cuda; needs no GPU)",
+    )
+    plan.add_argument(
+        "--topo", metavar="FILE", help="plan for this topology JSON instead of this machine's"
+    )
+    plan.add_argument(
+        "--world",
+        type=int,
+        metavar="N",
+        help="ranks in the group (default: one per GPU per host; cpu: 4 per host)",
+    )
+    plan.add_argument(
+        "--hosts",
+        type=int,
+        default=1,
+        metavar="H",
+        help="hosts the ranks are spread over, evenly (default 1)",
+    )
+    plan.add_argument(
+        "sizes",
+        nargs="*",
+        metavar="SIZE",
+        help="message sizes (4096, 64K, 1MiB; default 1 KiB to 1 GiB, x4)",
+    )
     plan.set_defaults(func=_cmd_plan)
 
     doctor = commands.add_parser("doctor", help="check this host and self-test the backend")
@@ -108,8 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     doctor.add_argument("--no-selftest", action="store_true", help="host checks only")
     doctor.add_argument("--timeout", type=float, default=45.0, help="self-test bound, seconds")
-    doctor.add_argument("--topology-file", metavar="FILE",
-                        help="check this topology JSON instead of discovering")
+    doctor.add_argument(
+        "--topology-file", metavar="FILE", help="check this topology JSON instead of discovering"
+    )
     doctor.set_defaults(func=_cmd_doctor)
 
     # Listed for --help; main() hands everything after "bench" to xccl.bench untouched.

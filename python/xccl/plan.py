@@ -13,12 +13,23 @@ import json
 import os
 import re
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
-          "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+}
 
 
 def parse_size(text: str) -> int:
-    """"4096", "64K", "1MiB", "2g": bytes (binary units); raises ValueError otherwise."""
+    """ "4096", "64K", "1MiB", "2g": bytes (binary units); raises ValueError otherwise."""
     match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
@@ -51,8 +62,13 @@ def default_world(device: str, hosts: int, topology_file: str | None) -> int:
     return 4 * hosts
 
 
-def plan_rows(device: str, world: int, hosts: int = 1, sizes: list[int] | None = None,
-              topology_file: str | None = None) -> list[tuple[str, int, str, str, str]]:
+def plan_rows(
+    device: str,
+    world: int,
+    hosts: int = 1,
+    sizes: list[int] | None = None,
+    topology_file: str | None = None,
+) -> list[tuple[str, int, str, str, str]]:
     """(collective, bytes, route, algorithm, reason) rows; raises ValueError for bad input."""
     from xccl import _C  # the compiled extension (imports torch)
 
@@ -78,8 +94,10 @@ def main(args) -> int:
     world = args.world or default_world(args.device, args.hosts, args.topo)
     rows = plan_rows(args.device, world, args.hosts, sizes, args.topo)
     where = f"topology {args.topo}" if args.topo else "this machine's topology"
-    print(f"xccl plan: {args.device}, {world} ranks on {args.hosts} host"
-          f"{'s' if args.hosts > 1 else ''}, {where}; bytes in nccl-tests' convention "
-          "(all_gather: output; reduce_scatter, all_to_all: input)")
+    print(
+        f"xccl plan: {args.device}, {world} ranks on {args.hosts} host"
+        f"{'s' if args.hosts > 1 else ''}, {where}; bytes in nccl-tests' convention "
+        "(all_gather: output; reduce_scatter, all_to_all: input)"
+    )
     print(format_table(rows))
     return 0

@@ -108,29 +108,40 @@ def format_topology(source: str | dict) -> str:
     nodes = topo["numaNodes"]
     cpus = topo.get("cpus", "")
     count = _cpu_count(cpus)
-    out.append(f"CPU: {topo.get('cpuModel') or '?'}; {count} online CPUs ({cpus or '?'}); "
-               f"{len(nodes)} NUMA node{'s' if len(nodes) != 1 else ''}")
+    out.append(
+        f"CPU: {topo.get('cpuModel') or '?'}; {count} online CPUs ({cpus or '?'}); "
+        f"{len(nodes)} NUMA node{'s' if len(nodes) != 1 else ''}"
+    )
     for node in nodes:
         distances = node.get("distances") or []
         far = f", distances {' '.join(map(str, distances))}" if len(distances) > 1 else ""
-        out.append(f"  NUMA {node['id']}: CPUs {node.get('cpus') or '?'}, "
-                   f"memory {_bytes(node.get('memoryBytes', 0))}{far}")
+        out.append(
+            f"  NUMA {node['id']}: CPUs {node.get('cpus') or '?'}, "
+            f"memory {_bytes(node.get('memoryBytes', 0))}{far}"
+        )
 
     gpus = topo["gpus"]
     if not gpus:
         out.append("GPUs: none")
     else:
-        names = sorted({f"{g.get('name') or g.get('vendor', '?')} ({g.get('arch') or '?'})"
-                        for g in gpus})
+        names = sorted(
+            {f"{g.get('name') or g.get('vendor', '?')} ({g.get('arch') or '?'})" for g in gpus}
+        )
         out.append(f"GPUs: {len(gpus)}x {', '.join(names)}; GPU links: {link_class(topo)}")
         for g in gpus:
             near = nearest_nics(topo, g["index"])
-            nic = ", ".join(f"{topo['nics'][i]['name']} ({gpu_nic_path(topo, g['index'], i)})"
-                            for i in near) or "none"
+            nic = (
+                ", ".join(
+                    f"{topo['nics'][i]['name']} ({gpu_nic_path(topo, g['index'], i)})" for i in near
+                )
+                or "none"
+            )
             switch = f", NVSwitch links {g['nvswitchLinks']}" if g.get("nvswitchLinks") else ""
-            out.append(f"  GPU{g['index']}: {g.get('pciBusId') or '?'}"
-                       f"  NUMA {_numa(g.get('numaNode'))}  CPUs {g.get('cpus') or '?'}"
-                       f"  {_bytes(g.get('memoryBytes', 0))}{switch}  nearest NIC: {nic}")
+            out.append(
+                f"  GPU{g['index']}: {g.get('pciBusId') or '?'}"
+                f"  NUMA {_numa(g.get('numaNode'))}  CPUs {g.get('cpus') or '?'}"
+                f"  {_bytes(g.get('memoryBytes', 0))}{switch}  nearest NIC: {nic}"
+            )
 
     nics = topo["nics"]
     if not nics:
@@ -142,17 +153,21 @@ def format_topology(source: str | dict) -> str:
             netdev = f" ({n['netdev']})" if n.get("netdev") and n.get("netdev") != n["name"] else ""
             where = "virtual" if n.get("virtual") else f"PCI {n.get('pciBusId') or '?'}"
             addresses = f"  {', '.join(n['addresses'])}" if n.get("addresses") else ""
-            out.append(f"  NIC{i} {n['name']}{port}{netdev}: {n.get('kind', '?')}, "
-                       f"{'up' if n.get('up') else 'DOWN'}, {_speed(n.get('speedMbps', -1))}, "
-                       f"mtu {n.get('mtu') or '?'}, {where}, NUMA {_numa(n.get('numaNode'))}, "
-                       f"driver {n.get('driver') or '?'}{addresses}")
+            out.append(
+                f"  NIC{i} {n['name']}{port}{netdev}: {n.get('kind', '?')}, "
+                f"{'up' if n.get('up') else 'DOWN'}, {_speed(n.get('speedMbps', -1))}, "
+                f"mtu {n.get('mtu') or '?'}, {where}, NUMA {_numa(n.get('numaNode'))}, "
+                f"driver {n.get('driver') or '?'}{addresses}"
+            )
 
     if len(gpus) > 1 or (gpus and nics):
         out.append("")
         out.extend(_matrix(topo))
-        out.append("Legend: X self; NV# NVLink x#; NS# through NVSwitch with # links; XG# xGMI "
-                   "x#; PIX one PCIe switch; PXB several bridges; PHB host bridge; NODE same "
-                   "NUMA node; SYS across NUMA nodes")
+        out.append(
+            "Legend: X self; NV# NVLink x#; NS# through NVSwitch with # links; XG# xGMI "
+            "x#; PIX one PCIe switch; PXB several bridges; PHB host bridge; NODE same "
+            "NUMA node; SYS across NUMA nodes"
+        )
     return "\n".join(out)
 
 
@@ -175,8 +190,11 @@ def _matrix(topo: dict) -> list:
     for g in gpus:
         cells = []
         for h in gpus:
-            cells.append("X" if h["index"] == g["index"] else
-                         _link_code(find_link(topo, g["index"], h["index"])))
+            cells.append(
+                "X"
+                if h["index"] == g["index"]
+                else _link_code(find_link(topo, g["index"], h["index"]))
+            )
         cells += [gpu_nic_path(topo, g["index"], i) for i in nic_index]
         rows.append((f"GPU{g['index']}".ljust(7) + "".join(c.ljust(width) for c in cells)).rstrip())
     return rows
@@ -185,7 +203,7 @@ def _matrix(topo: dict) -> list:
 def main(args) -> int:
     """Implements the `topo` subcommand (arguments parsed by xccl.cli)."""
     if args.file:
-        with open(args.file, "r", encoding="utf-8") as f:
+        with open(args.file, encoding="utf-8") as f:
             text = f.read()
     else:
         try:

@@ -66,8 +66,12 @@ def rank_input(dtype: torch.dtype, n: int, rank: int, pattern: str = "sum") -> t
     elif pattern == "bits":
         v = (i * 37 + rank * 101 + 11) % 255
         if signed:
-            v = (v - 127) * {torch.int8: 1, torch.int16: 257, torch.int32: 16777217,
-                             torch.int64: 1099512676353}[dtype]
+            v = (v - 127) * {
+                torch.int8: 1,
+                torch.int16: 257,
+                torch.int32: 16777217,
+                torch.int64: 1099512676353,
+            }[dtype]
         if dtype == torch.bool:
             v = v % 2 == 1
     else:
@@ -108,8 +112,11 @@ class Op:
             if self.name in ("PRODUCT", "MIN", "BAND"):
                 return stacked.all(0)
             return functools.reduce(torch.bitwise_xor, inputs)
-        wide = torch.complex128 if dtype.is_complex else (
-            torch.float64 if dtype.is_floating_point else torch.int64)
+        wide = (
+            torch.complex128
+            if dtype.is_complex
+            else (torch.float64 if dtype.is_floating_point else torch.int64)
+        )
         values = [t.to(wide) for t in inputs]
         if self.name in ("SUM", "AVG"):
             out = functools.reduce(torch.add, values)
@@ -120,9 +127,14 @@ class Op:
         elif self.name == "PREMUL_SUM":
             out = functools.reduce(torch.add, [v * self.factor for v in values])
         else:
-            combine = {"PRODUCT": torch.mul, "MIN": torch.minimum, "MAX": torch.maximum,
-                       "BAND": torch.bitwise_and, "BOR": torch.bitwise_or,
-                       "BXOR": torch.bitwise_xor}[self.name]
+            combine = {
+                "PRODUCT": torch.mul,
+                "MIN": torch.minimum,
+                "MAX": torch.maximum,
+                "BAND": torch.bitwise_and,
+                "BOR": torch.bitwise_or,
+                "BXOR": torch.bitwise_xor,
+            }[self.name]
             out = functools.reduce(combine, values)
         return out.to(dtype)
 
@@ -143,8 +155,9 @@ def ops_for(dtype: torch.dtype) -> list[Op]:
 def expected_reduction(op: Op, dtype: torch.dtype, n: int, world: int) -> torch.Tensor:
     """The reduction over ranks of rank_input(dtype, n, r, op.pattern)."""
     period = min(n, PERIOD)
-    return tile(op.reference([rank_input(dtype, period, r, op.pattern) for r in range(world)],
-                             dtype), n)
+    return tile(
+        op.reference([rank_input(dtype, period, r, op.pattern) for r in range(world)], dtype), n
+    )
 
 
 def gloo_supports(dtype: torch.dtype, op: Op | None = None) -> bool:
@@ -172,8 +185,7 @@ def gloo_group():
     return dist.new_group(backend="gloo")
 
 
-def check_all_reduce(chk: Checker, gloo, op: Op, dtype: torch.dtype, n: int, rank: int,
-                     world: int):
+def check_all_reduce(chk: Checker, gloo, op: Op, dtype: torch.dtype, n: int, rank: int, world: int):
     """all_reduce of rank_input(dtype, n) with `op`: against the exact reduction, and against
     gloo (group `gloo`) where gloo supports the dtype and op."""
     what = f"all_reduce {op.label} {dtype_name(dtype)} n={n}"

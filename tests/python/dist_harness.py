@@ -64,10 +64,20 @@ def _mp_context():
         # Imported once by the server; every rank is a fork of it. torch._dynamo and DTensor
         # (with sympy) are what DDP, functional collectives and torch.testing.assert_close
         # import on first use: ~10 s of CPU per rank otherwise.
-        _context.set_forkserver_preload([
-            "torch", "torch.distributed", "torch._dynamo", "torch.distributed.tensor",
-            "torch.testing", "pytest", "xccl", "dist_harness", "torch.nn.parallel",
-            "torch.distributed.algorithms.ddp_comm_hooks"])
+        _context.set_forkserver_preload(
+            [
+                "torch",
+                "torch.distributed",
+                "torch._dynamo",
+                "torch.distributed.tensor",
+                "torch.testing",
+                "pytest",
+                "xccl",
+                "dist_harness",
+                "torch.nn.parallel",
+                "torch.distributed.algorithms.ddp_comm_hooks",
+            ]
+        )
     return _context
 
 
@@ -133,14 +143,18 @@ class Checker:
                 self.fail(what, f"got {actual!r}, expected {expected!r}")
             return
         if actual.dtype != expected.dtype or actual.shape != expected.shape:
-            self.fail(what, f"got {actual.dtype}{tuple(actual.shape)}, "
-                            f"expected {expected.dtype}{tuple(expected.shape)}")
+            self.fail(
+                what,
+                f"got {actual.dtype}{tuple(actual.shape)}, "
+                f"expected {expected.dtype}{tuple(expected.shape)}",
+            )
             return
         if not torch.equal(actual, expected):
             self.fail(what, _first_difference(actual, expected))
 
-    def close(self, what: str, actual, expected, rtol: float | None = None,
-              atol: float | None = None) -> None:
+    def close(
+        self, what: str, actual, expected, rtol: float | None = None, atol: float | None = None
+    ) -> None:
         """torch.testing.assert_close (its default tolerances per dtype unless given)."""
         self.checks += 1
         try:
@@ -148,8 +162,13 @@ class Checker:
         except AssertionError as e:
             self.fail(what, " ".join(str(e).split())[:500])
 
-    def raises(self, what: str, fn: Callable[[], Any], types=(ValueError, RuntimeError),
-               match: str | None = None) -> BaseException | None:
+    def raises(
+        self,
+        what: str,
+        fn: Callable[[], Any],
+        types=(ValueError, RuntimeError),
+        match: str | None = None,
+    ) -> BaseException | None:
         self.checks += 1
         try:
             fn()
@@ -170,8 +189,10 @@ def _first_difference(actual: torch.Tensor, expected: torch.Tensor) -> str:
         a, e = torch.view_as_real(a).reshape(-1), torch.view_as_real(e).reshape(-1)
     different = (a != e).nonzero().reshape(-1)
     i = int(different[0])
-    return (f"{len(different)} of {a.numel()} elements differ; first at flat index {i}: "
-            f"got {a[i].item()!r}, expected {e[i].item()!r}")
+    return (
+        f"{len(different)} of {a.numel()} elements differ; first at flat index {i}: "
+        f"got {a[i].item()!r}, expected {e[i].item()!r}"
+    )
 
 
 def _write_result(path: str, payload: dict) -> None:
@@ -187,10 +208,11 @@ def transport_cases(tcp_worlds=(3,), hierarchical_worlds=(), worlds=WORLD_SIZES)
     `hierarchical_worlds` on two simulated hosts (ids "4-hierarchical")."""
     import pytest
 
-    return ([pytest.param(w, None, id=str(w)) for w in worlds]
-            + [pytest.param(w, "tcp", id=f"{w}-tcp") for w in tcp_worlds]
-            + [pytest.param(w, "hierarchical", id=f"{w}-hierarchical")
-               for w in hierarchical_worlds])
+    return (
+        [pytest.param(w, None, id=str(w)) for w in worlds]
+        + [pytest.param(w, "tcp", id=f"{w}-tcp") for w in tcp_worlds]
+        + [pytest.param(w, "hierarchical", id=f"{w}-hierarchical") for w in hierarchical_worlds]
+    )
 
 
 def default_transport() -> str:
@@ -216,8 +238,21 @@ def device_index(placement: str, rank: int) -> int:
     raise ValueError(f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)}")
 
 
-def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_options, env,
-           started, transport, placement):
+def _entry(
+    fn,
+    rank,
+    world_size,
+    args,
+    workdir,
+    port,
+    init,
+    pg_timeout,
+    pg_options,
+    env,
+    started,
+    transport,
+    placement,
+):
     """Runs in the rank's process."""
     log = os.open(os.path.join(workdir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT, 0o644)
     os.dup2(log, 1)
@@ -240,15 +275,22 @@ def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_optio
         import xccl  # registers the backend
 
         if init:
-            store = dist.TCPStore(HOST, port, is_master=False,
-                                  timeout=timedelta(seconds=pg_timeout + 30))
+            store = dist.TCPStore(
+                HOST, port, is_master=False, timeout=timedelta(seconds=pg_timeout + 30)
+            )
             options = None
             if pg_options is not None:
                 options = xccl.Options()
                 for name, value in pg_options.items():
                     setattr(options, name, value)
-            dist.init_process_group("xccl", store=store, rank=rank, world_size=world_size,
-                                    timeout=timedelta(seconds=pg_timeout), pg_options=options)
+            dist.init_process_group(
+                "xccl",
+                store=store,
+                rank=rank,
+                world_size=world_size,
+                timeout=timedelta(seconds=pg_timeout),
+                pg_options=options,
+            )
             used = group_transport()
             if transport is not None and world_size > 1 and used != transport:
                 raise AssertionError(f"the default group uses {used}, not {transport}")
@@ -260,8 +302,12 @@ def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_optio
             dist.destroy_process_group()
         phases["destroy"] = time.time() - started
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
-        payload = {"error": f"{type(e).__name__}: {e}", "error_type": type(e).__name__,
-                   "traceback": traceback.format_exc(), **payload}
+        payload = {
+            "error": f"{type(e).__name__}: {e}",
+            "error_type": type(e).__name__,
+            "traceback": traceback.format_exc(),
+            **payload,
+        }
     payload["elapsed"] = time.time() - started
     payload["phases"] = phases
     sys.stdout.flush()
@@ -269,14 +315,28 @@ def _entry(fn, rank, world_size, args, workdir, port, init, pg_timeout, pg_optio
     try:
         _write_result(result, payload)
     except Exception as e:  # noqa: BLE001 - an unpicklable value
-        _write_result(result, {"error": f"result not picklable: {e}", "error_type": "PicklingError",
-                               "elapsed": payload["elapsed"]})
+        _write_result(
+            result,
+            {
+                "error": f"result not picklable: {e}",
+                "error_type": "PicklingError",
+                "elapsed": payload["elapsed"],
+            },
+        )
 
 
-def spawn(fn: Callable, world_size: int, *args, timeout: float = 120.0, init: bool = True,
-          pg_timeout: float = 60.0, pg_options: dict | None = None,
-          env: dict | None = None, transport: str | None = None,
-          placement: str | None = None) -> list[Outcome]:
+def spawn(
+    fn: Callable,
+    world_size: int,
+    *args,
+    timeout: float = 120.0,
+    init: bool = True,
+    pg_timeout: float = 60.0,
+    pg_options: dict | None = None,
+    env: dict | None = None,
+    transport: str | None = None,
+    placement: str | None = None,
+) -> list[Outcome]:
     """Runs fn(rank, world_size, *args) on `world_size` fresh processes; never hangs.
 
     `timeout` bounds the whole spawn (wall clock); `pg_timeout` is the default group's timeout
@@ -295,16 +355,36 @@ def spawn(fn: Callable, world_size: int, *args, timeout: float = 120.0, init: bo
     workdir = tempfile.mkdtemp(prefix="xccl-test-")
     store = None
     if init:
-        store = dist.TCPStore(HOST, 0, is_master=True, wait_for_workers=False,
-                              timeout=timedelta(seconds=pg_timeout + 30))
+        store = dist.TCPStore(
+            HOST,
+            0,
+            is_master=True,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=pg_timeout + 30),
+        )
     started = time.time()
     processes = []
     try:
         for rank in range(world_size):
             p = context.Process(
-                target=_entry, name=f"xccl-rank{rank}",
-                args=(fn, rank, world_size, args, workdir, store.port if store else 0, init,
-                      pg_timeout, pg_options, env, started, transport, placement))
+                target=_entry,
+                name=f"xccl-rank{rank}",
+                args=(
+                    fn,
+                    rank,
+                    world_size,
+                    args,
+                    workdir,
+                    store.port if store else 0,
+                    init,
+                    pg_timeout,
+                    pg_options,
+                    env,
+                    started,
+                    transport,
+                    placement,
+                ),
+            )
             p.start()
             processes.append(p)
         deadline = started + timeout
@@ -321,8 +401,9 @@ def spawn(fn: Callable, world_size: int, *args, timeout: float = 120.0, init: bo
                     pass
                 p.kill()
             p.join(10)
-            outcome = Outcome(rank, None if timed_out else p.exitcode,
-                              elapsed=time.time() - started)
+            outcome = Outcome(
+                rank, None if timed_out else p.exitcode, elapsed=time.time() - started
+            )
             path = os.path.join(workdir, f"rank{rank}.pkl")
             if os.path.exists(path):
                 with open(path, "rb") as f:
@@ -358,13 +439,16 @@ def run(fn: Callable, world_size: int, *args, **kwargs) -> list[Any]:
     """spawn() that fails the calling test unless every rank returned; returns their values."""
     outcomes = spawn(fn, world_size, *args, **kwargs)
     if not all(o.ok for o in outcomes):
-        raise AssertionError(f"{fn.__name__} at world size {world_size} failed:\n"
-                             + describe([o for o in outcomes if not o.ok]))
+        raise AssertionError(
+            f"{fn.__name__} at world size {world_size} failed:\n"
+            + describe([o for o in outcomes if not o.ok])
+        )
     return [o.value for o in outcomes]
 
 
-def run_checks(fn: Callable, world_size: int, *args, min_checks: int = 1, name: str = "",
-               **kwargs) -> None:
+def run_checks(
+    fn: Callable, world_size: int, *args, min_checks: int = 1, name: str = "", **kwargs
+) -> None:
     """run() where fn returns a Checker's (failures, checks); fails listing every failure.
     `name` is what the failure calls fn (its __name__ by default)."""
     values = run(fn, world_size, *args, **kwargs)
@@ -372,9 +456,10 @@ def run_checks(fn: Callable, world_size: int, *args, min_checks: int = 1, name: 
     if failures:
         shown = failures[:MAX_REPORTED_FAILURES]
         more = len(failures) - len(shown)
-        raise AssertionError(f"{name or fn.__name__} at world size {world_size}: {len(failures)} "
-                             f"failure(s):\n  " + "\n  ".join(shown)
-                             + (f"\n  ... and {more} more" if more else ""))
+        raise AssertionError(
+            f"{name or fn.__name__} at world size {world_size}: {len(failures)} "
+            f"failure(s):\n  " + "\n  ".join(shown) + (f"\n  ... and {more} more" if more else "")
+        )
     for rank, (_, checks) in enumerate(values):
         assert checks >= min_checks, f"rank {rank} ran only {checks} checks"
 
@@ -391,8 +476,16 @@ def checks_test(cases=WORLD_SIZES, min_checks: int = 1, **kwargs):
 
     def make(body: Callable):
         def test(world_size, transport):
-            run_checks(_checks_body, world_size, body.__module__, body.__name__,
-                       min_checks=min_checks, name=body.__name__, transport=transport, **kwargs)
+            run_checks(
+                _checks_body,
+                world_size,
+                body.__module__,
+                body.__name__,
+                min_checks=min_checks,
+                name=body.__name__,
+                transport=transport,
+                **kwargs,
+            )
 
         test.__name__ = test.__qualname__ = body.__name__
         test.__module__, test.__doc__ = body.__module__, body.__doc__

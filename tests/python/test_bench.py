@@ -27,10 +27,21 @@ KiB, MiB = 1 << 10, 1 << 20
 # Options
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("8", 8), ("4K", 4 * KiB), ("4k", 4 * KiB), ("1M", MiB), ("256M", 256 * MiB),
-    ("1G", 1 << 30), ("64MiB", 64 * MiB), ("2KB", 2 * KiB), ("1.5K", 1536), (" 16 ", 16),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("8", 8),
+        ("4K", 4 * KiB),
+        ("4k", 4 * KiB),
+        ("1M", MiB),
+        ("256M", 256 * MiB),
+        ("1G", 1 << 30),
+        ("64MiB", 64 * MiB),
+        ("2KB", 2 * KiB),
+        ("1.5K", 1536),
+        (" 16 ", 16),
+    ],
+)
 def test_parse_size_accepts_plain_and_suffixed_sizes(text, expected):
     assert options.parse_size(text) == expected
 
@@ -43,7 +54,13 @@ def test_parse_size_rejects_nonsense(text):
 
 def test_format_size_uses_the_largest_exact_unit():
     assert [options.format_size(n) for n in (8, 1023, 4 * KiB, 1536, 32 * MiB, 1 << 30)] == [
-        "8 B", "1023 B", "4 KiB", "1.5 KiB", "32 MiB", "1 GiB"]
+        "8 B",
+        "1023 B",
+        "4 KiB",
+        "1.5 KiB",
+        "32 MiB",
+        "1 GiB",
+    ]
 
 
 def test_size_series_is_geometric_and_never_passes_max():
@@ -72,8 +89,14 @@ def test_defaults_are_all_ops_float32_xccl_against_auto_reference():
 
 
 def test_bad_options_are_usage_errors(capsys):
-    for argv in (["--min", "1M", "--max", "1K"], ["--nranks", "0"], ["--ops", "nope"],
-                 ["--dtype", "complex64"], ["--iters", "0"], ["--factor", "1"]):
+    for argv in (
+        ["--min", "1M", "--max", "1K"],
+        ["--nranks", "0"],
+        ["--ops", "nope"],
+        ["--dtype", "complex64"],
+        ["--iters", "0"],
+        ["--factor", "1"],
+    ):
         with pytest.raises(SystemExit) as stop:
             options.parse_args(argv)
         assert stop.value.code == 2, argv
@@ -103,8 +126,12 @@ def test_bandwidths_are_bytes_over_time_in_gb_per_second():
 
 def test_layout_uses_the_nccl_tests_meaning_of_bytes():
     # all_reduce/broadcast: the buffer; all_gather: the output; reduce_scatter/all_to_all: input.
-    assert method.layout("all_reduce", 64, 4, 4) == {"count": 16, "bytes": 64, "input": 16,
-                                                     "output": 16}
+    assert method.layout("all_reduce", 64, 4, 4) == {
+        "count": 16,
+        "bytes": 64,
+        "input": 16,
+        "output": 16,
+    }
     assert method.layout("all_gather", 64, 4, 4)["input"] == 4
     assert method.layout("all_gather", 64, 4, 4)["output"] == 16
     assert method.layout("reduce_scatter", 64, 4, 4)["output"] == 4
@@ -122,7 +149,11 @@ def test_layout_rounds_chunked_ops_to_whole_chunks_and_skips_empty_ones():
 def test_size_plan_drops_sizes_that_round_to_the_previous_one():
     plan = method.size_plan(["all_reduce", "all_gather"], [8, 12, 16], 4, 3)
     assert [(op, s["bytes"]) for op, s in plan] == [
-        ("all_reduce", 8), ("all_reduce", 12), ("all_reduce", 16), ("all_gather", 12)]
+        ("all_reduce", 8),
+        ("all_reduce", 12),
+        ("all_reduce", 16),
+        ("all_gather", 12),
+    ]
 
 
 def test_percentile_interpolates_like_numpy():
@@ -171,21 +202,40 @@ def test_speedup_and_geomean():
 
 
 def side(name, median, check=None):
-    return {"name": name, "iters": 10, "warmup": 5, "median_us": median, "p10_us": median * 0.9,
-            "p90_us": median * 1.2, "mean_us": median, "min_us": median * 0.8,
-            "max_us": median * 2, "algbw_gbps": 1.5, "busbw_gbps": 1.5, "check": check,
-            "rank_median_us": [median, median]}
+    return {
+        "name": name,
+        "iters": 10,
+        "warmup": 5,
+        "median_us": median,
+        "p10_us": median * 0.9,
+        "p90_us": median * 1.2,
+        "mean_us": median,
+        "min_us": median * 0.8,
+        "max_us": median * 2,
+        "algbw_gbps": 1.5,
+        "busbw_gbps": 1.5,
+        "check": check,
+        "rank_median_us": [median, median],
+    }
 
 
 def record(op, nbytes, mine, theirs=None):
-    return {"op": op, "bytes": nbytes, "count": nbytes // 4, "dtype": "float32", "nranks": 2,
-            "backend": mine, "reference": theirs,
-            "speedup": theirs["median_us"] / mine["median_us"] if theirs else None}
+    return {
+        "op": op,
+        "bytes": nbytes,
+        "count": nbytes // 4,
+        "dtype": "float32",
+        "nranks": 2,
+        "backend": mine,
+        "reference": theirs,
+        "speedup": theirs["median_us"] / mine["median_us"] if theirs else None,
+    }
 
 
-RECORDS = [record("all_reduce", 8, side("xccl", 10.0, "PASS"), side("gloo", 400.0, "PASS")),
-           record("all_reduce", 32 * MiB, side("xccl", 40000.0, "FAIL"),
-                  side("gloo", 30000.0, "PASS"))]
+RECORDS = [
+    record("all_reduce", 8, side("xccl", 10.0, "PASS"), side("gloo", 400.0, "PASS")),
+    record("all_reduce", 32 * MiB, side("xccl", 40000.0, "FAIL"), side("gloo", 30000.0, "PASS")),
+]
 
 
 def test_table_has_both_backends_aligned_columns_and_the_check_verdict():
@@ -263,8 +313,11 @@ def test_plot_draws_both_backends_when_matplotlib_is_installed(tmp_path):
 
 
 def test_plot_without_matplotlib_is_a_clear_usage_error(monkeypatch, capsys):
-    monkeypatch.setattr(launch.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "matplotlib" else object())
+    monkeypatch.setattr(
+        launch.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else object(),
+    )
     assert launch.main(["--plot", "out.png"]) == 2
     assert "--plot needs matplotlib" in capsys.readouterr().err
 
@@ -282,8 +335,9 @@ def make_rank(rank, world, dtype="float32"):
     pytest.importorskip("xccl._C")
     runner = load("bench.runner")
     args = options.parse_args(["--dtype", dtype, "--check"])
-    return runner, runner.Rank(args, rank, world, runner.torch.device("cpu"),
-                               [runner.Side("backend", "fake", None)])
+    return runner, runner.Rank(
+        args, rank, world, runner.torch.device("cpu"), [runner.Side("backend", "fake", None)]
+    )
 
 
 @pytest.mark.parametrize("op", options.OPS)
@@ -301,9 +355,9 @@ def test_expected_outputs_match_the_collectives_definition(op):
         elif op == "all_gather":
             want = [x for i in inputs for x in i.tolist()]
         elif op == "reduce_scatter":
-            want = sum(inputs)[r * chunk:(r + 1) * chunk]
+            want = sum(inputs)[r * chunk : (r + 1) * chunk]
         else:  # all_to_all: chunk i of my output is chunk r of rank i's input
-            want = [x for i in inputs for x in i[r * chunk:(r + 1) * chunk].tolist()]
+            want = [x for i in inputs for x in i[r * chunk : (r + 1) * chunk].tolist()]
         got = me.expected(op, shape, salt=7)
         assert got.tolist() == (want if isinstance(want, list) else want.tolist()), (op, r)
 
@@ -322,10 +376,12 @@ def test_check_fails_a_backend_that_leaves_the_output_alone_and_passes_a_correct
     shape = method.layout("all_gather", 64, 4, 2)
     inp, out = torch.empty(shape["input"]), torch.empty(shape["output"])
     assert me.check("all_gather", shape, {"backend": lambda: None}, inp, out, 3) == {
-        "backend": False}
+        "backend": False
+    }
     correct = me.expected("all_gather", shape, 3).float()
-    assert me.check("all_gather", shape, {"backend": lambda: out.copy_(correct)}, inp, out,
-                    3) == {"backend": True}
+    assert me.check("all_gather", shape, {"backend": lambda: out.copy_(correct)}, inp, out, 3) == {
+        "backend": True
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,26 +393,48 @@ def run_bench(tmp_path, *argv, timeout=240):
     pytest.importorskip("xccl._C")
     environ = dict(os.environ)
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(xccl.__file__)))
-    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root,
-                                                          environ.get("PYTHONPATH")]))
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, environ.get("PYTHONPATH")]))
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):  # self-started ranks, even under a launcher
         environ.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "xccl.bench", *argv], cwd=tmp_path, env=environ,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "xccl.bench", *argv],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def test_small_run_compares_xccl_with_gloo_and_checks_results(tmp_path):
     start = time.monotonic()
-    proc = run_bench(tmp_path, "--nranks", "2", "--ops", "all_reduce,all_gather", "--min", "8",
-                     "--max", "4K", "--iters", "5", "--check", "--json", "out.json",
-                     "--csv", "out.csv")
+    proc = run_bench(
+        tmp_path,
+        "--nranks",
+        "2",
+        "--ops",
+        "all_reduce,all_gather",
+        "--min",
+        "8",
+        "--max",
+        "4K",
+        "--iters",
+        "5",
+        "--check",
+        "--json",
+        "out.json",
+        "--csv",
+        "out.csv",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads((tmp_path / "out.json").read_text())
     assert result["meta"]["backend"] == "xccl" and result["meta"]["reference"] == "gloo"
     assert result["meta"]["nranks"] == 2
     records = result["results"]
     assert {(r["op"], r["bytes"]) for r in records} == {
-        (op, size) for op in ("all_reduce", "all_gather") for size in (8, 32, 128, 512, 2048)}
+        (op, size) for op in ("all_reduce", "all_gather") for size in (8, 32, 128, 512, 2048)
+    }
     for r in records:
         assert r["backend"]["name"] == "xccl" and r["reference"]["name"] == "gloo"
         for side_ in (r["backend"], r["reference"]):
@@ -373,8 +451,19 @@ def test_a_backend_that_cannot_start_fails_promptly_naming_it(capfd):
     """In this process: the launcher reports each rank that failed to create its group."""
     launch = installed("bench.launch")
     start = time.monotonic()
-    status = launch.main(["--backend", "no_such_backend", "--ops", "broadcast", "--max", "8",
-                          "--timeout", "30", "--no-progress"])
+    status = launch.main(
+        [
+            "--backend",
+            "no_such_backend",
+            "--ops",
+            "broadcast",
+            "--max",
+            "8",
+            "--timeout",
+            "30",
+            "--no-progress",
+        ]
+    )
     err = capfd.readouterr().err
     assert status == launch.EXIT_RANK_FAILED, err
     assert "rank 0" in err and "rank 1" in err and "no_such_backend" in err
@@ -384,8 +473,21 @@ def test_a_backend_that_cannot_start_fails_promptly_naming_it(capfd):
 def test_the_parent_stops_ranks_that_outlive_the_time_limit(capfd):
     launch = installed("bench.launch")
     start = time.monotonic()
-    status = launch.main(["--ops", "all_reduce", "--min", "64M", "--max", "64M", "--iters",
-                          "1000", "--time-limit", "3", "--no-progress"])
+    status = launch.main(
+        [
+            "--ops",
+            "all_reduce",
+            "--min",
+            "64M",
+            "--max",
+            "64M",
+            "--iters",
+            "1000",
+            "--time-limit",
+            "3",
+            "--no-progress",
+        ]
+    )
     err = capfd.readouterr().err
     assert status == launch.EXIT_RANK_FAILED, err
     assert "--time-limit 3 s" in err

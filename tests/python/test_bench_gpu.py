@@ -15,8 +15,9 @@ options = load("bench.options")
 markdown = load("bench.markdown")
 
 KiB, MiB = 1 << 10, 1 << 20
-GPU_BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks",
-                         "gpu_bench.py")
+GPU_BENCH = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks", "gpu_bench.py"
+)
 
 
 def gpu_bench():
@@ -36,8 +37,16 @@ def test_explicit_sizes_replace_the_geometric_series():
     assert options.parse_args([]).sizes == options.size_series(8, 64 * MiB, 4)
 
 
-@pytest.mark.parametrize("argv", [["--sizes", ""], ["--sizes", "8,x"], ["--graph", "-1"],
-                                  ["--graph", "4", "--device", "cpu"], ["--timing", "loop"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--sizes", ""],
+        ["--sizes", "8,x"],
+        ["--graph", "-1"],
+        ["--graph", "4", "--device", "cpu"],
+        ["--timing", "loop"],
+    ],
+)
 def test_bad_gpu_options_are_usage_errors(argv, capsys):
     with pytest.raises(SystemExit) as stop:
         options.parse_args(argv)
@@ -70,42 +79,72 @@ def test_batch_timing_gives_one_sample_per_batch_and_makes_every_call():
 
 def side(name, nbytes, median_us, check="PASS"):
     algbw = nbytes / median_us / 1e3  # GB/s
-    return {"name": name, "median_us": median_us, "algbw_gbps": algbw,
-            "busbw_gbps": algbw * 1.75, "check": check}  # 2(n-1)/n at 8 ranks
+    return {
+        "name": name,
+        "median_us": median_us,
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * 1.75,
+        "check": check,
+    }  # 2(n-1)/n at 8 ranks
 
 
 def record(op, nbytes, xccl_us, nccl_us, check="PASS"):
-    return {"op": op, "bytes": nbytes, "count": nbytes // 4, "dtype": "float32", "nranks": 8,
-            "backend": side("xccl", nbytes, xccl_us, check),
-            "reference": side("nccl", nbytes, nccl_us)}
+    return {
+        "op": op,
+        "bytes": nbytes,
+        "count": nbytes // 4,
+        "dtype": "float32",
+        "nranks": 8,
+        "backend": side("xccl", nbytes, xccl_us, check),
+        "reference": side("nccl", nbytes, nccl_us),
+    }
 
 
-META = {"xccl_version": "0.1", "torch_version": "2.14.1", "nranks": 8, "device": "NVIDIA H200",
-        "dtype": "float32", "host": "h", "created": "2026-12-01T00:00:00+00:00",
-        "method": {"timing": "batch", "batch_calls": 10, "graph_calls": 0},
-        "xccl_gpu_algo": "kernel"}
+META = {
+    "xccl_version": "0.1",
+    "torch_version": "2.14.1",
+    "nranks": 8,
+    "device": "NVIDIA H200",
+    "dtype": "float32",
+    "host": "h",
+    "created": "2026-12-01T00:00:00+00:00",
+    "method": {"timing": "batch", "batch_calls": 10, "graph_calls": 0},
+    "xccl_gpu_algo": "kernel",
+}
 
 
 def test_rows_give_both_times_the_ratio_and_both_busbw():
-    rows = markdown.table([record("all_reduce", 8, 10.0, 25.0),
-                           record("all_gather", 256 * MiB, 2000.0, 1600.0)]).splitlines()
-    assert rows[0] == ("| op | size | NCCL us | xccl us | xccl/NCCL | NCCL algbw | xccl algbw "
-                       "| NCCL busbw | xccl busbw | check |")
+    rows = markdown.table(
+        [record("all_reduce", 8, 10.0, 25.0), record("all_gather", 256 * MiB, 2000.0, 1600.0)]
+    ).splitlines()
+    assert rows[0] == (
+        "| op | size | NCCL us | xccl us | xccl/NCCL | NCCL algbw | xccl algbw "
+        "| NCCL busbw | xccl busbw | check |"
+    )
     assert rows[1].count("|") == 11
     assert rows[2] == "| all_reduce | 8 B | 25.0 | 10.0 | 0.40 | 0.0 | 0.0 | 0.0 | 0.0 | PASS |"
     # 256 MiB in 2000 us: 134.2 GB/s algbw, x 1.75 = 234.9 GB/s busbw (NCCL: 167.8, 293.6).
-    assert rows[3] == ("| all_gather | 256 MiB | 1600 | 2000 | 1.25 | 167.8 | 134.2 | 293.6 "
-                       "| 234.9 | PASS |")
+    assert rows[3] == (
+        "| all_gather | 256 MiB | 1600 | 2000 | 1.25 | 167.8 | 134.2 | 293.6 | 234.9 | PASS |"
+    )
 
 
 def test_verdicts_follow_issue_9s_targets():
-    met = markdown.verdicts([record("all_reduce", 8, 10.0, 25.0),
-                             record("all_reduce", 256 * KiB, 20.0, 50.0),
-                             record("all_reduce", 1 * MiB, 90.0, 100.0)])
+    met = markdown.verdicts(
+        [
+            record("all_reduce", 8, 10.0, 25.0),
+            record("all_reduce", 256 * KiB, 20.0, 50.0),
+            record("all_reduce", 1 * MiB, 90.0, 100.0),
+        ]
+    )
     assert met[0] == "all_reduce <= 256 KiB: worst xccl/NCCL 0.40 at 256 KiB (target <= 0.5: met)"
     assert met[1] == "xccl slower than NCCL at 0 of 3 sizes"
-    missed = markdown.verdicts([record("all_reduce", 8, 15.0, 25.0),
-                                record("reduce_scatter", 8 * MiB, 120.0, 100.0, check="FAIL")])
+    missed = markdown.verdicts(
+        [
+            record("all_reduce", 8, 15.0, 25.0),
+            record("reduce_scatter", 8 * MiB, 120.0, 100.0, check="FAIL"),
+        ]
+    )
     assert missed[0].endswith("0.60 at 8 B (target <= 0.5: NOT met)")
     assert missed[1] == "xccl slower than NCCL at 1 of 2 sizes: reduce_scatter 8 MiB (1.20)"
     assert missed[2] == "check FAILED at 1 sizes: reduce_scatter 8 MiB"
@@ -114,8 +153,11 @@ def test_verdicts_follow_issue_9s_targets():
 def test_headings_name_the_backends_measured():
     entry = record("all_reduce", 8, 10.0, 20.0)
     entry["reference"]["name"] = "gloo"
-    assert markdown.table([entry]).splitlines()[0].startswith(
-        "| op | size | gloo us | xccl us | xccl/gloo | gloo algbw | xccl algbw |")
+    assert (
+        markdown.table([entry])
+        .splitlines()[0]
+        .startswith("| op | size | gloo us | xccl us | xccl/gloo | gloo algbw | xccl algbw |")
+    )
     # The small-message target is stated against NCCL: no verdict against another reference.
     assert markdown.verdicts([entry]) == ["xccl slower than gloo at 0 of 1 sizes"]
 
@@ -129,12 +171,18 @@ def test_a_row_without_a_reference_time_has_no_ratio():
 
 
 def test_document_has_a_header_a_section_per_run_and_the_runs_that_did_not_finish():
-    graph_meta = {**META, "xccl_gpu_algo": None,
-                  "method": {"timing": "batch", "batch_calls": 10, "graph_calls": 20}}
+    graph_meta = {
+        **META,
+        "xccl_gpu_algo": None,
+        "method": {"timing": "batch", "batch_calls": 10, "graph_calls": 20},
+    }
     text = markdown.document(
-        [("kernel", {"meta": META, "results": [record("all_reduce", 8, 10.0, 25.0)]}),
-         ("graph", {"meta": graph_meta, "results": [record("all_reduce", 8, 4.0, 9.0)]})],
-        missing=[("vendor", "the 200 s budget is spent")])
+        [
+            ("kernel", {"meta": META, "results": [record("all_reduce", 8, 10.0, 25.0)]}),
+            ("graph", {"meta": graph_meta, "results": [record("all_reduce", 8, 4.0, 9.0)]}),
+        ],
+        missing=[("vendor", "the 200 s budget is spent")],
+    )
     assert text.startswith("xccl 0.1: xccl vs NCCL, torch 2.14.1, 8 x NVIDIA H200")
     assert "### kernel\n\n8 ranks on NVIDIA H200, float32, XCCL_GPU_ALGO=kernel, eager" in text
     assert "XCCL_GPU_ALGO=auto (xccl's own plan), CUDA graph of 20 calls per replay" in text
@@ -168,7 +216,10 @@ def test_gpu_bench_sweeps_8_bytes_to_256_mib_on_three_ops_with_checks():
     sizes = options.parse_sizes(command[command.index("--sizes") + 1])
     assert sizes[0] == 8 and sizes[-1] == 256 * MiB and 256 * KiB in sizes
     assert options.parse_ops(command[command.index("--ops") + 1]) == [
-        "all_reduce", "all_gather", "reduce_scatter"]
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+    ]
     graph = bench.bench_command("graph", 8, "/out", 100)
     assert graph[graph.index("--graph") + 1] == str(bench.GRAPH_CALLS)
     assert options.parse_sizes(graph[graph.index("--sizes") + 1])[-1] <= MiB
@@ -179,8 +230,13 @@ def test_gpu_bench_sweeps_8_bytes_to_256_mib_on_three_ops_with_checks():
 
 def test_gpu_bench_forces_each_route_through_the_environment():
     bench = gpu_bench()
-    base = {"XCCL_GPU_ALGO": "two_shot", "RANK": "0", "WORLD_SIZE": "8", "LOCAL_RANK": "0",
-            "PATH": "/bin"}
+    base = {
+        "XCCL_GPU_ALGO": "two_shot",
+        "RANK": "0",
+        "WORLD_SIZE": "8",
+        "LOCAL_RANK": "0",
+        "PATH": "/bin",
+    }
     assert bench.bench_env("auto", base) == {"PATH": "/bin"}
     assert bench.bench_env("kernel", base)["XCCL_GPU_ALGO"] == "kernel"
     assert bench.bench_env("vendor", base)["XCCL_GPU_ALGO"] == "nccl"
@@ -194,8 +250,12 @@ def test_gpu_bench_keeps_time_for_the_later_runs():
 
 def test_gpu_bench_dry_run_prints_one_command_per_mode(capsys, tmp_path):
     bench = gpu_bench()
-    assert bench.main(["--dry-run", "--nranks", "4", "--out", str(tmp_path),
-                       "--modes", "vendor,graph"]) == 0
+    assert (
+        bench.main(
+            ["--dry-run", "--nranks", "4", "--out", str(tmp_path), "--modes", "vendor,graph"]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
     assert lines[0].startswith("XCCL_GPU_ALGO=nccl ") and "--graph" in lines[1]

@@ -33,8 +33,11 @@ def test_object_collectives(chk, rank, world):
         if rank == root:
             chk.equal(f"gather_object root={root}", out, [_object(r) for r in range(world)])
         received = [None]
-        dist.scatter_object_list(received, [_object(10 * root + r) for r in range(world)]
-                                 if rank == root else None, src=root)
+        dist.scatter_object_list(
+            received,
+            [_object(10 * root + r) for r in range(world)] if rank == root else None,
+            src=root,
+        )
         chk.equal(f"scatter_object_list root={root}", received[0], _object(10 * root + rank))
 
 
@@ -78,44 +81,59 @@ def test_new_group(chk, rank, world):
     for label, (g, ranks) in made.items():
         what = f"new_group {label} {ranks}"
         if rank not in ranks:
-            chk.true(what + ": non-member gets NON_GROUP_MEMBER",
-                     g is dist.GroupMember.NON_GROUP_MEMBER, repr(g))
+            chk.true(
+                what + ": non-member gets NON_GROUP_MEMBER",
+                g is dist.GroupMember.NON_GROUP_MEMBER,
+                repr(g),
+            )
             t = torch.full((3,), 5.0)
-            chk.true(what + ": collective on a non-member is a no-op",
-                     dist.all_reduce(t, group=g) is None and torch.equal(t, torch.full((3,), 5.0)))
+            chk.true(
+                what + ": collective on a non-member is a no-op",
+                dist.all_reduce(t, group=g) is None and torch.equal(t, torch.full((3,), 5.0)),
+            )
             continue
         chk.equal(what + " backend", dist.get_backend(g), "xccl")
         # Subgroups get their own segment wherever the default group has one.
-        chk.equal(what + " transport", group_transport(g),
-                  group_transport() if len(ranks) > 1 else "tcp")
+        chk.equal(
+            what + " transport", group_transport(g), group_transport() if len(ranks) > 1 else "tcp"
+        )
         chk.equal(what + " size", dist.get_world_size(g), len(ranks))
         chk.equal(what + " group rank", dist.get_rank(g), ranks.index(rank))
         x = rank_input(torch.int64, 1001, rank)
         dist.all_reduce(x, group=g)
-        chk.equal(what + " all_reduce", x,
-                  Op("SUM").reference([rank_input(torch.int64, 1001, r) for r in ranks],
-                                      torch.int64))
+        chk.equal(
+            what + " all_reduce",
+            x,
+            Op("SUM").reference([rank_input(torch.int64, 1001, r) for r in ranks], torch.int64),
+        )
         src = ranks[-1]
         b = rank_input(torch.float32, 7, src) if rank == src else torch.zeros(7)
         dist.broadcast(b, src=src, group=g)
         chk.equal(what + f" broadcast from global rank {src}", b, rank_input(torch.float32, 7, src))
         out = torch.empty(5 * len(ranks), dtype=torch.int32)
         dist.all_gather_into_tensor(out, rank_input(torch.int32, 5, rank), group=g)
-        chk.equal(what + " all_gather_into_tensor", out,
-                  torch.cat([rank_input(torch.int32, 5, r) for r in ranks]))
+        chk.equal(
+            what + " all_gather_into_tensor",
+            out,
+            torch.cat([rank_input(torch.int32, 5, r) for r in ranks]),
+        )
     # The default group still works after (and between) subgroup traffic.
     x = rank_input(torch.float32, 7, rank)
     dist.all_reduce(x)
-    chk.equal("default group after subgroups", x, expected_reduction(Op("SUM"), torch.float32, 7,
-                                                                     world))
+    chk.equal(
+        "default group after subgroups", x, expected_reduction(Op("SUM"), torch.float32, 7, world)
+    )
     # new_subgroups: contiguous groups of 2 (or 1), each reducing independently.
     size = 2 if world % 2 == 0 else 1
     mine, _ = dist.new_subgroups(group_size=size, backend="xccl")
     members = list(range(rank - rank % size, rank - rank % size + size))
     x = rank_input(torch.int64, 7, rank)
     dist.all_reduce(x, group=mine)
-    chk.equal(f"new_subgroups size {size}", x,
-              Op("SUM").reference([rank_input(torch.int64, 7, r) for r in members], torch.int64))
+    chk.equal(
+        f"new_subgroups size {size}",
+        x,
+        Op("SUM").reference([rank_input(torch.int64, 7, r) for r in members], torch.int64),
+    )
 
 
 @checks_test(WORLD_SIZES, min_checks=6)
@@ -130,8 +148,11 @@ def test_split_group_via_cpp_binding(chk, rank, world):
     cpu = torch.device("cpu")
     parent = dist.distributed_c10d._get_default_group()
     parent_backend = parent._get_backend(cpu)
-    chk.true("default backend is ProcessGroupXccl",
-             isinstance(parent_backend, xccl.ProcessGroupXccl), repr(parent_backend))
+    chk.true(
+        "default backend is ProcessGroupXccl",
+        isinstance(parent_backend, xccl.ProcessGroupXccl),
+        repr(parent_backend),
+    )
     chk.true("supports_splitting", parent_backend.supports_splitting)
     # Two splits: the upper half (excludes rank 0 when world > 1), then everyone reversed.
     upper = list(range(world // 2, world))
@@ -142,15 +163,23 @@ def test_split_group_via_cpp_binding(chk, rank, world):
         chk.equal("split size", child.size(), len(upper))
         chk.equal("split rank", child.rank(), upper.index(rank))
         backend = child._get_backend(cpu)
-        chk.true("split backend is ProcessGroupXccl", isinstance(backend, xccl.ProcessGroupXccl),
-                 repr(backend))
-        chk.equal("split transport", group_transport(child),
-                  group_transport() if len(upper) > 1 else "tcp")
+        chk.true(
+            "split backend is ProcessGroupXccl",
+            isinstance(backend, xccl.ProcessGroupXccl),
+            repr(backend),
+        )
+        chk.equal(
+            "split transport",
+            group_transport(child),
+            group_transport() if len(upper) > 1 else "tcp",
+        )
         x = rank_input(torch.float32, 1001, rank)
         child.allreduce([x]).wait()
-        chk.equal("split allreduce", x,
-                  Op("SUM").reference([rank_input(torch.float32, 1001, r) for r in upper],
-                                      torch.float32))
+        chk.equal(
+            "split allreduce",
+            x,
+            Op("SUM").reference([rank_input(torch.float32, 1001, r) for r in upper], torch.float32),
+        )
     reversed_ranks = list(reversed(range(world)))
     options = xccl.Options()
     options.algorithm = "ring"
@@ -165,8 +194,11 @@ def test_split_group_via_cpp_binding(chk, rank, world):
     chk.equal("split carries the timeout", backend.options.timeout, timedelta(seconds=45))
     out = torch.empty(3 * world, dtype=torch.int64)
     child._allgather_base(out, rank_input(torch.int64, 3, rank)).wait()
-    chk.equal("reversed split all_gather (child rank order)", out,
-              torch.cat([rank_input(torch.int64, 3, r) for r in order]))
+    chk.equal(
+        "reversed split all_gather (child rank order)",
+        out,
+        torch.cat([rank_input(torch.int64, 3, r) for r in order]),
+    )
     x = rank_input(torch.int32, 7, rank)
     dist.all_reduce(x)
     chk.equal("parent group after split", x, expected_reduction(Op("SUM"), torch.int32, 7, world))

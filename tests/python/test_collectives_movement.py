@@ -75,8 +75,11 @@ def test_all_gather(chk, rank, world):
     x = rank_input(torch.float32, 12, rank).reshape(3, 4)
     out = torch.empty(world, 3, 4)
     dist.all_gather_into_tensor(out, x)
-    chk.equal("all_gather_into_tensor 3x4 -> stacked", out,
-              torch.stack([rank_input(torch.float32, 12, r).reshape(3, 4) for r in range(world)]))
+    chk.equal(
+        "all_gather_into_tensor 3x4 -> stacked",
+        out,
+        torch.stack([rank_input(torch.float32, 12, r).reshape(3, 4) for r in range(world)]),
+    )
     # Uneven list form: rank r contributes (r % 3) * 2 elements (zero for some ranks).
     x = rank_input(torch.int64, (rank % 3) * 2, rank)
     outs = [torch.full(((r % 3) * 2,), -99, dtype=torch.int64) for r in range(world)]
@@ -89,8 +92,14 @@ def test_all_gather(chk, rank, world):
 def test_gather_scatter_every_root(chk, rank, world):
     gloo = gloo_group()
     for root in range(world):
-        for dtype in (torch.float32, torch.bfloat16, torch.int8, torch.int64, torch.bool,
-                      torch.complex64):
+        for dtype in (
+            torch.float32,
+            torch.bfloat16,
+            torch.int8,
+            torch.int64,
+            torch.bool,
+            torch.complex64,
+        ):
             for n in COUNTS:
                 parts = [rank_input(dtype, n, r) for r in range(world)]
                 # gather: root receives every rank's input in rank order
@@ -102,8 +111,12 @@ def test_gather_scatter_every_root(chk, rank, world):
                         chk.equal(f"{what} part {r}", outs[r], parts[r])
                 if gloo_supports(dtype) and n == 7:
                     reference = [torch.empty_like(p) for p in parts] if rank == root else None
-                    dist.gather(real(parts[rank].clone()), [real(t) for t in reference]
-                                if rank == root else None, dst=root, group=gloo)
+                    dist.gather(
+                        real(parts[rank].clone()),
+                        [real(t) for t in reference] if rank == root else None,
+                        dst=root,
+                        group=gloo,
+                    )
                     if rank == root:
                         for r in range(world):
                             chk.equal(f"{what} part {r} vs gloo", outs[r], reference[r])
@@ -115,8 +128,12 @@ def test_gather_scatter_every_root(chk, rank, world):
                 chk.equal(what, out, pieces[rank])
                 if gloo_supports(dtype) and n == 7:
                     reference = torch.empty_like(out)
-                    dist.scatter(real(reference), [real(p.clone()) for p in pieces]
-                                 if rank == root else None, src=root, group=gloo)
+                    dist.scatter(
+                        real(reference),
+                        [real(p.clone()) for p in pieces] if rank == root else None,
+                        src=root,
+                        group=gloo,
+                    )
                     chk.equal(what + " vs gloo", out, reference)
 
 
@@ -143,8 +160,10 @@ def test_all_to_all(chk, rank, world):
                 chk.equal(what + " vs gloo", out, reference)
         # uneven splits, zeros included: rank s sends (s + 2d) % 3 rows to d
         for scale in (1, 333):
+
             def rows(s, d, scale=scale):
                 return ((s + 2 * d) % 3) * scale
+
             what = f"all_to_all_single uneven {dtype_name(dtype)} scale={scale}"
             in_splits = [rows(rank, p) for p in range(world)]
             out_splits = [rows(p, rank) for p in range(world)]
@@ -155,8 +174,7 @@ def test_all_to_all(chk, rank, world):
             chk.equal(what, out, expected)
             if gloo_supports(dtype) and scale == 1:
                 reference = torch.empty_like(out)
-                dist.all_to_all_single(real(reference), real(x), out_splits, in_splits,
-                                       group=gloo)
+                dist.all_to_all_single(real(reference), real(x), out_splits, in_splits, group=gloo)
                 chk.equal(what + " vs gloo", out, reference)
         # list form, different sizes per pair (gloo needs equal sizes: compared on a second,
         # equal-sized exchange)
@@ -172,8 +190,9 @@ def test_all_to_all(chk, rank, world):
             outs = [torch.empty_like(t) for t in inputs]
             reference = [torch.empty_like(t) for t in inputs]
             dist.all_to_all(outs, inputs)
-            dist.all_to_all([real(t) for t in reference], [real(t.clone()) for t in inputs],
-                            group=gloo)
+            dist.all_to_all(
+                [real(t) for t in reference], [real(t.clone()) for t in inputs], group=gloo
+            )
             for p in range(world):
                 chk.equal(f"{what} equal sizes from {p}", outs[p], _a2a_block(dtype, 2, p, rank))
                 chk.equal(f"{what} equal sizes from {p} vs gloo", outs[p], reference[p])
@@ -184,8 +203,12 @@ def test_large_messages(chk, rank, world):
     """> 1M elements: the ring/pipelined paths, compared exactly and with gloo."""
     gloo = gloo_group()
     n = LARGE
-    for dtype, op in ((torch.float32, Op("SUM")), (torch.bfloat16, Op("SUM")),
-                      (torch.int32, Op("MAX")), (torch.float32, Op("AVG"))):
+    for dtype, op in (
+        (torch.float32, Op("SUM")),
+        (torch.bfloat16, Op("SUM")),
+        (torch.int32, Op("MAX")),
+        (torch.float32, Op("AVG")),
+    ):
         check_all_reduce(chk, gloo, op, dtype, n, rank, world)
     for dtype in (torch.float32, torch.uint8):
         what = f"all_gather_into_tensor {dtype_name(dtype)} n={n}"
@@ -204,7 +227,7 @@ def test_large_messages(chk, rank, world):
         x = rank_input(dtype, n * world, rank, op.pattern)
         out = torch.empty(n, dtype=dtype)
         dist.reduce_scatter_tensor(out, x, op=op.make(dtype))
-        expected = expected_reduction(op, dtype, n * world, world)[rank * n:(rank + 1) * n]
+        expected = expected_reduction(op, dtype, n * world, world)[rank * n : (rank + 1) * n]
         chk.equal(what, out, expected)
         reference = torch.empty_like(out)
         dist.reduce_scatter_tensor(reference, x, op=op.make(dtype), group=gloo)
@@ -221,6 +244,7 @@ def test_large_messages(chk, rank, world):
         dist.reduce(x, dst=root)
         if rank == root:
             chk.equal(what, x, expected_reduction(Op("SUM"), torch.float32, n, world))
+
     # all_to_all_single: ~LARGE elements per rank in uneven splits
     def count(s, d):
         return n // world + (1 if d < n % world else 0) + (s - d)
@@ -230,8 +254,9 @@ def test_large_messages(chk, rank, world):
         in_splits = [count(rank, p) for p in range(world)]
         out_splits = [count(p, rank) for p in range(world)]
         x = torch.cat([_a2a_block(dtype, count(rank, p), rank, p, cols=1) for p in range(world)])
-        expected = torch.cat([_a2a_block(dtype, count(p, rank), p, rank, cols=1)
-                              for p in range(world)])
+        expected = torch.cat(
+            [_a2a_block(dtype, count(p, rank), p, rank, cols=1) for p in range(world)]
+        )
         out = torch.empty_like(expected)
         dist.all_to_all_single(out, x, out_splits, in_splits)
         chk.equal(what, out, expected)

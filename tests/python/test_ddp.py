@@ -68,8 +68,9 @@ def _ddp(rank, world, hook):
     for name, group in (("xccl", None), ("gloo", gloo)):
         model = DDP(_model(), process_group=group)
         if hook != "builtin":
-            model.register_comm_hook(group if group is not None else dist.group.WORLD,
-                                     getattr(default_hooks, hook))
+            model.register_comm_hook(
+                group if group is not None else dist.group.WORLD, getattr(default_hooks, hook)
+            )
         losses = _train(model, rank)
         trained[name] = (torch.tensor(losses), [p.detach().clone() for p in model.parameters()])
     reference_losses, reference_params = _reference(world)
@@ -80,12 +81,19 @@ def _ddp(rank, world, hook):
     g_losses, g_params = trained["gloo"]
     chk.close("losses xccl vs gloo", x_losses, g_losses, rtol, atol)
     chk.close("parameters xccl vs gloo", x_params, g_params, rtol, atol)
-    chk.close("losses vs single-process reference", x_losses,
-              torch.tensor(reference_losses[rank]), rtol, atol)
+    chk.close(
+        "losses vs single-process reference",
+        x_losses,
+        torch.tensor(reference_losses[rank]),
+        rtol,
+        atol,
+    )
     chk.close("parameters vs single-process reference", x_params, reference_params, rtol, atol)
     initial = [p.detach() for p in _model().parameters()]
-    chk.true("training moved the weights",
-             any(not torch.allclose(p, q) for p, q in zip(x_params, initial)))
+    chk.true(
+        "training moved the weights",
+        any(not torch.allclose(p, q) for p, q in zip(x_params, initial)),
+    )
     # DDP keeps replicas identical: every rank must end with the same bits (compared by the
     # parent, which does no tensor work of its own).
     digest = hashlib.sha256(b"".join(p.numpy().tobytes() for p in x_params)).hexdigest()
@@ -96,7 +104,8 @@ def _ddp(rank, world, hook):
 CASES = [pytest.param(w, h, None, id=f"{w}-{h}") for w in (2, 3) for h in HOOKS] + [
     pytest.param(2, "builtin", "tcp", id="2-builtin-tcp"),
     pytest.param(3, "fp16_compress_hook", "tcp", id="3-fp16_compress_hook-tcp"),
-    pytest.param(3, "builtin", "hierarchical", id="3-builtin-hierarchical")]
+    pytest.param(3, "builtin", "hierarchical", id="3-builtin-hierarchical"),
+]
 
 
 @pytest.mark.parametrize("world_size,hook,transport", CASES)

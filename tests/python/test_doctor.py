@@ -154,8 +154,11 @@ def host(tmp_path):
     for name in ("lo", "eth0", "ens7", "docker0"):
         fake.net(name)
     fake.net("ens8", state="down")
-    fake.routes(("eth0", "00000000", "00000000"), ("ens7", "00000A0A", "0000FFFF"),
-                ("ens8", "00001E0A", "0000FFFF"))
+    fake.routes(
+        ("eth0", "00000000", "00000000"),
+        ("ens7", "00000A0A", "0000FFFF"),
+        ("ens8", "00001E0A", "0000FFFF"),
+    )
     fake.write("/etc/hosts", "10.10.0.1 head\n")
     return fake
 
@@ -184,8 +187,9 @@ def test_route_to_master_addr(host):
     assert statuses(checks) == [PASS, PASS] and "routes through ens7 (up)" in text(checks)
     checks = interfaces(host, {"MASTER_ADDR": "10.30.1.1"})
     assert FAIL in statuses(checks) and "ens8, which is down" in text(checks)
-    single = interfaces(host, {"MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "2",
-                               "LOCAL_WORLD_SIZE": "2"})
+    single = interfaces(
+        host, {"MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
+    )
     assert FAIL not in statuses(single)
     multi = interfaces(host, {"MASTER_ADDR": "127.0.0.1", "GROUP_WORLD_SIZE": "2"})
     assert FAIL in statuses(multi) and "cannot reach it" in text(multi)
@@ -197,8 +201,9 @@ def test_no_route_at_all(tmp_path):
     fake = FakeRoot(tmp_path)
     fake.net("eth0")
     fake.routes(("eth0", "0000000A", "000000FF"))
-    checks = doctor.check_interfaces({"MASTER_ADDR": "192.168.1.1"}, env.Facts(
-        master_addr="192.168.1.1"), fake.root)
+    checks = doctor.check_interfaces(
+        {"MASTER_ADDR": "192.168.1.1"}, env.Facts(master_addr="192.168.1.1"), fake.root
+    )
     assert FAIL in statuses(checks) and "no route" in text(checks)
 
 
@@ -214,15 +219,23 @@ def test_environment_check_flags_harmful_user_settings():
 # Self-test
 
 
-def result(backend="xccl", small=(1e-4,), large=(0.02,), base_small=(1e-4,), base_large=(0.02,),
-           correct=True, **extra):
+def result(
+    backend="xccl",
+    small=(1e-4,),
+    large=(0.02,),
+    base_small=(1e-4,),
+    base_large=(0.02,),
+    correct=True,
+    **extra,
+):
     ranks = []
     for rank in range(2):
-        r = {"rank": rank, "backend": {"correct": correct, "small": list(small),
-                                       "large": list(large)}}
+        r = {
+            "rank": rank,
+            "backend": {"correct": correct, "small": list(small), "large": list(large)},
+        }
         if base_small is not None:
-            r["baseline"] = {"correct": True, "small": list(base_small),
-                             "large": list(base_large)}
+            r["baseline"] = {"correct": True, "small": list(base_small), "large": list(base_large)}
         r.update(extra)
         ranks.append(r)
     return {"ranks": ranks, "error": None, "backend": backend, "device": "cpu", "world": 2}
@@ -275,9 +288,23 @@ def test_selftest_reports_a_backend_that_cannot_be_created():
 
 def test_doctor_command_with_gloo_on_a_fixture(capsys):
     doctor = installed("doctor")
-    args = installed("cli").build_parser().parse_args(
-        ["doctor", "--backend", "gloo", "--device", "cpu", "--timeout", "120",
-         "--topology-file", os.path.join(FIXTURE_DIR, "cpu_vm.json")])
+    args = (
+        installed("cli")
+        .build_parser()
+        .parse_args(
+            [
+                "doctor",
+                "--backend",
+                "gloo",
+                "--device",
+                "cpu",
+                "--timeout",
+                "120",
+                "--topology-file",
+                os.path.join(FIXTURE_DIR, "cpu_vm.json"),
+            ]
+        )
+    )
     status = doctor.run(args)
     out = capsys.readouterr().out
     assert status == 0, out
@@ -298,8 +325,13 @@ def test_doctor_on_this_host_with_the_built_extension():
     """The acceptance run: exits 0 here, WARNing about what it cannot check."""
     pytest.importorskip("xccl._C")
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "xccl", "doctor"], capture_output=True,
-                          text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "xccl", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 FAIL" in proc.stdout and "selftest" in proc.stdout
     assert time.monotonic() - start < 300

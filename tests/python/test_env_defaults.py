@@ -18,10 +18,16 @@ Facts = env.Facts
 # Facts that make each "detected" rule's condition true, and the value it must then produce.
 SATISFY = {
     "NCCL_IB_TIMEOUT": {"nodes": 2, "local_ranks": 8, "rdma": frozenset({"infiniband"})},
-    "NCCL_SOCKET_IFNAME": {"nodes": 2, "egress_interface": "ens7",
-                           "candidate_interfaces": ("docker0", "ens7", "eno1")},
-    "GLOO_SOCKET_IFNAME": {"nodes": 2, "egress_interface": "ens7",
-                           "candidate_interfaces": ("docker0", "ens7", "eno1")},
+    "NCCL_SOCKET_IFNAME": {
+        "nodes": 2,
+        "egress_interface": "ens7",
+        "candidate_interfaces": ("docker0", "ens7", "eno1"),
+    },
+    "GLOO_SOCKET_IFNAME": {
+        "nodes": 2,
+        "egress_interface": "ens7",
+        "candidate_interfaces": ("docker0", "ens7", "eno1"),
+    },
     "NCCL_TOPO_FILE": {"virtual_machine": True, "provider_topo_files": ("/etc/nccl/h100-vm.xml",)},
     "TORCH_BLAS_PREFER_HIPBLASLT": {"hipblaslt_gfx90a": True},
     "HSA_NO_SCRATCH_RECLAIM": {"mec_firmware": 170},
@@ -118,8 +124,9 @@ def test_detected_rules_need_their_condition(rule):
 
 @pytest.mark.parametrize("rule", [r for r in env.RULES if r.at_runtime_start], ids=rule_id)
 def test_runtime_variables_are_not_set_after_the_runtime_started(rule):
-    facts = Facts(**{**SATISFY.get(rule.name, {}), "gpu_runtime_started": True,
-                     "torch_imported": True})
+    facts = Facts(
+        **{**SATISFY.get(rule.name, {}), "gpu_runtime_started": True, "torch_imported": True}
+    )
     for platform in rule.platforms:
         environ = {}
         decisions = env.apply_defaults(environ, platform=platform, facts=facts)
@@ -129,8 +136,12 @@ def test_runtime_variables_are_not_set_after_the_runtime_started(rule):
 
 def test_no_env_defaults_switch_disables_everything():
     environ = {"XCCL_NO_ENV_DEFAULTS": "1"}
-    assert env.apply_defaults(environ, platform=env.AMD_MI300X,
-                              facts=Facts(**SATISFY["NCCL_MIN_NCHANNELS"])) == []
+    assert (
+        env.apply_defaults(
+            environ, platform=env.AMD_MI300X, facts=Facts(**SATISFY["NCCL_MIN_NCHANNELS"])
+        )
+        == []
+    )
     assert environ == {"XCCL_NO_ENV_DEFAULTS": "1"}
     environ = {"XCCL_NO_ENV_DEFAULTS": "0"}
     assert env.apply_defaults(environ, platform=env.AMD_MI300X, facts=Facts())
@@ -157,19 +168,23 @@ def test_other_gpus_get_no_defaults():
 # The conditions that matter most, near their edges.
 
 
-@pytest.mark.parametrize("overrides", [
-    {"nodes": 2, "gpu_count": 8, "local_ranks": 8},     # multi-node: hurts (AMD 4-node uses 40)
-    {"nodes": None, "gpu_count": 8, "local_ranks": 8},  # not launched: single node not proven
-    {"nodes": 1, "gpu_count": 8, "local_ranks": 4},     # only half the GPUs take part
-    {"nodes": 1, "gpu_count": 4, "local_ranks": 4},     # a 4-GPU box
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"nodes": 2, "gpu_count": 8, "local_ranks": 8},  # multi-node: hurts (AMD 4-node uses 40)
+        {"nodes": None, "gpu_count": 8, "local_ranks": 8},  # not launched: single node not proven
+        {"nodes": 1, "gpu_count": 8, "local_ranks": 4},  # only half the GPUs take part
+        {"nodes": 1, "gpu_count": 4, "local_ranks": 4},  # a 4-GPU box
+    ],
+)
 def test_min_nchannels_only_for_a_whole_single_mi300x_node(overrides):
     environ = {}
     env.apply_defaults(environ, platform=env.AMD_MI300X, facts=Facts(**overrides))
     assert "NCCL_MIN_NCHANNELS" not in environ
     # ... and never on MI250 even when the shape fits.
-    env.apply_defaults(environ, platform=env.AMD_MI250,
-                       facts=Facts(**SATISFY["NCCL_MIN_NCHANNELS"]))
+    env.apply_defaults(
+        environ, platform=env.AMD_MI250, facts=Facts(**SATISFY["NCCL_MIN_NCHANNELS"])
+    )
     assert "NCCL_MIN_NCHANNELS" not in environ
 
 
@@ -182,33 +197,44 @@ def test_interface_names_come_from_this_hosts_route():
         assert environ["GLOO_SOCKET_IFNAME"] == egress
     # One interface only: NCCL's own choice is right, so nothing is set.
     environ = {}
-    env.apply_defaults(environ, platform=env.NVIDIA_MULTINODE,
-                       facts=Facts(nodes=2, egress_interface="eth0",
-                                   candidate_interfaces=("eth0",)))
+    env.apply_defaults(
+        environ,
+        platform=env.NVIDIA_MULTINODE,
+        facts=Facts(nodes=2, egress_interface="eth0", candidate_interfaces=("eth0",)),
+    )
     assert "NCCL_SOCKET_IFNAME" not in environ and "GLOO_SOCKET_IFNAME" not in environ
     # Single node: no interface is needed.
     environ = {}
-    env.apply_defaults(environ, platform=env.NVIDIA,
-                       facts=Facts(nodes=1, egress_interface="ens7",
-                                   candidate_interfaces=("eth0", "ens7")))
+    env.apply_defaults(
+        environ,
+        platform=env.NVIDIA,
+        facts=Facts(nodes=1, egress_interface="ens7", candidate_interfaces=("eth0", "ens7")),
+    )
     assert "NCCL_SOCKET_IFNAME" not in environ
 
 
 def test_ib_timeout_needs_an_rdma_fabric_and_several_nodes():
-    for facts in (Facts(nodes=1, rdma=frozenset({"infiniband"})), Facts(nodes=4),
-                  Facts(nodes=4, rdma=frozenset({"efa"}))):
+    for facts in (
+        Facts(nodes=1, rdma=frozenset({"infiniband"})),
+        Facts(nodes=4),
+        Facts(nodes=4, rdma=frozenset({"efa"})),
+    ):
         environ = {}
         env.apply_defaults(environ, platform=env.NVIDIA_MULTINODE, facts=facts)
         assert "NCCL_IB_TIMEOUT" not in environ, facts
     environ = {}
-    env.apply_defaults(environ, platform=env.AMD_MI250,
-                       facts=Facts(nodes=2, rdma=frozenset({"roce"})))
+    env.apply_defaults(
+        environ, platform=env.AMD_MI250, facts=Facts(nodes=2, rdma=frozenset({"roce"}))
+    )
     assert environ["NCCL_IB_TIMEOUT"] == "22"
 
 
 def test_topo_file_only_in_a_vm_without_nvidias_own_file():
-    for overrides in ({"virtual_machine": False}, {"nvidia_virtual_topology": True},
-                      {"provider_topo_files": ("/etc/nccl/a.xml", "/etc/nccl/b.xml")}):
+    for overrides in (
+        {"virtual_machine": False},
+        {"nvidia_virtual_topology": True},
+        {"provider_topo_files": ("/etc/nccl/a.xml", "/etc/nccl/b.xml")},
+    ):
         facts = Facts(**{**SATISFY["NCCL_TOPO_FILE"], **overrides})
         environ = {}
         env.apply_defaults(environ, platform=env.NVIDIA, facts=facts)
@@ -245,8 +271,9 @@ def test_apply_to_os_environ_records_a_report(monkeypatch, capsys):
 
 
 def test_report_text_and_json():
-    report = env.plan_defaults({"NCCL_DEBUG": "TRACE"}, platform=env.AMD_MI300X,
-                               facts=Facts(mec_firmware=200))
+    report = env.plan_defaults(
+        {"NCCL_DEBUG": "TRACE"}, platform=env.AMD_MI300X, facts=Facts(mec_firmware=200)
+    )
     text = env.format_report(report, show_all=True)
     assert "platform: amd_mi300x" in text
     assert "Would set:" in text and "  RCCL_MSCCL_ENABLE=0  [safe]" in text
@@ -273,12 +300,14 @@ def test_user_settings_that_hurt_are_flagged():
     assert names({"NCCL_SOCKET_IFNAME": "^docker,lo"}, multi) == []
     assert names({"NCCL_IB_RETRY_CNT": "10"}, multi) == ["NCCL_IB_RETRY_CNT"]
     assert names({"NCCL_IB_RETRY_CNT": "7"}, multi) == []
-    assert names({"RDMAV_FORK_SAFE": "1"},
-                 Facts(gpu_vendor="nvidia", gpu_count=8, rdma=frozenset({"efa"}))) == [
-        "RDMAV_FORK_SAFE"]
+    assert names(
+        {"RDMAV_FORK_SAFE": "1"}, Facts(gpu_vendor="nvidia", gpu_count=8, rdma=frozenset({"efa"}))
+    ) == ["RDMAV_FORK_SAFE"]
     assert names({"RDMAV_FORK_SAFE": "1"}, multi) == []
     assert names({"NCCL_NVLS_ENABLE": "0"}, Facts(nvswitch=True)) == ["NCCL_NVLS_ENABLE"]
     assert names({"NCCL_P2P_DISABLE": "1"}, Facts(xgmi=True)) == ["NCCL_P2P_DISABLE"]
     assert names({"NCCL_P2P_DISABLE": "1"}, Facts()) == []
     assert names({"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_PROTO": "Simple"}, Facts()) == [
-        "CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_PROTO"]
+        "CUDA_DEVICE_MAX_CONNECTIONS",
+        "NCCL_PROTO",
+    ]

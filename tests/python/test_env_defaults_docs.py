@@ -27,21 +27,31 @@ def _private_environ(monkeypatch):
 # At import, before torch
 
 # Code run by fresh_python() starts with this: the source tree's modules through xccl_modules.
-FROM_SOURCE = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-               "from xccl_modules import load; ")
+FROM_SOURCE = (
+    f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
+    "from xccl_modules import load; "
+)
 
 
 def fresh_python(code: str, timeout: float = 60, environ=None) -> list:
     """The words `code` prints, run in a new interpreter (nothing imported yet)."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, env=environ, check=True).stdout.split()
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environ,
+        check=True,
+    ).stdout.split()
 
 
 def test_this_host_is_detected_quickly_and_without_torch():
     """On import of xccl this runs before torch: it must not import torch and must be cheap."""
-    out = fresh_python(FROM_SOURCE + "import time; env = load('env'); t = time.perf_counter(); "
-                       "report = env.plan_defaults({}); print(report.platform, "
-                       "round(time.perf_counter() - t, 3), 'torch' in sys.modules)")
+    out = fresh_python(
+        FROM_SOURCE + "import time; env = load('env'); t = time.perf_counter(); "
+        "report = env.plan_defaults({}); print(report.platform, "
+        "round(time.perf_counter() - t, 3), 'torch' in sys.modules)"
+    )
     platform, seconds, torch_loaded = out[0], float(out[1]), out[2]
     assert platform in env.PLATFORMS
     assert torch_loaded == "False"
@@ -51,25 +61,29 @@ def test_this_host_is_detected_quickly_and_without_torch():
 def test_native_module_loads_without_torch():
     """xccl._native links no torch library: imported alone (as xccl/__init__.py imports it,
     before torch) it loads neither the torch module nor libtorch/libc10."""
-    out = fresh_python(FROM_SOURCE + "native = load('_native'); topo = load('topo'); "
-                       "data = topo.load(native.discover()); "
-                       "maps = open('/proc/self/maps').read(); "
-                       "print('torch' in sys.modules, 'libtorch' in maps or 'libc10' in maps, "
-                       "data['format'])")
+    out = fresh_python(
+        FROM_SOURCE + "native = load('_native'); topo = load('topo'); "
+        "data = topo.load(native.discover()); "
+        "maps = open('/proc/self/maps').read(); "
+        "print('torch' in sys.modules, 'libtorch' in maps or 'libc10' in maps, "
+        "data['format'])"
+    )
     assert out == ["False", "False", "xccl-topology"]
 
 
 def test_package_import_reads_the_machine_before_torch():
     """`import xccl` applies the defaults (which read xccl._native) before it imports torch."""
     pytest.importorskip("xccl._C")
-    code = ("import sys\n"
-            "order = []\n"
-            "class Spy:\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        order.append(name)\n"
-            "sys.meta_path.insert(0, Spy())\n"
-            "import xccl\n"
-            "print(order.index('xccl._native') < order.index('torch'))\n")
+    code = (
+        "import sys\n"
+        "order = []\n"
+        "class Spy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        order.append(name)\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        "import xccl\n"
+        "print(order.index('xccl._native') < order.index('torch'))\n"
+    )
     out = fresh_python(code, timeout=300)
     assert out == ["True"]
 
@@ -77,10 +91,13 @@ def test_package_import_reads_the_machine_before_torch():
 def test_import_of_the_package_applies_defaults():
     """The installed package applies the defaults at import (needs the built extension)."""
     pytest.importorskip("xccl._C")
-    code = ("import os, xccl, xccl.env as e; r = e.last_report(); "
-            "print(r is not None and r.applied, os.environ.get('NCCL_DEBUG'))")
-    environ = {k: v for k, v in os.environ.items() if k not in ("NCCL_DEBUG",
-                                                                 "XCCL_NO_ENV_DEFAULTS")}
+    code = (
+        "import os, xccl, xccl.env as e; r = e.last_report(); "
+        "print(r is not None and r.applied, os.environ.get('NCCL_DEBUG'))"
+    )
+    environ = {
+        k: v for k, v in os.environ.items() if k not in ("NCCL_DEBUG", "XCCL_NO_ENV_DEFAULTS")
+    }
     start = time.monotonic()
     out = fresh_python(code, timeout=300, environ=environ)
     assert out[0] == "True", out
@@ -169,8 +186,12 @@ def python_reads():
 def test_python_reads_only_registered_variables():
     reads = python_reads()
     # What the scan must see: one of each way Python reads a variable today.
-    assert {"XCCL_NO_ENV_DEFAULTS", "XCCL_LOG_LEVEL", "XCCL_NO_AUTOLOAD",
-            "XCCL_SOCKET_IFNAME"} <= set(reads)
+    assert {
+        "XCCL_NO_ENV_DEFAULTS",
+        "XCCL_LOG_LEVEL",
+        "XCCL_NO_AUTOLOAD",
+        "XCCL_SOCKET_IFNAME",
+    } <= set(reads)
     native = load("_native")
     registered = {name for name, _, _ in native.env_variables()}
     assert registered == set(_registered())
@@ -187,7 +208,8 @@ def test_python_reads_registered_booleans_as_the_registry_does():
     pytest.importorskip("xccl._C")
     code = "import xccl._registration as r; print(r.status().replace(' ', '_'))"
     assert fresh_python(code, 300, dict(os.environ, XCCL_DISABLE_ALIAS="yes")) == [
-        "not_registered:_XCCL_DISABLE_ALIAS=yes"]
+        "not_registered:_XCCL_DISABLE_ALIAS=yes"
+    ]
     kept = fresh_python(code, 300, dict(os.environ, XCCL_DISABLE_ALIAS="0"))
     assert "XCCL_DISABLE_ALIAS" not in kept[0]  # registered, unless torch has its own xccl
 

@@ -67,23 +67,35 @@ def test_detects_aws_efa(fake):
 def test_detects_mi300x_from_kfd(fake):
     for i in range(8):
         fake.kfd_gpu(i + 1, 0x05 + 0x20 * i, 90402, [j + 1 for j in range(8) if j != i])
-        fake.pci(f"0000:{0x05 + 0x20 * i:02x}:00.0", 0x1002, 0x120000,
-                 fw_version__mec_fw_version="0x000000b1\n")
+        fake.pci(
+            f"0000:{0x05 + 0x20 * i:02x}:00.0",
+            0x1002,
+            0x120000,
+            fw_version__mec_fw_version="0x000000b1\n",
+        )
     fake.write("/sys/class/kfd/kfd/topology/nodes/0/properties", "simd_count 0\n")
     facts, platform = detect(fake)
     assert platform == env.AMD_MI300X
     assert (facts.gpu_vendor, facts.gpu_arch, facts.gpu_count, facts.xgmi) == (
-        "amd", "gfx942", 8, True)
+        "amd",
+        "gfx942",
+        8,
+        True,
+    )
     assert facts.mec_firmware == 0xB1
 
 
 def test_detects_mi250_and_large_bar(fake):
     for i, bus in enumerate((0x23, 0x24)):
         fake.kfd_gpu(i + 1, bus, 90010)
-        fake.pci(f"0000:{bus:02x}:00.0", 0x1002, 0x038000,
-                 mem_info_vram_total=f"{64 << 30}\n",
-                 resource="0x0000038000000000 0x0000038fffffffff 0x000000000014220c\n"
-                          "0x0000000000000000 0x0000000000000000 0x0000000000000000\n")
+        fake.pci(
+            f"0000:{bus:02x}:00.0",
+            0x1002,
+            0x038000,
+            mem_info_vram_total=f"{64 << 30}\n",
+            resource="0x0000038000000000 0x0000038fffffffff 0x000000000014220c\n"
+            "0x0000000000000000 0x0000000000000000 0x0000000000000000\n",
+        )
     facts, platform = detect(fake)
     assert platform == env.AMD_MI250
     assert facts.gpu_arch == "gfx90a" and not facts.xgmi
@@ -105,14 +117,17 @@ def test_nvidia_driver_folders_count_when_pci_is_hidden(fake):
     assert (platform, facts.gpu_count) == (env.NVIDIA, 1)
 
 
-@pytest.mark.parametrize("environ, shape", [
-    ({}, (None, None)),
-    ({"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, (2, 8)),
-    ({"GROUP_WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "12"}, (3, 4)),
-    ({"SLURM_JOB_NUM_NODES": "2", "SLURM_NTASKS_PER_NODE": "8(x2)"}, (2, 8)),
-    ({"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}, (1, 4)),
-    ({"WORLD_SIZE": "8"}, (None, None)),
-])
+@pytest.mark.parametrize(
+    "environ, shape",
+    [
+        ({}, (None, None)),
+        ({"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, (2, 8)),
+        ({"GROUP_WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "12"}, (3, 4)),
+        ({"SLURM_JOB_NUM_NODES": "2", "SLURM_NTASKS_PER_NODE": "8(x2)"}, (2, 8)),
+        ({"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}, (1, 4)),
+        ({"WORLD_SIZE": "8"}, (None, None)),
+    ],
+)
 def test_job_shape_from_launchers(environ, shape):
     assert env.job_shape(environ) == shape
 
@@ -122,8 +137,11 @@ def test_egress_interface_from_routes_and_hosts(fake):
     fake.net("veth12ab")
     fake.net("ens7")
     fake.net("ens8", state="down")
-    fake.routes(("eth0", "00000000", "00000000"), ("ens7", "00000A0A", "0000FFFF"),
-                ("docker0", "000011AC", "0000FFFF"))
+    fake.routes(
+        ("eth0", "00000000", "00000000"),
+        ("ens7", "00000A0A", "0000FFFF"),
+        ("docker0", "000011AC", "0000FFFF"),
+    )
     fake.write("/etc/hosts", "127.0.0.1 localhost\n10.10.3.4 head-node  # rendezvous\n")
     assert env.route_interface(fake.root, "10.10.3.4") == "ens7"
     assert env.route_interface(fake.root, "8.8.8.8") == "eth0"
@@ -145,13 +163,14 @@ def test_config_files_nccl_reads(fake):
     fake.write("/opt/site/nccl.conf", "NCCL_SOCKET_IFNAME==ib0\n")
     facts, _ = detect(fake, {"HOME": "/home/u", "NCCL_CONF_FILE": "/opt/site/nccl.conf"})
     assert facts.config_file_vars == frozenset(
-        {"NCCL_IB_TIMEOUT", "NCCL_DEBUG", "RCCL_MSCCL_ENABLE", "NCCL_SOCKET_IFNAME"})
+        {"NCCL_IB_TIMEOUT", "NCCL_DEBUG", "RCCL_MSCCL_ENABLE", "NCCL_SOCKET_IFNAME"}
+    )
 
 
 def test_provider_topology_file(fake):
     fake.write("/proc/cpuinfo", "processor\t: 0\nflags\t\t: hypervisor\n\n")
     fake.pci("0000:18:00.0", 0x10DE, 0x030200)
-    fake.write("/etc/nccl/h100-vsi.xml", "<system version=\"1\"/>\n")
+    fake.write("/etc/nccl/h100-vsi.xml", '<system version="1"/>\n')
     facts, platform = detect(fake)
     environ = {}
     env.apply_defaults(environ, root=fake.root, facts=facts)
@@ -163,8 +182,10 @@ def test_provider_topology_file(fake):
     assert "NCCL_TOPO_FILE" not in environ
 
 
-@pytest.mark.parametrize("version, arch", [
-    (90402, "gfx942"), (90010, "gfx90a"), (90500, "gfx950"), (110000, "gfx1100"), (0, "")])
+@pytest.mark.parametrize(
+    "version, arch",
+    [(90402, "gfx942"), (90010, "gfx90a"), (90500, "gfx950"), (110000, "gfx1100"), (0, "")],
+)
 def test_gfx_names_from_kfd(fake, version, arch):
     fake.kfd_gpu(1, 0x03, version)
     assert detect(fake)[0].gpu_arch == arch

@@ -55,12 +55,21 @@ def _absent(rank, world, absent, async_op):
     return outcome
 
 
-@pytest.mark.parametrize("world_size,absent,async_op,transport", [
-    (2, 1, False, "shm"), (3, 2, False, "shm"), (3, 0, True, "shm"), (4, 1, False, "shm"),
-    (3, 2, False, "tcp"), (4, 2, False, "hierarchical")])
+@pytest.mark.parametrize(
+    "world_size,absent,async_op,transport",
+    [
+        (2, 1, False, "shm"),
+        (3, 2, False, "shm"),
+        (3, 0, True, "shm"),
+        (4, 1, False, "shm"),
+        (3, 2, False, "tcp"),
+        (4, 2, False, "hierarchical"),
+    ],
+)
 def test_rank_that_never_enters_times_out(world_size, absent, async_op, transport):
-    outcomes = spawn(_absent, world_size, absent, async_op, pg_timeout=TIMEOUT_S, timeout=90,
-                     transport=transport)
+    outcomes = spawn(
+        _absent, world_size, absent, async_op, pg_timeout=TIMEOUT_S, timeout=90, transport=transport
+    )
     assert all(o.ok for o in outcomes), describe(outcomes)
     for o in outcomes:
         if o.rank == absent:
@@ -100,12 +109,22 @@ def _killed(rank, world, victim, in_flight):
     return outcome
 
 
-@pytest.mark.parametrize("world_size,victim,in_flight,transport", [
-    (2, 1, False, "shm"), (3, 0, True, "shm"), (3, 1, False, "shm"), (4, 2, True, "shm"),
-    (3, 1, True, "tcp"), (4, 1, True, "hierarchical"), (4, 0, False, "hierarchical")])
+@pytest.mark.parametrize(
+    "world_size,victim,in_flight,transport",
+    [
+        (2, 1, False, "shm"),
+        (3, 0, True, "shm"),
+        (3, 1, False, "shm"),
+        (4, 2, True, "shm"),
+        (3, 1, True, "tcp"),
+        (4, 1, True, "hierarchical"),
+        (4, 0, False, "hierarchical"),
+    ],
+)
 def test_killed_rank_is_reported_promptly(world_size, victim, in_flight, transport):
-    outcomes = spawn(_killed, world_size, victim, in_flight, pg_timeout=60.0, timeout=60,
-                     transport=transport)
+    outcomes = spawn(
+        _killed, world_size, victim, in_flight, pg_timeout=60.0, timeout=60, transport=transport
+    )
     assert outcomes[victim].exitcode == -9, describe(outcomes)
     survivors = [o for o in outcomes if o.rank != victim]
     assert all(o.ok for o in survivors), describe(survivors)

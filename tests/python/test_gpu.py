@@ -83,17 +83,29 @@ def _kernel_collectives(rank, world):
             chk.equal(f"all_reduce MAX {what}", x.cpu(), expected.max(0).values.to(dtype))
             x = _input(dtype, n, rank)
             dist.all_reduce(x, op=R.AVG)
-            chk.close(f"all_reduce AVG {what}", x.cpu().double(),
-                      _sum(torch.float64, n, world) / world, rtol=1e-2, atol=2e-2)
+            chk.close(
+                f"all_reduce AVG {what}",
+                x.cpu().double(),
+                _sum(torch.float64, n, world) / world,
+                rtol=1e-2,
+                atol=2e-2,
+            )
             x = _input(dtype, n, rank)
             dist.all_reduce(x, op=dist._make_nccl_premul_sum(2.0))
-            chk.equal(f"all_reduce PREMUL_SUM(2) {what}", x.cpu(), (2 * _sum(torch.float64, n, world)).to(dtype))
+            chk.equal(
+                f"all_reduce PREMUL_SUM(2) {what}",
+                x.cpu(),
+                (2 * _sum(torch.float64, n, world)).to(dtype),
+            )
         n = 1001
         x = _input(dtype, n, rank)
         out = torch.empty(n * world, dtype=dtype, device="cuda")
         dist.all_gather_into_tensor(out, x)
-        chk.equal(f"all_gather_into_tensor {_name(dtype)}", out.cpu(),
-                  torch.cat([_input(dtype, n, r, "cpu") for r in range(world)]))
+        chk.equal(
+            f"all_gather_into_tensor {_name(dtype)}",
+            out.cpu(),
+            torch.cat([_input(dtype, n, r, "cpu") for r in range(world)]),
+        )
         big = torch.cat([_input(dtype, n, rank * world + q) for q in range(world)])
         out = torch.empty(n, dtype=dtype, device="cuda")
         dist.reduce_scatter_tensor(out, big)
@@ -102,14 +114,21 @@ def _kernel_collectives(rank, world):
         for root in range(world):
             x = _input(dtype, n, rank)
             dist.broadcast(x, src=root)
-            chk.equal(f"broadcast root={root} {_name(dtype)}", x.cpu(), _input(dtype, n, root, "cpu"))
+            chk.equal(
+                f"broadcast root={root} {_name(dtype)}", x.cpu(), _input(dtype, n, root, "cpu")
+            )
     # all_to_all (even splits): chunk q of rank r is r * 100 + q.
     chunk = 33
-    send = torch.cat([torch.full((chunk,), rank * 100 + q, dtype=torch.int32) for q in range(world)]).cuda()
+    send = torch.cat(
+        [torch.full((chunk,), rank * 100 + q, dtype=torch.int32) for q in range(world)]
+    ).cuda()
     recv = torch.empty_like(send)
     dist.all_to_all_single(recv, send)
-    chk.equal("all_to_all_single even", recv.cpu(),
-              torch.cat([torch.full((chunk,), r * 100 + rank, dtype=torch.int32) for r in range(world)]))
+    chk.equal(
+        "all_to_all_single even",
+        recv.cpu(),
+        torch.cat([torch.full((chunk,), r * 100 + rank, dtype=torch.int32) for r in range(world)]),
+    )
     return result(chk)
 
 
@@ -132,15 +151,24 @@ def _chunked(rank, world):
     x = _input(torch.float32, 40_000, rank)
     out = torch.empty(40_000 * world, device="cuda")
     dist.all_gather_into_tensor(out, x)
-    chk.equal("all_gather above the workspace", out.cpu(),
-              torch.cat([_input(torch.float32, 40_000, r, "cpu") for r in range(world)]))
+    chk.equal(
+        "all_gather above the workspace",
+        out.cpu(),
+        torch.cat([_input(torch.float32, 40_000, r, "cpu") for r in range(world)]),
+    )
     return result(chk)
 
 
 @pytest.mark.parametrize("world_size,placement", placement_cases((3,)))
 def test_messages_larger_than_the_workspace(world_size, placement):
-    run_checks(_chunked, world_size, min_checks=3, timeout=300, placement=placement,
-               env={"XCCL_GPU_WORKSPACE_BYTES": str(64 * 1024)})
+    run_checks(
+        _chunked,
+        world_size,
+        min_checks=3,
+        timeout=300,
+        placement=placement,
+        env={"XCCL_GPU_WORKSPACE_BYTES": str(64 * 1024)},
+    )
 
 
 def _without_kernel(rank, world, shared):
@@ -149,8 +177,11 @@ def _without_kernel(rank, world, shared):
     chk = Checker(rank)
     x = torch.arange(10, dtype=torch.int64, device="cuda") * (rank + 1)
     dist.all_reduce(x)
-    chk.equal("int64 all_reduce (no kernel)", x.cpu(),
-              torch.arange(10, dtype=torch.int64) * sum(range(1, world + 1)))
+    chk.equal(
+        "int64 all_reduce (no kernel)",
+        x.cpu(),
+        torch.arange(10, dtype=torch.int64) * sum(range(1, world + 1)),
+    )
     x = torch.full((5,), rank + 1, dtype=torch.int32, device="cuda")
     dist.all_reduce(x, op=R.BXOR)
     expected = 0
@@ -163,8 +194,11 @@ def _without_kernel(rank, world, shared):
         chk.equal("reduce", x.cpu(), _sum(torch.float32, 17, world))
     gathered = [torch.empty(17, device="cuda") for _ in range(world)]
     dist.all_gather(gathered, _input(torch.float32, 17, rank))
-    chk.equal("all_gather list", torch.stack(gathered).cpu(),
-              torch.stack([_input(torch.float32, 17, r, "cpu") for r in range(world)]))
+    chk.equal(
+        "all_gather list",
+        torch.stack(gathered).cpu(),
+        torch.stack([_input(torch.float32, 17, r, "cpu") for r in range(world)]),
+    )
     if rank == 0:
         dist.send(torch.full((3,), 42.0, device="cuda"), dst=world - 1)
     elif rank == world - 1:
@@ -182,10 +216,17 @@ def _without_kernel(rank, world, shared):
     # Uneven all_to_all: rank r sends q + 1 elements to rank q.
     send = torch.cat([torch.full((q + 1,), float(rank), device="cuda") for q in range(world)])
     recv = torch.empty(world * (rank + 1), device="cuda")
-    dist.all_to_all_single(recv, send, output_split_sizes=[rank + 1] * world,
-                           input_split_sizes=[q + 1 for q in range(world)])
-    chk.equal("uneven all_to_all", recv.cpu(),
-              torch.cat([torch.full((rank + 1,), float(r)) for r in range(world)]))
+    dist.all_to_all_single(
+        recv,
+        send,
+        output_split_sizes=[rank + 1] * world,
+        input_split_sizes=[q + 1 for q in range(world)],
+    )
+    chk.equal(
+        "uneven all_to_all",
+        recv.cpu(),
+        torch.cat([torch.full((rank + 1,), float(r)) for r in range(world)]),
+    )
     # A coalesced batch runs on NCCL: on distinct GPUs it runs; where ranks share a GPU NCCL
     # refuses them, a clear ValueError, after which no call is caught in a batch left open.
     # (torch itself keeps the group marked as coalescing after a batch raised, until the next
@@ -194,20 +235,30 @@ def _without_kernel(rank, world, shared):
     got = torch.zeros(4, device="cuda")
 
     def cuda_batch():
-        for w in dist.batch_isend_irecv([
+        for w in dist.batch_isend_irecv(
+            [
                 dist.P2POp(dist.isend, torch.full((4,), float(rank), device="cuda"), nxt),
-                dist.P2POp(dist.irecv, got, prev)]):
+                dist.P2POp(dist.irecv, got, prev),
+            ]
+        ):
             w.wait()
+
     if shared:
-        chk.raises("batch_isend_irecv of CUDA tensors on a shared GPU", cuda_batch,
-                   types=(ValueError,))
+        chk.raises(
+            "batch_isend_irecv of CUDA tensors on a shared GPU", cuda_batch, types=(ValueError,)
+        )
     else:
         cuda_batch()
-        chk.equal("batch_isend_irecv of CUDA tensors (NCCL)", got.cpu(),
-                  torch.full((4,), float(prev)))
+        chk.equal(
+            "batch_isend_irecv of CUDA tensors (NCCL)", got.cpu(), torch.full((4,), float(prev))
+        )
     got = torch.zeros(4)
-    for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((4,), float(rank)), nxt),
-                                     dist.P2POp(dist.irecv, got, prev)]):
+    for w in dist.batch_isend_irecv(
+        [
+            dist.P2POp(dist.isend, torch.full((4,), float(rank)), nxt),
+            dist.P2POp(dist.irecv, got, prev),
+        ]
+    ):
         w.wait()
     chk.equal("CPU batch after the CUDA one", got, torch.full((4,), float(prev)))
     _check_usable(chk, "CUDA all_reduce after the batches", world)
@@ -216,8 +267,14 @@ def _without_kernel(rank, world, shared):
 
 @pytest.mark.parametrize("world_size,placement", placement_cases((3,)))
 def test_calls_without_a_kernel(world_size, placement):
-    run_checks(_without_kernel, world_size, shares_a_gpu(world_size, placement), min_checks=7,
-               timeout=300, placement=placement)
+    run_checks(
+        _without_kernel,
+        world_size,
+        shares_a_gpu(world_size, placement),
+        min_checks=7,
+        timeout=300,
+        placement=placement,
+    )
 
 
 def _streams_and_graphs(rank, world):
@@ -255,12 +312,15 @@ def _streams_and_graphs(rank, world):
         static.copy_(_input(torch.float32, n, rank) * (replay + 1))
         graph.replay()
         torch.cuda.synchronize()
-        chk.equal(f"graph replay {replay}", static.cpu(),
-                  (replay + 1) * _sum(torch.float32, n, world))
+        chk.equal(
+            f"graph replay {replay}", static.cpu(), (replay + 1) * _sum(torch.float32, n, world)
+        )
     # Mixed devices are a ValueError before anything runs, and the group stays usable.
-    chk.raises("CPU output with a CUDA input",
-               lambda: dist.all_gather_into_tensor(torch.empty(world * 4), torch.ones(4, device="cuda")),
-               types=(ValueError,))
+    chk.raises(
+        "CPU output with a CUDA input",
+        lambda: dist.all_gather_into_tensor(torch.empty(world * 4), torch.ones(4, device="cuda")),
+        types=(ValueError,),
+    )
     _check_usable(chk, "usable after a bad call", world)
     return result(chk)
 
@@ -285,8 +345,11 @@ def _vendor_world_one(rank, world):
         dist.broadcast(a, src=0)
         dist.broadcast(b, src=0)
     cm.wait()
-    chk.equal("coalesced broadcasts", torch.cat([a, b]).cpu(),
-              torch.cat([torch.arange(5.0), torch.arange(7.0) * 2]))
+    chk.equal(
+        "coalesced broadcasts",
+        torch.cat([a, b]).cpu(),
+        torch.cat([torch.arange(5.0), torch.arange(7.0) * 2]),
+    )
     # A call NCCL cannot run (a bitwise reduction) is refused inside a batch, which is closed;
     # the next batch runs (torch forgets the failed one when the next one ends).
     x = torch.full((4,), 6, dtype=torch.int32, device=cuda)
@@ -294,16 +357,24 @@ def _vendor_world_one(rank, world):
     def bitwise_in_batch():
         with dist._coalescing_manager(device=cuda, async_ops=True):
             dist.reduce(x, dst=0, op=R.BAND)
-    chk.raises("bitwise reduce inside a CUDA batch", bitwise_in_batch, types=(ValueError,),
-               match="coalesced batch")
+
+    chk.raises(
+        "bitwise reduce inside a CUDA batch",
+        bitwise_in_batch,
+        types=(ValueError,),
+        match="coalesced batch",
+    )
     c = torch.arange(3.0, device=cuda)
     with dist._coalescing_manager(device=cuda, async_ops=True) as cm:
         dist.broadcast(c, src=0)
     cm.wait()
     chk.equal("a batch after the refused one", c.cpu(), torch.arange(3.0))
     work = dist.all_reduce(x, op=R.BAND, async_op=True)
-    chk.true("all_reduce after the batches is issued, not queued by torch",
-             type(work).__name__ != "_IllegalWork", type(work).__name__)
+    chk.true(
+        "all_reduce after the batches is issued, not queued by torch",
+        type(work).__name__ != "_IllegalWork",
+        type(work).__name__,
+    )
     work.wait()
     chk.equal("bitwise all_reduce (host route)", x.cpu(), torch.full((4,), 6, dtype=torch.int32))
     return result(chk)
@@ -312,5 +383,11 @@ def _vendor_world_one(rank, world):
 def test_vendor_route_at_world_size_one():
     if not dist.is_nccl_available():
         pytest.skip("this torch has no NCCL")
-    run_checks(_vendor_world_one, 1, min_checks=7, timeout=300, placement="shared",
-               env={"XCCL_GPU_ALGO": "nccl"})
+    run_checks(
+        _vendor_world_one,
+        1,
+        min_checks=7,
+        timeout=300,
+        placement="shared",
+        env={"XCCL_GPU_ALGO": "nccl"},
+    )

@@ -49,8 +49,11 @@ def _issue_order(rank, world):
         first = dist.all_reduce(y, async_op=True)
         dist.all_reduce(y.view(torch.int32), op=R.BXOR)
         first.wait()
-        chk.equal(f"round {i}: all_reduce then BXOR", y.view(torch.int32).cpu(),
-                  torch.zeros(SMALL, dtype=torch.int32))
+        chk.equal(
+            f"round {i}: all_reduce then BXOR",
+            y.view(torch.int32).cpu(),
+            torch.zeros(SMALL, dtype=torch.int32),
+        )
         # Vendor (host where shared) then host: int32 has no kernel, BXOR no vendor.
         z = torch.full((SMALL,), rank + 1 + i, dtype=torch.int32, device="cuda")
         first = dist.all_reduce(z, async_op=True)
@@ -63,15 +66,19 @@ def _issue_order(rank, world):
 
 @pytest.mark.parametrize("world_size,placement", placement_cases((2, 4)))
 def test_calls_on_different_routes_run_in_issue_order(world_size, placement):
-    run_checks(_issue_order, world_size, min_checks=2 * ORDER_ROUNDS, timeout=300,
-               placement=placement)
+    run_checks(
+        _issue_order, world_size, min_checks=2 * ORDER_ROUNDS, timeout=300, placement=placement
+    )
 
 
 def _names_failure(chk, what, fn):
     error = chk.raises(what, fn, types=(dist.DistBackendError,))
     if error is not None:
-        chk.true(f"{what}: the error names the device-side timeout",
-                 "timed out" in str(error), str(error)[:300])
+        chk.true(
+            f"{what}: the error names the device-side timeout",
+            "timed out" in str(error),
+            str(error)[:300],
+        )
 
 
 def _failed_group(rank, world):
@@ -88,11 +95,15 @@ def _failed_group(rank, world):
     work = dist.all_reduce(x, async_op=True)  # never matched by rank 1
     started = time.time()
     torch.cuda.synchronize()  # the kernel gives up after the group timeout
-    chk.true("the timed-out kernel returned within the timeout plus a margin",
-             time.time() - started < FAILURE_TIMEOUT_S + 20, f"{time.time() - started:.1f} s")
+    chk.true(
+        "the timed-out kernel returned within the timeout plus a margin",
+        time.time() - started < FAILURE_TIMEOUT_S + 20,
+        f"{time.time() - started:.1f} s",
+    )
     _names_failure(chk, "wait() on the timed-out call", work.wait)
-    _names_failure(chk, "wait(timeout) on the timed-out call",
-                   lambda: work.wait(timeout=timedelta(seconds=5)))
+    _names_failure(
+        chk, "wait(timeout) on the timed-out call", lambda: work.wait(timeout=timedelta(seconds=5))
+    )
     # Every later call, whatever its route, raises instead of returning stale data: at issue,
     # or (async) at the latest when waited for.
 
@@ -103,13 +114,13 @@ def _failed_group(rank, world):
         "kernel-route all_reduce": lambda a: dist.all_reduce(ones(), async_op=a),
         "kernel-route broadcast": lambda a: dist.broadcast(ones(), src=0, async_op=a),
         "vendor-route reduce": lambda a: dist.reduce(ones(), dst=0, async_op=a),
-        "host-route BAND all_reduce": lambda a: dist.all_reduce(ones(torch.int32), op=R.BAND,
-                                                                async_op=a),
+        "host-route BAND all_reduce": lambda a: dist.all_reduce(
+            ones(torch.int32), op=R.BAND, async_op=a
+        ),
     }
     for what, call in later.items():
         _names_failure(chk, f"later {what}", lambda call=call: call(False))
-        _names_failure(chk, f"later async {what} and its wait",
-                       lambda call=call: call(True).wait())
+        _names_failure(chk, f"later async {what} and its wait", lambda call=call: call(True).wait())
     store.set("failed-group/done", "1")
     return result(chk)
 
@@ -117,8 +128,15 @@ def _failed_group(rank, world):
 @pytest.mark.parametrize("world_size,placement", placement_cases((2,)))
 def test_failed_group_raises_on_every_later_call_and_wait(world_size, placement):
     # XCCL_GPU_ALGO=kernel: the failure must happen inside xccl's kernel, not in NCCL.
-    run_checks(_failed_group, world_size, min_checks=3, timeout=240, placement=placement,
-               pg_timeout=FAILURE_TIMEOUT_S, env={"XCCL_GPU_ALGO": "kernel"})
+    run_checks(
+        _failed_group,
+        world_size,
+        min_checks=3,
+        timeout=240,
+        placement=placement,
+        pg_timeout=FAILURE_TIMEOUT_S,
+        env={"XCCL_GPU_ALGO": "kernel"},
+    )
 
 
 def _premul_tensor_graph(rank, world):
@@ -138,8 +156,11 @@ def _premul_tensor_graph(rank, world):
         factor.fill_(value)
         graph.replay()
         torch.cuda.synchronize()
-        chk.equal(f"replay {replay} with factor {value}", static.cpu(),
-                  (value * (replay + 1) * _sum(torch.float64, SMALL, world)).to(torch.float32))
+        chk.equal(
+            f"replay {replay} with factor {value}",
+            static.cpu(),
+            (value * (replay + 1) * _sum(torch.float64, SMALL, world)).to(torch.float32),
+        )
     # An eager call right after a replay, without synchronising: ordered after the replay
     # (docs/gpu.md, "CUDA graphs": replays and eager kernel calls share the comm stream's order).
     static.copy_(_input(torch.float32, SMALL, rank))
@@ -147,8 +168,11 @@ def _premul_tensor_graph(rank, world):
     graph.replay()
     dist.all_reduce(static)
     torch.cuda.synchronize()
-    chk.equal("eager all_reduce after an unsynchronised replay", static.cpu(),
-              (world * _sum(torch.float64, SMALL, world)).to(torch.float32))
+    chk.equal(
+        "eager all_reduce after an unsynchronised replay",
+        static.cpu(),
+        (world * _sum(torch.float64, SMALL, world)).to(torch.float32),
+    )
     return result(chk)
 
 
@@ -171,12 +195,16 @@ def _world_one(rank, world):
             base = _input(dtype, 4099 + offset, 0)
             view = base[offset:]
             dist.all_reduce(view, op=R.MAX)
-            chk.equal(f"MAX {dtype} on a view at element {offset}", base.cpu(),
-                      _input(dtype, 4099 + offset, 0, "cpu"))
+            chk.equal(
+                f"MAX {dtype} on a view at element {offset}",
+                base.cpu(),
+                _input(dtype, 4099 + offset, 0, "cpu"),
+            )
         x = _input(dtype, 1001, 0)
         dist.all_reduce(x, op=dist._make_nccl_premul_sum(2.0))
-        chk.equal(f"PREMUL_SUM(2) {dtype}", x.cpu(),
-                  (2 * _input(torch.float64, 1001, 0, "cpu")).to(dtype))
+        chk.equal(
+            f"PREMUL_SUM(2) {dtype}", x.cpu(), (2 * _input(torch.float64, 1001, 0, "cpu")).to(dtype)
+        )
     x = _input(torch.float32, 1001, 0)
     out = torch.empty(1001, device="cuda")
     dist.all_gather_into_tensor(out, x)
@@ -218,15 +246,22 @@ def _peer_killed(rank, world):
 
 @pytest.mark.parametrize("world_size,placement", placement_cases((2,)))
 def test_shutdown_after_a_peer_died_mid_kernel_is_bounded(world_size, placement):
-    outcomes = spawn(_peer_killed, world_size, placement=placement, pg_timeout=SHUTDOWN_TIMEOUT_S,
-                     timeout=SHUTDOWN_TIMEOUT_S + 60, env={"XCCL_GPU_ALGO": "kernel"})
+    outcomes = spawn(
+        _peer_killed,
+        world_size,
+        placement=placement,
+        pg_timeout=SHUTDOWN_TIMEOUT_S,
+        timeout=SHUTDOWN_TIMEOUT_S + 60,
+        env={"XCCL_GPU_ALGO": "kernel"},
+    )
     assert outcomes[1].exitcode == -9, describe(outcomes)
     survivor = outcomes[0]
     assert survivor.ok, describe([survivor])
     took = survivor.value["destroy_s"]
     assert took < SHUTDOWN_BOUND_S, (
         f"destroy_process_group took {took:.1f} s after the peer died mid-kernel (group timeout "
-        f"{SHUTDOWN_TIMEOUT_S:g} s, bound {SHUTDOWN_BOUND_S:g} s)\n" + describe([survivor]))
+        f"{SHUTDOWN_TIMEOUT_S:g} s, bound {SHUTDOWN_BOUND_S:g} s)\n" + describe([survivor])
+    )
 
 
 def _moe_splits(rank, world):
@@ -236,12 +271,14 @@ def _moe_splits(rank, world):
     chk = Checker(rank)
     # sends[s][d]: rows rank s sends to rank d; rank 0's row is equal, the others are not.
     sends = [[2] * world] + [[1 + (s + d) % 3 for d in range(world)] for s in range(1, world)]
-    send = torch.cat([torch.full((sends[rank][d],), float(100 * rank + d), device="cuda")
-                      for d in range(world)])
+    send = torch.cat(
+        [torch.full((sends[rank][d],), float(100 * rank + d), device="cuda") for d in range(world)]
+    )
     recv_splits = [sends[s][rank] for s in range(world)]
     recv = torch.empty(sum(recv_splits), device="cuda")
-    dist.all_to_all_single(recv, send, output_split_sizes=recv_splits,
-                           input_split_sizes=sends[rank])
+    dist.all_to_all_single(
+        recv, send, output_split_sizes=recv_splits, input_split_sizes=sends[rank]
+    )
     want = torch.cat([torch.full((sends[s][rank],), float(100 * s + rank)) for s in range(world)])
     chk.equal("all_to_all, explicit splits, equal on rank 0 only", recv.cpu(), want)
     # Torch's equal form (no lists) on every rank: the kernel route where the plan picks it.
@@ -249,8 +286,12 @@ def _moe_splits(rank, world):
     send = torch.arange(world * per, dtype=torch.float32, device="cuda") + 100 * rank
     recv = torch.empty(world * per, device="cuda")
     dist.all_to_all_single(recv, send)
-    want = torch.cat([torch.arange(rank * per, (rank + 1) * per, dtype=torch.float32) + 100 * r
-                      for r in range(world)])
+    want = torch.cat(
+        [
+            torch.arange(rank * per, (rank + 1) * per, dtype=torch.float32) + 100 * r
+            for r in range(world)
+        ]
+    )
     chk.equal("all_to_all, no split lists", recv.cpu(), want)
     return result(chk)
 

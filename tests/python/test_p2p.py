@@ -32,15 +32,24 @@ def test_send_recv_tags(chk, rank, world):
     for t in tags:
         chk.equal(f"recv tag {t} from {prev}", received[t], _message(prev, rank, t, sizes[t]))
     # Blocking send/recv of every dtype between rank 0 and each other rank, both directions.
-    for dtype in (torch.float16, torch.bfloat16, torch.int8, torch.int64, torch.uint8, torch.bool,
-                  torch.complex64, torch.float64):
+    for dtype in (
+        torch.float16,
+        torch.bfloat16,
+        torch.int8,
+        torch.int64,
+        torch.uint8,
+        torch.bool,
+        torch.complex64,
+        torch.float64,
+    ):
         for peer in range(1, world):
             if rank == 0:
                 dist.send(_message(0, peer, 0, 1001, dtype), dst=peer, tag=5)
                 back = torch.empty(1001, dtype=dtype)
                 dist.recv(back, src=peer, tag=6)
-                chk.equal(f"send/recv {dtype} back from {peer}", back,
-                          _message(peer, 0, 0, 1001, dtype))
+                chk.equal(
+                    f"send/recv {dtype} back from {peer}", back, _message(peer, 0, 0, 1001, dtype)
+                )
             elif rank == peer:
                 x = torch.empty(1001, dtype=dtype)
                 dist.recv(x, src=0, tag=5)
@@ -67,8 +76,11 @@ def test_isend_irecv(chk, rank, world):
         if peer != rank:
             buffers[peer] = torch.empty(1001, dtype=torch.int64)
             recvs.append((peer, dist.irecv(buffers[peer], src=peer, tag=7)))
-    sends = [dist.isend(_message(rank, p, 7, 1001, torch.int64), dst=p, tag=7)
-             for p in range(world) if p != rank]
+    sends = [
+        dist.isend(_message(rank, p, 7, 1001, torch.int64), dst=p, tag=7)
+        for p in range(world)
+        if p != rank
+    ]
     for peer, w in recvs:
         chk.true(f"irecv from {peer} waits", w.wait())
         chk.true(f"irecv from {peer} completed", w.is_completed())
@@ -90,12 +102,16 @@ def test_recv_any_source(chk, rank, world):
                 x = torch.empty(5, dtype=torch.int32)
                 src = dist.recv(x, tag=round_)
                 seen.append(src)
-                chk.equal(f"recv any source round {round_} payload from {src}", x,
-                          _message(src, 0, round_, 5, torch.int32))
+                chk.equal(
+                    f"recv any source round {round_} payload from {src}",
+                    x,
+                    _message(src, 0, round_, 5, torch.int32),
+                )
                 if 0 < src < world:
                     dist.send(torch.tensor([src]), dst=src, tag=100 + round_)
-            chk.equal(f"recv any source round {round_} senders", sorted(seen),
-                      list(range(1, world)))
+            chk.equal(
+                f"recv any source round {round_} senders", sorted(seen), list(range(1, world))
+            )
         else:
             dist.send(_message(rank, 0, round_, 5, torch.int32), dst=0, tag=round_)
             answer = torch.tensor([-1])
@@ -119,10 +135,12 @@ def test_batch_isend_irecv(chk, rank, world):
         # Ring exchange in both directions in one batch.
         to_next, to_prev = _message(rank, nxt, 1, n), _message(rank, prev, 2, n)
         from_prev, from_next = torch.full((n,), -1.0), torch.full((n,), -1.0)
-        ops = [dist.P2POp(dist.isend, to_next, nxt, tag=1),
-               dist.P2POp(dist.irecv, from_prev, prev, tag=1),
-               dist.P2POp(dist.isend, to_prev, prev, tag=2),
-               dist.P2POp(dist.irecv, from_next, nxt, tag=2)]
+        ops = [
+            dist.P2POp(dist.isend, to_next, nxt, tag=1),
+            dist.P2POp(dist.irecv, from_prev, prev, tag=1),
+            dist.P2POp(dist.isend, to_prev, prev, tag=2),
+            dist.P2POp(dist.irecv, from_next, nxt, tag=2),
+        ]
         works = dist.batch_isend_irecv(ops)
         chk.true(f"batch_isend_irecv n={n} returns works", len(works) >= 1, repr(works))
         for w in works:
@@ -146,13 +164,19 @@ def _batch_after_a_failed_one(rank, world):
     chk = Checker(rank)
     nxt, prev = (rank + 1) % world, (rank - 1) % world
     # torch never ends a batch whose body raised; the backend must not refuse the next one.
-    chk.raises("a batch whose operation is refused",
-               lambda: dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(2), nxt,
-                                                          tag=-1)]),
-               types=(ValueError,), match="tag")
+    chk.raises(
+        "a batch whose operation is refused",
+        lambda: dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(2), nxt, tag=-1)]),
+        types=(ValueError,),
+        match="tag",
+    )
     got = torch.zeros(3)
-    for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((3,), float(rank)), nxt),
-                                     dist.P2POp(dist.irecv, got, prev)]):
+    for w in dist.batch_isend_irecv(
+        [
+            dist.P2POp(dist.isend, torch.full((3,), float(rank)), nxt),
+            dist.P2POp(dist.irecv, got, prev),
+        ]
+    ):
         w.wait()
     chk.equal("the next batch runs", got, torch.full((3,), float(prev)))
     return result(chk)
@@ -172,13 +196,21 @@ def test_p2p_interleaved_with_collectives(chk, rank, world):
         pending = dist.irecv(box, src=prev, tag=step)
         x = rank_input(torch.float32, 1001, rank + step)
         dist.all_reduce(x)
-        chk.equal(f"step {step} all_reduce between p2p", x, Op("SUM").reference(
-            [rank_input(torch.float32, 1001, r + step) for r in range(world)], torch.float32))
+        chk.equal(
+            f"step {step} all_reduce between p2p",
+            x,
+            Op("SUM").reference(
+                [rank_input(torch.float32, 1001, r + step) for r in range(world)], torch.float32
+            ),
+        )
         send = dist.isend(_message(rank, nxt, step, 1001), dst=nxt, tag=step)
         gathered = torch.empty(3 * world, dtype=torch.int64)
         dist.all_gather_into_tensor(gathered, rank_input(torch.int64, 3, rank))
-        chk.equal(f"step {step} all_gather between p2p", gathered,
-                  torch.cat([rank_input(torch.int64, 3, r) for r in range(world)]))
+        chk.equal(
+            f"step {step} all_gather between p2p",
+            gathered,
+            torch.cat([rank_input(torch.int64, 3, r) for r in range(world)]),
+        )
         pending.wait()
         send.wait()
         chk.equal(f"step {step} p2p around collectives", box, _message(prev, rank, step, 1001))
@@ -186,11 +218,15 @@ def test_p2p_interleaved_with_collectives(chk, rank, world):
     to_next, from_prev = _message(rank, nxt, 0, 64), torch.empty(64)
     y = rank_input(torch.int32, 7, rank)
     reduce_work = dist.all_reduce(y, op=dist.ReduceOp.MAX, async_op=True)
-    works = dist.batch_isend_irecv([dist.P2POp(dist.irecv, from_prev, prev),
-                                    dist.P2POp(dist.isend, to_next, nxt)])
+    works = dist.batch_isend_irecv(
+        [dist.P2POp(dist.irecv, from_prev, prev), dist.P2POp(dist.isend, to_next, nxt)]
+    )
     for w in works:
         w.wait()
     reduce_work.wait()
     chk.equal("batch next to async all_reduce: p2p", from_prev, _message(prev, rank, 0, 64))
-    chk.equal("batch next to async all_reduce: MAX", y,
-              expected_reduction(Op("MAX"), torch.int32, 7, world))
+    chk.equal(
+        "batch next to async all_reduce: MAX",
+        y,
+        expected_reduction(Op("MAX"), torch.int32, 7, world),
+    )

@@ -24,7 +24,7 @@ def row(lines, collective, size):
     """(route, algorithm, reason) of the row for `collective` at `size` ("1 KiB")."""
     for line in lines[2:]:
         if line.startswith(collective + " ") and f" {size} " in line:
-            rest = line[len(collective):].split(size, 1)[1].split()
+            rest = line[len(collective) :].split(size, 1)[1].split()
             return rest[0], rest[1], " ".join(rest[2:])
     raise AssertionError(f"no row for {collective} {size} in:\n" + "\n".join(lines))
 
@@ -38,8 +38,9 @@ def test_every_fixture_has_a_full_table(capsys, name, device):
     if device == "cpu":
         expected |= {"gather", "scatter", "barrier"}
     assert collectives == expected
-    routes = {"cpu": {"tcp", "shm", "hierarchical"},
-              "cuda": {"kernel", "vendor", "host", "local"}}[device]
+    routes = {"cpu": {"tcp", "shm", "hierarchical"}, "cuda": {"kernel", "vendor", "host", "local"}}[
+        device
+    ]
     for line in lines[2:]:
         assert line.split()[3] in routes, line
         assert len(line.split()) > 5, f"no reason: {line}"  # every row says why
@@ -48,8 +49,17 @@ def test_every_fixture_has_a_full_table(capsys, name, device):
 
 
 def test_h100_small_all_reduce_is_one_shot_and_large_is_nccl(capsys):
-    lines = run(capsys, "--topo", os.path.join(FIXTURE_DIR, "hgx_h100_8x_nvswitch.json"),
-                "--device", "cuda", "--world", "8", "1K", "64MiB")
+    lines = run(
+        capsys,
+        "--topo",
+        os.path.join(FIXTURE_DIR, "hgx_h100_8x_nvswitch.json"),
+        "--device",
+        "cuda",
+        "--world",
+        "8",
+        "1K",
+        "64MiB",
+    )
     assert lines[0].startswith("xccl plan: cuda, 8 ranks on 1 host")
     assert row(lines, "all_reduce", "1 KiB")[:2] == ("kernel", "one_shot")
     route, algorithm, reason = row(lines, "all_reduce", "64 MiB")
@@ -79,8 +89,13 @@ def test_cpu_one_host_is_shared_memory_and_hosts_split_it(capsys):
 
 def test_this_machine_and_the_module_entry_point():
     # No --topo: this machine's discovered topology; the cuda plan needs no GPU.
-    out = subprocess.run([sys.executable, "-m", "xccl", "plan", "--world", "2", "4K"],
-                         capture_output=True, text=True, timeout=300, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "xccl", "plan", "--world", "2", "4K"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
     assert "this machine's topology" in out.splitlines()[0]
     assert out.count("\n") == 2 + 6  # title, header, one row per GPU collective
 

@@ -28,8 +28,11 @@ def _check_group(chk: Checker, rank: int, world: int, label: str) -> None:
     chk.equal(f"{label}: rank", dist.get_rank(), rank)
     chk.equal(f"{label}: world size", dist.get_world_size(), world)
     backend = dist.distributed_c10d._get_default_group()._get_backend(CPU)
-    chk.true(f"{label}: CPU backend is ProcessGroupXccl",
-             isinstance(backend, xccl.ProcessGroupXccl), repr(backend))
+    chk.true(
+        f"{label}: CPU backend is ProcessGroupXccl",
+        isinstance(backend, xccl.ProcessGroupXccl),
+        repr(backend),
+    )
     chk.equal(f"{label}: backend name", backend.name(), "xccl")
     x = rank_input(torch.float32, 1001, rank)
     dist.all_reduce(x)
@@ -40,23 +43,30 @@ def _init_and_check(rank, world, method, where):
     chk = Checker(rank)
     timeout = timedelta(seconds=60)
     if method == "env":
-        os.environ.update(MASTER_ADDR=HOST, MASTER_PORT=str(where), RANK=str(rank),
-                          WORLD_SIZE=str(world))
+        os.environ.update(
+            MASTER_ADDR=HOST, MASTER_PORT=str(where), RANK=str(rank), WORLD_SIZE=str(world)
+        )
         dist.init_process_group("xccl", init_method="env://", timeout=timeout)
     elif method == "env-default":  # no init_method at all: env:// is the default
-        os.environ.update(MASTER_ADDR=HOST, MASTER_PORT=str(where), RANK=str(rank),
-                          WORLD_SIZE=str(world))
+        os.environ.update(
+            MASTER_ADDR=HOST, MASTER_PORT=str(where), RANK=str(rank), WORLD_SIZE=str(world)
+        )
         dist.init_process_group(backend="xccl", timeout=timeout)
     elif method == "tcp":
-        dist.init_process_group("xccl", init_method=f"tcp://{HOST}:{where}", rank=rank,
-                                world_size=world, timeout=timeout)
+        dist.init_process_group(
+            "xccl",
+            init_method=f"tcp://{HOST}:{where}",
+            rank=rank,
+            world_size=world,
+            timeout=timeout,
+        )
     elif method == "file":
-        dist.init_process_group("xccl", init_method=f"file://{where}", rank=rank,
-                                world_size=world, timeout=timeout)
+        dist.init_process_group(
+            "xccl", init_method=f"file://{where}", rank=rank, world_size=world, timeout=timeout
+        )
     elif method == "store":
         store = dist.FileStore(where, world)
-        dist.init_process_group("xccl", store=store, rank=rank, world_size=world,
-                                timeout=timeout)
+        dist.init_process_group("xccl", store=store, rank=rank, world_size=world, timeout=timeout)
     else:
         raise ValueError(method)
     _check_group(chk, rank, world, method)
@@ -95,10 +105,26 @@ def test_torchrun(tmp_path):
     script.write_text(textwrap.dedent(TORCHRUN_SCRIPT))
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = "1"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node", "2", "--max-restarts", "0", str(script), str(tmp_path)]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, start_new_session=True, text=True)
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "--max-restarts",
+        "0",
+        str(script),
+        str(tmp_path),
+    ]
+    process = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
+    )
     try:
         output, _ = process.communicate(timeout=400)
     except subprocess.TimeoutExpired:
@@ -139,14 +165,17 @@ def _group_options(rank, world, algorithm):
     chk = Checker(rank)
     backend = dist.distributed_c10d._get_default_group()._get_backend(CPU)
     options = backend.options
-    chk.true("backend options are xccl.Options", isinstance(options, xccl.Options),
-             repr(options))
+    chk.true("backend options are xccl.Options", isinstance(options, xccl.Options), repr(options))
     chk.equal("pg_options algorithm reaches the backend", options.algorithm, algorithm)
-    chk.equal("init_process_group timeout reaches the backend", options.timeout,
-              timedelta(seconds=42))
+    chk.equal(
+        "init_process_group timeout reaches the backend", options.timeout, timedelta(seconds=42)
+    )
     clone = copy.deepcopy(options)
-    chk.equal("deep copy of the live group's options", (clone.algorithm, clone.timeout),
-              (algorithm, timedelta(seconds=42)))
+    chk.equal(
+        "deep copy of the live group's options",
+        (clone.algorithm, clone.timeout),
+        (algorithm, timedelta(seconds=42)),
+    )
     # Results stay exact with the algorithm forced, on sizes either side of the small-message
     # threshold (64 KiB) and with a partial last ring chunk (512 KiB).
     for n in (1, 7, 1001, 40_000, 300_001):
@@ -154,36 +183,58 @@ def _group_options(rank, world, algorithm):
             x = rank_input(dtype, n, rank)
             out = x.clone()
             dist.all_reduce(out)
-            chk.equal(f"{algorithm}: all_reduce {dtype} n={n}", out,
-                      expected_reduction(Op("SUM"), dtype, n, world))
+            chk.equal(
+                f"{algorithm}: all_reduce {dtype} n={n}",
+                out,
+                expected_reduction(Op("SUM"), dtype, n, world),
+            )
             gathered = torch.empty(n * world, dtype=dtype)
             dist.all_gather_into_tensor(gathered, x)
-            chk.equal(f"{algorithm}: all_gather_into_tensor {dtype} n={n}", gathered,
-                      torch.cat([rank_input(dtype, n, r) for r in range(world)]))
+            chk.equal(
+                f"{algorithm}: all_gather_into_tensor {dtype} n={n}",
+                gathered,
+                torch.cat([rank_input(dtype, n, r) for r in range(world)]),
+            )
             scattered = torch.empty(n, dtype=dtype)
-            dist.reduce_scatter_tensor(scattered, rank_input(dtype, n * world, rank),
-                                       op=dist.ReduceOp.MAX)
+            dist.reduce_scatter_tensor(
+                scattered, rank_input(dtype, n * world, rank), op=dist.ReduceOp.MAX
+            )
             expected = expected_reduction(Op("MAX"), dtype, n * world, world)
-            chk.equal(f"{algorithm}: reduce_scatter_tensor MAX {dtype} n={n}", scattered,
-                      expected[rank * n:(rank + 1) * n])
+            chk.equal(
+                f"{algorithm}: reduce_scatter_tensor MAX {dtype} n={n}",
+                scattered,
+                expected[rank * n : (rank + 1) * n],
+            )
             for root in sorted({0, world - 1}):
                 b = x.clone() if rank == root else torch.zeros(n, dtype=dtype)
                 dist.broadcast(b, src=root)
-                chk.equal(f"{algorithm}: broadcast root={root} {dtype} n={n}", b,
-                          rank_input(dtype, n, root))
+                chk.equal(
+                    f"{algorithm}: broadcast root={root} {dtype} n={n}",
+                    b,
+                    rank_input(dtype, n, root),
+                )
                 r = x.clone()
                 dist.reduce(r, dst=root, op=dist.ReduceOp.MIN)
                 if rank == root:
-                    chk.equal(f"{algorithm}: reduce MIN root={root} {dtype} n={n}", r,
-                              expected_reduction(Op("MIN"), dtype, n, world))
+                    chk.equal(
+                        f"{algorithm}: reduce MIN root={root} {dtype} n={n}",
+                        r,
+                        expected_reduction(Op("MIN"), dtype, n, world),
+                    )
     return result(chk)
 
 
 @pytest.mark.parametrize("world_size", (3, 4))
 @pytest.mark.parametrize("algorithm", ("ring", "direct"))
 def test_pg_options_algorithm_is_honoured(algorithm, world_size):
-    run_checks(_group_options, world_size, algorithm, pg_options={"algorithm": algorithm},
-               pg_timeout=42.0, min_checks=50)
+    run_checks(
+        _group_options,
+        world_size,
+        algorithm,
+        pg_options={"algorithm": algorithm},
+        pg_timeout=42.0,
+        min_checks=50,
+    )
 
 
 def _env_algorithm(rank, world):
@@ -192,8 +243,11 @@ def _env_algorithm(rank, world):
     for n in (7, 300_001):
         x = rank_input(torch.bfloat16, n, rank)
         dist.all_reduce(x)
-        chk.equal(f"XCCL_ALGO=ring all_reduce bfloat16 n={n}", x,
-                  expected_reduction(Op("SUM"), torch.bfloat16, n, world))
+        chk.equal(
+            f"XCCL_ALGO=ring all_reduce bfloat16 n={n}",
+            x,
+            expected_reduction(Op("SUM"), torch.bfloat16, n, world),
+        )
     return result(chk)
 
 
@@ -207,8 +261,11 @@ def _noop(rank, world):
 
 @pytest.mark.parametrize("source", ("pg_options", "XCCL_ALGO"))
 def test_unknown_algorithm_is_rejected_at_group_creation(source):
-    kwargs = ({"pg_options": {"algorithm": "bogus"}} if source == "pg_options"
-              else {"env": {"XCCL_ALGO": "bogus"}})
+    kwargs = (
+        {"pg_options": {"algorithm": "bogus"}}
+        if source == "pg_options"
+        else {"env": {"XCCL_ALGO": "bogus"}}
+    )
     outcomes = spawn(_noop, 2, pg_timeout=20.0, timeout=120, **kwargs)
     for o in outcomes:
         assert o.error_type in ("ValueError", "RuntimeError", "DistBackendError"), o.describe()

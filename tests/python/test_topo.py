@@ -80,17 +80,30 @@ def test_cpu_vm():
     assert "Legend" not in text  # no matrix without GPUs
 
 
-@pytest.mark.parametrize("a, na, b, nb, expected", [
-    ("pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0", 0,
-     "pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:10.0/0000:19:00.0", 0, "PIX"),
-    ("pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0/0000:20:00.0", 0,
-     "pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:10.0/0000:19:00.0", 0, "PXB"),
-    ("pci0000:00/0000:00:03.0", -1, "pci0000:00/0000:00:05.0", -1, "PHB"),
-    ("pci0000:00/0000:00:03.0", 0, "pci0000:40/0000:40:01.0", 0, "NODE"),
-    ("pci0000:00/0000:00:03.0", 0, "pci0000:80/0000:80:01.0", 1, "SYS"),
-    ("", -1, "pci0000:80/0000:80:01.0", 1, "unknown"),
-    ("", -1, "", -1, "NODE"),
-])
+@pytest.mark.parametrize(
+    "a, na, b, nb, expected",
+    [
+        (
+            "pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0",
+            0,
+            "pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:10.0/0000:19:00.0",
+            0,
+            "PIX",
+        ),
+        (
+            "pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0/0000:20:00.0",
+            0,
+            "pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:10.0/0000:19:00.0",
+            0,
+            "PXB",
+        ),
+        ("pci0000:00/0000:00:03.0", -1, "pci0000:00/0000:00:05.0", -1, "PHB"),
+        ("pci0000:00/0000:00:03.0", 0, "pci0000:40/0000:40:01.0", 0, "NODE"),
+        ("pci0000:00/0000:00:03.0", 0, "pci0000:80/0000:80:01.0", 1, "SYS"),
+        ("", -1, "pci0000:80/0000:80:01.0", 1, "unknown"),
+        ("", -1, "", -1, "NODE"),
+    ],
+)
 def test_pci_paths_match_the_cpp_rules(a, na, b, nb, expected):
     assert topo.pci_path_between(a, na, b, nb) == expected
     assert topo.pci_path_between(b, nb, a, na) == expected
@@ -141,8 +154,11 @@ def test_extension_discovers_this_host():
     """The compiled discovery (xccl._native.discover) on the machine running the tests."""
     data = topo.load(topo.topology_json())
     assert data["cpus"] == _online_cpus()
-    nodes = [n for n in os.listdir("/sys/devices/system/node") if n[4:].isdigit()] if (
-        os.path.isdir("/sys/devices/system/node")) else []
+    nodes = (
+        [n for n in os.listdir("/sys/devices/system/node") if n[4:].isdigit()]
+        if (os.path.isdir("/sys/devices/system/node"))
+        else []
+    )
     assert len(data["numaNodes"]) == max(1, len(nodes))
     nvidia = os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/kfd")
     if not nvidia:
@@ -150,17 +166,31 @@ def test_extension_discovers_this_host():
     for nic in data["nics"]:
         assert os.path.exists(f"/sys/class/net/{nic['netdev']}") or nic["port"] > 0
     pytest.importorskip("xccl._C")  # `python -m xccl` imports the whole package
-    out = subprocess.run([sys.executable, "-m", "xccl", "topo"], capture_output=True, text=True,
-                         timeout=300, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "xccl", "topo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
     assert out.startswith("host ") and f"online CPUs ({_online_cpus()})" in out
 
 
 def test_extension_honours_topo_file_and_dump_file(tmp_path):
     pytest.importorskip("xccl._C")  # `python -m xccl` imports the whole package
     dump = tmp_path / "dumped.json"
-    environ = dict(os.environ, XCCL_TOPO_FILE=os.path.join(FIXTURE_DIR, "mi250_2node_host1.json"),
-                   XCCL_TOPO_DUMP_FILE=str(dump))
-    out = subprocess.run([sys.executable, "-m", "xccl", "topo", "--json"], capture_output=True,
-                         text=True, timeout=300, env=environ, check=True).stdout
+    environ = dict(
+        os.environ,
+        XCCL_TOPO_FILE=os.path.join(FIXTURE_DIR, "mi250_2node_host1.json"),
+        XCCL_TOPO_DUMP_FILE=str(dump),
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "xccl", "topo", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environ,
+        check=True,
+    ).stdout
     assert out == fixture("mi250_2node_host1.json")
     assert dump.read_text() == fixture("mi250_2node_host1.json")

@@ -13,8 +13,7 @@ import os
 import sys
 import types
 
-SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python",
-                          "xccl")
+SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "xccl")
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "topo")
 PACKAGE = "_xccl_source_tree"
 
@@ -63,8 +62,10 @@ class FakeRoot:
 
     def kfd_gpu(self, node, bus, gfx, xgmi_to=()):
         base = f"/sys/class/kfd/kfd/topology/nodes/{node}"
-        self.write(f"{base}/properties", f"simd_count 1216\ngfx_target_version {gfx}\n"
-                                         f"domain 0\nlocation_id {bus << 8}\n")
+        self.write(
+            f"{base}/properties",
+            f"simd_count 1216\ngfx_target_version {gfx}\ndomain 0\nlocation_id {bus << 8}\n",
+        )
         self.write(f"{base}/io_links/0/properties", "type 2\nnode_to 0\n")
         for i, to in enumerate(xgmi_to, start=1):
             self.write(f"{base}/io_links/{i}/properties", f"type 11\nnode_to {to}\n")
@@ -82,10 +83,10 @@ class FakeRoot:
 
     def routes(self, *lines):
         """/proc/net/route rows: (interface, destination hex, mask hex)."""
-        header = ("Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\t"
-                  "Window\tIRTT\n")
-        rows = "".join(f"{i}\t{d}\t00000000\t0001\t0\t0\t0\t{m}\t0\t0\t0\n"
-                       for i, d, m in lines)
+        header = (
+            "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n"
+        )
+        rows = "".join(f"{i}\t{d}\t00000000\t0001\t0\t0\t0\t{m}\t0\t0\t0\n" for i, d, m in lines)
         self.write("/proc/net/route", header + rows)
 
 

@@ -12,9 +12,8 @@ namespace {
 constexpr size_t roundUp(size_t value, size_t unit) { return (value + unit - 1) / unit * unit; }
 
 // Everything after the data buffer, including alignment padding; a bound, not the exact size.
-constexpr size_t kFixedBytesBound = kGpuFlagAreaBytes +
-                                    kGpuMaxBlocks * sizeof(uint32_t) + sizeof(uint32_t) +
-                                    4 * kPartAlignment;
+constexpr size_t kFixedBytesBound =
+    kGpuFlagAreaBytes + kGpuMaxBlocks * sizeof(uint32_t) + sizeof(uint32_t) + 4 * kPartAlignment;
 
 static_assert(kPartAlignment % kGpuFlagRowBytes == 0, "flag rows need their alignment");
 

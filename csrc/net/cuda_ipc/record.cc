@@ -22,8 +22,7 @@ bool isErrorKind(uint8_t value) {
     case ErrorKind::kTimeout:
     case ErrorKind::kPeerFailure:
     case ErrorKind::kSystem:
-    case ErrorKind::kAborted:
-      return true;
+    case ErrorKind::kAborted: return true;
   }
   return false;
 }

@@ -54,8 +54,8 @@ Record decodeRecord(const Bytes& bytes);
 // retry (a higher attempt, counted alike on every rank) never reads an earlier attempt's records
 // or votes, which a store keeps forever. Throws kInvalidArgument for a negative attempt.
 struct AttemptKeys {
-  std::string records;   // each rank's Record
-  std::string votes;     // each rank's objection to using the workspace ("" for yes)
+  std::string records;  // each rank's Record
+  std::string votes;  // each rank's objection to using the workspace ("" for yes)
   std::string released;  // after a "no": each rank has closed its mappings of the others
 };
 AttemptKeys attemptKeys(const std::string& prefix, int attempt);

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "common/error.h"
-#include "common/logging.h"
 #include "common/gpu_runtime.h"
+#include "common/logging.h"
 
 namespace xccl::net::cuda_ipc {
 
@@ -17,14 +17,13 @@ inline std::string runtimeText(gpuError_t rc) {
 
 // Throws `kind` naming the failed call. Clears the runtime's last error first: the caller (torch)
 // checks cudaGetLastError after its own launches and must not be blamed for ours.
-#define XCCL_IPC_CHECK(kind, call)                                         \
-  do {                                                                     \
-    const ::xccl::gpuError_t xccl_ipc_rc_ = (call);               \
-    if (xccl_ipc_rc_ != ::xccl::gpuSuccess) {                     \
-      (void)::xccl::gpuGetLastError();                            \
-      XCCL_THROW((kind), #call, " failed: ",                               \
-                 ::xccl::net::cuda_ipc::runtimeText(xccl_ipc_rc_));        \
-    }                                                                      \
+#define XCCL_IPC_CHECK(kind, call)                                                              \
+  do {                                                                                          \
+    const ::xccl::gpuError_t xccl_ipc_rc_ = (call);                                             \
+    if (xccl_ipc_rc_ != ::xccl::gpuSuccess) {                                                   \
+      (void)::xccl::gpuGetLastError();                                                          \
+      XCCL_THROW((kind), #call, " failed: ", ::xccl::net::cuda_ipc::runtimeText(xccl_ipc_rc_)); \
+    }                                                                                           \
   } while (0)
 
 // For destructors: logs instead of throwing. At process exit the runtime may already be unloading;

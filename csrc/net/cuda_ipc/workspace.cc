@@ -55,8 +55,7 @@ Workspace::Workspace(int rank, int size, int device, const WorkspaceLayout& layo
     : rank_(rank), size_(size), device_(device), layout_(layout) {}
 
 Workspace::Published Workspace::publish(Store& store, const std::string& recordsKey, int rank,
-                                        int size, int device, size_t dataBytes,
-                                        Deadline deadline) {
+                                        int size, int device, size_t dataBytes, Deadline deadline) {
   // Equal on every rank (a precondition), so every rank refuses alike without publishing anything.
   XCCL_CHECK_ARG(size >= 1 && size <= kGpuMaxRanks, "cuda_ipc workspace for ", size,
                  " ranks: between 1 and ", kGpuMaxRanks, " are supported");
@@ -145,8 +144,7 @@ std::unique_ptr<Workspace> Workspace::create(Store& store, const std::string& pr
 std::unique_ptr<Workspace> Workspace::createAgreed(Store& store, const std::string& prefix,
                                                    int attempt, int rank, int size, int device,
                                                    size_t dataBytes, milliseconds timeout,
-                                                   std::string* whyNot,
-                                                   const PeerCheckHook& hook) {
+                                                   std::string* whyNot, const PeerCheckHook& hook) {
   XCCL_CHECK_ARG(whyNot != nullptr, "cuda_ipc workspace: whyNot must not be null");
   const AttemptKeys keys = attemptKeys(prefix, attempt);
   const Deadline deadline = Clock::now() + timeout;
@@ -322,8 +320,8 @@ void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
       XCCL_RT(IpcOpenMemHandle)(&mapped, handle, XCCL_RT(IpcMemLazyEnablePeerAccess));
   if (rc != gpuSuccess) {
     (void)gpuGetLastError();
-    XCCL_THROW(kIpcUnavailable, "cuda_ipc: rank ", rank_, " on ", describe(me),
-               " cannot map rank ", r, "'s workspace on ", describe(peer),
+    XCCL_THROW(kIpcUnavailable, "cuda_ipc: rank ", rank_, " on ", describe(me), " cannot map rank ",
+               r, "'s workspace on ", describe(peer),
                ": opening its IPC handle failed: ", runtimeText(rc));
   }
   opened_[r] = true;

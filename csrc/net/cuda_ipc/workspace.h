@@ -132,18 +132,18 @@ class Workspace {
   // One peer's checks; `stream` is a gpuStream_t (this header includes no runtime header).
   std::string checkPeer(int r, void* stream);
   void closePeerMappings();  // base(r) of a peer must not be called after this
-  void abandon();            // closes the mappings and keeps own_ until exit (a peer may map it)
+  void abandon();  // closes the mappings and keeps own_ until exit (a peer may map it)
   void* mapPeerLocked(const std::lock_guard<std::mutex>& guard, int r);
 
   const int rank_;
   const int size_;
   const int device_;
   const WorkspaceLayout layout_;
-  char* own_ = nullptr;          // this rank's allocation on device_ (allocate() in runtime.h)
+  char* own_ = nullptr;  // this rank's allocation on device_ (allocate() in runtime.h)
   std::vector<Record> records_;  // every rank's, from step 1
-  std::mutex mutex_;             // guards the two vectors below
-  std::vector<void*> mapped_;    // base(r) once resolved; nullptr before
-  std::vector<bool> opened_;     // mapped_[r] came from cudaIpcOpenMemHandle: close it
+  std::mutex mutex_;  // guards the two vectors below
+  std::vector<void*> mapped_;  // base(r) once resolved; nullptr before
+  std::vector<bool> opened_;  // mapped_[r] came from cudaIpcOpenMemHandle: close it
 };
 
 }  // namespace xccl::net::cuda_ipc

@@ -142,8 +142,8 @@ void Segment::throwTimeout(int onlyRank, uint32_t step, const WaitBounds& bounds
     if ((onlyRank < 0 || r == onlyRank) && !reached(r, step)) missing.push_back(r);
   }
   XCCL_THROW(ErrorKind::kTimeout, bounds.what,
-             " timed out in shared memory; no signal from rank(s) ",
-             rankList(missing), " (waiting for step ", step, ")");
+             " timed out in shared memory; no signal from rank(s) ", rankList(missing),
+             " (waiting for step ", step, ")");
 }
 
 // Every rank publishes every step of a collective, so a dead peer that has not reached `step`

@@ -39,7 +39,7 @@ std::string newName() {
 
 // Chooses the slot size for `size` ranks, or returns 0 with the reason.
 size_t chooseSlotBytes(int size, const Options& options, std::string* why) {
-  struct statvfs fs {};
+  struct statvfs fs{};
   if (::statvfs(kShmDirectory, &fs) != 0) {
     *why = detail::concat("statvfs(", kShmDirectory, ") failed: ", errnoText(errno));
     return 0;
@@ -94,8 +94,8 @@ int createFile(const std::string& name, int size, size_t slotBytes, std::string*
   }
   std::string failure;
   if (::ftruncate(fd, static_cast<off_t>(layout.totalBytes)) != 0) {
-    failure = detail::concat("ftruncate to ", layout.totalBytes, " bytes failed: ",
-                             errnoText(errno));
+    failure =
+        detail::concat("ftruncate to ", layout.totalBytes, " bytes failed: ", errnoText(errno));
   } else {
     failure = reserve(fd, 0, layout.slotsOffset);
   }
@@ -241,7 +241,7 @@ Segment::~Segment() {
 
 void Segment::map(int fd) {
   const Layout layout = Layout::of(size_, slotBytes_);
-  struct stat st {};
+  struct stat st{};
   XCCL_SYSCHECK(::fstat(fd, &st), "fstat of the shared-memory segment");
   XCCL_CHECK_ARG(static_cast<size_t>(st.st_size) == layout.totalBytes, "segment ", name_, " has ",
                  st.st_size, " bytes, expected ", layout.totalBytes);
@@ -267,8 +267,10 @@ void Segment::markBroken(const std::string& reason) {
 
 void Segment::checkUsable(const std::string& what) const {
   if (!broken_.empty()) {
-    XCCL_THROW(ErrorKind::kAborted, what, ": the shared-memory segment is unusable after an "
-               "earlier failure: ", broken_);
+    XCCL_THROW(ErrorKind::kAborted, what,
+               ": the shared-memory segment is unusable after an "
+               "earlier failure: ",
+               broken_);
   }
 }
 

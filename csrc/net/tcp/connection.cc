@@ -51,7 +51,8 @@ void Connection::flushLocked(std::vector<RequestPtr>* completed) {
     if (head.written < sizeof(FrameHeader)) {
       iov[count++] = {reinterpret_cast<uint8_t*>(&head.header) + head.written,
                       sizeof(FrameHeader) - head.written};
-      if (head.header.bytes > 0) iov[count++] = {const_cast<uint8_t*>(head.payload), head.header.bytes};
+      if (head.header.bytes > 0)
+        iov[count++] = {const_cast<uint8_t*>(head.payload), head.header.bytes};
     } else {
       size_t offset = head.written - sizeof(FrameHeader);
       iov[count++] = {const_cast<uint8_t*>(head.payload) + offset, head.header.bytes - offset};
@@ -82,7 +83,8 @@ bool Connection::readAvailable(FrameSink& sink) {
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-        detail::throwSystemError(__FILE__, __LINE__, "receive from rank " + std::to_string(peer_), errno);
+        detail::throwSystemError(__FILE__, __LINE__, "receive from rank " + std::to_string(peer_),
+                                 errno);
       }
       headerGot_ += static_cast<size_t>(n);
       if (headerGot_ < sizeof(FrameHeader)) continue;
@@ -107,7 +109,8 @@ bool Connection::readAvailable(FrameSink& sink) {
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-        detail::throwSystemError(__FILE__, __LINE__, "receive from rank " + std::to_string(peer_), errno);
+        detail::throwSystemError(__FILE__, __LINE__, "receive from rank " + std::to_string(peer_),
+                                 errno);
       }
       payloadGot_ += static_cast<size_t>(n);
       if (payloadGot_ < readHeader_.bytes) continue;

@@ -208,7 +208,8 @@ Address Address::parse(const std::string& text) {
     sockaddr_in6 in6{};
     in6.sin6_family = AF_INET6;
     in6.sin6_port = htons(static_cast<uint16_t>(port));
-    XCCL_CHECK_ARG(::inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &in6.sin6_addr) == 1,
+    XCCL_CHECK_ARG(::inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &in6.sin6_addr) ==
+                       1,
                    "bad address '", text, "'");
     return fromSockaddr(reinterpret_cast<sockaddr*>(&in6), sizeof(in6));
   }

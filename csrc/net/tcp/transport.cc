@@ -25,7 +25,8 @@ struct Hello {
 
 Error peerClosed(int peer) {
   return Error(ErrorKind::kPeerFailure,
-               detail::concat("rank ", peer, " closed its connection (the process exited, was "
+               detail::concat("rank ", peer,
+                              " closed its connection (the process exited, was "
                               "killed, or aborted)"));
 }
 
@@ -34,10 +35,10 @@ bool matches(int wantedPeer, const MessageTag& wantedTag, int peer, const Messag
 }
 
 Error sizeMismatch(int peer, const MessageTag& tag, size_t sent, size_t expected) {
-  return Error(ErrorKind::kPeerFailure,
-               detail::concat("rank ", peer, " sent ", sent, " bytes for ", describe(tag),
-                              " where ", expected, " were expected (the ranks called different "
-                              "collectives, or with different sizes)"));
+  return Error(ErrorKind::kPeerFailure, detail::concat("rank ", peer, " sent ", sent, " bytes for ",
+                                                       describe(tag), " where ", expected,
+                                                       " were expected (the ranks called different "
+                                                       "collectives, or with different sizes)"));
 }
 
 }  // namespace
@@ -87,16 +88,16 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
   const Bootstrap bootstrap =
       Bootstrap(store, options.storePrefix, rank_, size_, options.timeout).until(deadline);
   uint64_t secret = rank_ == 0 ? randomToken() : 0;
-  const Bytes published = bootstrap.broadcast(
-      "secret", 0,
-      Bytes(reinterpret_cast<uint8_t*>(&secret), reinterpret_cast<uint8_t*>(&secret + 1)));
+  const Bytes published = bootstrap.broadcast("secret", 0,
+                                              Bytes(reinterpret_cast<uint8_t*>(&secret),
+                                                    reinterpret_cast<uint8_t*>(&secret + 1)));
   XCCL_CHECK(published.size() == sizeof(secret), "bad secret in the store");
   std::memcpy(&secret, published.data(), sizeof(secret));
 
   Address bound;
-  Socket listener = listenOn(
-      options.listenAddress ? *options.listenAddress : chooseListenAddress(options.storeHost),
-      &bound);
+  Socket listener = listenOn(options.listenAddress ? *options.listenAddress
+                                                   : chooseListenAddress(options.storeHost),
+                             &bound);
   XCCL_DEBUG("tcp", "listening on ", bound.toString());
   const std::vector<std::string> addresses = bootstrap.allGather("addr", bound.toString());
 
@@ -110,8 +111,8 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
     Hello ack{};
     s.recvAll(&ack, sizeof(ack), deadline);
     if (ack.magic != kHelloMagic || ack.rank != peer || ack.secret != secret) {
-      XCCL_THROW(ErrorKind::kPeerFailure, "the process at ", addr.toString(),
-                 " is not rank ", peer, " of this group");
+      XCCL_THROW(ErrorKind::kPeerFailure, "the process at ", addr.toString(), " is not rank ", peer,
+                 " of this group");
     }
     sockets[peer] = std::move(s);
   }
@@ -174,7 +175,8 @@ FrameTarget TcpTransport::onHeader(int peer, const FrameHeader& header) {
   slot = Inflight{};
   if (header.type != FrameType::kData) {
     // Control frames carry short texts; a huge length means a corrupt or foreign peer.
-    XCCL_CHECK(header.bytes <= (1u << 20), "control frame of ", header.bytes, " bytes from rank ", peer);
+    XCCL_CHECK(header.bytes <= (1u << 20), "control frame of ", header.bytes, " bytes from rank ",
+               peer);
     slot.control.resize(header.bytes);
     return {slot.control.data()};
   }
@@ -217,8 +219,9 @@ void TcpTransport::onPayload(int peer, const FrameHeader& header, const FrameTar
   switch (header.type) {
     case FrameType::kData: break;
     case FrameType::kAbort:
-      failPeer(peer, Error(ErrorKind::kPeerFailure,
-                           detail::concat("rank ", peer, " aborted the communicator: ", text)),
+      failPeer(peer,
+               Error(ErrorKind::kPeerFailure,
+                     detail::concat("rank ", peer, " aborted the communicator: ", text)),
                true);
       return;
     case FrameType::kStatusQuery: {

@@ -40,8 +40,7 @@ class TcpTransport final : public Transport, private FrameSink {
   const char* name() const override { return "tcp"; }
   RequestPtr isend(int peer, MessageTag tag, const void* data, size_t bytes,
                    Completion onDone) override;
-  RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes,
-                   Completion onDone) override;
+  RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes, Completion onDone) override;
   void wait(const std::vector<RequestPtr>& requests, Deadline deadline,
             const std::string& what) override;
   void abort(const std::string& reason) override;

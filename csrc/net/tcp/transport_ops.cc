@@ -70,13 +70,13 @@ RequestPtr TcpTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
       if (!(entry->tag == tag)) continue;
       if (entry->data.size() != bytes) {
         unexpected_.erase(it);
-        return failed(request, Error(ErrorKind::kPeerFailure,
-                                     detail::concat("rank ", entry->peer, " sent ",
-                                                    entry->data.size(), " bytes for ",
-                                                    describe(tag), " where ", bytes,
-                                                    " were expected (the ranks called "
-                                                    "different collectives, or with different "
-                                                    "sizes)")));
+        return failed(request,
+                      Error(ErrorKind::kPeerFailure,
+                            detail::concat("rank ", entry->peer, " sent ", entry->data.size(),
+                                           " bytes for ", describe(tag), " where ", bytes,
+                                           " were expected (the ranks called "
+                                           "different collectives, or with different "
+                                           "sizes)")));
       }
       if (!entry->complete) {
         entry->waiter = request;

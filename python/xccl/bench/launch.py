@@ -38,20 +38,29 @@ def main(argv=None) -> int:
     except SystemExit as stop:  # argparse: --help (0) or a usage error (2)
         return int(stop.code or 0)
     if args.plot and importlib.util.find_spec("matplotlib") is None:
-        sys.stderr.write("xccl bench: --plot needs matplotlib, which is not installed "
-                         "(pip install matplotlib), or leave out --plot\n")
+        sys.stderr.write(
+            "xccl bench: --plot needs matplotlib, which is not installed "
+            "(pip install matplotlib), or leave out --plot\n"
+        )
         return EXIT_USAGE
     try:
         if launched_by(os.environ):
-            return _run_rank(args, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
-                             int(os.environ["LOCAL_RANK"]), "env://", launched=True)
+            return _run_rank(
+                args,
+                int(os.environ["RANK"]),
+                int(os.environ["WORLD_SIZE"]),
+                int(os.environ["LOCAL_RANK"]),
+                "env://",
+                launched=True,
+            )
         return spawn_local(args)
     except KeyboardInterrupt:
         return 130
 
 
-def _run_rank(args, rank: int, world: int, local_rank: int, init_method: str,
-              launched: bool) -> int:
+def _run_rank(
+    args, rank: int, world: int, local_rank: int, init_method: str, launched: bool
+) -> int:
     """One rank, turning any failure into a message that names the rank and a status."""
     try:
         from .runner import run  # torch, torch.distributed and the extension load here
@@ -97,8 +106,12 @@ def local_ranks(target, nranks: int, args: tuple = (), prefix: str = "xccl-bench
     sys.stderr.flush()
     with tempfile.TemporaryDirectory(prefix=prefix + "-") as folder:
         init_method = "file://" + os.path.join(folder, "store")
-        procs = [context.Process(target=target, args=(*args, rank, nranks, init_method),
-                                 name=f"{prefix}-rank{rank}") for rank in range(nranks)]
+        procs = [
+            context.Process(
+                target=target, args=(*args, rank, nranks, init_method), name=f"{prefix}-rank{rank}"
+            )
+            for rank in range(nranks)
+        ]
         try:
             for proc in procs:
                 proc.start()
@@ -119,8 +132,10 @@ def _wait(procs: list, time_limit: float) -> int:
             sys.stderr.write("xccl bench: a rank failed; stopping the others\n")
             return EXIT_RANK_FAILED
         if now > deadline:
-            sys.stderr.write(f"xccl bench: not finished within --time-limit {time_limit:.0f} s; "
-                             "stopping the ranks\n")
+            sys.stderr.write(
+                f"xccl bench: not finished within --time-limit {time_limit:.0f} s; "
+                "stopping the ranks\n"
+            )
             return EXIT_RANK_FAILED
         connection.wait([p.sentinel for p in procs if p.exitcode is None], timeout=POLL_S)
     codes = [proc.exitcode for proc in procs]
@@ -128,8 +143,11 @@ def _wait(procs: list, time_limit: float) -> int:
         return 0
     if all(code in (0, EXIT_CHECK_FAILED) for code in codes):
         return EXIT_CHECK_FAILED
-    crashed = [f"rank {i} ({_describe(code)})" for i, code in enumerate(codes)
-               if code not in (0, EXIT_CHECK_FAILED)]
+    crashed = [
+        f"rank {i} ({_describe(code)})"
+        for i, code in enumerate(codes)
+        if code not in (0, EXIT_CHECK_FAILED)
+    ]
     sys.stderr.write(f"xccl bench: {', '.join(crashed)}\n")
     return EXIT_RANK_FAILED
 

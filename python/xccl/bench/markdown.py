@@ -34,14 +34,26 @@ def display(name) -> str:
 def names(records: list) -> tuple:
     """(tested, reference) display names: those of the first record, "xccl"/"NCCL" if none."""
     first = records[0] if records else {}
-    return (display((first.get("backend") or {}).get("name", "xccl")),
-            display((first.get("reference") or {}).get("name", "nccl")))
+    return (
+        display((first.get("backend") or {}).get("name", "xccl")),
+        display((first.get("reference") or {}).get("name", "nccl")),
+    )
 
 
 def columns(records: list) -> tuple:
     mine, ref = names(records)
-    return ("op", "size", f"{ref} us", f"{mine} us", f"{mine}/{ref}", f"{ref} algbw",
-            f"{mine} algbw", f"{ref} busbw", f"{mine} busbw", "check")
+    return (
+        "op",
+        "size",
+        f"{ref} us",
+        f"{mine} us",
+        f"{mine}/{ref}",
+        f"{ref} algbw",
+        f"{mine} algbw",
+        f"{ref} busbw",
+        f"{mine} busbw",
+        "check",
+    )
 
 
 def ratio(record: dict) -> float | None:
@@ -63,8 +75,11 @@ def _gbps(value) -> str:
 
 
 def _check(record: dict) -> str:
-    verdicts = [(side["name"], side.get("check")) for side in
-                (record.get("backend"), record.get("reference")) if side]
+    verdicts = [
+        (side["name"], side.get("check"))
+        for side in (record.get("backend"), record.get("reference"))
+        if side
+    ]
     if all(v is None for _, v in verdicts):
         return "-"
     failed = [name for name, v in verdicts if v not in (None, "PASS")]
@@ -74,17 +89,27 @@ def _check(record: dict) -> str:
 def row(record: dict) -> list:
     mine, theirs = record["backend"], record.get("reference") or {}
     r = ratio(record)
-    return [record["op"], format_size(record["bytes"]), _us(theirs.get("median_us")),
-            _us(mine.get("median_us")), "-" if r is None else f"{r:.2f}",
-            _gbps(theirs.get("algbw_gbps")), _gbps(mine.get("algbw_gbps")),
-            _gbps(theirs.get("busbw_gbps")), _gbps(mine.get("busbw_gbps")), _check(record)]
+    return [
+        record["op"],
+        format_size(record["bytes"]),
+        _us(theirs.get("median_us")),
+        _us(mine.get("median_us")),
+        "-" if r is None else f"{r:.2f}",
+        _gbps(theirs.get("algbw_gbps")),
+        _gbps(mine.get("algbw_gbps")),
+        _gbps(theirs.get("busbw_gbps")),
+        _gbps(mine.get("busbw_gbps")),
+        _check(record),
+    ]
 
 
 def table(records: list) -> str:
     """One markdown table, rows in the records' order (op, then size)."""
     heads = columns(records)
-    lines = ["| " + " | ".join(heads) + " |",
-             "|" + "|".join("---" if c in ("op", "check") else "---:" for c in heads) + "|"]
+    lines = [
+        "| " + " | ".join(heads) + " |",
+        "|" + "|".join("---" if c in ("op", "check") else "---:" for c in heads) + "|",
+    ]
     lines += ["| " + " | ".join(row(record)) + " |" for record in records]
     return "\n".join(lines)
 
@@ -94,23 +119,31 @@ def verdicts(records: list) -> list:
     small-message target only against NCCL/RCCL, which it is stated for)."""
     lines = []
     mine, ref = names(records)
-    small = [(ratio(r), r["bytes"]) for r in records
-             if r["op"] == "all_reduce" and r["bytes"] <= SMALL_ALL_REDUCE_BYTES and ratio(r)]
+    small = [
+        (ratio(r), r["bytes"])
+        for r in records
+        if r["op"] == "all_reduce" and r["bytes"] <= SMALL_ALL_REDUCE_BYTES and ratio(r)
+    ]
     if small and ref in DISPLAY.values():
         worst = max(small)
         met = "met" if worst[0] <= SMALL_ALL_REDUCE_TARGET else "NOT met"
-        lines.append(f"all_reduce <= {format_size(SMALL_ALL_REDUCE_BYTES)}: worst {mine}/{ref} "
-                     f"{worst[0]:.2f} at {format_size(worst[1])} (target <= "
-                     f"{SMALL_ALL_REDUCE_TARGET:g}: {met})")
+        lines.append(
+            f"all_reduce <= {format_size(SMALL_ALL_REDUCE_BYTES)}: worst {mine}/{ref} "
+            f"{worst[0]:.2f} at {format_size(worst[1])} (target <= "
+            f"{SMALL_ALL_REDUCE_TARGET:g}: {met})"
+        )
     measured = [(ratio(r), r["op"], r["bytes"]) for r in records if ratio(r)]
     slower = [m for m in measured if m[0] > ANY_SIZE_TARGET]
     if measured:
         detail = ", ".join(f"{op} {format_size(n)} ({x:.2f})" for x, op, n in slower[:8])
         more = f" and {len(slower) - 8} more" if len(slower) > 8 else ""
-        lines.append(f"{mine} slower than {ref} at {len(slower)} of {len(measured)} sizes"
-                     + (f": {detail}{more}" if slower else ""))
-    failed = [f"{r['op']} {format_size(r['bytes'])}" for r in records
-              if _check(r).startswith("FAIL")]
+        lines.append(
+            f"{mine} slower than {ref} at {len(slower)} of {len(measured)} sizes"
+            + (f": {detail}{more}" if slower else "")
+        )
+    failed = [
+        f"{r['op']} {format_size(r['bytes'])}" for r in records if _check(r).startswith("FAIL")
+    ]
     if failed:
         lines.append(f"check FAILED at {len(failed)} sizes: {', '.join(failed)}")
     return lines
@@ -125,8 +158,10 @@ def describe_run(meta: dict) -> str:
         timing = f"batch of {method.get('batch_calls')} calls per synchronize"
     graph = method.get("graph_calls")
     mode = f"CUDA graph of {graph} calls per replay" if graph else "eager"
-    return (f"{meta.get('nranks')} ranks on {meta.get('device')}, {meta.get('dtype')}, "
-            f"XCCL_GPU_ALGO={route}, {mode}, timing: {timing}")
+    return (
+        f"{meta.get('nranks')} ranks on {meta.get('device')}, {meta.get('dtype')}, "
+        f"XCCL_GPU_ALGO={route}, {mode}, timing: {timing}"
+    )
 
 
 def section(label: str, document: dict) -> str:
@@ -142,11 +177,14 @@ def section(label: str, document: dict) -> str:
 def header(document: dict) -> str:
     meta = document.get("meta", {})
     mine, ref = names(document.get("results", []))
-    return (f"xccl {meta.get('xccl_version')}: {mine} vs {ref}, torch {meta.get('torch_version')}, "
-            f"{meta.get('nranks')} x {meta.get('device')}, host {meta.get('host')}, "
-            f"{meta.get('created')}. Times: median per-call us of the slowest rank; algbw = "
-            "size / time and busbw in GB/s, busbw with nccl-tests' factors (all_reduce 2(n-1)/n, all_gather and reduce_scatter "
-            f"(n-1)/n); {mine}/{ref} < 1: {mine} faster.")
+    return (
+        f"xccl {meta.get('xccl_version')}: {mine} vs {ref}, torch {meta.get('torch_version')}, "
+        f"{meta.get('nranks')} x {meta.get('device')}, host {meta.get('host')}, "
+        f"{meta.get('created')}. Times: median per-call us of the slowest rank; algbw = "
+        "size / time and busbw in GB/s, busbw with nccl-tests' factors (all_reduce 2(n-1)/n, "
+        "all_gather and reduce_scatter "
+        f"(n-1)/n); {mine}/{ref} < 1: {mine} faster."
+    )
 
 
 def document(runs: list, missing: list = ()) -> str:
@@ -166,10 +204,16 @@ def _argument(text: str) -> tuple:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m xccl.bench.markdown",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("runs", nargs="+", type=_argument, metavar="RUN.json[=LABEL]",
-                        help="JSON written by python -m xccl.bench --json")
+    parser = argparse.ArgumentParser(
+        prog="python -m xccl.bench.markdown", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        type=_argument,
+        metavar="RUN.json[=LABEL]",
+        help="JSON written by python -m xccl.bench --json",
+    )
     parser.add_argument("--out", metavar="FILE", help="also write the markdown here")
     args = parser.parse_args(argv)
     runs, missing = [], []

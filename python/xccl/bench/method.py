@@ -49,14 +49,23 @@ def layout(op: str, nbytes: int, itemsize: int, nranks: int) -> dict | None:
     if count == 0:
         return None
     chunk = count // nranks
-    inputs = {"all_reduce": count, "broadcast": count, "all_gather": chunk,
-              "reduce_scatter": count, "all_to_all": count}
-    outputs = {"all_reduce": count, "broadcast": count, "all_gather": count,
-               "reduce_scatter": chunk, "all_to_all": count}
+    inputs = {
+        "all_reduce": count,
+        "broadcast": count,
+        "all_gather": chunk,
+        "reduce_scatter": count,
+        "all_to_all": count,
+    }
+    outputs = {
+        "all_reduce": count,
+        "broadcast": count,
+        "all_gather": count,
+        "reduce_scatter": chunk,
+        "all_to_all": count,
+    }
     if op not in inputs:
         raise ValueError(f"unknown op {op!r}")
-    return {"count": count, "bytes": count * itemsize, "input": inputs[op],
-            "output": outputs[op]}
+    return {"count": count, "bytes": count * itemsize, "input": inputs[op], "output": outputs[op]}
 
 
 def size_plan(ops, sizes, itemsize: int, nranks: int) -> list:
@@ -90,9 +99,14 @@ STAT_KEYS = ("median", "p10", "p90", "mean", "min", "max")
 def summarize(times) -> dict:
     """One rank's per-iteration times (seconds) reduced to the statistics we report."""
     times = list(times)
-    return {"median": percentile(times, 50), "p10": percentile(times, 10),
-            "p90": percentile(times, 90), "mean": sum(times) / len(times),
-            "min": min(times), "max": max(times)}
+    return {
+        "median": percentile(times, 50),
+        "p10": percentile(times, 10),
+        "p90": percentile(times, 90),
+        "mean": sum(times) / len(times),
+        "min": min(times),
+        "max": max(times),
+    }
 
 
 def max_across_ranks(per_rank: list) -> dict:

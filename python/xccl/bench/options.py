@@ -9,8 +9,14 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 
 # Bytes per element of each dtype the tool accepts (checked against torch at run time).
 DTYPES = {
-    "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2,
-    "int32": 4, "int64": 8, "int8": 1, "uint8": 1,
+    "float32": 4,
+    "float64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "int32": 4,
+    "int64": 8,
+    "int8": 1,
+    "uint8": 1,
 }
 
 # 8 B x 4^k up to 64 MiB is 12 sizes, 8 B .. 32 MiB: a default run takes one to two minutes on
@@ -96,71 +102,146 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m xccl.bench",
         description="Collective benchmark, nccl-tests method: xccl against a reference backend "
-                    "(gloo on CPU, nccl on GPU) in the same processes, interleaved per size. "
-                    "Without a launcher it starts --nranks local CPU ranks itself; under "
-                    "torchrun it uses the launcher's ranks.",
+        "(gloo on CPU, nccl on GPU) in the same processes, interleaved per size. "
+        "Without a launcher it starts --nranks local CPU ranks itself; under "
+        "torchrun it uses the launcher's ranks.",
         epilog="Sizes are message sizes in the nccl-tests convention (all_reduce and broadcast: "
-               "the buffer; all_gather: the output; reduce_scatter and all_to_all: the input). "
-               "Times are the slowest rank's statistic. See benchmarks/README.md.")
+        "the buffer; all_gather: the output; reduce_scatter and all_to_all: the input). "
+        "Times are the slowest rank's statistic. See benchmarks/README.md.",
+    )
     what = parser.add_argument_group("what to measure")
-    what.add_argument("--ops", type=_argparse_type(parse_ops), default=list(OPS),
-                      help=f"comma list (default all: {','.join(OPS)})")
-    what.add_argument("--min", "--minbytes", "-b", dest="min_bytes", type=_argparse_type(parse_size),
-                      default=parse_size(DEFAULT_MIN), metavar="SIZE",
-                      help=f"smallest message (default {DEFAULT_MIN}; suffixes K, M, G)")
+    what.add_argument(
+        "--ops",
+        type=_argparse_type(parse_ops),
+        default=list(OPS),
+        help=f"comma list (default all: {','.join(OPS)})",
+    )
+    what.add_argument(
+        "--min",
+        "--minbytes",
+        "-b",
+        dest="min_bytes",
+        type=_argparse_type(parse_size),
+        default=parse_size(DEFAULT_MIN),
+        metavar="SIZE",
+        help=f"smallest message (default {DEFAULT_MIN}; suffixes K, M, G)",
+    )
     # --maxbytes and -e (nccl-tests' names) also work after torchrun, whose parser rejects
     # --max as an ambiguous abbreviation of its own --max-restarts.
-    what.add_argument("--max", "--maxbytes", "-e", dest="max_bytes",
-                      type=_argparse_type(parse_size), default=parse_size(DEFAULT_MAX),
-                      metavar="SIZE", help=f"largest message (default {DEFAULT_MAX}; under "
-                                           "torchrun spell it --maxbytes or -e)")
-    what.add_argument("--factor", "--stepfactor", "-f", type=int, default=DEFAULT_FACTOR,
-                      help=f"size multiplier between steps (default {DEFAULT_FACTOR})")
-    what.add_argument("--sizes", type=_argparse_type(parse_sizes), default=None, metavar="LIST",
-                      help="explicit comma list of sizes (e.g. 8,1K,256M), instead of --min, "
-                           "--max and --factor")
-    what.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
-                      help="element type (default float32)")
+    what.add_argument(
+        "--max",
+        "--maxbytes",
+        "-e",
+        dest="max_bytes",
+        type=_argparse_type(parse_size),
+        default=parse_size(DEFAULT_MAX),
+        metavar="SIZE",
+        help=f"largest message (default {DEFAULT_MAX}; under torchrun spell it --maxbytes or -e)",
+    )
+    what.add_argument(
+        "--factor",
+        "--stepfactor",
+        "-f",
+        type=int,
+        default=DEFAULT_FACTOR,
+        help=f"size multiplier between steps (default {DEFAULT_FACTOR})",
+    )
+    what.add_argument(
+        "--sizes",
+        type=_argparse_type(parse_sizes),
+        default=None,
+        metavar="LIST",
+        help="explicit comma list of sizes (e.g. 8,1K,256M), instead of --min, --max and --factor",
+    )
+    what.add_argument(
+        "--dtype", choices=sorted(DTYPES), default="float32", help="element type (default float32)"
+    )
     who = parser.add_argument_group("who takes part")
     who.add_argument("--backend", default="xccl", help="backend under test (default xccl)")
-    who.add_argument("--reference", default="auto",
-                     help="backend to compare with: gloo on CPU, nccl on GPU (default), or "
-                          "'none' to skip")
-    who.add_argument("--nranks", "-n", type=int, default=2,
-                     help="local ranks to start when not under a launcher (default 2)")
-    who.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                     help="auto: cuda:LOCAL_RANK under a launcher when GPUs exist, else cpu")
+    who.add_argument(
+        "--reference",
+        default="auto",
+        help="backend to compare with: gloo on CPU, nccl on GPU (default), or 'none' to skip",
+    )
+    who.add_argument(
+        "--nranks",
+        "-n",
+        type=int,
+        default=2,
+        help="local ranks to start when not under a launcher (default 2)",
+    )
+    who.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="auto: cuda:LOCAL_RANK under a launcher when GPUs exist, else cpu",
+    )
     how = parser.add_argument_group("how to measure")
-    how.add_argument("--iters", type=int, default=None,
-                     help="timed iterations per size and backend (default: adapted to the "
-                          "size, see --target-time)")
-    how.add_argument("--warmup", type=int, default=5,
-                     help="warm-up iterations per size and backend (default 5; fewer when one "
-                          "call is long)")
-    how.add_argument("--target-time", type=float, default=0.25, metavar="S",
-                     help="seconds of timed iterations per size and backend when --iters is "
-                          "not given (default 0.25)")
-    how.add_argument("--timing", choices=TIMINGS, default="call",
-                     help="call: each call timed alone, with a device synchronize after it on "
-                          f"CUDA (default); batch: {BATCH_CALLS} calls back to back per "
-                          "synchronize, the time divided among them (nccl-tests' way; the "
-                          "same as call on CPU)")
-    how.add_argument("--graph", type=int, default=0, metavar="K",
-                     help="CUDA only: capture K calls of each size in a CUDA graph per backend "
-                          "and time its replays (per-call time = replay time / K)")
-    how.add_argument("--check", action="store_true",
-                     help="verify every size against an exact expectation (integer-valued "
-                          "inputs); exit 1 on any failure")
+    how.add_argument(
+        "--iters",
+        type=int,
+        default=None,
+        help="timed iterations per size and backend (default: adapted to the "
+        "size, see --target-time)",
+    )
+    how.add_argument(
+        "--warmup",
+        type=int,
+        default=5,
+        help="warm-up iterations per size and backend (default 5; fewer when one call is long)",
+    )
+    how.add_argument(
+        "--target-time",
+        type=float,
+        default=0.25,
+        metavar="S",
+        help="seconds of timed iterations per size and backend when --iters is "
+        "not given (default 0.25)",
+    )
+    how.add_argument(
+        "--timing",
+        choices=TIMINGS,
+        default="call",
+        help="call: each call timed alone, with a device synchronize after it on "
+        f"CUDA (default); batch: {BATCH_CALLS} calls back to back per "
+        "synchronize, the time divided among them (nccl-tests' way; the "
+        "same as call on CPU)",
+    )
+    how.add_argument(
+        "--graph",
+        type=int,
+        default=0,
+        metavar="K",
+        help="CUDA only: capture K calls of each size in a CUDA graph per backend "
+        "and time its replays (per-call time = replay time / K)",
+    )
+    how.add_argument(
+        "--check",
+        action="store_true",
+        help="verify every size against an exact expectation (integer-valued "
+        "inputs); exit 1 on any failure",
+    )
     how.add_argument("--seed", type=int, default=1234, help="input seed (default 1234)")
-    how.add_argument("--timeout", type=float, default=120.0, metavar="S",
-                     help="bound on process-group set-up and on each collective (default 120)")
-    how.add_argument("--time-limit", type=float, default=1800.0, metavar="S",
-                     help="bound on the whole self-started run (default 1800)")
+    how.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="bound on process-group set-up and on each collective (default 120)",
+    )
+    how.add_argument(
+        "--time-limit",
+        type=float,
+        default=1800.0,
+        metavar="S",
+        help="bound on the whole self-started run (default 1800)",
+    )
     out = parser.add_argument_group("output")
     out.add_argument("--csv", metavar="FILE", help="write one row per op, size and backend")
     out.add_argument("--json", metavar="FILE", help="write the results and run metadata")
-    out.add_argument("--plot", metavar="FILE.png",
-                     help="plot latency and busbw against size (needs matplotlib)")
+    out.add_argument(
+        "--plot", metavar="FILE.png", help="plot latency and busbw against size (needs matplotlib)"
+    )
     out.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser
 

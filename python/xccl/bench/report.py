@@ -20,9 +20,28 @@ import time
 from . import method
 from .options import format_size
 
-CSV_FIELDS = ("op", "dtype", "nranks", "device", "bytes", "count", "role", "backend", "iters",
-              "warmup", "median_us", "p10_us", "p90_us", "mean_us", "min_us", "max_us",
-              "algbw_gbps", "busbw_gbps", "speedup", "check")
+CSV_FIELDS = (
+    "op",
+    "dtype",
+    "nranks",
+    "device",
+    "bytes",
+    "count",
+    "role",
+    "backend",
+    "iters",
+    "warmup",
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "mean_us",
+    "min_us",
+    "max_us",
+    "algbw_gbps",
+    "busbw_gbps",
+    "speedup",
+    "check",
+)
 
 
 class Progress:
@@ -95,8 +114,11 @@ def _speedup(value: float | None) -> str:
 
 def _check(record: dict) -> str | None:
     """PASS, FAIL naming who failed, or None when nothing was checked."""
-    checked = [side for side in ("backend", "reference") if record.get(side)
-               and record[side].get("check") is not None]
+    checked = [
+        side
+        for side in ("backend", "reference")
+        if record.get(side) and record[side].get("check") is not None
+    ]
     if not checked:
         return None
     failed = [record[side]["name"] for side in checked if record[side]["check"] != "PASS"]
@@ -121,13 +143,22 @@ def format_table(records: list, title: str = "") -> str:
     rows = [header, units]
     for record in records:
         mine = record["backend"]
-        cells = [format_size(record["bytes"]), str(record["count"]), _us(mine["median_us"]),
-                 _us(mine["p10_us"]), _us(mine["p90_us"]), _gbps(mine["algbw_gbps"]),
-                 _gbps(mine["busbw_gbps"])]
+        cells = [
+            format_size(record["bytes"]),
+            str(record["count"]),
+            _us(mine["median_us"]),
+            _us(mine["p10_us"]),
+            _us(mine["p90_us"]),
+            _gbps(mine["algbw_gbps"]),
+            _gbps(mine["busbw_gbps"]),
+        ]
         if ref:
             theirs = record["reference"]
-            cells += [_us(theirs["median_us"]), _gbps(theirs["busbw_gbps"]),
-                      _speedup(record.get("speedup"))]
+            cells += [
+                _us(theirs["median_us"]),
+                _gbps(theirs["busbw_gbps"]),
+                _speedup(record.get("speedup")),
+            ]
         if checked:
             cells.append(_check(record) or "-")
         rows.append(cells)
@@ -140,8 +171,10 @@ def format_table(records: list, title: str = "") -> str:
 
 def op_title(op: str, meta: dict) -> str:
     versus = f" vs {meta['reference']}" if meta.get("reference") else ""
-    return (f"# {op}  {meta['dtype']}, {meta['nranks']} ranks on {meta['device']}: "
-            f"{meta['backend']}{versus} (slowest rank; median, p10, p90 of per-call times)")
+    return (
+        f"# {op}  {meta['dtype']}, {meta['nranks']} ranks on {meta['device']}: "
+        f"{meta['backend']}{versus} (slowest rank; median, p10, p90 of per-call times)"
+    )
 
 
 def summary_line(op: str, records: list) -> str | None:
@@ -153,9 +186,11 @@ def summary_line(op: str, records: list) -> str | None:
     faster = sum(1 for s, _ in pairs if s > 1.0)
     low = min(pairs)
     high = max(pairs)
-    return (f"{op}: {name} faster at {faster} of {len(pairs)} sizes; speedup geomean "
-            f"{method.geomean([s for s, _ in pairs]):.2f}x, min {low[0]:.2f}x at "
-            f"{format_size(low[1])}, max {high[0]:.2f}x at {format_size(high[1])}")
+    return (
+        f"{op}: {name} faster at {faster} of {len(pairs)} sizes; speedup geomean "
+        f"{method.geomean([s for s, _ in pairs]):.2f}x, min {low[0]:.2f}x at "
+        f"{format_size(low[1])}, max {high[0]:.2f}x at {format_size(high[1])}"
+    )
 
 
 def csv_rows(records: list, device: str = "") -> list:
@@ -165,10 +200,17 @@ def csv_rows(records: list, device: str = "") -> list:
             side = record.get(role)
             if not side:
                 continue
-            row = {"op": record["op"], "dtype": record["dtype"], "nranks": record["nranks"],
-                   "device": device, "bytes": record["bytes"], "count": record["count"],
-                   "role": role, "backend": side["name"],
-                   "speedup": record.get("speedup") if role == "backend" else None}
+            row = {
+                "op": record["op"],
+                "dtype": record["dtype"],
+                "nranks": record["nranks"],
+                "device": device,
+                "bytes": record["bytes"],
+                "count": record["count"],
+                "role": role,
+                "backend": side["name"],
+                "speedup": record.get("speedup") if role == "backend" else None,
+            }
             row.update({k: side.get(k) for k in CSV_FIELDS if k in side})
             rows.append({k: ("" if row.get(k) is None else row[k]) for k in CSV_FIELDS})
     return rows
@@ -209,20 +251,32 @@ def write_plot(path: str, records: list, meta: dict) -> None:
                 continue
             label = sides[0]["name"]
             (line,) = latency.plot(sizes, [s["median_us"] for s in sides], style, label=label)
-            latency.fill_between(sizes, [s["p10_us"] for s in sides],
-                                 [s["p90_us"] for s in sides], alpha=0.2, color=line.get_color())
-            bandwidth.plot(sizes, [s["busbw_gbps"] for s in sides], style, label=label,
-                           color=line.get_color())
-        latency.set(xscale="log", yscale="log", ylabel="time (us), median and p10-p90",
-                    title=f"{op} latency")
+            latency.fill_between(
+                sizes,
+                [s["p10_us"] for s in sides],
+                [s["p90_us"] for s in sides],
+                alpha=0.2,
+                color=line.get_color(),
+            )
+            bandwidth.plot(
+                sizes, [s["busbw_gbps"] for s in sides], style, label=label, color=line.get_color()
+            )
+        latency.set(
+            xscale="log",
+            yscale="log",
+            ylabel="time (us), median and p10-p90",
+            title=f"{op} latency",
+        )
         bandwidth.set(xscale="log", ylabel="busbw (GB/s)", title=f"{op} bus bandwidth")
         for axis in (latency, bandwidth):
             axis.set_xscale("log", base=2)
             axis.set_xlabel("message size (bytes)")
             axis.grid(True, which="both", alpha=0.3)
             axis.legend()
-    figure.suptitle(f"{meta.get('backend')} vs {meta.get('reference')}: {meta.get('nranks')} "
-                    f"ranks, {meta.get('device')}, {meta.get('dtype')}")
+    figure.suptitle(
+        f"{meta.get('backend')} vs {meta.get('reference')}: {meta.get('nranks')} "
+        f"ranks, {meta.get('device')}, {meta.get('dtype')}"
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

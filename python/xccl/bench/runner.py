@@ -44,8 +44,9 @@ def resolve_device(choice: str, launched: bool, local_rank: int) -> torch.device
         if not torch.cuda.is_available():
             raise RuntimeError("--device cuda: torch sees no CUDA device")
         if local_rank >= torch.cuda.device_count():
-            raise RuntimeError(f"local rank {local_rank} has no GPU "
-                               f"({torch.cuda.device_count()} visible)")
+            raise RuntimeError(
+                f"local rank {local_rank} has no GPU ({torch.cuda.device_count()} visible)"
+            )
         return torch.device("cuda", local_rank)
     return torch.device("cpu")
 
@@ -107,8 +108,13 @@ class Rank:
         sum over the world is exact in the tested dtype, so outputs compare bit for bit."""
         bound = max(1, min(4, EXACT_LIMIT.get(self.args.dtype, 4 * self.world) // self.world))
         low = 0 if self.dtype == torch.uint8 else -bound
-        return torch.randint(low, bound + 1, (count,), dtype=torch.int32,
-                             generator=self._generator(rank, salt, "cpu"))
+        return torch.randint(
+            low,
+            bound + 1,
+            (count,),
+            dtype=torch.int32,
+            generator=self._generator(rank, salt, "cpu"),
+        )
 
     def expected(self, op: str, shape: dict, salt: int):
         """What this rank's output must hold after `op` on everyone's check_input."""
@@ -179,8 +185,11 @@ class Rank:
         results by role."""
         args = self.args
         inp = torch.empty(shape["input"], dtype=self.dtype, device=self.device)
-        out = inp if op in ("all_reduce", "broadcast") else torch.empty(
-            shape["output"], dtype=self.dtype, device=self.device)
+        out = (
+            inp
+            if op in ("all_reduce", "broadcast")
+            else torch.empty(shape["output"], dtype=self.dtype, device=self.device)
+        )
         calls = {side.role: _call(op, side.group, inp, out) for side in self.sides}
         passed = self.check(op, shape, calls, inp, out, salt) if args.check else {}
         self.fill_random(inp, salt)
@@ -227,32 +236,48 @@ class Rank:
             for i in order:
                 if index < len(blocks[i]):
                     self.barrier()
-                    times[self.sides[i].role] += self.time_calls(calls[self.sides[i].role],
-                                                                 blocks[i][index])
-        return {side.role: {"stats": method.summarize([t / per_call for t in times[side.role]]),
-                            "iters": n,
-                            "warmup": w, "check": passed.get(side.role)}
-                for side, n, w in zip(self.sides, iters, warmups)}
+                    times[self.sides[i].role] += self.time_calls(
+                        calls[self.sides[i].role], blocks[i][index]
+                    )
+        return {
+            side.role: {
+                "stats": method.summarize([t / per_call for t in times[side.role]]),
+                "iters": n,
+                "warmup": w,
+                "check": passed.get(side.role),
+            }
+            for side, n, w in zip(self.sides, iters, warmups)
+        }
 
     def record(self, op: str, shape: dict, gathered: list) -> dict:
         """All ranks' results for one size as one record: each statistic's max over ranks."""
-        entry = {"op": op, "bytes": shape["bytes"], "count": shape["count"],
-                 "dtype": self.args.dtype, "nranks": self.world, "reference": None}
+        entry = {
+            "op": op,
+            "bytes": shape["bytes"],
+            "count": shape["count"],
+            "dtype": self.args.dtype,
+            "nranks": self.world,
+            "reference": None,
+        }
         for side in self.sides:
             mine = [ranks[side.role] for ranks in gathered]
             stats = method.max_across_ranks([m["stats"] for m in mine])
             algbw, busbw = method.bandwidths(op, shape["bytes"], stats["median"], self.world)
             checks = [m["check"] for m in mine]
             entry[side.role] = {
-                "name": side.name, "iters": mine[0]["iters"], "warmup": mine[0]["warmup"],
+                "name": side.name,
+                "iters": mine[0]["iters"],
+                "warmup": mine[0]["warmup"],
                 **{f"{key}_us": _round(stats[key] * 1e6) for key in method.STAT_KEYS},
-                "algbw_gbps": _round(algbw), "busbw_gbps": _round(busbw),
+                "algbw_gbps": _round(algbw),
+                "busbw_gbps": _round(busbw),
                 "check": None if checks[0] is None else ("PASS" if all(checks) else "FAIL"),
                 "rank_median_us": [_round(m["stats"]["median"] * 1e6) for m in mine],
             }
         reference = entry["reference"]
-        entry["speedup"] = _round(method.speedup(reference and reference["median_us"],
-                                                 entry["backend"]["median_us"]))
+        entry["speedup"] = _round(
+            method.speedup(reference and reference["median_us"], entry["backend"]["median_us"])
+        )
         return entry
 
 
@@ -264,23 +289,35 @@ def _round(value: float | None) -> float | None:
 def metadata(args, world: int, device: torch.device, sides: list) -> dict:
     names = {side.role: side.name for side in sides}
     return {
-        "tool": "xccl.bench", "xccl_version": xccl.__version__, "torch_version": torch.__version__,
+        "tool": "xccl.bench",
+        "xccl_version": xccl.__version__,
+        "torch_version": torch.__version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "host": socket.gethostname(), "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
         "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
-        "backend": names["backend"], "reference": names.get("reference"), "nranks": world,
-        "dtype": args.dtype, "ops": args.ops, "sizes": args.sizes,
+        "backend": names["backend"],
+        "reference": names.get("reference"),
+        "nranks": world,
+        "dtype": args.dtype,
+        "ops": args.ops,
+        "sizes": args.sizes,
         "method": {
             "statistic": "per-rank median/p10/p90 of per-call times, then max over ranks",
-            "warmup": args.warmup, "iters": args.iters, "target_time_s": args.target_time,
-            "min_iters": method.MIN_ITERS, "max_iters": method.MAX_ITERS,
+            "warmup": args.warmup,
+            "iters": args.iters,
+            "target_time_s": args.target_time,
+            "min_iters": method.MIN_ITERS,
+            "max_iters": method.MAX_ITERS,
             "interleaved": "per size, alternating blocks of iterations",
             "busbw_factors": {op: method.busbw_factor(op, world) for op in args.ops},
             "bytes": "all_reduce/broadcast buffer, all_gather output, reduce_scatter/all_to_all "
-                     "input",
-            "check": args.check, "seed": args.seed,
-            "timing": args.timing, "batch_calls": BATCH_CALLS if args.timing == "batch" else 1,
+            "input",
+            "check": args.check,
+            "seed": args.seed,
+            "timing": args.timing,
+            "batch_calls": BATCH_CALLS if args.timing == "batch" else 1,
             "graph_calls": args.graph,
         },
         # The GPU route xccl was told to take (docs/environment.md); None: its own plan.
@@ -296,16 +333,20 @@ def run(args, rank: int, world: int, local_rank: int, init_method: str, launched
         torch.cuda.set_device(device)
     reference = resolve_reference(args.reference, device)
     timeout = timedelta(seconds=args.timeout)
-    dist.init_process_group(CONTROL_BACKEND, init_method=init_method, rank=rank,
-                            world_size=world, timeout=timeout)
+    dist.init_process_group(
+        CONTROL_BACKEND, init_method=init_method, rank=rank, world_size=world, timeout=timeout
+    )
     try:
-        sides = [Side("backend", args.backend, dist.new_group(backend=args.backend,
-                                                              timeout=timeout))]
+        sides = [
+            Side("backend", args.backend, dist.new_group(backend=args.backend, timeout=timeout))
+        ]
         if reference:
-            sides.append(Side("reference", reference,
-                              dist.new_group(backend=reference, timeout=timeout)))
-        return _run_sizes(Rank(args, rank, world, device, sides), metadata(args, world, device,
-                                                                           sides))
+            sides.append(
+                Side("reference", reference, dist.new_group(backend=reference, timeout=timeout))
+            )
+        return _run_sizes(
+            Rank(args, rank, world, device, sides), metadata(args, world, device, sides)
+        )
     finally:
         dist.destroy_process_group()
 
@@ -315,8 +356,10 @@ def _run_sizes(me: Rank, meta: dict) -> int:
     plan = method.size_plan(args.ops, args.sizes, me.itemsize, me.world)
     progress = report.Progress(len(plan), enabled=lead and not args.no_progress)
     versus = f" vs {meta['reference']}" if meta["reference"] else ""
-    progress.note(f"xccl bench: {meta['backend']}{versus}, {me.world} ranks on {meta['device']}, "
-                  f"{args.dtype}, {len(plan)} runs over {', '.join(args.ops)}")
+    progress.note(
+        f"xccl bench: {meta['backend']}{versus}, {me.world} ranks on {meta['device']}, "
+        f"{args.dtype}, {len(plan)} runs over {', '.join(args.ops)}"
+    )
     records, salt, started = [], 0, time.monotonic()
     for op in args.ops:
         mine = []
@@ -326,8 +369,9 @@ def _run_sizes(me: Rank, meta: dict) -> int:
             try:
                 results = me.measure(op, shape, salt)
             except Exception as error:
-                raise RuntimeError(f"{op} at {format_size(shape['bytes'])}: "
-                                   f"{type(error).__name__}: {error}") from error
+                raise RuntimeError(
+                    f"{op} at {format_size(shape['bytes'])}: {type(error).__name__}: {error}"
+                ) from error
             gathered = [None] * me.world
             dist.all_gather_object(gathered, results)
             mine.append(me.record(op, shape, gathered))
@@ -340,25 +384,41 @@ def _run_sizes(me: Rank, meta: dict) -> int:
     if lead:
         progress.clear()
         _finish(args, records, meta)
-    failed = any(r[role] and r[role]["check"] == "FAIL" for r in records
-                 for role in ("backend", "reference"))
+    failed = any(
+        r[role] and r[role]["check"] == "FAIL" for r in records for role in ("backend", "reference")
+    )
     return 1 if failed else 0
 
 
 def _finish(args, records: list, meta: dict) -> None:
-    lines = [line for op in args.ops
-             if (line := report.summary_line(op, [r for r in records if r["op"] == op]))]
+    lines = [
+        line
+        for op in args.ops
+        if (line := report.summary_line(op, [r for r in records if r["op"] == op]))
+    ]
     if lines:
         print("Summary (speedup = reference time / tested time; > 1 means faster):")
         print("\n".join("  " + line for line in lines))
     if args.check:
-        failures = [f"{r['op']} {format_size(r['bytes'])} ({r[role]['name']})" for r in records
-                    for role in ("backend", "reference") if r[role] and r[role]["check"] == "FAIL"]
-        print("check: " + (f"FAIL {len(failures)}: " + ", ".join(failures) if failures
-                           else f"PASS ({len(records)} sizes)"))
-    for path, write in ((args.csv, lambda p: report.write_csv(p, records, meta["device"])),
-                        (args.json, lambda p: report.write_json(p, records, meta)),
-                        (args.plot, lambda p: report.write_plot(p, records, meta))):
+        failures = [
+            f"{r['op']} {format_size(r['bytes'])} ({r[role]['name']})"
+            for r in records
+            for role in ("backend", "reference")
+            if r[role] and r[role]["check"] == "FAIL"
+        ]
+        print(
+            "check: "
+            + (
+                f"FAIL {len(failures)}: " + ", ".join(failures)
+                if failures
+                else f"PASS ({len(records)} sizes)"
+            )
+        )
+    for path, write in (
+        (args.csv, lambda p: report.write_csv(p, records, meta["device"])),
+        (args.json, lambda p: report.write_json(p, records, meta)),
+        (args.plot, lambda p: report.write_plot(p, records, meta)),
+    ):
         if path:
             write(path)
             print(f"wrote {path}")

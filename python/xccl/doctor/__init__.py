@@ -62,7 +62,7 @@ def load_topology(path: str | None = None) -> tuple:
     honouring XCCL_TOPO_FILE)."""
     try:
         if path:
-            with open(path, "r", encoding="utf-8") as f:
+            with open(path, encoding="utf-8") as f:
                 text = f.read()
             source = path
         else:
@@ -108,12 +108,13 @@ def run(args) -> int:
         checks += more
     counts = {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL)}
     status = 1 if counts[FAIL] else 0
-    print(f"\n{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[FAIL]} FAIL "
-          f"in {time.monotonic() - started:.1f} s -> exit {status}")
+    print(
+        f"\n{counts[PASS]} PASS, {counts[WARN]} WARN, {counts[FAIL]} FAIL "
+        f"in {time.monotonic() - started:.1f} s -> exit {status}"
+    )
     return status
 
 
 def _torch_has_gpu() -> bool:
     torch = sys.modules.get("torch") or importlib.import_module("torch")
     return bool(getattr(torch.version, "cuda", None) or getattr(torch.version, "hip", None))
-

@@ -46,8 +46,16 @@ def _time_allreduce(dist, torch, tensor, group, iters: int, warmup: int, device:
     return times
 
 
-def _selftest_worker(backend: str, device: str, timeout_s: float, iters: int, results, rank: int,
-                     world: int, init_method: str) -> None:
+def _selftest_worker(
+    backend: str,
+    device: str,
+    timeout_s: float,
+    iters: int,
+    results,
+    rank: int,
+    world: int,
+    init_method: str,
+) -> None:
     """One rank (started by launch.local_ranks). Never raises: every outcome, errors included,
     goes to `results`."""
     out = {"rank": rank}
@@ -61,13 +69,19 @@ def _selftest_worker(backend: str, device: str, timeout_s: float, iters: int, re
             torch.cuda.set_device(rank)
             out["device_count"] = torch.cuda.device_count()
         baseline_name = "nccl" if device == "cuda" else "gloo"
-        dist.init_process_group(baseline_name, init_method=init_method, rank=rank,
-                                world_size=world, timeout=timedelta(seconds=timeout_s))
+        dist.init_process_group(
+            baseline_name,
+            init_method=init_method,
+            rank=rank,
+            world_size=world,
+            timeout=timedelta(seconds=timeout_s),
+        )
         groups = {"baseline": None}
         if backend != baseline_name:
             try:
-                groups["backend"] = dist.new_group(backend=backend,
-                                                   timeout=timedelta(seconds=timeout_s))
+                groups["backend"] = dist.new_group(
+                    backend=backend, timeout=timedelta(seconds=timeout_s)
+                )
             except Exception as error:  # noqa: BLE001 - reported; the baseline still runs
                 out["create_error"] = f"{type(error).__name__}: {error}"
         else:
@@ -90,8 +104,13 @@ def _selftest_worker(backend: str, device: str, timeout_s: float, iters: int, re
     results.put(out)
 
 
-def run_selftest(backend: str = "xccl", device: str = "cpu", world: int = 2,
-                 timeout_s: float = SELFTEST_TIMEOUT_S, iters: int = 5) -> dict:
+def run_selftest(
+    backend: str = "xccl",
+    device: str = "cpu",
+    world: int = 2,
+    timeout_s: float = SELFTEST_TIMEOUT_S,
+    iters: int = 5,
+) -> dict:
     """Runs `world` ranks on this host; returns {"ranks": [...], "error": str|None}.
 
     Ranks are started by xccl.bench's launcher (never forked from this process)."""
@@ -151,25 +170,44 @@ def check_selftest(result: dict) -> list:
     where = f"{world} ranks, {device}"
     if base_small is not None:
         status = PASS if small <= MAX_LATENCY_RATIO * base_small else WARN
-        checks.append(Check(status, name + ".latency",
-                            f"{backend} all_reduce {SMALL_BYTES} B: {small * 1e6:.0f} us median "
-                            f"vs {base_small * 1e6:.0f} us for the baseline ({where})"))
+        checks.append(
+            Check(
+                status,
+                name + ".latency",
+                f"{backend} all_reduce {SMALL_BYTES} B: {small * 1e6:.0f} us median "
+                f"vs {base_small * 1e6:.0f} us for the baseline ({where})",
+            )
+        )
         base_busbw = method.bandwidths("all_reduce", LARGE_BYTES, base_large, world)[1]
         status = PASS if busbw >= MIN_BANDWIDTH_RATIO * base_busbw else WARN
-        checks.append(Check(status, name + ".bandwidth",
-                            f"{backend} all_reduce 16 MiB: {busbw:.2f} GB/s bus bandwidth "
-                            f"vs {base_busbw:.2f} GB/s for the baseline ({where})"))
+        checks.append(
+            Check(
+                status,
+                name + ".bandwidth",
+                f"{backend} all_reduce 16 MiB: {busbw:.2f} GB/s bus bandwidth "
+                f"vs {base_busbw:.2f} GB/s for the baseline ({where})",
+            )
+        )
     else:
         status = PASS if small <= MAX_LATENCY_S else WARN
-        checks.append(Check(status, name + ".latency",
-                            f"{backend} all_reduce {SMALL_BYTES} B: {small * 1e6:.0f} us median "
-                            f"(expected under {MAX_LATENCY_S * 1e6:.0f} us; {where})"))
+        checks.append(
+            Check(
+                status,
+                name + ".latency",
+                f"{backend} all_reduce {SMALL_BYTES} B: {small * 1e6:.0f} us median "
+                f"(expected under {MAX_LATENCY_S * 1e6:.0f} us; {where})",
+            )
+        )
         status = PASS if busbw >= MIN_BUSBW_GBPS else WARN
-        checks.append(Check(status, name + ".bandwidth",
-                            f"{backend} all_reduce 16 MiB: {busbw:.2f} GB/s bus bandwidth "
-                            f"(expected over {MIN_BUSBW_GBPS:.2f} GB/s; {where})"))
+        checks.append(
+            Check(
+                status,
+                name + ".bandwidth",
+                f"{backend} all_reduce 16 MiB: {busbw:.2f} GB/s bus bandwidth "
+                f"(expected over {MIN_BUSBW_GBPS:.2f} GB/s; {where})",
+            )
+        )
     counts = {r.get("device_count") for r in result["ranks"] if "device_count" in r}
     if counts:
         checks.append(Check(PASS, "gpus", f"torch sees {counts.pop()} GPU(s)"))
     return checks
-

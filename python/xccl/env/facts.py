@@ -77,12 +77,19 @@ def machine_facts(root: str) -> dict:
         vendor, count = "nvidia", nvidia
     kinds = {link["type"] for link in topology["gpuLinks"]}
     # RDMA ports only (port > 0): an IPoIB netdev is listed as "infiniband" too.
-    rdma = frozenset(n["kind"] for n in topology["nics"]
-                     if n["port"] > 0 and n["up"] and n["kind"] in RDMA_KINDS)
-    return {"gpu_vendor": vendor, "gpu_arch": arch, "gpu_count": count,
-            "nvswitch": "nvswitch" in kinds, "xgmi": "xgmi" in kinds, "rdma": rdma,
-            "virtual_machine": topology["virtualMachine"],
-            "amd_bus_ids": [g["pciBusId"] for g in amd] if vendor == "amd" else []}
+    rdma = frozenset(
+        n["kind"] for n in topology["nics"] if n["port"] > 0 and n["up"] and n["kind"] in RDMA_KINDS
+    )
+    return {
+        "gpu_vendor": vendor,
+        "gpu_arch": arch,
+        "gpu_count": count,
+        "nvswitch": "nvswitch" in kinds,
+        "xgmi": "xgmi" in kinds,
+        "rdma": rdma,
+        "virtual_machine": topology["virtualMachine"],
+        "amd_bus_ids": [g["pciBusId"] for g in amd] if vendor == "amd" else [],
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -95,7 +102,7 @@ def _path(root: str, path: str) -> str:
 
 def read_text(root: str, path: str, limit: int = 65536) -> str | None:
     try:
-        with open(_path(root, path), "r", encoding="utf-8", errors="replace") as f:
+        with open(_path(root, path), encoding="utf-8", errors="replace") as f:
             return f.read(limit)
     except OSError:
         return None
@@ -134,8 +141,15 @@ def job_shape(environ: Mapping[str, str]) -> tuple:
     torchrun sets GROUP_WORLD_SIZE (nodes), WORLD_SIZE and LOCAL_WORLD_SIZE; Slurm
     SLURM_JOB_NUM_NODES and SLURM_NTASKS_PER_NODE; Open MPI OMPI_COMM_WORLD_SIZE and
     OMPI_COMM_WORLD_LOCAL_SIZE."""
-    local = _first_int(environ, ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
-                                 "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"))
+    local = _first_int(
+        environ,
+        (
+            "LOCAL_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_SIZE",
+            "MPI_LOCALNRANKS",
+            "SLURM_NTASKS_PER_NODE",
+        ),
+    )
     nodes = _first_int(environ, ("GROUP_WORLD_SIZE", "SLURM_JOB_NUM_NODES", "SLURM_NNODES"))
     if nodes is None and local:
         world = _first_int(environ, ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"))
@@ -241,8 +255,9 @@ def detect_facts(root: str = "/", environ: Mapping[str, str] | None = None) -> F
         address = resolve_ipv4(root, master)
         if address and not address.startswith("127."):
             egress = route_interface(root, address)
-    mec, large_bar = _amd_gpu_details(root, machine["amd_bus_ids"]) if machine[
-        "amd_bus_ids"] else (None, None)
+    mec, large_bar = (
+        _amd_gpu_details(root, machine["amd_bus_ids"]) if machine["amd_bus_ids"] else (None, None)
+    )
     rocm = glob.glob(_path(root, "/opt/rocm*/lib/hipblaslt/library/*gfx90a*"))
     torch = sys.modules.get("torch")
     started = False
@@ -271,7 +286,8 @@ def detect_facts(root: str = "/", environ: Mapping[str, str] | None = None) -> F
         candidate_interfaces=candidate_interfaces(root),
         provider_topo_files=tuple(sorted(glob.glob(_path(root, "/etc/nccl/*.xml")))),
         nvidia_virtual_topology=os.path.exists(
-            _path(root, "/var/run/nvidia-topologyd/virtualTopology.xml")),
+            _path(root, "/var/run/nvidia-topologyd/virtualTopology.xml")
+        ),
         mec_firmware=mec,
         large_bar=large_bar,
         hipblaslt_gfx90a=bool(rocm),
@@ -279,4 +295,3 @@ def detect_facts(root: str = "/", environ: Mapping[str, str] | None = None) -> F
         torch_imported=torch is not None,
         gpu_runtime_started=started,
     )
-

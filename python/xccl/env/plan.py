@@ -54,8 +54,12 @@ class Report:
         return [d for d in self.decisions if d.action == action]
 
 
-def plan_defaults(environ: Mapping[str, str], platform: str | None = None, root: str = "/",
-                  facts: Facts | None = None) -> Report:
+def plan_defaults(
+    environ: Mapping[str, str],
+    platform: str | None = None,
+    root: str = "/",
+    facts: Facts | None = None,
+) -> Report:
     """What apply_defaults would do, without changing `environ`."""
     facts = facts if facts is not None else detect_facts(root, environ)
     platform = platform or detect_platform(facts)
@@ -66,8 +70,9 @@ def plan_defaults(environ: Mapping[str, str], platform: str | None = None, root:
         if platform not in rule.platforms:
             continue
         value = rule.value_for(facts)
-        decision = Decision(rule.name, value, "set", rule.kind, rule.reason, rule.source,
-                            rule.condition)
+        decision = Decision(
+            rule.name, value, "set", rule.kind, rule.reason, rule.source, rule.condition
+        )
         if rule.name in environ:
             # Present counts, even empty: an explicit empty value is a choice too.
             decision.action, decision.user_value = "user", environ[rule.name]
@@ -75,16 +80,20 @@ def plan_defaults(environ: Mapping[str, str], platform: str | None = None, root:
             decision.action = "config"
         elif rule.kind == "detected" and not (rule.when and rule.when(facts)):
             decision.action = "condition"
-        elif rule.at_runtime_start and (facts.gpu_runtime_started or (
-                rule.name == "OMP_NUM_THREADS" and facts.torch_imported)):
+        elif rule.at_runtime_start and (
+            facts.gpu_runtime_started or (rule.name == "OMP_NUM_THREADS" and facts.torch_imported)
+        ):
             decision.action = "late"
         decisions.append(decision)
     return Report(platform, facts, decisions)
 
 
-def apply_defaults(environ: MutableMapping[str, str] | None = None,
-                   platform: str | None = None, root: str = "/",
-                   facts: Facts | None = None) -> list:
+def apply_defaults(
+    environ: MutableMapping[str, str] | None = None,
+    platform: str | None = None,
+    root: str = "/",
+    facts: Facts | None = None,
+) -> list:
     """Sets this platform's defaults in `environ` (os.environ by default) where the user has
     not; returns the decisions. Does nothing when XCCL_NO_ENV_DEFAULTS=1."""
     global _last_report
@@ -114,6 +123,7 @@ def last_report() -> Report | None:
 def _truthy(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
+
 # --------------------------------------------------------------------------------------------
 # Checks of what the user set (used by `python -m xccl doctor`)
 
@@ -127,34 +137,62 @@ def check_user_settings(environ: Mapping[str, str], facts: Facts) -> list:
         found.append((name, f"{name}={environ.get(name)!r}: {message}", source))
 
     if "NCCL_MIN_NCHANNELS" in environ and facts.multi_node:
-        flag("NCCL_MIN_NCHANNELS", "more channels steal CUs from compute in multi-node "
-             "training (AMD's 4-node example uses 40, not 112)",
-             "ROCm prerequisite-system-validation; ROCm workload.rst")
+        flag(
+            "NCCL_MIN_NCHANNELS",
+            "more channels steal CUs from compute in multi-node "
+            "training (AMD's 4-node example uses 40, not 112)",
+            "ROCm prerequisite-system-validation; ROCm workload.rst",
+        )
     retry = environ.get("NCCL_IB_RETRY_CNT", "")
     if retry.isdigit() and int(retry) > 7:
-        flag("NCCL_IB_RETRY_CNT", "the IB retry field is 3 bits; values above 7 are out of "
-             "range", "InfiniBand spec")
+        flag(
+            "NCCL_IB_RETRY_CNT",
+            "the IB retry field is 3 bits; values above 7 are out of range",
+            "InfiniBand spec",
+        )
     if environ.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1":
-        flag("CUDA_DEVICE_MAX_CONNECTIONS", "serialises kernels across streams: needed for "
-             "Megatron TP overlap, but it removes FSDP/DDP communication overlap",
-             "Megatron-LM#1468; verl#6976")
+        flag(
+            "CUDA_DEVICE_MAX_CONNECTIONS",
+            "serialises kernels across streams: needed for "
+            "Megatron TP overlap, but it removes FSDP/DDP communication overlap",
+            "Megatron-LM#1468; verl#6976",
+        )
     if "RDMAV_FORK_SAFE" in environ and platform == AWS_EFA:
         flag("RDMAV_FORK_SAFE", "harmful with current EFA stacks", "aws-ofi-nccl efa-env-var.md")
     ifname = environ.get("NCCL_SOCKET_IFNAME", "")
     if ifname and not ifname.startswith(("=", "^")):
-        flag("NCCL_SOCKET_IFNAME", "a prefix match (bond0 also matches bond0.2093); write "
-             f"'={ifname}' for exactly that interface", "nccl-tests#9")
+        flag(
+            "NCCL_SOCKET_IFNAME",
+            "a prefix match (bond0 also matches bond0.2093); write "
+            f"'={ifname}' for exactly that interface",
+            "nccl-tests#9",
+        )
     if "NCCL_IB_GID_INDEX" in environ:
-        flag("NCCL_IB_GID_INDEX", "site-specific and auto-detected by NCCL >= 2.21.5; a "
-             "hard-coded index breaks on hosts with another GID table", "nccl#1131, #1538")
+        flag(
+            "NCCL_IB_GID_INDEX",
+            "site-specific and auto-detected by NCCL >= 2.21.5; a "
+            "hard-coded index breaks on hosts with another GID table",
+            "nccl#1131, #1538",
+        )
     if environ.get("NCCL_P2P_DISABLE") == "1" and (facts.nvswitch or facts.xgmi):
-        flag("NCCL_P2P_DISABLE", "turns off the NVLink/xGMI peer path this machine has",
-             "NCCL docs (debug variables)")
+        flag(
+            "NCCL_P2P_DISABLE",
+            "turns off the NVLink/xGMI peer path this machine has",
+            "NCCL docs (debug variables)",
+        )
     if environ.get("NCCL_NVLS_ENABLE") == "0" and facts.nvswitch:
-        flag("NCCL_NVLS_ENABLE", "NVLink SHARP is off: about 30% less allreduce bandwidth "
-             "unless Fabric Manager multicast is broken here", "nccl-tests#212; nccl#1442")
+        flag(
+            "NCCL_NVLS_ENABLE",
+            "NVLink SHARP is off: about 30% less allreduce bandwidth "
+            "unless Fabric Manager multicast is broken here",
+            "nccl-tests#212; nccl#1442",
+        )
     for name in ("NCCL_ALGO", "NCCL_PROTO"):
         if name in environ:
-            flag(name, "a debugging variable (NCCL docs): it can cost bandwidth or hang when "
-                 "the problem it worked around is gone", "NCCL docs env.html")
+            flag(
+                name,
+                "a debugging variable (NCCL docs): it can cost bandwidth or hang when "
+                "the problem it worked around is gone",
+                "NCCL docs env.html",
+            )
     return found

@@ -13,20 +13,27 @@ def format_report(report: Report, show_all: bool = False) -> str:
         lines.append(f"{NO_DEFAULTS_VAR}=1: xccl set no environment defaults.")
         return "\n".join(lines)
     gpu = f"{f.gpu_count}x {f.gpu_vendor} {f.gpu_arch}".rstrip() if f.gpu_count else "none"
-    job = "not launched by a known launcher" if f.nodes is None else (
-        f"{f.nodes} node(s), {f.local_ranks or '?'} rank(s) on this one")
+    job = (
+        "not launched by a known launcher"
+        if f.nodes is None
+        else (f"{f.nodes} node(s), {f.local_ranks or '?'} rank(s) on this one")
+    )
     lines.append(f"platform: {report.platform} ({PLATFORMS[report.platform]})")
-    lines.append(f"  GPUs: {gpu}; NVSwitch: {'yes' if f.nvswitch else 'no'}; "
-                 f"xGMI: {'yes' if f.xgmi else 'no'}; RDMA: {', '.join(sorted(f.rdma)) or 'none'}; "
-                 f"VM: {'yes' if f.virtual_machine else 'no'}")
+    lines.append(
+        f"  GPUs: {gpu}; NVSwitch: {'yes' if f.nvswitch else 'no'}; "
+        f"xGMI: {'yes' if f.xgmi else 'no'}; RDMA: {', '.join(sorted(f.rdma)) or 'none'}; "
+        f"VM: {'yes' if f.virtual_machine else 'no'}"
+    )
     lines.append(f"  job: {job}")
     if not report.applied:
         lines.append("  (a preview: nothing was changed)")
-    sections = (("set", "Set by xccl" if report.applied else "Would set"),
-                ("user", "Left alone: set by the user"),
-                ("config", "Left alone: set in an NCCL/RCCL config file"),
-                ("late", "Not set: too late in this process"),
-                ("condition", "Not set: condition not met on this host"))
+    sections = (
+        ("set", "Set by xccl" if report.applied else "Would set"),
+        ("user", "Left alone: set by the user"),
+        ("config", "Left alone: set in an NCCL/RCCL config file"),
+        ("late", "Not set: too late in this process"),
+        ("condition", "Not set: condition not met on this host"),
+    )
     for action, title in sections:
         chosen = report.by_action(action)
         if not chosen:
@@ -61,8 +68,8 @@ def report_to_dict(report: Report) -> dict:
         "platform": report.platform,
         "disabled": report.disabled,
         "applied": report.applied,
-        "facts": {k: (sorted(v) if isinstance(v, (set, frozenset)) else v)
-                  for k, v in f.__dict__.items()},
+        "facts": {
+            k: (sorted(v) if isinstance(v, (set, frozenset)) else v) for k, v in f.__dict__.items()
+        },
         "decisions": [d.__dict__ for d in report.decisions],
     }
-

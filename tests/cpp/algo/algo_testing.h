@@ -65,7 +65,9 @@ class TypedBuffer {
 
  private:
   template <typename T>
-  static void store(uint8_t* p, T v) { std::memcpy(p, &v, sizeof(T)); }
+  static void store(uint8_t* p, T v) {
+    std::memcpy(p, &v, sizeof(T));
+  }
   template <typename T>
   static T load(const uint8_t* p) {
     T v;
@@ -124,8 +126,8 @@ template <typename Expected>
   if (wrong == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << wrong << " of " << buffer.count() << " " << dataTypeName(buffer.type())
-         << " elements differ; first at " << first << ": got " << buffer.get(first)
-         << ", expected " << expected(first);
+         << " elements differ; first at " << first << ": got " << buffer.get(first) << ", expected "
+         << expected(first);
 }
 
 // The xccl::Error `f` throws, if any.
@@ -146,9 +148,8 @@ template <typename F>
     f();
   } catch (const Error& e) {
     if (e.kind() != kind) {
-      return ::testing::AssertionFailure()
-             << "threw " << errorKindName(e.kind()) << " instead of " << errorKindName(kind)
-             << ": " << e.what();
+      return ::testing::AssertionFailure() << "threw " << errorKindName(e.kind()) << " instead of "
+                                           << errorKindName(kind) << ": " << e.what();
     }
     if (std::string(e.what()).find(fragment) == std::string::npos) {
       return ::testing::AssertionFailure() << "message lacks '" << fragment << "': " << e.what();

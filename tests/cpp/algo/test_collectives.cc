@@ -33,25 +33,25 @@ std::vector<double> reducedAll(const Case& c, int world, size_t count) {
 }
 
 const Case kAllReduceCases[] = {
-    {DataType::kFloat32, ReduceOp::kSum},   {DataType::kFloat32, ReduceOp::kAvg},
-    {DataType::kFloat32, ReduceOp::kProduct}, {DataType::kFloat32, ReduceOp::kMin},
-    {DataType::kFloat32, ReduceOp::kMax},   {DataType::kFloat64, ReduceOp::kSum},
-    {DataType::kFloat64, ReduceOp::kMin},   {DataType::kFloat16, ReduceOp::kSum},
-    {DataType::kFloat16, ReduceOp::kAvg},   {DataType::kFloat16, ReduceOp::kMin},
-    {DataType::kFloat16, ReduceOp::kProduct}, {DataType::kBFloat16, ReduceOp::kSum},
-    {DataType::kBFloat16, ReduceOp::kAvg},  {DataType::kBFloat16, ReduceOp::kMax},
+    {DataType::kFloat32, ReduceOp::kSum},      {DataType::kFloat32, ReduceOp::kAvg},
+    {DataType::kFloat32, ReduceOp::kProduct},  {DataType::kFloat32, ReduceOp::kMin},
+    {DataType::kFloat32, ReduceOp::kMax},      {DataType::kFloat64, ReduceOp::kSum},
+    {DataType::kFloat64, ReduceOp::kMin},      {DataType::kFloat16, ReduceOp::kSum},
+    {DataType::kFloat16, ReduceOp::kAvg},      {DataType::kFloat16, ReduceOp::kMin},
+    {DataType::kFloat16, ReduceOp::kProduct},  {DataType::kBFloat16, ReduceOp::kSum},
+    {DataType::kBFloat16, ReduceOp::kAvg},     {DataType::kBFloat16, ReduceOp::kMax},
     {DataType::kBFloat16, ReduceOp::kProduct}, {DataType::kInt8, ReduceOp::kSum},
-    {DataType::kInt8, ReduceOp::kAvg},      {DataType::kInt8, ReduceOp::kProduct},
-    {DataType::kInt8, ReduceOp::kMin},      {DataType::kInt8, ReduceOp::kBxor},
-    {DataType::kUInt8, ReduceOp::kSum},     {DataType::kUInt8, ReduceOp::kAvg},
-    {DataType::kUInt8, ReduceOp::kBand},    {DataType::kInt16, ReduceOp::kBor},
-    {DataType::kInt32, ReduceOp::kSum},     {DataType::kInt32, ReduceOp::kBxor},
-    {DataType::kInt64, ReduceOp::kSum},     {DataType::kInt64, ReduceOp::kAvg},
-    {DataType::kInt64, ReduceOp::kProduct}, {DataType::kInt64, ReduceOp::kMin},
-    {DataType::kInt64, ReduceOp::kMax},     {DataType::kInt64, ReduceOp::kBxor},
-    {DataType::kInt64, ReduceOp::kBand},    {DataType::kBool, ReduceOp::kSum},
-    {DataType::kBool, ReduceOp::kProduct},  {DataType::kBool, ReduceOp::kMin},
-    {DataType::kBool, ReduceOp::kMax},      {DataType::kBool, ReduceOp::kBxor},
+    {DataType::kInt8, ReduceOp::kAvg},         {DataType::kInt8, ReduceOp::kProduct},
+    {DataType::kInt8, ReduceOp::kMin},         {DataType::kInt8, ReduceOp::kBxor},
+    {DataType::kUInt8, ReduceOp::kSum},        {DataType::kUInt8, ReduceOp::kAvg},
+    {DataType::kUInt8, ReduceOp::kBand},       {DataType::kInt16, ReduceOp::kBor},
+    {DataType::kInt32, ReduceOp::kSum},        {DataType::kInt32, ReduceOp::kBxor},
+    {DataType::kInt64, ReduceOp::kSum},        {DataType::kInt64, ReduceOp::kAvg},
+    {DataType::kInt64, ReduceOp::kProduct},    {DataType::kInt64, ReduceOp::kMin},
+    {DataType::kInt64, ReduceOp::kMax},        {DataType::kInt64, ReduceOp::kBxor},
+    {DataType::kInt64, ReduceOp::kBand},       {DataType::kBool, ReduceOp::kSum},
+    {DataType::kBool, ReduceOp::kProduct},     {DataType::kBool, ReduceOp::kMin},
+    {DataType::kBool, ReduceOp::kMax},         {DataType::kBool, ReduceOp::kBxor},
 };
 const Case kReduceScatterCases[] = {
     {DataType::kFloat32, ReduceOp::kSum},  {DataType::kFloat32, ReduceOp::kAvg},
@@ -105,8 +105,8 @@ TEST_P(Collectives, ReduceScatter) {
       // Rank r's input is block-major: element b * count + i belongs to rank b's result.
       TypedBuffer input = contributions(c, world(), rank, count * world());
       TypedBuffer output(c.type, count);
-      algo::reduceScatter(calls.next("reduce_scatter"), input.data(), output.data(), count,
-                          c.type, c.op);
+      algo::reduceScatter(calls.next("reduce_scatter"), input.data(), output.data(), count, c.type,
+                          c.op);
       EXPECT_TRUE(matches(output, [&](size_t i) { return expected(rank * count + i); }))
           << describe(c, count, rank);
     };
@@ -196,8 +196,9 @@ TEST_P(FloatConsistency, AllReduceGivesIdenticalBytesOnEveryRank) {
       if (c.op == ReduceOp::kAvg) exact[k][i] /= world(), magnitude[k][i] /= world();
     }
   }
-  std::vector<std::vector<std::vector<uint8_t>>> results(
-      cases.size(), std::vector<std::vector<uint8_t>>(world()));
+  std::vector<std::vector<std::vector<uint8_t>>> results(cases.size(),
+                                                         std::vector<std::vector<uint8_t>>(
+                                                             world()));
   runRanks(world(), [&](int rank, net::Transport& transport) {
     Calls calls(transport, algorithm());
     for (size_t k = 0; k < cases.size(); ++k) {
@@ -233,7 +234,6 @@ TEST_P(FloatConsistency, AllReduceGivesIdenticalBytesOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, FloatConsistency,
-                         ::testing::ValuesIn(testing::allParams({2, 3, 4, 5})),
-                         testing::paramName);
+                         ::testing::ValuesIn(testing::allParams({2, 3, 4, 5})), testing::paramName);
 }  // namespace
 }  // namespace xccl

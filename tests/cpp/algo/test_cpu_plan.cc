@@ -62,9 +62,9 @@ TEST(CpuPlan, AutoGrid) {
       for (int world = 1; world <= 8; ++world) {
         for (Collective c : kCollectives) {
           const bool small = bytes <= threshold;
-          const Algorithm want =
-              (small || (world <= 2 && c != Collective::kAllReduce)) ? Algorithm::kDirect
-                                                                     : Algorithm::kRing;
+          const Algorithm want = (small || (world <= 2 && c != Collective::kAllReduce))
+                                     ? Algorithm::kDirect
+                                     : Algorithm::kRing;
           EXPECT_EQ(chosen(c, bytes, world, t), want)
               << algo::collectiveName(c) << " bytes=" << bytes << " world=" << world
               << " threshold=" << threshold;
@@ -111,12 +111,12 @@ TEST(CpuPlan, TransportGrid) {
     for (size_t bytes : sizesAround(t.smallMessageBytes)) {
       for (int world = 1; world <= 8; ++world) {
         for (Collective c : all) {
-          const bool hasRing = std::find(std::begin(kDirectOnly), std::end(kDirectOnly), c) ==
-                               std::end(kDirectOnly);
+          const bool hasRing =
+              std::find(std::begin(kDirectOnly), std::end(kDirectOnly), c) == std::end(kDirectOnly);
           const bool small = bytes <= t.smallMessageBytes;
-          const Algorithm tcpAuto =
-              !hasRing || small || (world <= 2 && c != Collective::kAllReduce) ? Algorithm::kDirect
-                                                                               : Algorithm::kRing;
+          const Algorithm tcpAuto = !hasRing || small || (world <= 2 && c != Collective::kAllReduce)
+                                        ? Algorithm::kDirect
+                                        : Algorithm::kRing;
           for (algo::Locality locality : kLocalities) {
             Algorithm want = tcpAuto;  // no shared memory, or per host for all but all_reduce
             if (forced == Algorithm::kDirect) {
@@ -149,10 +149,8 @@ TEST(CpuPlan, SharedMemorySpotChecks) {
   EXPECT_EQ(chosen(Collective::kAllToAll, 0, 3, t, Locality::kOneHost), Algorithm::kShm);
   EXPECT_EQ(chosen(Collective::kBarrier, 0, 4, t, Locality::kOneHost), Algorithm::kShm);
   // ...segments per host: all_reduce is hierarchical, the rest TCP...
-  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 4, t, Locality::kPerHost),
-            Algorithm::kHierarchical);
-  EXPECT_EQ(chosen(Collective::kAllGather, 1 << 20, 4, t, Locality::kPerHost),
-            Algorithm::kRing);
+  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 4, t, Locality::kPerHost), Algorithm::kHierarchical);
+  EXPECT_EQ(chosen(Collective::kAllGather, 1 << 20, 4, t, Locality::kPerHost), Algorithm::kRing);
   // ...none: the TCP rule, as if shared memory did not exist.
   EXPECT_EQ(chosen(Collective::kAllReduce, 8, 2, t), Algorithm::kDirect);
   EXPECT_EQ(chosen(Collective::kAllToAll, size_t{64} << 20, 4, t), Algorithm::kDirect);
@@ -161,8 +159,7 @@ TEST(CpuPlan, SharedMemorySpotChecks) {
   t.forced = Algorithm::kShm;
   EXPECT_EQ(chosen(Collective::kAllReduce, 1 << 20, 4, t), Algorithm::kRing);
   EXPECT_EQ(chosen(Collective::kBroadcast, 8, 4, t), Algorithm::kDirect);
-  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 4, t, Locality::kPerHost),
-            Algorithm::kHierarchical);
+  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 4, t, Locality::kPerHost), Algorithm::kHierarchical);
   // Forcing ring keeps ring collectives on TCP; the ones without a ring stay on shm.
   t.forced = Algorithm::kRing;
   EXPECT_EQ(chosen(Collective::kAllGather, 8, 4, t, Locality::kOneHost), Algorithm::kRing);
@@ -189,15 +186,16 @@ TEST(CpuPlan, ParseAlgorithm) {
 }
 
 TEST(CpuPlan, ParseAlgorithmRejectsUnknownNames) {
-  for (const char* bad :
-       {"Ring", "DIRECT", "tree", " ring", "ring ", "directx", "0", "auto,ring", "SHM", "tcp",
-        "hierarchical"}) {
-    EXPECT_TRUE(throwsError(ErrorKind::kInvalidArgument, [&] { algo::parseAlgorithm(bad); },
-                            std::string("'") + bad + "'"))
+  for (const char* bad : {"Ring", "DIRECT", "tree", " ring", "ring ", "directx", "0", "auto,ring",
+                          "SHM", "tcp", "hierarchical"}) {
+    EXPECT_TRUE(throwsError(
+        ErrorKind::kInvalidArgument, [&] { algo::parseAlgorithm(bad); },
+        std::string("'") + bad + "'"))
         << bad;
   }
-  EXPECT_TRUE(throwsError(ErrorKind::kInvalidArgument, [] { algo::parseAlgorithm("tree"); },
-                          "auto, direct, ring, shm"));
+  EXPECT_TRUE(throwsError(
+      ErrorKind::kInvalidArgument, [] { algo::parseAlgorithm("tree"); },
+      "auto, direct, ring, shm"));
 }
 
 // Environment values are cached for the life of the process, so only the defaults are testable

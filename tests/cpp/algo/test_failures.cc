@@ -149,7 +149,7 @@ struct AbortCase {
   const char* name;
   Algorithm algorithm;
   int world;
-  size_t count;         // float32 elements
+  size_t count;  // float32 elements
   int abortBeforeSend;  // on rank 2
 };
 
@@ -216,10 +216,10 @@ INSTANTIATE_TEST_SUITE_P(
 struct MismatchCase {
   const char* name;
   Algorithm algorithm;
-  DataType otherType;      // rank 1's all_reduce dtype (when it runs an all_reduce)
-  ReduceOp otherOp;        // rank 1's all_reduce op
-  bool otherIsAllGather;   // rank 1 runs all_gather instead
-  const char* otherName;   // how rank 0's error must describe rank 1's collective
+  DataType otherType;  // rank 1's all_reduce dtype (when it runs an all_reduce)
+  ReduceOp otherOp;  // rank 1's all_reduce op
+  bool otherIsAllGather;  // rank 1 runs all_gather instead
+  const char* otherName;  // how rank 0's error must describe rank 1's collective
 };
 
 class MismatchedCollectives : public ::testing::TestWithParam<MismatchCase> {};
@@ -256,7 +256,8 @@ TEST_P(MismatchedCollectives, FailPromptlyNamingBoth) {
     const std::string mine = rank == 0 ? "allreduce float32 SUM" : c.otherName;
     const std::string theirs = rank == 0 ? c.otherName : "allreduce float32 SUM";
     EXPECT_NE(message.find("rank " + std::to_string(1 - rank) + " ran " + theirs),
-              std::string::npos) << message;
+              std::string::npos)
+        << message;
     EXPECT_NE(message.find("this rank ran " + mine), std::string::npos) << message;
     EXPECT_LT(elapsed, 5s) << "rank " << rank << " was not told promptly";
   });
@@ -264,13 +265,12 @@ TEST_P(MismatchedCollectives, FailPromptlyNamingBoth) {
 
 INSTANTIATE_TEST_SUITE_P(
     Collectives, MismatchedCollectives,
-    ::testing::Values(
-        MismatchCase{"allgather_direct", Algorithm::kDirect, DataType::kFloat32, ReduceOp::kSum,
-                     true, "allgather"},
-        MismatchCase{"dtype_ring", Algorithm::kRing, DataType::kInt32, ReduceOp::kSum, false,
-                     "allreduce int32 SUM"},
-        MismatchCase{"reduce_op_direct", Algorithm::kDirect, DataType::kFloat32, ReduceOp::kMax,
-                     false, "allreduce float32 MAX"}),
+    ::testing::Values(MismatchCase{"allgather_direct", Algorithm::kDirect, DataType::kFloat32,
+                                   ReduceOp::kSum, true, "allgather"},
+                      MismatchCase{"dtype_ring", Algorithm::kRing, DataType::kInt32, ReduceOp::kSum,
+                                   false, "allreduce int32 SUM"},
+                      MismatchCase{"reduce_op_direct", Algorithm::kDirect, DataType::kFloat32,
+                                   ReduceOp::kMax, false, "allreduce float32 MAX"}),
     [](const ::testing::TestParamInfo<MismatchCase>& info) { return info.param.name; });
 
 }  // namespace

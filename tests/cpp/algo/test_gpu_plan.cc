@@ -18,13 +18,13 @@ topo::Topology load(const std::string& name) {
   return topo::loadTopologyFile(std::string(XCCL_TOPO_FIXTURE_DIR) + "/" + name);
 }
 
-const std::vector<std::string> kFixtures = {
-    "hgx_h100_8x_nvswitch.json", "mi300x_8x_xgmi.json", "mi250_2node_host0.json",
-    "mi250_2node_host1.json",    "pcie_4x_l40s.json",   "cpu_vm.json"};
+const std::vector<std::string> kFixtures = {"hgx_h100_8x_nvswitch.json", "mi300x_8x_xgmi.json",
+                                            "mi250_2node_host0.json",    "mi250_2node_host1.json",
+                                            "pcie_4x_l40s.json",         "cpu_vm.json"};
 
-constexpr GpuCollective kCollectives[] = {
-    GpuCollective::kAllReduce, GpuCollective::kReduce,    GpuCollective::kAllGather,
-    GpuCollective::kReduceScatter, GpuCollective::kBroadcast, GpuCollective::kAllToAll};
+constexpr GpuCollective kCollectives[] = {GpuCollective::kAllReduce, GpuCollective::kReduce,
+                                          GpuCollective::kAllGather, GpuCollective::kReduceScatter,
+                                          GpuCollective::kBroadcast, GpuCollective::kAllToAll};
 
 GpuRequest request(GpuCollective collective, size_t bytes, int world, int ranksPerGpu = 1,
                    std::vector<int> gpus = {}, int hosts = 1) {
@@ -83,7 +83,8 @@ TEST(GpuPlan, ClassifiesTheFixtureFabrics) {
   EXPECT_EQ(classifyFabric(l40s, {2, 3}), GpuFabric::kPcieSwitch);
   EXPECT_EQ(classifyFabric(l40s, {1, 2}), GpuFabric::kNoPeerAccess);
   EXPECT_EQ(classifyFabric(l40s, range(4)), GpuFabric::kNoPeerAccess);
-  EXPECT_EQ(testing::errorKindOf([&] { classifyFabric(l40s, {0, 4}); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([&] { classifyFabric(l40s, {0, 4}); }),
+            ErrorKind::kInvalidArgument);
 }
 
 // Hand-made machines for the fabrics no fixture has: an NVLink mesh and a mixed one.
@@ -153,8 +154,8 @@ TEST(GpuPlan, H100NvswitchAllReduce) {
 
 TEST(GpuPlan, H100NvswitchOtherCollectives) {
   topo::Topology t = load("hgx_h100_8x_nvswitch.json");
-  for (GpuCollective c : {GpuCollective::kAllGather, GpuCollective::kReduceScatter,
-                          GpuCollective::kAllToAll}) {
+  for (GpuCollective c :
+       {GpuCollective::kAllGather, GpuCollective::kReduceScatter, GpuCollective::kAllToAll}) {
     EXPECT_EQ(nameOf(request(c, 1 * kMiB, 8), t), "all_pairs") << gpuCollectiveName(c);
     EXPECT_EQ(nameOf(request(c, 8 * kMiB, 8), t), "all_pairs") << gpuCollectiveName(c);
     EXPECT_EQ(nameOf(request(c, 8 * kMiB + 1, 8), t), "nccl") << gpuCollectiveName(c);
@@ -182,8 +183,8 @@ TEST(GpuPlan, Mi300xXgmiMesh) {
   // not. A per-rank input past the workspace (one launch) goes to RCCL.
   Tunables unlimited;
   unlimited.gpuWorkspaceBytes = kNoLimit;
-  for (GpuCollective c : {GpuCollective::kAllGather, GpuCollective::kReduceScatter,
-                          GpuCollective::kAllToAll}) {
+  for (GpuCollective c :
+       {GpuCollective::kAllGather, GpuCollective::kReduceScatter, GpuCollective::kAllToAll}) {
     for (size_t bytes : {size_t{0}, 64 * kKiB, 64 * kMiB, size_t{1} << 34}) {
       GpuPlan plan = planGpu(request(c, bytes, 8), t, unlimited);
       EXPECT_EQ(plan.name, "all_pairs") << gpuCollectiveName(c) << " " << bytes;
@@ -214,10 +215,8 @@ TEST(GpuPlan, Mi250TwoNodes) {
     // One host, the whole box: some GCD pairs only meet through PCIe across sockets.
     EXPECT_EQ(nameOf(request(GpuCollective::kAllGather, 64 * kKiB, 8), t), "rccl");
     // The two GCDs of one package: a 4-link xGMI pair.
-    EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, 1 * kMiB, 2, 1, {6, 7}), t),
-              "one_shot");
-    EXPECT_EQ(nameOf(request(GpuCollective::kAllGather, 64 * kMiB, 2, 1, {6, 7}), t),
-              "all_pairs");
+    EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, 1 * kMiB, 2, 1, {6, 7}), t), "one_shot");
+    EXPECT_EQ(nameOf(request(GpuCollective::kAllGather, 64 * kMiB, 2, 1, {6, 7}), t), "all_pairs");
   }
 }
 
@@ -264,8 +263,8 @@ TEST(GpuPlan, DtypesAndOpsWithoutAKernel) {
   r = request(GpuCollective::kReduceScatter, 4 * kKiB, 8);
   r.op = ReduceOp::kProduct;
   EXPECT_EQ(nameOf(r, t), "nccl");
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kPreMulSum, ReduceOp::kMin,
-                      ReduceOp::kMax}) {
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kPreMulSum, ReduceOp::kMin, ReduceOp::kMax}) {
     r.op = op;
     EXPECT_EQ(nameOf(r, t), "all_pairs") << reduceOpName(op);
   }
@@ -327,15 +326,13 @@ TEST(GpuPlan, GridProperties) {
             for (size_t bytes : sizes) {
               GpuRequest r = request(c, bytes, world, perGpu, {}, hosts);
               GpuPlan plan = planGpu(r, t, {});
-              std::string where = name + " " + gpuCollectiveName(c) + " world " +
-                                  std::to_string(world) + " hosts " + std::to_string(hosts) +
-                                  " perGpu " + std::to_string(perGpu) + " bytes " +
-                                  std::to_string(bytes) + ": " + plan.name + " (" +
-                                  plan.reason + ")";
+              std::string where =
+                  name + " " + gpuCollectiveName(c) + " world " + std::to_string(world) +
+                  " hosts " + std::to_string(hosts) + " perGpu " + std::to_string(perGpu) +
+                  " bytes " + std::to_string(bytes) + ": " + plan.name + " (" + plan.reason + ")";
               EXPECT_FALSE(plan.reason.empty()) << where;
               EXPECT_FALSE(plan.name.empty()) << where;
-              EXPECT_EQ(plan.route == GpuRoute::kKernel, plan.kernel != GpuKernel::kNone)
-                  << where;
+              EXPECT_EQ(plan.route == GpuRoute::kKernel, plan.kernel != GpuKernel::kNone) << where;
               if (hosts > 1 || world > 8 || c == GpuCollective::kReduce) {
                 EXPECT_NE(plan.route, GpuRoute::kKernel) << where;
               }
@@ -426,7 +423,8 @@ TEST(GpuPlan, ForcedFromTheEnvironment) {
 TEST(GpuPlan, RejectsMalformedRequests) {
   topo::Topology t = load("hgx_h100_8x_nvswitch.json");
   auto plan = [&](GpuRequest r) { return [&t, r] { planGpu(r, t, {}); }; };
-  EXPECT_EQ(testing::errorKindOf(plan(request(GpuCollective::kAllReduce, 1, 0))), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf(plan(request(GpuCollective::kAllReduce, 1, 0))),
+            ErrorKind::kInvalidArgument);
   EXPECT_EQ(testing::errorKindOf(plan(request(GpuCollective::kAllReduce, 1, 2, 0))),
             ErrorKind::kInvalidArgument);
   EXPECT_EQ(testing::errorKindOf(plan(request(GpuCollective::kAllReduce, 1, 2, 3))),

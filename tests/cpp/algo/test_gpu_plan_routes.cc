@@ -72,8 +72,8 @@ const Row kRows[] = {
 };
 
 TEST(GpuPlanRoutes, EveryRow) {
-  const topo::Topology h100 = topo::loadTopologyFile(std::string(XCCL_TOPO_FIXTURE_DIR) +
-                                                     "/hgx_h100_8x_nvswitch.json");
+  const topo::Topology h100 =
+      topo::loadTopologyFile(std::string(XCCL_TOPO_FIXTURE_DIR) + "/hgx_h100_8x_nvswitch.json");
   const Tunables tunables;
   for (const Row& row : kRows) {
     GpuRequest r;
@@ -90,10 +90,10 @@ TEST(GpuPlanRoutes, EveryRow) {
     r.evenSplits = (row.flags & kUneven) == 0;
     const GpuPlan plan = planGpu(r, h100, tunables);
     const std::string where = std::string(gpuCollectiveName(row.collective)) + " " +
-                              std::to_string(row.bytes) + " B, world " +
-                              std::to_string(row.world) + ", " + std::to_string(row.ranksPerGpu) +
-                              " per GPU, flags " + std::to_string(row.flags) + ": " + plan.name +
-                              " (" + plan.reason + ")";
+                              std::to_string(row.bytes) + " B, world " + std::to_string(row.world) +
+                              ", " + std::to_string(row.ranksPerGpu) + " per GPU, flags " +
+                              std::to_string(row.flags) + ": " + plan.name + " (" + plan.reason +
+                              ")";
     EXPECT_EQ(plan.route, row.route) << where;
     EXPECT_EQ(plan.name, row.name) << where;
     EXPECT_EQ(plan.route == GpuRoute::kKernel, plan.kernel != GpuKernel::kNone) << where;

@@ -13,8 +13,7 @@ topo::Topology load(const std::string& name) {
   return topo::loadTopologyFile(std::string(XCCL_TOPO_FIXTURE_DIR) + "/" + name);
 }
 
-const PlanRow& find(const std::vector<PlanRow>& rows, const std::string& collective,
-                    size_t bytes) {
+const PlanRow& find(const std::vector<PlanRow>& rows, const std::string& collective, size_t bytes) {
   for (const PlanRow& row : rows) {
     if (row.collective == collective && row.bytes == bytes) return row;
   }

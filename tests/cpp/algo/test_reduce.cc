@@ -14,11 +14,11 @@ using algo::bfloat16ToFloat;
 using algo::floatToBfloat16;
 using algo::floatToHalf;
 using algo::halfToFloat;
+using testing::bitCast;
 using testing::combineExact;
 using testing::isBitwise;
 using testing::matches;
 using testing::throwsError;
-using testing::bitCast;
 using testing::TypedBuffer;
 
 constexpr DataType kAllTypes[] = {
@@ -52,9 +52,9 @@ TEST(Reduce, EveryTypeAndCombiner) {
         src.set(i, v[(i / k) % k]);
       }
       if (isFloating(type) && isBitwise(op)) {
-        EXPECT_TRUE(throwsError(ErrorKind::kInvalidArgument, [&] {
-          algo::reduceInto(type, op, dst.data(), src.data(), kCount);
-        }, reduceOpName(op)));
+        EXPECT_TRUE(throwsError(
+            ErrorKind::kInvalidArgument,
+            [&] { algo::reduceInto(type, op, dst.data(), src.data(), kCount); }, reduceOpName(op)));
         continue;
       }
       algo::reduceInto(type, op, dst.data(), src.data(), kCount);
@@ -97,9 +97,9 @@ TEST(Reduce, NonCombinersAreRejected) {
   for (DataType type : kAllTypes) {
     for (ReduceOp op : {ReduceOp::kAvg, ReduceOp::kPreMulSum}) {
       TypedBuffer dst(type, 3), src(type, 3);
-      EXPECT_TRUE(throwsError(ErrorKind::kInvalidArgument, [&] {
-        algo::reduceInto(type, op, dst.data(), src.data(), 3);
-      })) << dataTypeName(type) << " " << reduceOpName(op);
+      EXPECT_TRUE(throwsError(ErrorKind::kInvalidArgument,
+                              [&] { algo::reduceInto(type, op, dst.data(), src.data(), 3); }))
+          << dataTypeName(type) << " " << reduceOpName(op);
     }
   }
 }
@@ -110,8 +110,8 @@ TEST(Reduce, FloatMinMaxPropagateNaN) {
   // NaN on either side or both, then ordinary and infinite operands.
   const double a[] = {nan, 1, nan, -inf, 2, -3};
   const double b[] = {1, nan, nan, nan, inf, -inf};
-  for (DataType type : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                        DataType::kBFloat16}) {
+  for (DataType type :
+       {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16}) {
     for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax}) {
       TypedBuffer dst(type, 6), src(type, 6);
       for (size_t i = 0; i < 6; ++i) dst.set(i, a[i]), src.set(i, b[i]);
@@ -253,9 +253,9 @@ TEST(BFloat16, DecodesAndRoundTripsEveryBitPattern) {
     const float f = bfloat16ToFloat(static_cast<uint16_t>(b));
     const uint16_t back = floatToBfloat16(f);
     bool ok = bitCast<uint32_t>(f) == b << 16;  // bfloat16 is the top half of a float
-    ok = ok && (isBf16NaN(static_cast<uint16_t>(b))
-                    ? (isBf16NaN(back) && (back & 0x8000) == (b & 0x8000))
-                    : back == b);
+    ok = ok &&
+         (isBf16NaN(static_cast<uint16_t>(b)) ? (isBf16NaN(back) && (back & 0x8000) == (b & 0x8000))
+                                              : back == b);
     if (!ok && wrong++ < 5) ADD_FAILURE() << std::hex << "0x" << b << " came back as 0x" << back;
   }
   EXPECT_EQ(wrong, 0);
@@ -325,8 +325,8 @@ TEST(BFloat16, SpecialValues) {
 
 TEST(Scale, FloatingTypes) {
   const double in[] = {1, -2, 3.5, 0, 1024};
-  for (DataType type : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                        DataType::kBFloat16}) {
+  for (DataType type :
+       {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16}) {
     for (double factor : {0.5, -4.0, 1.0}) {
       TypedBuffer data(type, 5);
       for (size_t i = 0; i < 5; ++i) data.set(i, in[i]);
@@ -354,8 +354,9 @@ TEST(Scale, RejectsIntegersAndBool) {
   for (DataType type : kAllTypes) {
     if (isFloating(type)) continue;
     TypedBuffer data(type, 2);
-    EXPECT_TRUE(throwsError(ErrorKind::kInvalidArgument,
-                            [&] { algo::scale(type, data.data(), 2, 2.0); }, dataTypeName(type)));
+    EXPECT_TRUE(throwsError(
+        ErrorKind::kInvalidArgument, [&] { algo::scale(type, data.data(), 2, 2.0); },
+        dataTypeName(type)));
   }
 }
 
@@ -416,8 +417,8 @@ TEST(Divide, FloatingTypes) {
 
 TEST(Divide, RejectsBool) {
   uint8_t data[2] = {1, 0};
-  EXPECT_TRUE(throwsError(ErrorKind::kInvalidArgument,
-                          [&] { algo::divide(DataType::kBool, data, 2, 2); }, "bool"));
+  EXPECT_TRUE(throwsError(
+      ErrorKind::kInvalidArgument, [&] { algo::divide(DataType::kBool, data, 2, 2); }, "bool"));
 }
 
 }  // namespace

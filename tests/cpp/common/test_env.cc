@@ -114,8 +114,7 @@ TEST(EnvChoices, SynonymsShareOneCanonicalSpelling) {
   EXPECT_EQ(checkValue(algo, "VENDOR"), "nccl");
   EXPECT_EQ(checkValue(algo, "Two_Shot"), "two_shot");
   const std::string message = invalidMessage([&] { checkValue(algo, "three_shot"); });
-  EXPECT_NE(message.find("XCCL_GPU_ALGO='three_shot' is invalid (unknown name)"),
-            std::string::npos)
+  EXPECT_NE(message.find("XCCL_GPU_ALGO='three_shot' is invalid (unknown name)"), std::string::npos)
       << message;
   EXPECT_NE(message.find("one of auto, nccl (or rccl, vendor), kernel, one_shot, two_shot, "
                          "all_pairs"),

@@ -163,8 +163,13 @@ PreparedCall prepareReduce(const Sequence& s, size_t k, EmulatedRanks& e) {
   }
   for (int r = 0; r < world; ++r) {
     const size_t chunk = s.collective == Collective::kReduceScatter ? r * c.count : 0;
-    ReduceParams params{e.handle(r, p.inBytesOffset), e.output(r) + c.outOffset * size, c.count,
-                        chunk, spec.preMul, spec.postDiv, nullptr};
+    ReduceParams params{e.handle(r, p.inBytesOffset),
+                        e.output(r) + c.outOffset * size,
+                        c.count,
+                        chunk,
+                        spec.preMul,
+                        spec.postDiv,
+                        nullptr};
     if (c.deviceFactor) {
       // The host-side factor is poison: a kernel that ignored the device one would return NaNs.
       params.preMul = std::numeric_limits<float>::quiet_NaN();
@@ -191,8 +196,13 @@ PreparedCall prepareCopy(const Sequence& s, size_t k, EmulatedRanks& e) {
   }
   for (int r = 0; r < world; ++r) {
     const bool broadcast = s.collective == Collective::kBroadcast;
-    const CopyParams params{e.handle(r, c.inOffset), e.output(r) + c.outOffset, chunk,
-                            toAll ? chunk * r : 0, broadcast ? 1 : world, c.root, c.parts,
+    const CopyParams params{e.handle(r, c.inOffset),
+                            e.output(r) + c.outOffset,
+                            chunk,
+                            toAll ? chunk * r : 0,
+                            broadcast ? 1 : world,
+                            c.root,
+                            c.parts,
                             !broadcast};
     p.copy.push_back(params);
     p.outputs.push_back(static_cast<const char*>(params.output));
@@ -223,8 +233,8 @@ std::string runSequence(const Sequence& s) {
   const size_t size = reduce ? elementSize(s.dtype) : 1;
   size_t bufferBytes = 0, outputBytes = 0;
   for (const Call& c : s.calls) {
-    const bool wide = s.collective == Collective::kReduceScatter ||
-                      s.collective == Collective::kAllToAll;
+    const bool wide =
+        s.collective == Collective::kReduceScatter || s.collective == Collective::kAllToAll;
     const bool gathers = s.collective == Collective::kAllGather || (wide && !reduce);
     bufferBytes = std::max(bufferBytes, (c.inOffset + c.count * (wide ? world : 1)) * size);
     outputBytes = std::max(outputBytes, (c.outOffset + c.count * (gathers ? world : 1)) * size);

@@ -28,10 +28,10 @@ struct Call {
   size_t outOffset = 0;  // elements into the rank's private output
   bool inPlace = false;  // two-shot / reduce-scatter: the output is this rank's own buffer (chunk)
   ReduceOp op = ReduceOp::kSum;
-  float factor = 0.37f;       // PREMUL_SUM
+  float factor = 0.37f;  // PREMUL_SUM
   bool deviceFactor = false;  // PREMUL_SUM factor read from (emulated) device memory
-  int root = 0;               // broadcast
-  int parts = 1;              // copy collectives: parts per source
+  int root = 0;  // broadcast
+  int parts = 1;  // copy collectives: parts per source
 };
 
 struct Sequence {

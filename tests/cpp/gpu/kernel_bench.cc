@@ -120,8 +120,8 @@ Launch makeLaunch(VirtualRanks& vr, const std::string& c, size_t bytes) {
   const DataType bf16 = DataType::kBFloat16;
   if (c == "allreduce_1shot" || c == "allreduce_2shot") {
     if (elements == 0) return nullptr;
-    const auto algorithm = c == "allreduce_1shot" ? kernels::Algorithm::kOneShot
-                                                  : kernels::Algorithm::kTwoShot;
+    const auto algorithm =
+        c == "allreduce_1shot" ? kernels::Algorithm::kOneShot : kernels::Algorithm::kTwoShot;
     return [&vr, elements, algorithm, shape, bf16](int r, gpuStream_t s) {
       auto a = vr.args<kernels::AllReduceArgs>(r, elements, bf16, shape);
       a.algorithm = algorithm;
@@ -138,8 +138,7 @@ Launch makeLaunch(VirtualRanks& vr, const std::string& c, size_t bytes) {
   if (perRank == 0 || perRank * w != elements) return nullptr;
   if (c == "reduce_scatter") {
     return [&vr, perRank, shape, bf16](int r, gpuStream_t s) {
-      kernels::launchReduceScatter(vr.args<kernels::ReduceScatterArgs>(r, perRank, bf16, shape),
-                                   s);
+      kernels::launchReduceScatter(vr.args<kernels::ReduceScatterArgs>(r, perRank, bf16, shape), s);
     };
   }
   if (c == "all_gather") {
@@ -214,12 +213,12 @@ int run(int argc, char** argv) {
   const double roofline = measureCopyRoofline(size_t{1} << 30);
   std::printf("HBM roofline (1 GiB device-to-device copy, read+write): %.0f GB/s\n\n",
               roofline / 1e9);
-  if (csv) std::fprintf(csv, "collective,world,bytes,p10_us,p50_us,p90_us,algbw_GBps,busbw_GBps,"
-                             "hbm_GBps,roofline_pct\n");
+  if (csv)
+    std::fprintf(csv, "collective,world,bytes,p10_us,p50_us,p90_us,algbw_GBps,busbw_GBps,"
+                      "hbm_GBps,roofline_pct\n");
 
-  std::printf("%-16s %5s %10s %10s %10s %10s %10s %10s %10s %7s\n", "collective", "world",
-              "size", "p50_us", "p10_us", "p90_us", "algbw_GB/s", "busbw_GB/s", "hbm_GB/s",
-              "%roof");
+  std::printf("%-16s %5s %10s %10s %10s %10s %10s %10s %10s %7s\n", "collective", "world", "size",
+              "p50_us", "p10_us", "p90_us", "algbw_GB/s", "busbw_GB/s", "hbm_GB/s", "%roof");
   for (int w : worlds) {
     VirtualRanks vr(w, maxBytes, maxBytes);
     vr.setTimeoutNs(5ull * 1000 * 1000 * 1000);
@@ -232,12 +231,13 @@ int run(int argc, char** argv) {
         const double algbw = bytes / (t.p50 * 1e-6);
         const double busbw = algbw * busFactor(c.name, w);
         const double hbm = c.hbmBytes(static_cast<double>(bytes), w) / (t.p50 * 1e-6);
-        std::printf("%-16s %5d %10s %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %6.1f%%\n", c.name,
-                    w, human(bytes).c_str(), t.p50, t.p10, t.p90, algbw / 1e9, busbw / 1e9,
-                    hbm / 1e9, 100 * hbm / roofline);
-        if (csv) std::fprintf(csv, "%s,%d,%zu,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.1f\n", c.name, w,
-                              bytes, t.p10, t.p50, t.p90, algbw / 1e9, busbw / 1e9, hbm / 1e9,
-                              100 * hbm / roofline);
+        std::printf("%-16s %5d %10s %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %6.1f%%\n", c.name, w,
+                    human(bytes).c_str(), t.p50, t.p10, t.p90, algbw / 1e9, busbw / 1e9, hbm / 1e9,
+                    100 * hbm / roofline);
+        if (csv)
+          std::fprintf(csv, "%s,%d,%zu,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.1f\n", c.name, w, bytes,
+                       t.p10, t.p50, t.p90, algbw / 1e9, busbw / 1e9, hbm / 1e9,
+                       100 * hbm / roofline);
       }
       std::printf("\n");
     }

@@ -190,8 +190,9 @@ TEST(CudaIpc, UnequalDataSizesFailOnEveryRank) {
   SKIP_WITHOUT_GPU();
   const std::string failures = runProcesses(2, [](int rank, net::Store& store) {
     std::string message;
-    const ErrorKind kind = kindThrownBy(
-        [&] { Workspace::create(store, "ws", rank, 2, 0, 4096 + rank * 512, 30s); }, &message);
+    const ErrorKind kind =
+        kindThrownBy([&] { Workspace::create(store, "ws", rank, 2, 0, 4096 + rank * 512, 30s); },
+                     &message);
     XCCL_CHECK(kind == ErrorKind::kInvalidArgument, message);
     XCCL_CHECK(message.find("4608") != std::string::npos, message);
   });
@@ -203,8 +204,8 @@ TEST(CudaIpc, MissingRanksTimeOutNamingThem) {
   const std::string failures = runProcesses(1, [](int, net::Store& store) {
     std::string message;
     const auto start = Clock::now();
-    const ErrorKind kind = kindThrownBy(
-        [&] { Workspace::create(store, "ws", 0, 3, 0, 4096, 300ms); }, &message);
+    const ErrorKind kind =
+        kindThrownBy([&] { Workspace::create(store, "ws", 0, 3, 0, 4096, 300ms); }, &message);
     XCCL_CHECK(kind == ErrorKind::kTimeout, message);
     XCCL_CHECK(message.find("ranks [1, 2]") != std::string::npos, message);
     XCCL_CHECK(Clock::now() - start < 20s, "the timeout bounds the whole wait");
@@ -259,8 +260,9 @@ TEST(CudaIpc, AFailingRankFailsTheWholeGroupAtOnce) {
     for (int r = 0; r < kRanks; ++r) {
       threads.emplace_back([&, r] {
         const int device = r == 1 ? -1 : 0;  // rank 1 passes a device that does not exist
-        kinds[r] = kindThrownBy(
-            [&] { Workspace::create(store, "fail", r, kRanks, device, 4096, 60s); }, &messages[r]);
+        kinds[r] =
+            kindThrownBy([&] { Workspace::create(store, "fail", r, kRanks, device, 4096, 60s); },
+                         &messages[r]);
       });
     }
     for (auto& t : threads) t.join();
@@ -331,8 +333,8 @@ TEST(CudaIpcAgreed, OneRankVotingNoRefusesEverywhereAndARetryStartsFresh) {
       return rank == 1 && peer == 2 ? std::string("injected: rank 2 unreachable") : "";
     };
     std::string whyNot;
-    auto refused = Workspace::createAgreed(store, "ws", 0, rank, kRanks, 0, 4096, 60s, &whyNot,
-                                           hook);
+    auto refused =
+        Workspace::createAgreed(store, "ws", 0, rank, kRanks, 0, 4096, 60s, &whyNot, hook);
     XCCL_CHECK(refused == nullptr, "rank ", rank, " got a workspace the group refused");
     XCCL_CHECK(whyNot == "cuda_ipc workspace 'ws' attempt 0: rank 1: injected: rank 2 unreachable",
                whyNot);

@@ -33,30 +33,27 @@ uint64_t seedOf(int world, Collective c, DataType dtype) {
          static_cast<uint64_t>(dtype) + 1;
 }
 
-class EmulatedReduce
-    : public ::testing::TestWithParam<std::tuple<int, Collective, DataType>> {};
+class EmulatedReduce : public ::testing::TestWithParam<std::tuple<int, Collective, DataType>> {};
 
 // One set of buffers, flags and epochs for the whole sequence: launches with 1 and 3 blocks
 // interleave, so per-block epochs advance unevenly and must still agree across ranks; consecutive
 // calls overlap across ranks, so a rank reusing its buffer early would corrupt a peer's result.
 TEST_P(EmulatedReduce, SequenceMatchesReference) {
   const auto [world, collective, dtype] = GetParam();
-  const auto s = emulated::coverageSequence(collective, world, dtype,
-                                            seedOf(world, collective, dtype));
+  const auto s =
+      emulated::coverageSequence(collective, world, dtype, seedOf(world, collective, dtype));
   EXPECT_EQ(emulated::runSequence(s), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Emulated, EmulatedReduce,
-    ::testing::Combine(::testing::Values(1, 2, 3, 5, 8),
-                       ::testing::Values(Collective::kOneShot, Collective::kTwoShot,
-                                         Collective::kReduceScatter),
-                       ::testing::Values(DataType::kFloat32, DataType::kFloat16,
-                                         DataType::kBFloat16)),
+    ::testing::Combine(
+        ::testing::Values(1, 2, 3, 5, 8),
+        ::testing::Values(Collective::kOneShot, Collective::kTwoShot, Collective::kReduceScatter),
+        ::testing::Values(DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16)),
     [](const auto& info) {
       return "W" + std::to_string(std::get<0>(info.param)) + "_" +
-             collectiveName(std::get<1>(info.param)) + "_" +
-             dataTypeName(std::get<2>(info.param));
+             collectiveName(std::get<1>(info.param)) + "_" + dataTypeName(std::get<2>(info.param));
     });
 
 class EmulatedCopy : public ::testing::TestWithParam<std::tuple<int, Collective>> {};
@@ -69,15 +66,15 @@ TEST_P(EmulatedCopy, SequenceMatchesReference) {
   EXPECT_EQ(emulated::runSequence(s), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Emulated, EmulatedCopy,
-    ::testing::Combine(::testing::Values(1, 2, 3, 8),
-                       ::testing::Values(Collective::kAllGather, Collective::kBroadcast,
-                                         Collective::kAllToAll)),
-    [](const auto& info) {
-      return "W" + std::to_string(std::get<0>(info.param)) + "_" +
-             collectiveName(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Emulated, EmulatedCopy,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 8),
+                                            ::testing::Values(Collective::kAllGather,
+                                                              Collective::kBroadcast,
+                                                              Collective::kAllToAll)),
+                         [](const auto& info) {
+                           return "W" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  collectiveName(std::get<1>(info.param));
+                         });
 
 // PREMUL_SUM with the factor in device memory, a different factor on every call: each launch must
 // read the value its own rank wrote before it in stream order (the host-side factor is NaN).
@@ -134,16 +131,17 @@ TEST(EmulatedCopyRange, EveryMisalignmentAndOddLength) {
   const int misalignedBefore = emulation::misalignedVectorAccesses.load();
   for (int srcMis = 0; srcMis < 16; ++srcMis) {
     for (int dstMis = 0; dstMis < 16; ++dstMis) {
-      for (size_t bytes : {size_t{0}, size_t{1}, size_t{15}, size_t{17}, size_t{33}, size_t{47},
-                           size_t{1001}}) {
+      for (size_t bytes :
+           {size_t{0}, size_t{1}, size_t{15}, size_t{17}, size_t{33}, size_t{47}, size_t{1001}}) {
         const char* src = align(source) + 16 + srcMis;
         char* dst = align(target) + 16 + dstMis;
         std::memset(target.data(), 0x5a, target.size());
         size_t stores = 0, outside = 0;
-        emulation::launch(&copyRangeKernel, CopyRangeParams{src, dst, bytes, &stores, &outside},
-                          1, 4);
-        const std::string what = "src mod 16 = " + std::to_string(srcMis) + ", dst mod 16 = " +
-                                 std::to_string(dstMis) + ", " + std::to_string(bytes) + " bytes";
+        emulation::launch(&copyRangeKernel, CopyRangeParams{src, dst, bytes, &stores, &outside}, 1,
+                          4);
+        const std::string what = "src mod 16 = " + std::to_string(srcMis) +
+                                 ", dst mod 16 = " + std::to_string(dstMis) + ", " +
+                                 std::to_string(bytes) + " bytes";
         ASSERT_EQ(0, std::memcmp(dst, src, bytes)) << what;
         ASSERT_EQ(dst[-1], 0x5a) << what;
         ASSERT_EQ(dst[bytes], 0x5a) << what;

@@ -71,9 +71,8 @@ void checkAllReduce(VirtualRanks& vr, Algorithm algorithm, DataType dtype, Reduc
   }
 }
 
-class AllReduceTest
-    : public GpuTest,
-      public ::testing::WithParamInterface<std::tuple<int, Algorithm, DataType>> {};
+class AllReduceTest : public GpuTest,
+                      public ::testing::WithParamInterface<std::tuple<int, Algorithm, DataType>> {};
 
 TEST_P(AllReduceTest, MatchesReferenceBitwise) {
   const auto [world, algorithm, dtype] = GetParam();
@@ -101,16 +100,17 @@ TEST_P(AllReduceTest, MatchesReferenceBitwise) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Kernels, AllReduceTest,
-    ::testing::Combine(::testing::Range(1, kernels::kMaxRanks + 1),
-                       ::testing::Values(Algorithm::kOneShot, Algorithm::kTwoShot),
-                       ::testing::ValuesIn(kDtypes)),
-    [](const auto& info) {
-      return "W" + std::to_string(std::get<0>(info.param)) +
-             (std::get<1>(info.param) == Algorithm::kOneShot ? "_OneShot_" : "_TwoShot_") +
-             dataTypeName(std::get<2>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Kernels, AllReduceTest,
+                         ::testing::Combine(::testing::Range(1, kernels::kMaxRanks + 1),
+                                            ::testing::Values(Algorithm::kOneShot,
+                                                              Algorithm::kTwoShot),
+                                            ::testing::ValuesIn(kDtypes)),
+                         [](const auto& info) {
+                           return "W" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) == Algorithm::kOneShot ? "_OneShot_"
+                                                                                  : "_TwoShot_") +
+                                  dataTypeName(std::get<2>(info.param));
+                         });
 
 class CollectiveTest : public GpuTest, public ::testing::WithParamInterface<int> {};
 
@@ -160,13 +160,13 @@ TEST_P(CollectiveTest, AllGatherBroadcastAllToAllMatchReference) {
         const auto download = [&](int r, size_t elements) {
           return vr.download(vr.output(r), elements * size);
         };
-        const std::string what = label(dtype, ReduceOp::kSum, count, world) + " offset " +
-                                 std::to_string(offset);
+        const std::string what =
+            label(dtype, ReduceOp::kSum, count, world) + " offset " + std::to_string(offset);
 
         upload();
         vr.forkJoin([&](int rank, gpuStream_t stream) {
-          kernels::AllGatherArgs args{vr.handle(rank, offset * size), vr.output(rank), count,
-                                      dtype, vr.shape()};
+          kernels::AllGatherArgs args{vr.handle(rank, offset * size), vr.output(rank), count, dtype,
+                                      vr.shape()};
           kernels::launchAllGather(args, stream);
         });
         ASSERT_EQ(vr.describeErrors(), "") << what;
@@ -181,8 +181,8 @@ TEST_P(CollectiveTest, AllGatherBroadcastAllToAllMatchReference) {
 
         for (int root = 0; root < world; ++root) {
           vr.forkJoin([&](int rank, gpuStream_t stream) {
-            kernels::BroadcastArgs args{vr.handle(rank, offset * size), vr.output(rank), count,
-                                        dtype, root, vr.shape()};
+            kernels::BroadcastArgs args{
+                vr.handle(rank, offset * size), vr.output(rank), count, dtype, root, vr.shape()};
             kernels::launchBroadcast(args, stream);
           });
           ASSERT_EQ(vr.describeErrors(), "") << what;
@@ -292,14 +292,12 @@ TEST_F(GpuTest, BackToBackLaunchesWithChangingGrids) {
       const kernels::LaunchShape shape = vr.shape();
       constexpr DataType kF32 = DataType::kFloat32;
       if (i % 3 == 0) {
-        kernels::launchAllReduce(vr.args<kernels::AllReduceArgs>(rank, count, kF32, shape),
-                                 stream);
+        kernels::launchAllReduce(vr.args<kernels::AllReduceArgs>(rank, count, kF32, shape), stream);
       } else if (i % 3 == 1) {
-        kernels::launchAllGather(vr.args<kernels::AllGatherArgs>(rank, count, kF32, shape),
-                                 stream);
+        kernels::launchAllGather(vr.args<kernels::AllGatherArgs>(rank, count, kF32, shape), stream);
       } else {
-        kernels::launchReduceScatter(
-            vr.args<kernels::ReduceScatterArgs>(rank, count, kF32, shape), stream);
+        kernels::launchReduceScatter(vr.args<kernels::ReduceScatterArgs>(rank, count, kF32, shape),
+                                     stream);
       }
     });
   }
@@ -330,8 +328,7 @@ TEST_F(GpuTest, MissingPeerTimesOutInsteadOfHanging) {
 
   vr.resetSync();
   vr.setTimeoutNs(kernels::kDefaultTimeoutNs);
-  checkAllReduce(vr, Algorithm::kTwoShot, DataType::kFloat32, ReduceOp::kSum, 1000, 0, 0, false,
-                 5);
+  checkAllReduce(vr, Algorithm::kTwoShot, DataType::kFloat32, ReduceOp::kSum, 1000, 0, 0, false, 5);
 }
 
 TEST_F(GpuTest, LaunchersRejectBadArgumentsBeforeEnqueuing) {

@@ -26,7 +26,9 @@ TEST(SplitEven, TilesTheRangeInOrderOnGranuleBoundaries) {
           const Range r = splitEven(count, parts, i, granule);
           ASSERT_EQ(r.begin, expectedBegin) << count << " " << parts << " " << granule << " " << i;
           ASSERT_LE(r.begin, r.end);
-          if (r.end != count) { ASSERT_EQ(r.end % granule, 0u); }
+          if (r.end != count) {
+            ASSERT_EQ(r.end % granule, 0u);
+          }
           expectedBegin = r.end;
           if (r.end != count) {  // the part holding the end may be partial
             largest = std::max(largest, r.size());
@@ -34,7 +36,9 @@ TEST(SplitEven, TilesTheRangeInOrderOnGranuleBoundaries) {
           }
         }
         EXPECT_EQ(expectedBegin, count) << count << " " << parts << " " << granule;
-        if (largest > 0) { EXPECT_LE(largest - smallest, granule) << "unbalanced"; }
+        if (largest > 0) {
+          EXPECT_LE(largest - smallest, granule) << "unbalanced";
+        }
       }
     }
   }
@@ -53,7 +57,9 @@ TEST(SplitForVectors, HeadAlignsEveryPointerAndPartsAddUp) {
         }
         EXPECT_LT(s.tail, perVector);
         EXPECT_LT(s.head, perVector);
-        if (s.vectors > 0) { EXPECT_EQ((misalignment + s.head * elemSize) % kVectorBytes, 0u); }
+        if (s.vectors > 0) {
+          EXPECT_EQ((misalignment + s.head * elemSize) % kVectorBytes, 0u);
+        }
       }
     }
   }
@@ -121,7 +127,9 @@ TEST(KernelIndexMath, TwoShotSlicesAndBlockPartsTileTheMessage) {
           size_t next = 0;
           for (int s = 0; s < world; ++s) {
             const Range slice = twoShotSlice(count, world, s, elemSize);
-            if (slice.end != count) { EXPECT_EQ(slice.end % (kVectorBytes / elemSize), 0u); }
+            if (slice.end != count) {
+              EXPECT_EQ(slice.end % (kVectorBytes / elemSize), 0u);
+            }
             for (int b = 0; b < blocks; ++b) {
               const Range part = blockPart(slice, blocks, b, elemSize);
               ASSERT_EQ(part.begin, next) << count << " " << world << " " << s << " " << b;
@@ -174,7 +182,9 @@ TEST(Grid, CopyItemsCoverEverySourceOnce) {
           for (int size : seen[j]) total += size;
           EXPECT_EQ(total, chunk) << "source " << j;
         }
-        if (maxBlocks >= sources) { EXPECT_GE(grid.blocks, sources) << "some source waits"; }
+        if (maxBlocks >= sources) {
+          EXPECT_GE(grid.blocks, sources) << "some source waits";
+        }
       }
     }
   }

@@ -119,8 +119,9 @@ TEST(ReferenceReduce, AvgPreMulMinMaxAndOffsets) {
   EXPECT_TRUE(std::isnan(at(run(ReduceOp::kMin, 1, 3, 1), 0)));
   // Equal zeros keep the earlier rank's sign, as the kernels' comparison does.
   EXPECT_EQ(bitsOf(at(run(ReduceOp::kMax, 1, 2, 1), 0)), bitsOf(1.0f));
-  EXPECT_EQ(bitsOf(at(referenceReduce(DataType::kFloat32, ReduceOp::kMin, 1,
-                                      {inputs[0], inputs[1]}, 2, 1), 0)),
+  EXPECT_EQ(bitsOf(at(referenceReduce(DataType::kFloat32, ReduceOp::kMin, 1, {inputs[0], inputs[1]},
+                                      2, 1),
+                      0)),
             bitsOf(-0.0f));
 }
 

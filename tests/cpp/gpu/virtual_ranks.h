@@ -102,7 +102,7 @@ class VirtualRanks {
   uint64_t timeoutNs_ = 2ull * 1000 * 1000 * 1000;
   std::vector<DeviceBuffer> buffers_;
   std::vector<DeviceBuffer> outputs_;
-  DeviceBuffer flags_;   // world FlagAreas
+  DeviceBuffer flags_;  // world FlagAreas
   DeviceBuffer epochs_;  // world x kMaxBlocks counters
   DeviceBuffer errors_;  // world words
   std::vector<gpuStream_t> streams_;

@@ -104,10 +104,10 @@ TEST_P(DisagreeOnSettings, OneDifferentRankFailsEveryRankAlike) {
                                {"XCCL_GPU_WORKSPACE_BYTES", "65536"}};
     agreeOnSettings(store, "settings", rank, size, settings, 10s);
   });
-  const std::string others = size == 2 ? "rank 0 has" : "ranks 0-" + std::to_string(odd - 1) +
-                                                            " have";
-  const std::string expected = "XCCL_GPU_ALGO differs across ranks: " + others +
-                               " 'auto', rank " + std::to_string(odd) + " has 'two_shot'";
+  const std::string others =
+      size == 2 ? "rank 0 has" : "ranks 0-" + std::to_string(odd - 1) + " have";
+  const std::string expected = "XCCL_GPU_ALGO differs across ranks: " + others + " 'auto', rank " +
+                               std::to_string(odd) + " has 'two_shot'";
   for (int r = 0; r < size; ++r) {
     EXPECT_EQ(out[r].rfind("invalid argument: xccl: " + expected, 0), 0u) << out[r];
     EXPECT_EQ(out[r], out[0]) << "rank " << r << " saw a different verdict";

@@ -18,12 +18,12 @@ namespace xccl {
 namespace {
 
 using net::Bytes;
+using net::cuda_ipc::AttemptKeys;
+using net::cuda_ipc::attemptKeys;
 using net::cuda_ipc::decodeRecord;
 using net::cuda_ipc::encodeRecord;
 using net::cuda_ipc::layoutFor;
 using net::cuda_ipc::Record;
-using net::cuda_ipc::AttemptKeys;
-using net::cuda_ipc::attemptKeys;
 using net::cuda_ipc::recordsVerdict;
 using net::cuda_ipc::WorkspaceLayout;
 
@@ -32,9 +32,9 @@ constexpr size_t kFlagBytes = sizeof(kernels::FlagArea);
 constexpr size_t kEpochBytes = kernels::kMaxBlocks * sizeof(uint32_t);
 
 TEST(CudaIpcLayout, PartsAreAlignedOrderedAndTight) {
-  for (size_t dataBytes : {size_t{0}, size_t{1}, size_t{3}, size_t{255}, size_t{256},
-                           size_t{257}, size_t{4095}, size_t{10007}, size_t{1} << 20,
-                           (size_t{1} << 20) + 7, size_t{3} << 30}) {
+  for (size_t dataBytes :
+       {size_t{0}, size_t{1}, size_t{3}, size_t{255}, size_t{256}, size_t{257}, size_t{4095},
+        size_t{10007}, size_t{1} << 20, (size_t{1} << 20) + 7, size_t{3} << 30}) {
     SCOPED_TRACE(dataBytes);
     const WorkspaceLayout l = layoutFor(dataBytes);
     EXPECT_EQ(l.dataBytes, dataBytes);
@@ -70,7 +70,8 @@ TEST(CudaIpcLayout, KnownOffsetsWithoutData) {
 TEST(CudaIpcLayout, SizesThatWouldWrapAreRejected) {
   const size_t max = std::numeric_limits<size_t>::max();
   EXPECT_EQ(testing::errorKindOf([&] { layoutFor(max); }), ErrorKind::kInvalidArgument);
-  EXPECT_EQ(testing::errorKindOf([&] { layoutFor(max - kFlagBytes); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([&] { layoutFor(max - kFlagBytes); }),
+            ErrorKind::kInvalidArgument);
   const WorkspaceLayout l = layoutFor(max / 2);
   EXPECT_GT(l.totalBytes, l.errorOffset);
   EXPECT_GT(l.flagsOffset, max / 4);
@@ -158,18 +159,23 @@ TEST(CudaIpcRecord, ForeignOrCorruptRecordsAreRejected) {
     b[at] = value;
     return b;
   };
-  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(0, good[0] ^ 1)); }), ErrorKind::kInternal)
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(0, good[0] ^ 1)); }),
+            ErrorKind::kInternal)
       << "magic";
-  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(4, good[4] + 1)); }), ErrorKind::kInternal)
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(4, good[4] + 1)); }),
+            ErrorKind::kInternal)
       << "version";
-  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(failedAt, 2)); }), ErrorKind::kInternal)
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(failedAt, 2)); }),
+            ErrorKind::kInternal)
       << "failed flag";
-  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(kindAt, 200)); }), ErrorKind::kInternal)
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(kindAt, 200)); }),
+            ErrorKind::kInternal)
       << "error kind";
   // A bus id length beyond the limit, and one within it that runs past the end.
   EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(busLengthAt + 1, 1)); }),
             ErrorKind::kInternal);
-  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(busLengthAt, 5)); }), ErrorKind::kInternal);
+  EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(corrupted(busLengthAt, 5)); }),
+            ErrorKind::kInternal);
   // Text that is not a record at all (e.g. another transport's key under the same prefix).
   EXPECT_EQ(testing::errorKindOf([&] { decodeRecord(net::toBytes("+4096 xccl-123-abc")); }),
             ErrorKind::kInternal);
@@ -184,8 +190,12 @@ TEST(CudaIpcAttempts, EveryKeyOfAnAttemptIsUnderItsOwnPrefix) {
   EXPECT_EQ(a1.records, "xccl/gpu_ws/1/records");
   // Pairwise distinct within and across attempts, and no key is a prefix of another (a rank's
   // key is "<key>/<rank>", so a prefix relation could alias two keys).
-  const std::vector<std::string> all = {a0.records, a0.votes, a0.released,
-                                        a1.records, a1.votes, a1.released,
+  const std::vector<std::string> all = {a0.records,
+                                        a0.votes,
+                                        a0.released,
+                                        a1.records,
+                                        a1.votes,
+                                        a1.released,
                                         attemptKeys("xccl/gpu_ws", 10).records};
   for (size_t i = 0; i < all.size(); ++i) {
     for (size_t j = 0; j < all.size(); ++j) {

@@ -75,7 +75,8 @@ TEST(Tcp, SameTagMatchesInOrderAndAnySource) {
       EXPECT_EQ(any, 20);
     } else if (rank == 1) {
       int x = 10, y = 11;
-      t.wait({t.isend(0, p2p(5), &x, sizeof(int)), t.isend(0, p2p(5), &y, sizeof(int))}, soon(), "s");
+      t.wait({t.isend(0, p2p(5), &x, sizeof(int)), t.isend(0, p2p(5), &y, sizeof(int))}, soon(),
+             "s");
     } else {
       int z = 20;
       t.wait({t.isend(0, p2p(9), &z, sizeof(int))}, soon(), "s");

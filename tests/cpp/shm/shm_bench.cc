@@ -63,8 +63,12 @@ int runRank(int rank, int ranks, const std::string& dir, const Sweep& sweep) {
     algo::Tunables tunables;
     tunables.shmTwoShotMinBytes = twoShotMinBytes;
     ++seq;
-    return algo::shm::Context{*segment, seq, "allreduce #" + std::to_string(seq),
-                              net::Clock::now() + std::chrono::minutes(2), tunables, nullptr};
+    return algo::shm::Context{*segment,
+                              seq,
+                              "allreduce #" + std::to_string(seq),
+                              net::Clock::now() + std::chrono::minutes(2),
+                              tunables,
+                              nullptr};
   };
   if (rank == 0) {
     std::printf("# %d ranks, slot %zu bytes, reductions: %s\n", ranks, segment->slotBytes(),

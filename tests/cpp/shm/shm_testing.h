@@ -125,8 +125,8 @@ inline bool processAlive(pid_t pid) {
          (text[paren + 2] != 'Z' && text[paren + 2] != 'X');
 }
 
-inline net::shm::Options shmOptions(size_t slotBytes, std::chrono::milliseconds timeout =
-                                                          std::chrono::seconds(30)) {
+inline net::shm::Options shmOptions(size_t slotBytes,
+                                    std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
   net::shm::Options options;
   options.slotBytes = slotBytes;
   options.timeout = timeout;
@@ -142,7 +142,7 @@ class ShmCalls {
       : segment_(segment), tunables_(tunables), alive_(std::move(alive)), timeout_(timeout) {}
   algo::shm::Context next(const std::string& what) {
     ++seq_;
-    return {segment_, seq_, what + " #" + std::to_string(seq_), net::Clock::now() + timeout_,
+    return {segment_,  seq_,  what + " #" + std::to_string(seq_), net::Clock::now() + timeout_,
             tunables_, alive_};
   }
   algo::Tunables& tunables() { return tunables_; }

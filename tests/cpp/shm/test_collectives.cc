@@ -32,18 +32,18 @@ using testing::describe;
 using testing::reduced;
 
 const Case kAllReduceCases[] = {
-    {DataType::kFloat32, ReduceOp::kSum},    {DataType::kFloat32, ReduceOp::kAvg},
+    {DataType::kFloat32, ReduceOp::kSum},     {DataType::kFloat32, ReduceOp::kAvg},
     {DataType::kFloat32, ReduceOp::kProduct}, {DataType::kFloat32, ReduceOp::kMin},
-    {DataType::kFloat32, ReduceOp::kMax},    {DataType::kFloat64, ReduceOp::kSum},
-    {DataType::kFloat64, ReduceOp::kMax},    {DataType::kFloat16, ReduceOp::kSum},
-    {DataType::kFloat16, ReduceOp::kAvg},    {DataType::kFloat16, ReduceOp::kMin},
-    {DataType::kBFloat16, ReduceOp::kSum},   {DataType::kBFloat16, ReduceOp::kAvg},
-    {DataType::kBFloat16, ReduceOp::kMax},   {DataType::kBFloat16, ReduceOp::kProduct},
-    {DataType::kInt8, ReduceOp::kSum},       {DataType::kInt8, ReduceOp::kAvg},
-    {DataType::kUInt8, ReduceOp::kBand},     {DataType::kInt32, ReduceOp::kSum},
-    {DataType::kInt32, ReduceOp::kBxor},     {DataType::kInt64, ReduceOp::kSum},
-    {DataType::kInt64, ReduceOp::kAvg},      {DataType::kInt64, ReduceOp::kMin},
-    {DataType::kBool, ReduceOp::kSum},       {DataType::kBool, ReduceOp::kProduct},
+    {DataType::kFloat32, ReduceOp::kMax},     {DataType::kFloat64, ReduceOp::kSum},
+    {DataType::kFloat64, ReduceOp::kMax},     {DataType::kFloat16, ReduceOp::kSum},
+    {DataType::kFloat16, ReduceOp::kAvg},     {DataType::kFloat16, ReduceOp::kMin},
+    {DataType::kBFloat16, ReduceOp::kSum},    {DataType::kBFloat16, ReduceOp::kAvg},
+    {DataType::kBFloat16, ReduceOp::kMax},    {DataType::kBFloat16, ReduceOp::kProduct},
+    {DataType::kInt8, ReduceOp::kSum},        {DataType::kInt8, ReduceOp::kAvg},
+    {DataType::kUInt8, ReduceOp::kBand},      {DataType::kInt32, ReduceOp::kSum},
+    {DataType::kInt32, ReduceOp::kBxor},      {DataType::kInt64, ReduceOp::kSum},
+    {DataType::kInt64, ReduceOp::kAvg},       {DataType::kInt64, ReduceOp::kMin},
+    {DataType::kBool, ReduceOp::kSum},        {DataType::kBool, ReduceOp::kProduct},
     {DataType::kBool, ReduceOp::kBxor},
 };
 const Case kOtherReduceCases[] = {
@@ -118,8 +118,7 @@ TEST_P(ShmReductions, ReduceScatter) {
         algo::shm::reduceScatter(calls.next("reduce_scatter"), input.data(), output.data(), count,
                                  c.type, c.op);
         auto expected = [&](size_t i) { return reduced(c, world(), rank * count + i); };
-        EXPECT_TRUE(matches(output, expected))
-            << describe(c, count, rank);
+        EXPECT_TRUE(matches(output, expected)) << describe(c, count, rank);
       }
     }
   });
@@ -134,8 +133,8 @@ TEST_P(ShmReductions, RandomFloatsGiveTheRankOrderBytesOnEveryRank) {
     size_t count;
   };
   const FloatCase cases[] = {
-      {DataType::kFloat32, ReduceOp::kSum, 4099}, {DataType::kFloat32, ReduceOp::kAvg, 30011},
-      {DataType::kFloat64, ReduceOp::kSum, 1001}, {DataType::kFloat16, ReduceOp::kSum, 4099},
+      {DataType::kFloat32, ReduceOp::kSum, 4099},  {DataType::kFloat32, ReduceOp::kAvg, 30011},
+      {DataType::kFloat64, ReduceOp::kSum, 1001},  {DataType::kFloat16, ReduceOp::kSum, 4099},
       {DataType::kBFloat16, ReduceOp::kSum, 4099}, {DataType::kBFloat16, ReduceOp::kAvg, 7},
   };
   const int n = world();

@@ -31,8 +31,8 @@ TEST_P(ShmExchange, BroadcastFromEveryRoot) {
     ShmCalls calls(segment);
     for (size_t bytes : {size_t{0}, size_t{1}, size_t{29}, size_t{4096}, size_t{3 * 4096 + 5}}) {
       for (int root = 0; root < world(); ++root) {
-        std::vector<uint8_t> data = rank == root ? filled(bytes, root, 2)
-                                                 : std::vector<uint8_t>(bytes, kUntouched);
+        std::vector<uint8_t> data =
+            rank == root ? filled(bytes, root, 2) : std::vector<uint8_t>(bytes, kUntouched);
         algo::shm::broadcast(calls.next("broadcast"), data.data(), bytes, root);
         EXPECT_TRUE(hasPattern(data.data(), bytes, root, 2))
             << bytes << " bytes from root " << root << " on rank " << rank;

@@ -59,8 +59,7 @@ TEST_P(HierarchyLayouts, AllReduceIsExactOnEveryRank) {
         std::vector<int32_t> data(count);
         for (size_t i = 0; i < count; ++i) data[i] = static_cast<int32_t>(i % 97 + 10 * rank);
         const uint32_t stepsBefore = h->segment() ? h->segment()->step() : 0;
-        algo::allReduce(runnerOver(*tcp, h.get(), ++seq), data.data(), count, DataType::kInt32,
-                        op);
+        algo::allReduce(runnerOver(*tcp, h.get(), ++seq), data.data(), count, DataType::kInt32, op);
         for (size_t i = 0; i < count; ++i) {
           const int64_t base = static_cast<int64_t>(i % 97);
           const int64_t sum = world * base + 10 * world * (world - 1) / 2;
@@ -136,8 +135,8 @@ TEST(Hierarchy, AFailingLeaderStopsEveryHostPromptly) {
     const auto start = net::Clock::now();
     auto error = testing::errorFrom([&] {
       try {
-        algo::allReduce(runnerOver(*tcp, h.get(), 1), data.data(), data.size(),
-                        DataType::kFloat32, ReduceOp::kSum);
+        algo::allReduce(runnerOver(*tcp, h.get(), 1), data.data(), data.size(), DataType::kFloat32,
+                        ReduceOp::kSum);
       } catch (const Error& e) {
         tcp->abort(e.what());
         throw;

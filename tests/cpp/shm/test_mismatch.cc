@@ -20,8 +20,8 @@ using testing::ShmCalls;
 constexpr size_t kSlot = 4096;
 
 // Runs body(rank, calls) on `world` ranks with a short deadline and returns each rank's error.
-std::vector<std::optional<Error>> errorsOf(
-    int world, const std::function<void(int, ShmCalls&)>& body) {
+std::vector<std::optional<Error>> errorsOf(int world,
+                                           const std::function<void(int, ShmCalls&)>& body) {
   std::vector<std::optional<Error>> errors(world);
   testing::runShmRanks(world, kSlot, [&](int rank, net::shm::Segment& segment) {
     ShmCalls calls(segment, {}, nullptr, 10s);
@@ -52,8 +52,8 @@ TEST(ShmMismatch, AllReduceAgainstAllGatherOfTheSameBytes) {
     auto errors = errorsOf(world, [&](int rank, ShmCalls& calls) {
       std::vector<float> data(1001, 1.0f);
       if (rank == 0) {
-        algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(),
-                             DataType::kFloat32, ReduceOp::kSum);
+        algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(), DataType::kFloat32,
+                             ReduceOp::kSum);
       } else {
         std::vector<float> out(data.size() * world);
         algo::shm::allGather(calls.next("allgather"), data.data(), out.data(),
@@ -97,8 +97,7 @@ TEST(ShmMismatch, BroadcastFromDifferentRootsIsNamedByTheReceivers) {
   });
   for (int r : {0, 1, 2}) {
     ASSERT_TRUE(errors[r].has_value()) << "rank " << r;
-    EXPECT_NE(std::string(errors[r]->what()).find("different sizes (or root)"),
-              std::string::npos)
+    EXPECT_NE(std::string(errors[r]->what()).find("different sizes (or root)"), std::string::npos)
         << errors[r]->what();
   }
 }

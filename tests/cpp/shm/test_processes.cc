@@ -156,9 +156,9 @@ TEST(ShmProcesses, FourProcessesFinishManySmallAllReducesQuickly) {
     const double cpu = std::stod(readReport(group.dir(), r));
     std::cout << "[          ] rank " << r << ": " << cpu * 1000 / kIterations
               << " ms of CPU per all_reduce\n";
-    EXPECT_LT(cpu, kIterations * 1e-3) << "rank " << r << " used " << cpu * 1000
-                                       << " ms of CPU for " << kIterations
-                                       << " all_reduces: spinning?";
+    EXPECT_LT(cpu, kIterations * 1e-3)
+        << "rank " << r << " used " << cpu * 1000 << " ms of CPU for " << kIterations
+        << " all_reduces: spinning?";
   }
   const auto elapsed = Clock::now() - start;
   EXPECT_LT(elapsed, 10s) << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
@@ -180,8 +180,9 @@ TEST(ShmProcesses, KilledRankMakesTheOthersFailPromptlyNamingIt) {
       }
     } catch (const Error& e) {
       const auto caught = Clock::now().time_since_epoch().count();
-      writeReport(dir, rank, std::to_string(static_cast<int>(e.kind())) + " " +
-                                 std::to_string(caught) + " " + e.what());
+      writeReport(dir, rank,
+                  std::to_string(static_cast<int>(e.kind())) + " " + std::to_string(caught) + " " +
+                      e.what());
     }
     // Stay alive until every survivor reported: an exited survivor would be a dead peer too.
     store.get("release", 60s);

@@ -14,7 +14,7 @@ namespace {
 
 using algo::Isa;
 
-constexpr size_t kLengths[] = {0,  1,  2,  3,  7,  8,   9,   15,   16,  17,
+constexpr size_t kLengths[] = {0,  1,  2,  3,  7,  8,  9,   15,  16,   17,
                                31, 32, 33, 63, 64, 65, 127, 129, 1000, 4099};
 constexpr DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
                                     DataType::kBFloat16};
@@ -80,9 +80,10 @@ TEST(ReduceSimd, ReportsWhichInstructionSetsThisCpuHas) {
   std::cout << "[          ] best reduction ISA here: " << algo::isaName(algo::bestIsa()) << "\n";
   if (!algo::isaAvailable(Isa::kAvx512)) {
     uint16_t a = 1, b = 2;
-    EXPECT_TRUE(testing::throwsError(ErrorKind::kInvalidArgument, [&] {
-      algo::reduceInto(Isa::kAvx512, DataType::kFloat16, ReduceOp::kSum, &a, &b, 1);
-    }, "avx512"));
+    EXPECT_TRUE(testing::throwsError(
+        ErrorKind::kInvalidArgument,
+        [&] { algo::reduceInto(Isa::kAvx512, DataType::kFloat16, ReduceOp::kSum, &a, &b, 1); },
+        "avx512"));
   }
 }
 
@@ -203,8 +204,8 @@ TEST(ReduceMany, DestinationMayBeASource) {
         std::vector<std::vector<uint8_t>> copy = in;
         const void* asrcs[] = {copy[0].data(), copy[1].data(), copy[2].data()};
         algo::reduceMany(isa, type, ReduceOp::kMax, copy[alias].data(), asrcs, 3, count);
-        EXPECT_TRUE(copy[alias] == want) << algo::isaName(isa) << " " << dataTypeName(type)
-                                         << " into source " << alias;
+        EXPECT_TRUE(copy[alias] == want)
+            << algo::isaName(isa) << " " << dataTypeName(type) << " into source " << alias;
       }
     }
   }

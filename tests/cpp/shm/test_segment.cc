@@ -3,8 +3,8 @@
 #include <sys/statvfs.h>
 
 #include <atomic>
-#include <optional>
 #include <cstring>
+#include <optional>
 
 #include "algo_testing.h"
 #include "shm_testing.h"
@@ -41,7 +41,7 @@ Created createAll(int size, const std::function<net::shm::Options(int)>& options
 }
 
 size_t devShmFreeBytes() {
-  struct statvfs fs {};
+  struct statvfs fs{};
   EXPECT_EQ(::statvfs("/dev/shm", &fs), 0);
   return static_cast<size_t>(fs.f_bavail) * fs.f_frsize;
 }
@@ -220,8 +220,8 @@ TEST(SegmentWait, DeadPeerEndsTheWaitPromptlyNamingIt) {
       std::vector<float> data(100, 1.0f);
       const auto start = net::Clock::now();
       auto allReduce = [&] {
-        algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(),
-                             DataType::kFloat32, ReduceOp::kSum);
+        algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(), DataType::kFloat32,
+                             ReduceOp::kSum);
       };
       EXPECT_TRUE(throwsError(ErrorKind::kPeerFailure, allReduce, "allreduce #1: rank 2 failed"));
       EXPECT_LT(net::Clock::now() - start, 2s) << "long before the 60 s deadline";

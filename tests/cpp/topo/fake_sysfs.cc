@@ -114,8 +114,8 @@ void FakeSysfs::addRdmaPort(const std::string& hca, const std::string& pciPath, 
   if (!fs::exists(root_ + "/sys/class/infiniband/" + hca)) {
     symlink("/sys/class/infiniband/" + hca, dir);
   }
-  if (!netdev.empty()) addNetdev(netdev, pciPath, linkLayer == "InfiniBand" ? 32 : 1, "up", 0,
-                                 4092, 0x1003, driver);
+  if (!netdev.empty())
+    addNetdev(netdev, pciPath, linkLayer == "InfiniBand" ? 32 : 1, "up", 0, 4092, 0x1003, driver);
   if (!driver.empty() && !fs::exists(root_ + "/sys/devices/" + pciPath + "/driver")) {
     mkdir("/sys/bus/drivers/" + driver);
     symlink("/sys/devices/" + pciPath + "/driver", "/sys/bus/drivers/" + driver);
@@ -137,8 +137,8 @@ void FakeSysfs::addKfdNode(int node, const std::map<std::string, long long>& pro
     write(dir + "/io_links/" + std::to_string(i) + "/properties", format(links[i]));
   }
   if (memoryBytes > 0) {
-    write(dir + "/mem_banks/0/properties", "heap_type 1\nsize_in_bytes " +
-                                              std::to_string(memoryBytes) + "\n");
+    write(dir + "/mem_banks/0/properties",
+          "heap_type 1\nsize_in_bytes " + std::to_string(memoryBytes) + "\n");
   }
 }
 

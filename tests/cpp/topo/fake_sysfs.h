@@ -38,8 +38,8 @@ class FakeSysfs {
 
   // An RDMA device with one port; `netdev` is attached under its PCI function.
   void addRdmaPort(const std::string& hca, const std::string& pciPath, int port,
-                   const std::string& state, const std::string& linkLayer,
-                   const std::string& rate, const std::string& netdev, const std::string& driver);
+                   const std::string& state, const std::string& linkLayer, const std::string& rate,
+                   const std::string& netdev, const std::string& driver);
 
   // A KFD node; `properties` become its properties file, `links` its io_links.
   void addKfdNode(int node, const std::map<std::string, long long>& properties,

@@ -110,12 +110,14 @@ TEST(TopoDiscover, AmdGpusAndXgmiFromKfd) {
   fs.addPci("pci0000:80/0000:80:01.0/0000:86:00.0", 0x1002, 0x74a1, 0x120000, 1, "4-7");
   fs.addKfdNode(0, {{"simd_count", 0}, {"cpu_cores_count", 8}}, {});
   auto gpuProps = [](int bus) {
-    return std::map<std::string, long long>{{"simd_count", 1216}, {"gfx_target_version", 90402},
-                                            {"domain", 0}, {"location_id", bus << 8}};
+    return std::map<std::string, long long>{{"simd_count", 1216},
+                                            {"gfx_target_version", 90402},
+                                            {"domain", 0},
+                                            {"location_id", bus << 8}};
   };
   auto xgmi = [](int to, long long minBw, long long maxBw) {
-    return std::map<std::string, long long>{{"type", kKfdLinkXgmi}, {"node_from", 0},
-                                            {"node_to", to}, {"weight", 15},
+    return std::map<std::string, long long>{{"type", kKfdLinkXgmi},   {"node_from", 0},
+                                            {"node_to", to},          {"weight", 15},
                                             {"min_bandwidth", minBw}, {"max_bandwidth", maxBw}};
   };
   std::map<std::string, long long> toCpu = {{"type", kKfdLinkPcie}, {"node_to", 0}};
@@ -198,8 +200,8 @@ TEST(TopoDiscover, RdmaPortsOfEveryKind) {
   fs.addRdmaPort("mlx5_1", "pci0000:40/0000:40:01.0/0000:41:00.0", 1, "1: DOWN", "Ethernet",
                  "400 Gb/sec (4X NDR)", "ens1np0", "mlx5_core");
   fs.addPci("pci0000:10/0000:10:01.0/0000:11:00.0", 0x1d0f, 0xefa1, 0x020000, 0, "0-1");
-  fs.addRdmaPort("rdmap17s0", "pci0000:10/0000:10:01.0/0000:11:00.0", 1, "4: ACTIVE",
-                 "Unspecified", "100 Gb/sec", "", "efa");
+  fs.addRdmaPort("rdmap17s0", "pci0000:10/0000:10:01.0/0000:11:00.0", 1, "4: ACTIVE", "Unspecified",
+                 "100 Gb/sec", "", "efa");
   Topology t = discoverFromRoot(fs.root(), offline());
   const Nic* ib = nicNamed(t, "mlx5_0");
   ASSERT_NE(ib, nullptr);

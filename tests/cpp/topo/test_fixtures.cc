@@ -10,11 +10,11 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "threads.h"
 #include "topo/affinity.h"
 #include "topo/links.h"
 #include "topo/pci.h"
 #include "topo/topology.h"
-#include "threads.h"
 
 namespace xccl::topo {
 namespace {
@@ -32,9 +32,9 @@ std::string readText(const std::string& path) {
 
 Topology load(const std::string& name) { return loadTopologyFile(fixturePath(name)); }
 
-const std::vector<std::string> kFixtures = {
-    "hgx_h100_8x_nvswitch.json", "mi300x_8x_xgmi.json", "mi250_2node_host0.json",
-    "mi250_2node_host1.json",    "pcie_4x_l40s.json",   "cpu_vm.json"};
+const std::vector<std::string> kFixtures = {"hgx_h100_8x_nvswitch.json", "mi300x_8x_xgmi.json",
+                                            "mi250_2node_host0.json",    "mi250_2node_host1.json",
+                                            "pcie_4x_l40s.json",         "cpu_vm.json"};
 
 class TopoEveryFixture : public ::testing::TestWithParam<std::string> {};
 
@@ -62,8 +62,8 @@ TEST_P(TopoEveryFixture, LinkPathsAgreeWithTheDevicePaths) {
 TEST_P(TopoEveryFixture, SurvivesAFileRoundTrip) {
   Topology topology = load(GetParam());
   // Unique per fixture and process: ctest runs the parameterised cases in parallel.
-  std::string path = ::testing::TempDir() + "xccl_topo_roundtrip_" +
-                     std::to_string(::getpid()) + "_" + GetParam();
+  std::string path =
+      ::testing::TempDir() + "xccl_topo_roundtrip_" + std::to_string(::getpid()) + "_" + GetParam();
   writeTopologyFile(topology, path);
   EXPECT_EQ(toJson(loadTopologyFile(path)), toJson(topology));
   std::remove(path.c_str());

@@ -4,9 +4,9 @@
 #include <functional>
 
 #include "common/error.h"
+#include "threads.h"
 #include "topo/json.h"
 #include "topo/sysfs.h"
-#include "threads.h"
 
 namespace xccl::topo {
 namespace {
@@ -60,9 +60,9 @@ TEST(TopoJson, DecodesEscapes) {
 }
 
 TEST(TopoJson, RejectsMalformedText) {
-  for (const char* bad : {"", "{", "[1,]", "{\"a\" 1}", "{\"a\": 1,}", "tru", "\"open",
-                          "{\"a\": 1} x", "[01x]", "{\"a\": 1, \"a\": 2}", "\"\\ud800\"",
-                          "\"bad \x01 control\"", "1e999"}) {
+  for (const char* bad :
+       {"", "{", "[1,]", "{\"a\" 1}", "{\"a\": 1,}", "tru", "\"open", "{\"a\": 1} x", "[01x]",
+        "{\"a\": 1, \"a\": 2}", "\"\\ud800\"", "\"bad \x01 control\"", "1e999"}) {
     EXPECT_EQ(testing::errorKindOf([&] { Json::parse(bad); }), ErrorKind::kInvalidArgument) << bad;
   }
   std::string deep(200, '[');
@@ -78,7 +78,8 @@ TEST(TopoJson, TypedAccessNamesTheValue) {
     EXPECT_EQ(error.kind(), ErrorKind::kInvalidArgument);
     EXPECT_NE(std::string(error.what()).find("count must be an integer"), std::string::npos);
   }
-  EXPECT_EQ(testing::errorKindOf([&] { value.find("ratio")->asInt("ratio"); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::errorKindOf([&] { value.find("ratio")->asInt("ratio"); }),
+            ErrorKind::kInvalidArgument);
 }
 
 TEST(TopoCpuList, ParsesAndFormatsKernelSyntax) {
