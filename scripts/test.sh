@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The test command: checks the format (scripts/check_format.sh: clang-format, ruff), builds and
-# installs xccl against the installed torch, then runs the
-# GoogleTest tiers (ctest), the HIP compile check of the GPU side (scripts/check_hip.sh: needs
-# hipcc and clang++-19, skips what a missing one would compile) and the multi-process pytest
-# suite. Needs torch, pytest, cmake, a C++ compiler, GoogleTest, clang-format-19 and ruff (.ci/run installs
-# them, hipcc and clang-19, on a fresh machine).
+# installs xccl against the installed torch, then runs the GoogleTest tiers (ctest), the HIP
+# compile check of the GPU side (scripts/check_hip.sh: needs hipcc and clang++-19, skips what a
+# missing one would compile) and the multi-process pytest suite. Needs torch, pytest, cmake, a
+# C++ compiler, GoogleTest, clang-format-19 and ruff (.ci/run installs them, hipcc and clang-19,
+# on a fresh machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
