@@ -300,6 +300,22 @@ void divide(DataType type, void* data, size_t count, int64_t divisor) {
   }
 }
 
+namespace {
+
+// A float's IEEE-754 bits and back (std::bit_cast is C++20; these libraries are C++17).
+uint32_t bitsOf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+float floatOf(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+}  // namespace
+
 float halfToFloat(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f;
@@ -319,14 +335,11 @@ float halfToFloat(uint16_t h) {
     }
     bits = sign | (static_cast<uint32_t>(113 - shift) << 23) | ((mant & 0x3ff) << 13);
   }
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
+  return floatOf(bits);
 }
 
 uint16_t floatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof(x));
+  const uint32_t x = bitsOf(f);
   uint32_t sign = (x >> 16) & 0x8000;
   uint32_t absx = x & 0x7fffffff;
   if (absx >= 0x7f800000)
@@ -349,16 +362,10 @@ uint16_t floatToHalf(float f) {
   return static_cast<uint16_t>(sign | half);
 }
 
-float bfloat16ToFloat(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
+float bfloat16ToFloat(uint16_t b) { return floatOf(static_cast<uint32_t>(b) << 16); }
 
 uint16_t floatToBfloat16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof(x));
+  uint32_t x = bitsOf(f);
   if ((x & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((x >> 16) | 0x40);  // quiet NaN
   x += 0x7fff + ((x >> 16) & 1);
   return static_cast<uint16_t>(x >> 16);

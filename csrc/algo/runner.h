@@ -2,8 +2,9 @@
 // shared-memory segment (algo/shm_collectives.h) when every rank is on one host, the
 // hierarchical all_reduce (net/hierarchy.h) when the group spans hosts with segments per host,
 // else the TCP algorithms (algo/collectives.h). The functions below have the names, signatures
-// and semantics of algo/collectives.h, overloaded on Runner, so the backend's collective bodies
-// do not depend on which transport moves their bytes. Point-to-point traffic never comes here.
+// and semantics of algo/collective_signatures.h, overloaded on Runner, so the backend's collective
+// bodies do not depend on which transport moves their bytes. Point-to-point traffic never comes
+// here.
 #pragma once
 
 #include <vector>
@@ -39,18 +40,8 @@ struct Runner {
 // subCollective(const Context&, size_t) in context.h.
 Runner subCollective(const Runner& runner, size_t i);
 
-void allReduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op);
-void broadcast(const Runner& runner, void* data, size_t bytes, int root);
-void reduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op, int root);
-void allGather(const Runner& runner, const void* input, void* output,
-               const std::vector<size_t>& bytesPerRank);
-void reduceScatter(const Runner& runner, const void* input, void* output, size_t count,
-                   DataType type, ReduceOp op);
-void allToAll(const Runner& runner, const void* input, const std::vector<size_t>& sendOffsets,
-              const std::vector<size_t>& sendLengths, void* output,
-              const std::vector<size_t>& recvOffsets, const std::vector<size_t>& recvLengths);
-void gather(const Runner& runner, const void* input, size_t bytes, void* output, int root);
-void scatter(const Runner& runner, const void* input, void* output, size_t bytes, int root);
-void barrier(const Runner& runner);
+// The collectives (collective_signatures.h), run the way plan() plans each call. reduce may
+// clobber a non-root rank's `data` (the TCP algorithms use it as scratch).
+XCCL_COLLECTIVES(Runner)
 
 }  // namespace xccl::algo

@@ -54,20 +54,16 @@ void broadcast(const Context& ctx, void* data, size_t bytes, int root) {
                                     detail::shapeOf({bytes, static_cast<uint64_t>(root)})};
   detail::run(ctx, signature, [&] {
     Steps steps(ctx);
-    const size_t window = steps.slotBytes();
-    for (size_t base = 0; base < bytes; base += window) {
-      const size_t length = std::min(window, bytes - base);
+    steps.forEachWindow(bytes, [&](size_t base, size_t length) {
       if (ctx.rank() == root) {
-        const uint32_t step = steps.beginWriting();
-        std::memcpy(steps.mine(step), p + base, length);
-        steps.publish(step);
-      } else {
-        const uint32_t step = steps.begin();
-        steps.publish(step);
-        steps.waitFor(root, step);
-        std::memcpy(p + base, steps.of(root, step), length);
+        steps.write(p + base, length);
+        return;
       }
-    }
+      const uint32_t step = steps.begin();
+      steps.publish(step);
+      steps.waitFor(root, step);
+      std::memcpy(p + base, steps.of(root, step), length);
+    });
   });
 }
 
@@ -81,14 +77,10 @@ void gather(const Context& ctx, const void* input, size_t bytes, void* output, i
                                     detail::shapeOf({bytes, static_cast<uint64_t>(root)})};
   detail::run(ctx, signature, [&] {
     Steps steps(ctx);
-    const size_t window = steps.slotBytes();
-    for (size_t base = 0; base < bytes; base += window) {
-      const size_t length = std::min(window, bytes - base);
+    steps.forEachWindow(bytes, [&](size_t base, size_t length) {
       if (me != root) {
-        const uint32_t step = steps.beginWriting();
-        std::memcpy(steps.mine(step), in + base, length);
-        steps.publish(step);
-        continue;
+        steps.write(in + base, length);
+        return;
       }
       const uint32_t step = steps.begin();
       steps.publish(step);
@@ -96,7 +88,7 @@ void gather(const Context& ctx, const void* input, size_t bytes, void* output, i
       for (int r = 0; r < n; ++r) {
         if (r != root) std::memcpy(out + r * bytes + base, steps.of(r, step), length);
       }
-    }
+    });
   });
 }
 
@@ -112,23 +104,19 @@ void scatter(const Context& ctx, const void* input, void* output, size_t bytes, 
                                     detail::shapeOf({bytes, static_cast<uint64_t>(root)})};
   detail::run(ctx, signature, [&] {
     Steps steps(ctx);
-    const size_t window = steps.slotBytes(), total = bytes * n;
     const size_t blockBegin = me * bytes, blockEnd = blockBegin + bytes;
-    for (size_t base = 0; base < total; base += window) {
-      const size_t length = std::min(window, total - base);
+    steps.forEachWindow(bytes * n, [&](size_t base, size_t length) {
       if (me == root) {
-        const uint32_t step = steps.beginWriting();
-        std::memcpy(steps.mine(step), in + base, length);
-        steps.publish(step);
-        continue;
+        steps.write(in + base, length);
+        return;
       }
       const uint32_t step = steps.begin();
       steps.publish(step);
       const size_t lo = std::max(base, blockBegin), hi = std::min(base + length, blockEnd);
-      if (lo >= hi) continue;
+      if (lo >= hi) return;
       steps.waitFor(root, step);
       std::memcpy(out + (lo - blockBegin), steps.of(root, step) + (lo - base), hi - lo);
-    }
+    });
   });
 }
 

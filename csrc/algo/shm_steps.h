@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <initializer_list>
 #include <string>
@@ -80,6 +81,21 @@ class Steps {
   uint8_t* mine(uint32_t step) const { return segment_.slot(segment_.rank(), step); }
   const uint8_t* of(int rank, uint32_t step) const { return segment_.slot(rank, step); }
   size_t slotBytes() const { return segment_.slotBytes(); }
+
+  // One step in which this rank copies `length` bytes (at most a slot) of `source` into its slot
+  // and publishes them; the streaming rank's whole step in broadcast, gather and scatter.
+  void write(const uint8_t* source, size_t length) {
+    const uint32_t step = beginWriting();
+    std::memcpy(mine(step), source, length);
+    publish(step);
+  }
+  // Calls f(base, length) for each slot-sized window [base, base + length) of `total` bytes, in
+  // order: one step (or more) per window, taken alike by every rank.
+  template <typename F>
+  void forEachWindow(size_t total, F f) {
+    const size_t window = slotBytes();
+    for (size_t base = 0; base < total; base += window) f(base, std::min(window, total - base));
+  }
 
  private:
   // `rank` reached `step`. If that step belongs to this collective, rank published its word for

@@ -21,42 +21,8 @@ class CpuSide final : public Side {
   // The group owns its CPU side and outlives it; rank and size never change.
   explicit CpuSide(ProcessGroupXccl& group);
 
-  WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
-  WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
-  WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors,
-                              const c10d::AllreduceCoalescedOptions& opts) override;
-  WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
-  WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-                    const c10d::AllgatherOptions& opts) override;
-  WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
-                                          std::vector<at::Tensor>& inputs,
-                                          const c10d::AllgatherOptions& opts) override;
-  WorkPtr allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
-                              std::vector<at::Tensor>& inputs,
-                              const c10d::AllgatherOptions& opts) override;
-  WorkPtr gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-                 const c10d::GatherOptions& opts) override;
-#if XCCL_TORCH_HAS_GATHER_INTO_TENSOR
-  WorkPtr gather_into_tensor(at::Tensor& output, at::Tensor& input,
-                             const c10d::GatherOptions& opts) override;
-#endif
-  WorkPtr scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
-                  const c10d::ScatterOptions& opts) override;
-  WorkPtr reduce_scatter(std::vector<at::Tensor>& outputs,
-                         std::vector<std::vector<at::Tensor>>& inputs,
-                         const c10d::ReduceScatterOptions& opts) override;
-  WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
-                                          std::vector<at::Tensor>& inputs,
-                                          const c10d::ReduceScatterOptions& opts) override;
-  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input,
-                        std::vector<int64_t>& outputSplitSizes,
-                        std::vector<int64_t>& inputSplitSizes,
-                        const c10d::AllToAllOptions& opts) override;
-  WorkPtr alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-                   const c10d::AllToAllOptions& opts) override;
-  WorkPtr send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
-  WorkPtr recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
-  WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  // Side's operations (side.h); defined in the files named at the top.
+  XCCL_SIDE_OPERATIONS(XCCL_SIDE_OVERRIDE)
 
   // No tensors, so no side to choose: every barrier runs here, whatever devices the group uses.
   WorkPtr barrier(const c10d::BarrierOptions& opts);

@@ -53,45 +53,11 @@ class GpuPath final : public GpuSide {
   GpuPath(ProcessGroupXccl& group, Side& cpu, int device);
   ~GpuPath() override;
 
-  // ---- gpu_path.cc: kernel, vendor or host route ----
-  WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
-  WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
-  // The kernel for one pair; the coalesced form takes the vendor or host route.
-  WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
-                                          std::vector<at::Tensor>& inputs,
-                                          const c10d::AllgatherOptions& opts) override;
-  WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
-                                          std::vector<at::Tensor>& inputs,
-                                          const c10d::ReduceScatterOptions& opts) override;
-  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
-                        std::vector<int64_t>& inputSplits,
-                        const c10d::AllToAllOptions& opts) override;
-
-  // ---- gpu_path_without_kernel.cc: vendor or host route ----
-  WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors,
-                              const c10d::AllreduceCoalescedOptions& opts) override;
-  WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
-  WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-                    const c10d::AllgatherOptions& opts) override;
-  WorkPtr allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
-                              std::vector<at::Tensor>& inputs,
-                              const c10d::AllgatherOptions& opts) override;
-  WorkPtr gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-                 const c10d::GatherOptions& opts) override;
-#if XCCL_TORCH_HAS_GATHER_INTO_TENSOR
-  WorkPtr gather_into_tensor(at::Tensor& output, at::Tensor& input,
-                             const c10d::GatherOptions& opts) override;
-#endif
-  WorkPtr scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
-                  const c10d::ScatterOptions& opts) override;
-  WorkPtr reduce_scatter(std::vector<at::Tensor>& outputs,
-                         std::vector<std::vector<at::Tensor>>& inputs,
-                         const c10d::ReduceScatterOptions& opts) override;
-  WorkPtr alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-                   const c10d::AllToAllOptions& opts) override;
-  WorkPtr send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
-  WorkPtr recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
-  WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  // Side's operations (side.h). gpu_path.cc defines the five with a kernel (kernel, vendor or
+  // host route): broadcast, allreduce, allgather_into_tensor_coalesced (the kernel for one pair;
+  // the coalesced form takes the vendor or host route), reduce_scatter_tensor_coalesced (likewise)
+  // and alltoall_base; gpu_path_without_kernel.cc the others (vendor or host route).
+  XCCL_SIDE_OPERATIONS(XCCL_SIDE_OVERRIDE)
 
   // ---- gpu_path_batch.cc ----
   void startCoalescing(const char* op) override;

@@ -9,7 +9,21 @@
 namespace xccl::net::tcp {
 namespace {
 constexpr size_t kDiscardChunk = 1 << 16;
+
+// One non-blocking recv of up to `want` bytes from rank `peer`'s socket: the bytes read, 0 when
+// the peer closed the connection, -1 when nothing is ready now. Retries EINTR; any other error
+// throws.
+ssize_t receiveSome(int fd, int peer, void* dest, size_t want) {
+  for (;;) {
+    const ssize_t n = ::recv(fd, dest, want, MSG_DONTWAIT);
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return -1;
+    detail::throwSystemError(__FILE__, __LINE__, "receive from rank " + std::to_string(peer),
+                             errno);
+  }
 }
+}  // namespace
 
 Connection::Connection(int peer, Socket socket, int epollFd)
     : peer_(peer), socket_(std::move(socket)), epollFd_(epollFd) {
@@ -77,15 +91,11 @@ void Connection::flushLocked(std::vector<RequestPtr>* completed) {
 bool Connection::readAvailable(FrameSink& sink) {
   for (;;) {
     if (!inPayload_) {
-      ssize_t n = ::recv(socket_.fd(), reinterpret_cast<uint8_t*>(&readHeader_) + headerGot_,
-                         sizeof(FrameHeader) - headerGot_, MSG_DONTWAIT);
+      const ssize_t n =
+          receiveSome(socket_.fd(), peer_, reinterpret_cast<uint8_t*>(&readHeader_) + headerGot_,
+                      sizeof(FrameHeader) - headerGot_);
       if (n == 0) return false;
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-        detail::throwSystemError(__FILE__, __LINE__, "receive from rank " + std::to_string(peer_),
-                                 errno);
-      }
+      if (n < 0) return true;  // nothing more to read now
       headerGot_ += static_cast<size_t>(n);
       if (headerGot_ < sizeof(FrameHeader)) continue;
       headerGot_ = 0;
@@ -104,14 +114,9 @@ bool Connection::readAvailable(FrameSink& sink) {
         want = std::min(want, kDiscardChunk);
         dest = discard_.data();
       }
-      ssize_t n = ::recv(socket_.fd(), dest, want, MSG_DONTWAIT);
+      const ssize_t n = receiveSome(socket_.fd(), peer_, dest, want);
       if (n == 0) return false;
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-        detail::throwSystemError(__FILE__, __LINE__, "receive from rank " + std::to_string(peer_),
-                                 errno);
-      }
+      if (n < 0) return true;
       payloadGot_ += static_cast<size_t>(n);
       if (payloadGot_ < readHeader_.bytes) continue;
     }

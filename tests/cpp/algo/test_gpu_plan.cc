@@ -44,6 +44,17 @@ std::string nameOf(const GpuRequest& r, const topo::Topology& t, const Tunables&
   return planGpu(r, t, tunables).name;
 }
 
+// Expects the plan of `r` on `t` (default tunables) to be `name` over `fabric`.
+void expectPlan(const GpuRequest& r, const topo::Topology& t, const std::string& name,
+                GpuFabric fabric) {
+  const GpuPlan plan = planGpu(r, t, {});
+  const std::string where = std::string(gpuCollectiveName(r.collective)) + " " +
+                            std::to_string(r.bytes) + " B, world " + std::to_string(r.worldSize) +
+                            ", " + std::to_string(r.ranksPerGpu) + " per GPU";
+  EXPECT_EQ(plan.name, name) << where;
+  EXPECT_EQ(plan.fabric, fabric) << where;
+}
+
 std::vector<int> range(int n, int first = 0) {
   std::vector<int> v;
   for (int i = 0; i < n; ++i) v.push_back(first + i);
@@ -223,9 +234,7 @@ TEST(GpuPlan, Mi250TwoNodes) {
 TEST(GpuPlan, PcieBoxWithoutNvlink) {
   topo::Topology t = load("pcie_4x_l40s.json");
   // The whole box: pairs across sockets, no P2P assumed.
-  GpuPlan plan = planGpu(request(GpuCollective::kAllReduce, 4 * kKiB, 4), t, {});
-  EXPECT_EQ(plan.name, "nccl");
-  EXPECT_EQ(plan.fabric, GpuFabric::kNoPeerAccess);
+  expectPlan(request(GpuCollective::kAllReduce, 4 * kKiB, 4), t, "nccl", GpuFabric::kNoPeerAccess);
   EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, 4 * kKiB, 2), t), "nccl");  // gpus unknown
   // Two GPUs under one switch: kernels for small messages.
   EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, 64 * kKiB, 2, 1, {0, 1}), t), "one_shot");
@@ -242,13 +251,10 @@ TEST(GpuPlan, PcieBoxWithoutNvlink) {
 
 TEST(GpuPlan, CpuVmKnowsNoGpus) {
   topo::Topology t = load("cpu_vm.json");
-  GpuPlan plan = planGpu(request(GpuCollective::kAllReduce, 4 * kKiB, 2), t, {});
-  EXPECT_EQ(plan.name, "nccl");
-  EXPECT_EQ(plan.fabric, GpuFabric::kUnknown);
+  expectPlan(request(GpuCollective::kAllReduce, 4 * kKiB, 2), t, "nccl", GpuFabric::kUnknown);
   // All ranks on one GPU needs no topology.
-  plan = planGpu(request(GpuCollective::kAllReduce, 4 * kKiB, 2, 2), t, {});
-  EXPECT_EQ(plan.name, "one_shot");
-  EXPECT_EQ(plan.fabric, GpuFabric::kSingleGpu);
+  expectPlan(request(GpuCollective::kAllReduce, 4 * kKiB, 2, 2), t, "one_shot",
+             GpuFabric::kSingleGpu);
   EXPECT_EQ(nameOf(request(GpuCollective::kAllReduce, 4 * kKiB, 4, 2), t), "host");
 }
 
