@@ -197,3 +197,26 @@ def check_all_reduce(chk: Checker, gloo, op: Op, dtype: torch.dtype, n: int, ran
         reference = x.clone()
         dist.all_reduce(reference, op=op.make(dtype), group=gloo)
         chk.equal(what + " vs gloo", out, reference)
+
+
+def check_sum(chk: Checker, what: str, dtype: torch.dtype, n: int, rank: int, world: int, seed=0):
+    """all_reduce SUM of rank_input(dtype, n, rank + seed) against its exact reference: after a
+    refused or interleaved call, shows that the group still works and the ranks are in step."""
+    x = rank_input(dtype, n, rank + seed)
+    dist.all_reduce(x)
+    reference = [rank_input(dtype, n, r + seed) for r in range(world)]
+    chk.equal(what, x, Op("SUM").reference(reference, dtype))
+
+
+def ring_batch(numel: int, rank: int, world: int, device: str = "cpu") -> torch.Tensor:
+    """One batch_isend_irecv around the ring: sends `numel` copies of this rank's number to the
+    next rank; returns what came from the previous one (its number, where the batch worked)."""
+    got = torch.zeros(numel, device=device)
+    mine = torch.full((numel,), float(rank), device=device)
+    ops = [
+        dist.P2POp(dist.isend, mine, (rank + 1) % world),
+        dist.P2POp(dist.irecv, got, (rank - 1) % world),
+    ]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    return got

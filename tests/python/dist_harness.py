@@ -23,12 +23,14 @@ and write their stdout/stderr to per-rank logs whose tails appear in failure mes
 
 Tests keep tensor work inside the ranks: once the pytest process has run a parallel torch op
 (OpenMP), anything that later forks it (other tests do) hangs in the child.
+
+What runs inside a rank is in rank_process.py (the process entry) and rank_checks.py (Checker);
+their public names are importable from here too.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import faulthandler
 import importlib
 import multiprocessing
 import os
@@ -36,22 +38,21 @@ import pickle
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 import time
-import traceback
 from datetime import timedelta
 from typing import Any, Callable
 
-import torch
 import torch.distributed as dist
 
-HOST = "127.0.0.1"
+# Re-exported: the tests import every harness name from here.
+from rank_checks import Checker, result
+from rank_process import HOST, PLACEMENTS, Launch, device_index, entry, group_transport  # noqa: F401
+
 WORLD_SIZES = (1, 2, 3, 4)
 # The environment that makes a one-host group use each transport (docs/shm.md); "hierarchical"
-# also sets XCCL_SHM_HOST_ID per rank (_entry).
+# also sets XCCL_SHM_HOST_ID per rank (rank_process.entry).
 TRANSPORT_ENV = {"shm": {}, "tcp": {"XCCL_SHM_DISABLE": "1"}, "hierarchical": {}}
-PLACEMENTS = ("shared", "spread")
 LOG_TAIL_CHARS = 3000
 MAX_REPORTED_FAILURES = 40
 _context = None
@@ -119,89 +120,6 @@ class Outcome:
         return f"rank {self.rank}: {head}" + (f"\n  log tail:\n{log}" if log else "")
 
 
-class Checker:
-    """Collects failures inside a rank instead of raising at the first one."""
-
-    def __init__(self, rank: int):
-        self.rank = rank
-        self.failures: list[str] = []
-        self.checks = 0
-
-    def fail(self, what: str, detail: str) -> None:
-        self.failures.append(f"{what}: {detail}")
-
-    def true(self, what: str, condition: bool, detail: str = "condition is false") -> None:
-        self.checks += 1
-        if not condition:
-            self.fail(what, detail)
-
-    def equal(self, what: str, actual, expected) -> None:
-        """Exact equality of dtype, shape and every element (NaN never expected)."""
-        self.checks += 1
-        if not isinstance(actual, torch.Tensor):
-            if actual != expected:
-                self.fail(what, f"got {actual!r}, expected {expected!r}")
-            return
-        if actual.dtype != expected.dtype or actual.shape != expected.shape:
-            self.fail(
-                what,
-                f"got {actual.dtype}{tuple(actual.shape)}, "
-                f"expected {expected.dtype}{tuple(expected.shape)}",
-            )
-            return
-        if not torch.equal(actual, expected):
-            self.fail(what, _first_difference(actual, expected))
-
-    def close(
-        self, what: str, actual, expected, rtol: float | None = None, atol: float | None = None
-    ) -> None:
-        """torch.testing.assert_close (its default tolerances per dtype unless given)."""
-        self.checks += 1
-        try:
-            torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol)
-        except AssertionError as e:
-            self.fail(what, " ".join(str(e).split())[:500])
-
-    def raises(
-        self,
-        what: str,
-        fn: Callable[[], Any],
-        types=(ValueError, RuntimeError),
-        match: str | None = None,
-    ) -> BaseException | None:
-        self.checks += 1
-        try:
-            fn()
-        except types as e:
-            if match is not None and match.lower() not in str(e).lower():
-                self.fail(what, f"raised {type(e).__name__} without {match!r}: {e}")
-            return e
-        except Exception as e:  # noqa: BLE001 - reported, not swallowed
-            self.fail(what, f"raised {type(e).__name__} instead of {types}: {e}")
-            return e
-        self.fail(what, f"did not raise {types}")
-        return None
-
-
-def _first_difference(actual: torch.Tensor, expected: torch.Tensor) -> str:
-    a, e = actual.reshape(-1), expected.reshape(-1)
-    if a.dtype.is_complex:
-        a, e = torch.view_as_real(a).reshape(-1), torch.view_as_real(e).reshape(-1)
-    different = (a != e).nonzero().reshape(-1)
-    i = int(different[0])
-    return (
-        f"{len(different)} of {a.numel()} elements differ; first at flat index {i}: "
-        f"got {a[i].item()!r}, expected {e[i].item()!r}"
-    )
-
-
-def _write_result(path: str, payload: dict) -> None:
-    temporary = path + ".tmp"
-    with open(temporary, "wb") as f:
-        pickle.dump(payload, f)
-    os.replace(temporary, path)
-
-
 def transport_cases(tcp_worlds=(3,), hierarchical_worlds=(), worlds=WORLD_SIZES) -> list:
     """pytest.param((world_size, transport)) cases: every world size on the default transport
     (ids "1", "2", ... as before), then `tcp_worlds` again with TCP forced (ids "3-tcp") and
@@ -220,109 +138,6 @@ def default_transport() -> str:
     XCCL_SHM_DISABLE (e.g. `XCCL_SHM_DISABLE=1 pytest`), else "shm"."""
     value = os.environ.get("XCCL_SHM_DISABLE", "").strip().lower()
     return "tcp" if value in ("1", "true", "yes", "on") else "shm"
-
-
-def group_transport(group=None) -> str:
-    """How the group's collectives travel: "shm" (one host), "hierarchical" (segments per host,
-    TCP between them) or "tcp"."""
-    pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    return pg._get_backend(torch.device("cpu")).transport
-
-
-def device_index(placement: str, rank: int) -> int:
-    """The CUDA device a rank uses under `placement` (see PLACEMENTS)."""
-    if placement == "shared":
-        return 0
-    if placement == "spread":
-        return rank % torch.cuda.device_count()
-    raise ValueError(f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)}")
-
-
-def _entry(
-    fn,
-    rank,
-    world_size,
-    args,
-    workdir,
-    port,
-    init,
-    pg_timeout,
-    pg_options,
-    env,
-    started,
-    transport,
-    placement,
-):
-    """Runs in the rank's process."""
-    log = os.open(os.path.join(workdir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT, 0o644)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    faulthandler.enable()  # a crashing rank leaves its Python stack in its log
-    # ... and so does a hung one: spawn() sends SIGUSR1 before killing it at the bound.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
-    os.environ.update(env)
-    if transport == "hierarchical":
-        os.environ["XCCL_SHM_HOST_ID"] = f"simulated-host-{rank % 2}"
-    # Up to 4 ranks share 2 cores: intra-op threads would only spin against each other.
-    torch.set_num_threads(1)
-    if placement is not None:
-        # Before the group exists, so that its GPU side sees the device it will use.
-        torch.cuda.set_device(device_index(placement, rank))
-    result = os.path.join(workdir, f"rank{rank}.pkl")
-    payload: dict = {}
-    phases = {"start": time.time() - started}
-    try:
-        import xccl  # registers the backend
-
-        if init:
-            store = dist.TCPStore(
-                HOST, port, is_master=False, timeout=timedelta(seconds=pg_timeout + 30)
-            )
-            options = None
-            if pg_options is not None:
-                options = xccl.Options()
-                for name, value in pg_options.items():
-                    setattr(options, name, value)
-            dist.init_process_group(
-                "xccl",
-                store=store,
-                rank=rank,
-                world_size=world_size,
-                timeout=timedelta(seconds=pg_timeout),
-                pg_options=options,
-            )
-            used = group_transport()
-            if transport is not None and world_size > 1 and used != transport:
-                raise AssertionError(f"the default group uses {used}, not {transport}")
-        phases["init"] = time.time() - started
-        value = fn(rank, world_size, *args)
-        phases["run"] = time.time() - started
-        payload = {"value": value}
-        if init and dist.is_initialized():
-            dist.destroy_process_group()
-        phases["destroy"] = time.time() - started
-    except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
-        payload = {
-            "error": f"{type(e).__name__}: {e}",
-            "error_type": type(e).__name__,
-            "traceback": traceback.format_exc(),
-            **payload,
-        }
-    payload["elapsed"] = time.time() - started
-    payload["phases"] = phases
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        _write_result(result, payload)
-    except Exception as e:  # noqa: BLE001 - an unpicklable value
-        _write_result(
-            result,
-            {
-                "error": f"result not picklable: {e}",
-                "error_type": "PicklingError",
-                "elapsed": payload["elapsed"],
-            },
-        )
 
 
 def spawn(
@@ -363,28 +178,24 @@ def spawn(
             timeout=timedelta(seconds=pg_timeout + 30),
         )
     started = time.time()
+    launch = Launch(
+        fn,
+        world_size,
+        args,
+        workdir,
+        store.port if store else 0,
+        init,
+        pg_timeout,
+        pg_options,
+        env,
+        started,
+        transport,
+        placement,
+    )
     processes = []
     try:
         for rank in range(world_size):
-            p = context.Process(
-                target=_entry,
-                name=f"xccl-rank{rank}",
-                args=(
-                    fn,
-                    rank,
-                    world_size,
-                    args,
-                    workdir,
-                    store.port if store else 0,
-                    init,
-                    pg_timeout,
-                    pg_options,
-                    env,
-                    started,
-                    transport,
-                    placement,
-                ),
-            )
+            p = context.Process(target=entry, name=f"xccl-rank{rank}", args=(launch, rank))
             p.start()
             processes.append(p)
         deadline = started + timeout
@@ -500,11 +311,6 @@ def _checks_body(rank: int, world_size: int, module: str, name: str):
     chk = Checker(rank)
     getattr(importlib.import_module(module), name).body(chk, rank, world_size)
     return result(chk)
-
-
-def result(checker: Checker):
-    """What a run_checks worker returns."""
-    return checker.failures, checker.checks
 
 
 def kill_self() -> None:

@@ -4,13 +4,11 @@ mechanics with gloo, and (with the extension built) the whole command on this ho
 import copy
 import json
 import os
-import subprocess
-import sys
 import time
 from types import SimpleNamespace
 
 import pytest
-from xccl_modules import FIXTURE_DIR, FakeRoot, fixture, installed, load
+from xccl_modules import FIXTURE_DIR, FakeRoot, fixture, installed, load, run_module
 
 doctor = load("doctor")
 env = load("env")
@@ -154,11 +152,7 @@ def host(tmp_path):
     for name in ("lo", "eth0", "ens7", "docker0"):
         fake.net(name)
     fake.net("ens8", state="down")
-    fake.routes(
-        ("eth0", "00000000", "00000000"),
-        ("ens7", "00000A0A", "0000FFFF"),
-        ("ens8", "00001E0A", "0000FFFF"),
-    )
+    fake.routes(eth0="0.0.0.0/0", ens7="10.10.0.0/16", ens8="10.30.0.0/16")
     fake.write("/etc/hosts", "10.10.0.1 head\n")
     return fake
 
@@ -200,7 +194,7 @@ def test_route_to_master_addr(host):
 def test_no_route_at_all(tmp_path):
     fake = FakeRoot(tmp_path)
     fake.net("eth0")
-    fake.routes(("eth0", "0000000A", "000000FF"))
+    fake.routes(eth0="10.0.0.0/8")
     checks = doctor.check_interfaces(
         {"MASTER_ADDR": "192.168.1.1"}, env.Facts(master_addr="192.168.1.1"), fake.root
     )
@@ -325,13 +319,7 @@ def test_doctor_on_this_host_with_the_built_extension():
     """The acceptance run: exits 0 here, WARNing about what it cannot check."""
     pytest.importorskip("xccl._C")
     start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "xccl", "doctor"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = run_module("doctor", check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 FAIL" in proc.stdout and "selftest" in proc.stdout
     assert time.monotonic() - start < 300

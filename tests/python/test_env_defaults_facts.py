@@ -137,11 +137,7 @@ def test_egress_interface_from_routes_and_hosts(fake):
     fake.net("veth12ab")
     fake.net("ens7")
     fake.net("ens8", state="down")
-    fake.routes(
-        ("eth0", "00000000", "00000000"),
-        ("ens7", "00000A0A", "0000FFFF"),
-        ("docker0", "000011AC", "0000FFFF"),
-    )
+    fake.routes(eth0="0.0.0.0/0", ens7="10.10.0.0/16", docker0="172.17.0.0/16")
     fake.write("/etc/hosts", "127.0.0.1 localhost\n10.10.3.4 head-node  # rendezvous\n")
     assert env.route_interface(fake.root, "10.10.3.4") == "ens7"
     assert env.route_interface(fake.root, "8.8.8.8") == "eth0"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
-from collective_cases import Op, expected_reduction, rank_input
+from collective_cases import Op, check_sum, expected_reduction, rank_input
 from dist_harness import WORLD_SIZES, Checker, checks_test, result, run_checks
 
 R = dist.ReduceOp
@@ -211,15 +211,7 @@ def test_bad_arguments_raise_before_traffic(chk, rank, world):
                 chk.fail(name, f"message lacks {text!r}: {error}")
         # Every rank, including the one whose call was refused: the group still works and
         # the ranks are still in step.
-        x = rank_input(torch.int32, 7, rank + index)
-        dist.all_reduce(x)
-        chk.equal(
-            f"all_reduce after '{name}'",
-            x,
-            Op("SUM").reference(
-                [rank_input(torch.int32, 7, r + index) for r in range(world)], torch.int32
-            ),
-        )
+        check_sum(chk, f"all_reduce after '{name}'", torch.int32, 7, rank, world, seed=index)
     # And a full mix of collectives at the end.
     out = torch.empty(5 * world)
     dist.all_gather_into_tensor(out, rank_input(torch.float32, 5, rank))
@@ -258,23 +250,33 @@ def test_mismatched_collectives_are_detected(chk, rank, world):
     )
 
 
+def _file_init(store_path, rank, world, timeout_s):
+    """Creates the default xccl group in a rank whose harness made none (init=False), meeting
+    through a file store: a call for chk.raises."""
+    from datetime import timedelta
+
+    def init():
+        dist.init_process_group(
+            "xccl",
+            init_method=f"file://{store_path}",
+            rank=rank,
+            world_size=world,
+            timeout=timedelta(seconds=timeout_s),
+        )
+
+    return init
+
+
 def _init_with_own_env(rank, world, store_path, env_by_rank, match):
     """Group creation with per-rank XCCL_* values set before anything reads them: every rank
     must raise ValueError naming the problem (none may hang in a later collective)."""
     import os
-    from datetime import timedelta
 
     os.environ.update(env_by_rank[rank])
     chk = Checker(rank)
     error = chk.raises(
         "init_process_group",
-        lambda: dist.init_process_group(
-            "xccl",
-            init_method=f"file://{store_path}",
-            rank=rank,
-            world_size=world,
-            timeout=timedelta(seconds=60),
-        ),
+        _file_init(store_path, rank, world, 60),
         types=(ValueError,),
         match=match,
     )
@@ -318,7 +320,6 @@ def _alone_with_connect_timeout(rank, world, store_path):
     (3 s), not after the 120 s group timeout, naming the rank it waited for."""
     import os
     import time
-    from datetime import timedelta
 
     chk = Checker(rank)
     if rank == 1:
@@ -328,13 +329,7 @@ def _alone_with_connect_timeout(rank, world, store_path):
     started = time.monotonic()
     error = chk.raises(
         "init_process_group without rank 1",
-        lambda: dist.init_process_group(
-            "xccl",
-            init_method=f"file://{store_path}",
-            rank=rank,
-            world_size=world,
-            timeout=timedelta(seconds=120),
-        ),
+        _file_init(store_path, rank, world, 120),
         types=(RuntimeError,),
     )
     took = time.monotonic() - started

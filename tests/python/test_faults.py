@@ -33,6 +33,13 @@ def _fail(rank: int, op, started: float) -> dict:
     return {"raised": None, "message": "", "after": time.time() - started}
 
 
+def _cases_by_transport(names: str, **by_transport):
+    """pytest.mark.parametrize over `names` plus "transport", from the rows given per transport
+    (in that order): ids stay "<row values>-<transport>", e.g. "2-1-False-shm"."""
+    rows = [(*row, transport) for transport, table in by_transport.items() for row in table]
+    return pytest.mark.parametrize(names + ",transport", rows)
+
+
 def _absent(rank, world, absent, async_op):
     store = dist.distributed_c10d._get_default_store()
     x = torch.ones(1001)
@@ -55,16 +62,11 @@ def _absent(rank, world, absent, async_op):
     return outcome
 
 
-@pytest.mark.parametrize(
-    "world_size,absent,async_op,transport",
-    [
-        (2, 1, False, "shm"),
-        (3, 2, False, "shm"),
-        (3, 0, True, "shm"),
-        (4, 1, False, "shm"),
-        (3, 2, False, "tcp"),
-        (4, 2, False, "hierarchical"),
-    ],
+@_cases_by_transport(
+    "world_size,absent,async_op",
+    shm=[(2, 1, False), (3, 2, False), (3, 0, True), (4, 1, False)],
+    tcp=[(3, 2, False)],
+    hierarchical=[(4, 2, False)],
 )
 def test_rank_that_never_enters_times_out(world_size, absent, async_op, transport):
     outcomes = spawn(
@@ -109,17 +111,11 @@ def _killed(rank, world, victim, in_flight):
     return outcome
 
 
-@pytest.mark.parametrize(
-    "world_size,victim,in_flight,transport",
-    [
-        (2, 1, False, "shm"),
-        (3, 0, True, "shm"),
-        (3, 1, False, "shm"),
-        (4, 2, True, "shm"),
-        (3, 1, True, "tcp"),
-        (4, 1, True, "hierarchical"),
-        (4, 0, False, "hierarchical"),
-    ],
+@_cases_by_transport(
+    "world_size,victim,in_flight",
+    shm=[(2, 1, False), (3, 0, True), (3, 1, False), (4, 2, True)],
+    tcp=[(3, 1, True)],
+    hierarchical=[(4, 1, True), (4, 0, False)],
 )
 def test_killed_rank_is_reported_promptly(world_size, victim, in_flight, transport):
     outcomes = spawn(

@@ -21,6 +21,7 @@ from datetime import timedelta
 import pytest
 import torch
 import torch.distributed as dist
+from collective_cases import ring_batch
 from dist_harness import Checker, result, run_checks
 
 if torch.cuda.is_available():
@@ -231,36 +232,24 @@ def _without_kernel(rank, world, shared):
     # refuses them, a clear ValueError, after which no call is caught in a batch left open.
     # (torch itself keeps the group marked as coalescing after a batch raised, until the next
     # batch ends: the CPU batch comes first.)
-    nxt, prev = (rank + 1) % world, (rank - 1) % world
-    got = torch.zeros(4, device="cuda")
+    prev = (rank - 1) % world
 
     def cuda_batch():
-        for w in dist.batch_isend_irecv(
-            [
-                dist.P2POp(dist.isend, torch.full((4,), float(rank), device="cuda"), nxt),
-                dist.P2POp(dist.irecv, got, prev),
-            ]
-        ):
-            w.wait()
+        return ring_batch(4, rank, world, device="cuda")
 
     if shared:
         chk.raises(
             "batch_isend_irecv of CUDA tensors on a shared GPU", cuda_batch, types=(ValueError,)
         )
     else:
-        cuda_batch()
         chk.equal(
-            "batch_isend_irecv of CUDA tensors (NCCL)", got.cpu(), torch.full((4,), float(prev))
+            "batch_isend_irecv of CUDA tensors (NCCL)",
+            cuda_batch().cpu(),
+            torch.full((4,), float(prev)),
         )
-    got = torch.zeros(4)
-    for w in dist.batch_isend_irecv(
-        [
-            dist.P2POp(dist.isend, torch.full((4,), float(rank)), nxt),
-            dist.P2POp(dist.irecv, got, prev),
-        ]
-    ):
-        w.wait()
-    chk.equal("CPU batch after the CUDA one", got, torch.full((4,), float(prev)))
+    chk.equal(
+        "CPU batch after the CUDA one", ring_batch(4, rank, world), torch.full((4,), float(prev))
+    )
     _check_usable(chk, "CUDA all_reduce after the batches", world)
     return result(chk)
 

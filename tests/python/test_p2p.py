@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from collective_cases import Op, expected_reduction, rank_input
+from collective_cases import Op, check_sum, expected_reduction, rank_input, ring_batch
 from dist_harness import Checker, checks_test, result, run_checks
 
 P2P_WORLD_SIZES = (2, 3, 4)
@@ -170,15 +170,7 @@ def _batch_after_a_failed_one(rank, world):
         types=(ValueError,),
         match="tag",
     )
-    got = torch.zeros(3)
-    for w in dist.batch_isend_irecv(
-        [
-            dist.P2POp(dist.isend, torch.full((3,), float(rank)), nxt),
-            dist.P2POp(dist.irecv, got, prev),
-        ]
-    ):
-        w.wait()
-    chk.equal("the next batch runs", got, torch.full((3,), float(prev)))
+    chk.equal("the next batch runs", ring_batch(3, rank, world), torch.full((3,), float(prev)))
     return result(chk)
 
 
@@ -194,14 +186,8 @@ def test_p2p_interleaved_with_collectives(chk, rank, world):
         # sent after the collective still lands in it.
         box = torch.empty(1001)
         pending = dist.irecv(box, src=prev, tag=step)
-        x = rank_input(torch.float32, 1001, rank + step)
-        dist.all_reduce(x)
-        chk.equal(
-            f"step {step} all_reduce between p2p",
-            x,
-            Op("SUM").reference(
-                [rank_input(torch.float32, 1001, r + step) for r in range(world)], torch.float32
-            ),
+        check_sum(
+            chk, f"step {step} all_reduce between p2p", torch.float32, 1001, rank, world, step
         )
         send = dist.isend(_message(rank, nxt, step, 1001), dst=nxt, tag=step)
         gathered = torch.empty(3 * world, dtype=torch.int64)

@@ -2,11 +2,9 @@
 topology, for CPU and CUDA tensors: the routes and algorithms the planners choose."""
 
 import os
-import subprocess
-import sys
 
 import pytest
-from xccl_modules import FIXTURE_DIR, FIXTURES
+from xccl_modules import FIXTURE_DIR, FIXTURES, run_module
 
 pytest.importorskip("xccl._C")
 from xccl import cli, plan  # after the skip: needs the extension
@@ -89,13 +87,7 @@ def test_cpu_one_host_is_shared_memory_and_hosts_split_it(capsys):
 
 def test_this_machine_and_the_module_entry_point():
     # No --topo: this machine's discovered topology; the cuda plan needs no GPU.
-    out = subprocess.run(
-        [sys.executable, "-m", "xccl", "plan", "--world", "2", "4K"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
+    out = run_module("plan", "--world", "2", "4K").stdout
     assert "this machine's topology" in out.splitlines()[0]
     assert out.count("\n") == 2 + 6  # title, header, one row per GPU collective
 

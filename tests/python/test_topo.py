@@ -3,11 +3,9 @@ through xccl._native) on the fixture machines; the compiled discovery on this ho
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from xccl_modules import FIXTURE_DIR, FIXTURES, fixture, load
+from xccl_modules import FIXTURE_DIR, FIXTURES, fixture, load, run_module
 
 topo = load("topo")
 cli = load("cli")
@@ -25,11 +23,16 @@ def test_every_fixture_loads_and_prints(name):
         assert f"GPU{gpu['index']}: {gpu['pciBusId']}" in text
 
 
+def _machine(name, link_class):
+    """A fixture machine, checked to have `link_class`, and its printed topology."""
+    data = topo.load(fixture(name))
+    assert topo.link_class(data) == link_class
+    return data, topo.format_topology(data)
+
+
 def test_hgx_h100():
-    data = topo.load(fixture("hgx_h100_8x_nvswitch.json"))
-    assert topo.link_class(data) == "nvswitch"
+    data, text = _machine("hgx_h100_8x_nvswitch.json", "nvswitch")
     assert [topo.nearest_nics(data, g) for g in range(8)] == [[g] for g in range(8)]
-    text = topo.format_topology(data)
     assert "GPUs: 8x NVIDIA H100 80GB HBM3 (sm90); GPU links: nvswitch" in text
     assert "nearest NIC: mlx5_3 (PIX)" in text
     assert "GPU0   X     NS18  NS18" in text
@@ -37,11 +40,10 @@ def test_hgx_h100():
 
 
 def test_mi300x():
-    data = topo.load(fixture("mi300x_8x_xgmi.json"))
-    assert topo.link_class(data) == "xgmi_full_mesh"
+    data, text = _machine("mi300x_8x_xgmi.json", "xgmi_full_mesh")
     assert topo.link_class(data, [1, 4, 6]) == "xgmi_full_mesh"
-    assert "GPU links: xgmi_full_mesh" in topo.format_topology(data)
-    assert "XG1" in topo.format_topology(data)
+    assert "GPU links: xgmi_full_mesh" in text
+    assert "XG1" in text
 
 
 def test_mi250_two_hosts():
@@ -58,9 +60,7 @@ def test_mi250_two_hosts():
 
 
 def test_pcie_box():
-    data = topo.load(fixture("pcie_4x_l40s.json"))
-    assert topo.link_class(data) == "pcie"
-    text = topo.format_topology(data)
+    data, text = _machine("pcie_4x_l40s.json", "pcie")
     assert "GPU0   X     PIX   SYS   SYS   NODE  NODE" in text
     assert "NIC1 ens2f1: ethernet, DOWN" in text
     assert topo.nearest_nics(data, 2) == [0]  # the down port is never chosen
@@ -70,9 +70,7 @@ def test_pcie_box():
 
 
 def test_cpu_vm():
-    data = topo.load(fixture("cpu_vm.json"))
-    assert topo.link_class(data) == "none"
-    text = topo.format_topology(data)
+    _, text = _machine("cpu_vm.json", "none")
     assert "host cpu-vm, virtual machine" in text
     assert "CPU: AMD EPYC; 2 online CPUs (0-1); 1 NUMA node" in text
     assert "GPUs: none" in text
@@ -166,13 +164,7 @@ def test_extension_discovers_this_host():
     for nic in data["nics"]:
         assert os.path.exists(f"/sys/class/net/{nic['netdev']}") or nic["port"] > 0
     pytest.importorskip("xccl._C")  # `python -m xccl` imports the whole package
-    out = subprocess.run(
-        [sys.executable, "-m", "xccl", "topo"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
+    out = run_module("topo").stdout
     assert out.startswith("host ") and f"online CPUs ({_online_cpus()})" in out
 
 
@@ -184,13 +176,6 @@ def test_extension_honours_topo_file_and_dump_file(tmp_path):
         XCCL_TOPO_FILE=os.path.join(FIXTURE_DIR, "mi250_2node_host1.json"),
         XCCL_TOPO_DUMP_FILE=str(dump),
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "xccl", "topo", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environ,
-        check=True,
-    ).stdout
+    out = run_module("topo", "--json", env=environ).stdout
     assert out == fixture("mi250_2node_host1.json")
     assert dump.read_text() == fixture("mi250_2node_host1.json")

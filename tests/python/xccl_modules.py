@@ -9,7 +9,9 @@ the real package instead (and skip only when it is missing).
 
 import importlib
 import importlib.util
+import ipaddress
 import os
+import subprocess
 import sys
 import types
 
@@ -81,12 +83,21 @@ class FakeRoot:
         self.write(f"/sys/class/net/{name}/operstate", state + "\n")
         self.write(f"/sys/class/net/{name}/flags", f"0x{flags:x}\n")
 
-    def routes(self, *lines):
-        """/proc/net/route rows: (interface, destination hex, mask hex)."""
+    def routes(self, **networks):
+        """/proc/net/route, one row per interface=network ("10.10.0.0/16"), in the order given.
+        The kernel writes destination and mask as the hex of the address in memory (little
+        endian): 10.10.0.0/16 is 00000A0A with mask 0000FFFF."""
         header = (
             "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n"
         )
-        rows = "".join(f"{i}\t{d}\t00000000\t0001\t0\t0\t0\t{m}\t0\t0\t0\n" for i, d, m in lines)
+        rows = ""
+        for name, network in networks.items():
+            net = ipaddress.IPv4Network(network)
+            d, m = (
+                f"{int.from_bytes(a.packed, 'little'):08X}"
+                for a in (net.network_address, net.netmask)
+            )
+            rows += f"{name}\t{d}\t00000000\t0001\t0\t0\t0\t{m}\t0\t0\t0\n"
         self.write("/proc/net/route", header + rows)
 
 
@@ -107,3 +118,15 @@ def installed(name: str):
 
     pytest.importorskip("xccl._C")
     return importlib.import_module(f"xccl.{name}")
+
+
+def run_module(*args: str, env: dict | None = None, check: bool = True):
+    """`python -m xccl ARGS` in a fresh interpreter: its CompletedProcess, output as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "xccl", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=check,
+    )

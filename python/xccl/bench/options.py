@@ -98,6 +98,18 @@ def _argparse_type(parse):
     return convert
 
 
+def _add_size(group, *names: str, dest: str, default: str, help: str) -> None:
+    """A message-size option (SIZE, suffixes K, M, G); `default` is given as text."""
+    group.add_argument(
+        *names,
+        dest=dest,
+        type=_argparse_type(parse_size),
+        default=parse_size(default),
+        metavar="SIZE",
+        help=help,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m xccl.bench",
@@ -116,26 +128,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=list(OPS),
         help=f"comma list (default all: {','.join(OPS)})",
     )
-    what.add_argument(
+    _add_size(
+        what,
         "--min",
         "--minbytes",
         "-b",
         dest="min_bytes",
-        type=_argparse_type(parse_size),
-        default=parse_size(DEFAULT_MIN),
-        metavar="SIZE",
+        default=DEFAULT_MIN,
         help=f"smallest message (default {DEFAULT_MIN}; suffixes K, M, G)",
     )
     # --maxbytes and -e (nccl-tests' names) also work after torchrun, whose parser rejects
     # --max as an ambiguous abbreviation of its own --max-restarts.
-    what.add_argument(
+    _add_size(
+        what,
         "--max",
         "--maxbytes",
         "-e",
         dest="max_bytes",
-        type=_argparse_type(parse_size),
-        default=parse_size(DEFAULT_MAX),
-        metavar="SIZE",
+        default=DEFAULT_MAX,
         help=f"largest message (default {DEFAULT_MAX}; under torchrun spell it --maxbytes or -e)",
     )
     what.add_argument(
