@@ -159,6 +159,7 @@ setup(
     description="Collective-communication backend for torch.distributed (CPU, CUDA, ROCm)",
     package_dir={"": "python"},
     packages=find_packages("python"),
+    py_modules=["xccl_autoload"],
     ext_modules=[
         # _native first: it is small, and xccl imports it before torch (csrc/pyext/module.cc).
         CMakeExtension("xccl._native", "_native", os.path.join("csrc", "pyext")),
@@ -169,7 +170,7 @@ setup(
     entry_points={
         "console_scripts": ["xccl = xccl.cli:main", "xccl-bench = xccl.bench:main"],
         # Loaded at the end of `import torch` so backend="xccl" works without `import xccl`.
-        "torch.backends": ["xccl = xccl._autoload:autoload"],
+        "torch.backends": ["xccl = xccl_autoload:autoload"],
     },
     zip_safe=False,
 )

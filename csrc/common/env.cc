@@ -127,6 +127,17 @@ const std::vector<Variable> kVariables = {
             "1: import torch does not load xccl through torch's torch.backends entry point."),
     boolean("XCCL_DISABLE_ALIAS", "0",
             "1: xccl does not register the backend name \"xccl\" with torch."),
+    // Read when building (setup.py) or by benchmarks/device_check.sh, never by the library;
+    // declared so that one table names every XCCL_* variable (the same scan covers them).
+    choice("XCCL_GPU", "auto", {"auto", "on", "off"}, kPerRank,
+           "Build: the GPU parts; on makes a missing or mismatched GPU compiler an error."),
+    text("XCCL_CUDA_ARCHS", "Build: CUDA architectures of the kernels, a CMake list."),
+    text("XCCL_HIP_ARCHS", "Build: AMD targets of the HIP kernels, a CMake list."),
+    text("XCCL_BUILD_DIR", "Build: the CMake build folder."),
+    text("XCCL_GTEST_SOURCE",
+         "benchmarks/device_check.sh: a googletest source tree to build when none is installed."),
+    integer("XCCL_CHECK_BUDGET_S", "420", 1, 86400, 1, kPerRank,
+            "benchmarks/device_check.sh: seconds the whole GPU check may take."),
 };
 
 std::mutex gMutex;

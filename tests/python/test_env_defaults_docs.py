@@ -158,7 +158,7 @@ _CONSTANT = re.compile(r"""^\s*([A-Z_]+)\s*=\s*['"](XCCL_[A-Z0-9_]+)['"]""", re.
 
 
 def python_reads():
-    """Every XCCL_* variable python/xccl reads: {name: [files]}."""
+    """Every XCCL_* variable the Python reads (python/, setup.py): {name: [files]}."""
     root = os.path.join(REPO, "python", "xccl")
     texts = {}
     for folder, _, files in os.walk(root):
@@ -166,6 +166,9 @@ def python_reads():
             if name.endswith(".py"):
                 with open(os.path.join(folder, name), encoding="utf-8") as f:
                     texts[os.path.relpath(os.path.join(folder, name), root)] = f.read()
+    for outside in ("setup.py", os.path.join("python", "xccl_autoload.py")):
+        with open(os.path.join(REPO, outside), encoding="utf-8") as f:
+            texts[os.path.relpath(os.path.join(REPO, outside), root)] = f.read()
     constants = {c: v for text in texts.values() for c, v in _CONSTANT.findall(text)}
     found = {}
     # Also every literal that is exactly a name: reads through a loop over names, e.g.
@@ -183,14 +186,32 @@ def python_reads():
     return {variable: sorted(set(paths)) for variable, paths in found.items()}
 
 
+def script_reads():
+    """Every XCCL_* variable the shell scripts expand (${XCCL_X...} or $XCCL_X): {name: [files]}."""
+    found = {}
+    for folder in ("scripts", "benchmarks", ".ci"):
+        for name in sorted(os.listdir(os.path.join(REPO, folder))):
+            path = os.path.join(REPO, folder, name)
+            if not os.path.isfile(path) or not (name.endswith(".sh") or folder == ".ci"):
+                continue
+            with open(path, encoding="utf-8") as f:
+                for variable in re.findall(r"\$\{?(XCCL_[A-Z0-9_]+)", f.read()):
+                    found.setdefault(variable, []).append(os.path.join(folder, name))
+    return found
+
+
 def test_python_reads_only_registered_variables():
     reads = python_reads()
+    for variable, files in script_reads().items():
+        reads.setdefault(variable, []).extend(files)
     # What the scan must see: one of each way Python reads a variable today.
     assert {
         "XCCL_NO_ENV_DEFAULTS",
         "XCCL_LOG_LEVEL",
         "XCCL_NO_AUTOLOAD",
         "XCCL_SOCKET_IFNAME",
+        "XCCL_CUDA_ARCHS",  # setup.py
+        "XCCL_CHECK_BUDGET_S",  # benchmarks/device_check.sh
     } <= set(reads)
     native = load("_native")
     registered = {name for name, _, _ in native.env_variables()}

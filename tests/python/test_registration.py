@@ -283,3 +283,26 @@ def test_registration_status():
     assert issubclass(xccl.ProcessGroupXccl, torch._C._distributed_c10d.Backend)
     # Registered for both device types, so one group serves CPU and CUDA tensors.
     assert dist.Backend.backend_capability["xccl"] == ["cpu", "cuda"]
+
+
+def test_xccl_no_autoload_keeps_import_torch_from_loading_xccl(tmp_path):
+    """torch loads the `torch.backends` entry point at `import torch`; with XCCL_NO_AUTOLOAD=1 that
+    must not import xccl at all (the entry point lives outside the package, python/xccl_autoload.py,
+    so loading it does not run the package's import), and without it xccl is registered."""
+    code = "import sys, torch; print('xccl' in sys.modules, 'xccl._C' in sys.modules)"
+    environ = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
+
+    def imported(switch):
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            env=dict(environ, XCCL_NO_AUTOLOAD=switch),
+            cwd=tmp_path,  # not the repository: only the installed package counts
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        return run.stdout.split()
+
+    assert imported("1") == ["False", "False"]
+    assert imported("0") == ["True", "True"]

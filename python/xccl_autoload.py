@@ -2,6 +2,9 @@
 
 It must never make `import torch` fail, so every problem becomes a warning; users can turn
 autoloading off with TORCH_DEVICE_BACKEND_AUTOLOAD=0 (torch's switch) or XCCL_NO_AUTOLOAD=1.
+A module of its own, outside the xccl package: loading an entry point imports its module, and a
+module inside the package would import the package (and register the backend) before this
+function could read XCCL_NO_AUTOLOAD.
 """
 
 import os
