@@ -83,7 +83,10 @@ def size_plan(ops, sizes, itemsize: int, nranks: int) -> list:
 
 
 def percentile(values, q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
+    """Linear interpolation between closest ranks (numpy's default), q in [0, 100].
+
+    Not statistics.quantiles(method="inclusive"), which computes the same for two or more
+    values: before Python 3.13 it refuses a single value, and `--iters 1` gives one."""
     ordered = sorted(values)
     if not ordered:
         raise ValueError("percentile of no values")

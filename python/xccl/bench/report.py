@@ -46,7 +46,10 @@ CSV_FIELDS = (
 
 class Progress:
     """A one-line text bar on a terminal; on a pipe or file, one line per finished op instead
-    (carriage-return redraws would fill a log with garbage)."""
+    (carriage-return redraws would fill a log with garbage).
+
+    Not tqdm or rich: the package depends on torch alone, so that it installs on cluster nodes
+    where only the job's own wheels are allowed, and a bar is this short class."""
 
     WIDTH = 24
 
