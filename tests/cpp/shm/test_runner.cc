@@ -3,7 +3,9 @@
 // peerFailed() ends shared-memory waits for a peer whose connection closed or that aborted.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <numeric>
 
 #include "algo/runner.h"
@@ -120,12 +122,23 @@ TEST(Runner, ShmWaitsEndWhenTcpSaysThePeerFailed) {
 }
 
 TEST(Runner, PeerFailedIsTrueForEveryPeerAfterAnAbortHere) {
+  // Both ranks look at the healthy state before rank 0 aborts: without this, rank 1 could see the
+  // abort in its first look (about 1 run in 4 did).
+  std::mutex mutex;
+  std::condition_variable changed;
+  int healthySeen = 0;
   runMembers(2, [&](int rank, Member& m) {
     const int peer = 1 - rank;
     EXPECT_FALSE(m.tcp->peerFailed(peer, nullptr));
     std::string why = "untouched";
     EXPECT_FALSE(m.tcp->peerFailed(peer, &why));
     EXPECT_EQ(why, "untouched");
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      ++healthySeen;
+      changed.notify_all();
+      ASSERT_TRUE(changed.wait_for(lock, 10s, [&] { return healthySeen == 2; }));
+    }
     if (rank == 0) {
       m.tcp->abort("stopping");
       EXPECT_TRUE(m.tcp->peerFailed(peer, &why));
