@@ -6,8 +6,6 @@
 
 #include "backend/process_group.h"
 #include "backend/work.h"
-#include "common/env.h"
-#include "topo/topology.h"
 
 namespace py = pybind11;
 
@@ -108,20 +106,6 @@ PYBIND11_MODULE(_C, m) {
       "For tests: a Work that failed as a CPU-side operation does when an xccl error of `kind` "
       "(common/error.h's errorKindName) reaches it, e.g. 'invalid argument' or 'timeout'.");
 
-  m.def(
-      "env_variables",
-      [] {
-        std::vector<std::tuple<std::string, std::string, std::string>> rows;
-        for (const auto& v : env::all()) rows.emplace_back(v.name, v.defaultValue, v.meaning);
-        return rows;
-      },
-      "Every XCCL_* variable the C++ code reads: (name, default, meaning).");
-
-  m.def(
-      "topology_json", [] { return topo::toJson(topo::discover()); },
-      py::call_guard<py::gil_scoped_release>(),
-      "This machine's topology as JSON (docs/topology.md); honours XCCL_TOPO_FILE and "
-      "XCCL_TOPO_DUMP_FILE.");
   bindPlan(m);
 }
 
