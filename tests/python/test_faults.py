@@ -104,6 +104,7 @@ def _killed(rank, world, victim, in_flight):
         kill_self()
     started = time.time()
     outcome = _fail(rank, lambda: dist.all_reduce(big), started)
+    outcome["correct"] = bool(torch.equal(big, torch.full_like(big, float(world))))
     outcome["next"] = _fail(rank, lambda: dist.all_reduce(torch.ones(3)), time.time())
     outcome["transport"] = group_transport()
     outcome["segment"] = backend.shm_segment
@@ -127,10 +128,17 @@ def test_killed_rank_is_reported_promptly(world_size, victim, in_flight, transpo
     for o in survivors:
         v = o.value
         context = f"rank {o.rank}: {v}"
-        assert v["raised"] in ("DistBackendError", "RuntimeError"), context
-        assert v["after"] < DEATH_BOUND_S, context
-        assert re.search(rf"\brank(?:s|\(s\))? \[?[\d, ]*\b{victim}\b", v["message"]), context
-        assert "allreduce" in v["message"], context
+        failed = v
+        if in_flight and v["raised"] is None:
+            # The victim's whole part was in before the SIGKILL landed (its executor can finish
+            # a collective before the next line of its main thread runs): the collective rightly
+            # completed for everyone. It must be right, and the next one must fail as below.
+            assert v["correct"], context
+            failed = v["next"]
+        assert failed["raised"] in ("DistBackendError", "RuntimeError"), context
+        assert failed["after"] < DEATH_BOUND_S, context
+        assert re.search(rf"\brank(?:s|\(s\))? \[?[\d, ]*\b{victim}\b", failed["message"]), context
+        assert "allreduce" in failed["message"], context
         assert v["next"]["raised"] is not None, context
         assert v["transport"] == transport, context
     if transport != "tcp":
