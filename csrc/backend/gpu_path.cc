@@ -41,6 +41,11 @@ GpuPath::GpuPath(ProcessGroupXccl& group, Side& cpu, int device)
       exchangePlacement(store, group_.getRank(), group_.getSize(), device, group_.timeout());
   maxBlocks_ =
       rules::sharedGpuMaxBlocks(placement_.blocksPerSm, placement_.smCount, placement_.ranksPerGpu);
+  groupRequest_.worldSize = group_.getSize();
+  groupRequest_.hosts = placement_.hosts;
+  groupRequest_.ranksPerGpu = placement_.ranksPerGpu;
+  groupRequest_.gpus = placement_.gpus;
+  groupRequest_.kernelsFit = maxBlocks_ != rules::kCannotFit;
   if (maxBlocks_ == rules::kCannotFit) {
     XCCL_WARN("backend", placement_.ranksPerGpu, " ranks share a GPU of ", placement_.smCount,
               " SMs: too few for every rank's kernel blocks at once; GPU collectives go through "

@@ -101,7 +101,6 @@ class GpuPath final : public GpuSide {
   // same way on every rank, when that showed it cannot exist.
   algo::GpuPlan planFor(algo::GpuCollective collective, size_t bytes, DataType dtype, ReduceOp op,
                         bool evenSplits = true, bool vendorReduces = true);
-  algo::GpuPlan cachedPlan(const algo::GpuRequest& request);
   kernels::LaunchShape launchShape() const { return kernels::LaunchShape{maxBlocks_}; }
 
   // ---- gpu_path_routes.cc ----
@@ -162,6 +161,9 @@ class GpuPath final : public GpuSide {
   std::atomic<bool> vendorUsedEagerly_{false};  // its communicator exists: capture may use it
   std::atomic<bool> coalescing_{false};  // between startCoalescing and endCoalescing
   std::unique_ptr<InFlight> inFlight_ = std::make_unique<InFlight>();  // leaked if undrained
+  // The group's part of every plan request (world, hosts, GPUs, whether kernels fit), fixed once
+  // the constructor placed the ranks: a call fills in only its own part, and only on a cache miss.
+  algo::GpuRequest groupRequest_;
   // Plans by call shape (cachedPlan in gpu_path_plan.cc).
   // The call's part of a request and what the group found out so far (the rest is fixed).
   struct PlanKey {
@@ -179,6 +181,15 @@ class GpuPath final : public GpuSide {
                                              size_t{k.op} << 17 | size_t{k.flags} << 25);
     }
   };
+  enum PlanFlag : uint8_t {
+    kEvenSplits = 1,
+    kVendorReduces = 2,
+    kCoalescing = 4,
+    kIpcRefused = 8,
+    kVendorAvailable = 16,
+  };
+  // The plan for `key`: a hash lookup, or algo::planGpu on groupRequest_ plus the key's part.
+  algo::GpuPlan cachedPlan(const PlanKey& key);
   static constexpr size_t kMaxCachedPlans = 4096;
   std::mutex planMutex_;
   std::unordered_map<PlanKey, algo::GpuPlan, PlanKeyHash> plans_;
