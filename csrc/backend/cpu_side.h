@@ -7,8 +7,10 @@
 // group's Executor over raw CPU buffers. Point-to-point is posted to the transport at once
 // (cpu_side_p2p.cc). The GPU side's host route calls these same operations with host copies of
 // CUDA tensors. Files: cpu_side_reduce.cc (the reducing collectives), cpu_side_exchange.cc (the
-// data-movement ones and barrier), cpu_side_p2p.cc.
+// data-movement ones and barrier), cpu_side_p2p.cc, cpu_side_monitor.cc, cpu_side_sparse.cc.
 #pragma once
+
+#include <atomic>
 
 #include "backend/side.h"
 
@@ -27,6 +29,12 @@ class CpuSide final : public Side {
   // No tensors, so no side to choose: every barrier runs here, whatever devices the group uses.
   WorkPtr barrier(const c10d::BarrierOptions& opts);
 
+  // CPU only, so not Side operations: torch's monitored_barrier (cpu_side_monitor.cc; blocks
+  // the caller) and all_reduce of a sparse COO tensor (cpu_side_sparse.cc; SUM only, the result
+  // written back into the tensor).
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks);
+  WorkPtr allreduceSparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts);
+
  private:
   WorkPtr pointToPoint(std::vector<at::Tensor>& tensors, int peer, int tag, bool isSend,
                        const char* opName);
@@ -34,6 +42,7 @@ class CpuSide final : public Side {
   ProcessGroupXccl& group_;
   const int rank_;
   const int size_;
+  std::atomic<uint64_t> monitoredBarriers_{0};  // calls of monitoredBarrier so far
 };
 
 }  // namespace xccl::backend

@@ -133,6 +133,11 @@ class ProcessGroupXccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  // CPU only (cpu_side.h): all_reduce of a sparse COO tensor (allreduce forwards those here too)
+  // and torch's monitored_barrier.
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
   // Coalesced batches (process_group_batch.cc).
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;

@@ -21,7 +21,16 @@ WorkPtr ProcessGroupXccl::broadcast(std::vector<at::Tensor>& tensors,
 
 WorkPtr ProcessGroupXccl::allreduce(std::vector<at::Tensor>& tensors,
                                     const c10d::AllreduceOptions& opts) {
+  // torch hands sparse CPU tensors of dist.all_reduce (and DDP's sparse gradients) to allreduce.
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse()) {
+    return allreduce_sparse(tensors, opts);
+  }
   return side(pointers(tensors), "allreduce").allreduce(tensors, opts);
+}
+
+WorkPtr ProcessGroupXccl::allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) {
+  return cpu_->allreduceSparse(tensors, opts);
 }
 
 WorkPtr ProcessGroupXccl::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -113,6 +122,10 @@ WorkPtr ProcessGroupXccl::alltoall(std::vector<at::Tensor>& outputs,
 }
 
 WorkPtr ProcessGroupXccl::barrier(const c10d::BarrierOptions& opts) { return cpu_->barrier(opts); }
+
+void ProcessGroupXccl::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  cpu_->monitoredBarrier(opts, waitAllRanks);
+}
 
 WorkPtr ProcessGroupXccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   return side(pointers(tensors), "send").send(tensors, dstRank, tag);

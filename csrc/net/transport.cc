@@ -11,6 +11,8 @@ std::string describe(const MessageTag& tag) {
   std::ostringstream out;
   if (tag.space == TagSpace::kPointToPoint) {
     out << "p2p tag " << tag.seq;
+  } else if (tag.space == TagSpace::kMonitoredBarrier) {
+    out << "monitored_barrier #" << tag.seq << " step " << tag.step;
   } else {
     out << "collective #" << tag.seq << " step " << tag.step;
   }

@@ -28,6 +28,9 @@ constexpr int kAnySource = -1;
 enum class TagSpace : uint16_t {
   kCollective = 1,  // seq = collective sequence number, step = algorithm step / chunk
   kPointToPoint = 2,  // seq = user tag, step = 0; FIFO per (source, tag)
+  // seq = the group's monitored_barrier count, step = arrival (to rank 0) or release (from it);
+  // apart from collectives so that a rank skipping one leaves their sequence numbers aligned.
+  kMonitoredBarrier = 3,
 };
 
 struct MessageTag {

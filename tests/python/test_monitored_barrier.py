@@ -1,0 +1,103 @@
+"""dist.monitored_barrier on backend "xccl" (the backend's monitoredBarrier): it passes when every
+rank arrives, leaves the group usable after passing, and when ranks never arrive rank 0 raises
+naming them in torch's (gloo's) words, while every other rank fails promptly too, with rank 0's
+message, instead of waiting out the group timeout."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+from collective_cases import check_sum
+from dist_harness import Checker, checks_test, result, run
+
+TIMEOUT_MS = 2000
+# Far below the harness's group timeout (60 s): ranks must not wait that out.
+PROMPT_S = 20.0
+
+
+@checks_test((1, 2, 3, 4), min_checks=4)
+def test_monitored_barrier_passes_when_every_rank_arrives(chk, rank, world):
+    for i, wait_all in enumerate((False, True, False)):
+        if rank == world - 1 and i == 1:
+            time.sleep(0.5)  # a late rank within the timeout still passes
+        dist.monitored_barrier(timeout=timedelta(seconds=10), wait_all_ranks=wait_all)
+        # The group keeps working and its ranks stay in step after each one.
+        check_sum(chk, f"all_reduce after monitored_barrier {i}", torch.float32, 1001, rank, world)
+    dist.barrier()
+    dist.monitored_barrier()  # the group's own timeout
+    chk.true("the group is usable at the end", dist.get_world_size() == world)
+
+
+def _missing(rank, world, absent, wait_all):
+    """Ranks in `absent` skip the barrier and go on to a collective; the others call it."""
+    chk = Checker(rank)
+    started = time.monotonic()
+    if rank in absent:
+        # Waits for peers that never come: it must fail once rank 0 gave up, saying why.
+        error = chk.raises("a collective after skipping", dist.barrier, (RuntimeError,))
+        chk.true(
+            "the absent rank learns about the failed barrier",
+            error is not None and "failed to pass monitoredBarrier" in str(error),
+            str(error)[:400],
+        )
+    else:
+        error = chk.raises(
+            "monitored_barrier",
+            lambda: dist.monitored_barrier(
+                timeout=timedelta(milliseconds=TIMEOUT_MS), wait_all_ranks=wait_all
+            ),
+            (RuntimeError,),
+        )
+        text = str(error)
+        if rank == 0:
+            named = absent if wait_all else absent[:1]
+            words = "Ranks " if len(named) > 1 else "Rank "
+            expected = (
+                f"{words}{', '.join(map(str, named))} failed to pass monitoredBarrier "
+                f"in {TIMEOUT_MS} ms"
+            )
+            chk.true("rank 0 names the missing rank(s) as torch does", expected in text, text[:400])
+            chk.true(
+                "rank 0 waited for the timeout", time.monotonic() - started >= TIMEOUT_MS / 1000
+            )
+        else:
+            chk.true(
+                "an arrived rank fails with gloo's wording and rank 0's reason",
+                f"Rank {rank} successfully reached monitoredBarrier" in text
+                and "failed to pass monitoredBarrier" in text,
+                text[:400],
+            )
+    chk.true(
+        "failed promptly, not after the group timeout",
+        time.monotonic() - started < PROMPT_S,
+        f"{time.monotonic() - started:.1f} s",
+    )
+    # The failure left the group unusable (documented): the next call says so at once.
+    if rank not in absent:
+        error = chk.raises("the next collective", dist.barrier, (RuntimeError,))
+        chk.true(
+            "the next call gives the reason",
+            error is not None and "failed to pass monitoredBarrier" in str(error),
+            str(error)[:400],
+        )
+    return result(chk)
+
+
+@pytest.mark.parametrize(
+    "world,absent,wait_all",
+    [
+        pytest.param(2, (1,), False, id="2-rank1"),
+        pytest.param(3, (1,), False, id="3-rank1"),
+        pytest.param(4, (1, 3), False, id="4-ranks1,3-first"),
+        pytest.param(4, (1, 3), True, id="4-ranks1,3-wait_all"),
+    ],
+)
+def test_monitored_barrier_names_ranks_that_never_arrive(world, absent, wait_all):
+    values = run(_missing, world, list(absent), wait_all, timeout=90)
+    failures = [f"rank {r}: {f}" for r, (fs, _) in enumerate(values) for f in fs]
+    assert not failures, "\n".join(failures)
+    assert all(checks >= 3 for _, checks in values)
