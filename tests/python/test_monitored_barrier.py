@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from collective_cases import check_sum
-from dist_harness import Checker, checks_test, result, run
+from dist_harness import Checker, checks_test, describe, kill_self, result, run, spawn
 
 TIMEOUT_MS = 2000
 # Far below the harness's group timeout (60 s): ranks must not wait that out.
@@ -29,6 +29,11 @@ def test_monitored_barrier_passes_when_every_rank_arrives(chk, rank, world):
         check_sum(chk, f"all_reduce after monitored_barrier {i}", torch.float32, 1001, rank, world)
     dist.barrier()
     dist.monitored_barrier()  # the group's own timeout
+    if world >= 3:  # on a subgroup, its first member coordinates
+        sub = dist.new_group(list(range(1, world)))
+        if rank >= 1:
+            dist.monitored_barrier(group=sub, timeout=timedelta(seconds=10), wait_all_ranks=True)
+            chk.true("the subgroup still works", dist.get_world_size(sub) == world - 1)
     chk.true("the group is usable at the end", dist.get_world_size() == world)
 
 
@@ -101,3 +106,34 @@ def test_monitored_barrier_names_ranks_that_never_arrive(world, absent, wait_all
     failures = [f"rank {r}: {f}" for r, (fs, _) in enumerate(values) for f in fs]
     assert not failures, "\n".join(failures)
     assert all(checks >= 3 for _, checks in values)
+
+
+def _one_dies(rank, world):
+    if rank == world - 1:
+        kill_self()
+    chk = Checker(rank)
+    started = time.monotonic()
+    # A long timeout: a rank whose process is gone is known at once, not after the timeout.
+    error = chk.raises(
+        "monitored_barrier with a dead rank",
+        lambda: dist.monitored_barrier(timeout=timedelta(seconds=60)),
+        (RuntimeError,),
+        match="failed to pass monitoredBarrier",
+    )
+    if rank == 0:
+        chk.true(
+            "rank 0 names the dead rank",
+            error is not None and f"Rank {world - 1} failed" in str(error),
+            str(error)[:400],
+        )
+    chk.true("failed promptly", time.monotonic() - started < PROMPT_S)
+    return result(chk)
+
+
+def test_monitored_barrier_names_a_rank_that_died_without_waiting_the_timeout():
+    outcomes = spawn(_one_dies, 3, timeout=90)
+    assert outcomes[2].exitcode == -9, describe(outcomes)
+    for o in outcomes[:2]:
+        assert o.ok, describe(outcomes)
+        failures, checks = o.value
+        assert not failures and checks == (3 if o.rank == 0 else 2), f"rank {o.rank}: {failures}"
