@@ -27,6 +27,11 @@ class CpuSide final : public Side {
   // No tensors, so no side to choose: every barrier runs here, whatever devices the group uses.
   WorkPtr barrier(const c10d::BarrierOptions& opts);
 
+  // xccl.hooks' compressed all_reduce (cpu_side_compressed.cc): averages a float32/float64
+  // tensor in place, its bytes on the wire as `wire` (bfloat16 or float16) everywhere or, with
+  // `betweenHostsOnly`, only between hosts (algo/compressed_allreduce.h).
+  WorkPtr compressedAllreduce(const at::Tensor& tensor, at::ScalarType wire, bool betweenHostsOnly);
+
  private:
   WorkPtr pointToPoint(std::vector<at::Tensor>& tensors, int peer, int tag, bool isSend,
                        const char* opName);

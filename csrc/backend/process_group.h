@@ -133,6 +133,11 @@ class ProcessGroupXccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  // xccl.hooks' one-call compressed all_reduce of a CPU tensor (cpu_side.h).
+  c10::intrusive_ptr<c10d::Work> compressedAllreduce(const at::Tensor& tensor, at::ScalarType wire,
+                                                     bool betweenHostsOnly) {
+    return cpu_->compressedAllreduce(tensor, wire, betweenHostsOnly);
+  }
   // Coalesced batches (process_group_batch.cc).
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
