@@ -18,8 +18,8 @@ bfloat16/float16 buckets need no compression and get a plain averaging all_reduc
 CPU backend is not xccl run torch's hook; integer, bool and complex buckets raise ValueError.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: DDP compares the hooks' annotations with the types
+# themselves (dist.GradBucket, torch.futures.Future[torch.Tensor]), not with strings.
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -79,7 +79,7 @@ def compressed_all_reduce(
     return None
 
 
-def _averaged(group, tensor: torch.Tensor) -> torch.futures.Future:
+def _averaged(group, tensor: torch.Tensor) -> torch.futures.Future[torch.Tensor]:
     work = dist.all_reduce(tensor, op=dist.ReduceOp.AVG, group=group, async_op=True)
     return work.get_future().then(lambda fut: fut.value()[0])
 
@@ -101,21 +101,35 @@ def _hook(wire: torch.dtype, between_hosts_only: bool, process_group, bucket):
     return work.get_future().then(lambda fut: fut.value()[0])
 
 
-def bf16_compress_hook(process_group, bucket: dist.GradBucket) -> torch.futures.Future:
+def bf16_compress_hook(
+    process_group, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
     """Averages the bucket with bfloat16 on the wire and fp32 accumulation, in one backend call."""
     return _hook(torch.bfloat16, False, process_group, bucket)
 
 
-def fp16_compress_hook(process_group, bucket: dist.GradBucket) -> torch.futures.Future:
+def fp16_compress_hook(
+    process_group, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
     """Averages the bucket with float16 on the wire and fp32 accumulation, in one backend call."""
     return _hook(torch.float16, False, process_group, bucket)
 
 
-def hierarchical_bf16_compress_hook(process_group, bucket: dist.GradBucket) -> torch.futures.Future:
+def hierarchical_bf16_compress_hook(
+    process_group, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
     """Exact fp32 average inside each host, bfloat16 only on the links between hosts."""
     return _hook(torch.bfloat16, True, process_group, bucket)
 
 
-def hierarchical_fp16_compress_hook(process_group, bucket: dist.GradBucket) -> torch.futures.Future:
+def hierarchical_fp16_compress_hook(
+    process_group, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
     """Exact fp32 average inside each host, float16 only on the links between hosts."""
     return _hook(torch.float16, True, process_group, bucket)
+
+
+# DDP refuses a hook whose __name__ is "bf16_compress_hook" unless CUDA and NCCL 2.10+ are present
+# (it assumes torch's NCCL-only hook): ours runs anywhere xccl does, so it goes by another name.
+for _hook_fn in (bf16_compress_hook, fp16_compress_hook):
+    _hook_fn.__name__ = _hook_fn.__qualname__ = "xccl_" + _hook_fn.__name__
