@@ -195,14 +195,8 @@ void compressedAllReduce(const Runner& runner, void* data, size_t count, DataTyp
     });
   }
   const net::Hierarchy& h = *runner.hierarchy;
-  std::optional<shm::Context> local;
-  if (h.segment() != nullptr) {
-    net::shm::PeerAlive alive;
-    if (runner.alive) alive = [&](int peer) { return runner.alive(h.local()[peer]); };
-    local.emplace(shm::Context{*h.segment(), runner.tcp.seq, runner.tcp.what, runner.tcp.deadline,
-                               runner.tcp.tunables, std::move(alive), plan.hostAlgorithm});
-    shm::reduce(*local, data, count, type, ReduceOp::kSum, 0);
-  }
+  const std::optional<shm::Context> local = runner.hostContext(plan);
+  if (local) shm::reduce(*local, data, count, type, ReduceOp::kSum, 0);
   if (h.leaders() != nullptr) {
     const Context& tcp = runner.tcp;
     compressedAllReduce(Context{*h.leaders(), tcp.seq, tcp.what, tcp.deadline, tcp.tunables,

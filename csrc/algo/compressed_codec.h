@@ -1,19 +1,25 @@
 // Internal to the compressed all_reduce (compressed_allreduce.h): the block loops that convert
 // between a buffer's type S (float or double) and the wire type, and sum wire contributions in
-// fp32. Written as plain loops over small blocks (the fp32 accumulator stays in L1) so the
-// compiler vectorises them; the file including this is built with -O3.
+// fp32. Each pass works on a block of kBlock elements (its fp32 temporaries stay in L1) with
+// loops the compiler vectorises (bfloat16) or F16C instructions (float16, compressed_f16c.cc);
+// the files including this are built with -O3.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "algo/reduce.h"
 
 namespace xccl::algo::compressed {
 
-constexpr size_t kBlock = 2048;  // elements per pass: 8 KiB of fp32 accumulator
+constexpr size_t kBlock = 2048;  // elements per pass: 8 KiB of fp32
+
+// float16 blocks (compressed_f16c.cc): F16C where the CPU has it, else reduce.h's conversions.
+void halfToFloatBlock(const uint16_t* src, float* dst, size_t count);
+void floatToHalfBlock(const float* src, uint16_t* dst, size_t count);
 
 // bfloat16: the upper half of a float. narrow rounds to nearest even and keeps NaN quiet, bit for
 // bit as reduce.h's floatToBfloat16 (a test checks), inline so the loops vectorise.
@@ -30,48 +36,82 @@ struct BFloat16Wire {
     if ((x & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((x >> 16) | 0x40);
     return static_cast<uint16_t>((x + 0x7fff + ((x >> 16) & 1)) >> 16);
   }
+  static void widenBlock(const uint16_t* __restrict__ src, float* __restrict__ dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] = widen(src[i]);
+  }
+  static void narrowBlock(const float* __restrict__ src, uint16_t* __restrict__ dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] = narrow(src[i]);
+  }
 };
 
-// IEEE half: reduce.h's portable conversions (no vector form here: the fp16 hook is the slower
-// of the two on CPU; docs/training.md says to prefer bf16).
+// IEEE half.
 struct Float16Wire {
   static float widen(uint16_t h) { return halfToFloat(h); }
   static uint16_t narrow(float f) { return floatToHalf(f); }
+  static void widenBlock(const uint16_t* src, float* dst, size_t n) {
+    halfToFloatBlock(src, dst, n);
+  }
+  static void narrowBlock(const float* src, uint16_t* dst, size_t n) {
+    floatToHalfBlock(src, dst, n);
+  }
 };
 
+// dst = wire(src), any count; a float64 buffer goes through fp32 a block at a time.
 template <typename W, typename S>
-void narrow(const S* __restrict__ src, uint16_t* __restrict__ dst, size_t count) {
-  for (size_t i = 0; i < count; ++i) dst[i] = W::narrow(static_cast<float>(src[i]));
-}
-
-template <typename W, typename S>
-void widen(const uint16_t* __restrict__ src, S* __restrict__ dst, size_t count) {
-  for (size_t i = 0; i < count; ++i) dst[i] = static_cast<S>(W::widen(src[i]));
-}
-
-// acc = srcs[0] + ... + srcs[n - 1] (widened, left to right: the same bytes on every rank),
-// divided by `divisor`, then handed to out(i, value) for i < len (len <= kBlock).
-template <typename W, typename Out>
-void averageBlock(const uint16_t* const* srcs, int n, size_t offset, size_t len, float divisor,
-                  Out out) {
-  float acc[kBlock];
-  const uint16_t* first = srcs[0] + offset;
-  for (size_t i = 0; i < len; ++i) acc[i] = W::widen(first[i]);
-  for (int r = 1; r < n; ++r) {
-    const uint16_t* src = srcs[r] + offset;
-    for (size_t i = 0; i < len; ++i) acc[i] += W::widen(src[i]);
+void narrow(const S* src, uint16_t* dst, size_t count) {
+  if constexpr (std::is_same_v<S, float>) {
+    W::narrowBlock(src, dst, count);
+  } else {
+    float block[kBlock];
+    for (size_t base = 0; base < count; base += kBlock) {
+      const size_t len = std::min(kBlock, count - base);
+      for (size_t i = 0; i < len; ++i) block[i] = static_cast<float>(src[base + i]);
+      W::narrowBlock(block, dst + base, len);
+    }
   }
-  for (size_t i = 0; i < len; ++i) out(i, acc[i] / divisor);
+}
+
+template <typename W, typename S>
+void widen(const uint16_t* src, S* dst, size_t count) {
+  if constexpr (std::is_same_v<S, float>) {
+    W::widenBlock(src, dst, count);
+  } else {
+    float block[kBlock];
+    for (size_t base = 0; base < count; base += kBlock) {
+      const size_t len = std::min(kBlock, count - base);
+      W::widenBlock(src + base, block, len);
+      for (size_t i = 0; i < len; ++i) dst[base + i] = block[i];
+    }
+  }
+}
+
+// acc = (srcs[0] + ... + srcs[n - 1]) / divisor over elements [offset, offset + len), len <=
+// kBlock: widened, summed left to right (the same bytes on every rank).
+template <typename W>
+void averageBlock(const uint16_t* const* srcs, int n, size_t offset, size_t len, float divisor,
+                  float* __restrict__ acc) {
+  float term[kBlock];
+  W::widenBlock(srcs[0] + offset, acc, len);
+  for (int r = 1; r < n; ++r) {
+    W::widenBlock(srcs[r] + offset, term, len);
+    for (size_t i = 0; i < len; ++i) acc[i] += term[i];
+  }
+  for (size_t i = 0; i < len; ++i) acc[i] /= divisor;
 }
 
 // The average of n wire arrays of `count` elements into dst of type S (full precision).
 template <typename W, typename S>
 void averageInto(const uint16_t* const* srcs, int n, size_t count, int64_t divisor, S* dst) {
   const float d = static_cast<float>(divisor);
+  float acc[kBlock];
   for (size_t base = 0; base < count; base += kBlock) {
-    S* out = dst + base;
-    averageBlock<W>(srcs, n, base, std::min(kBlock, count - base), d,
-                    [out](size_t i, float v) { out[i] = static_cast<S>(v); });
+    const size_t len = std::min(kBlock, count - base);
+    if constexpr (std::is_same_v<S, float>) {
+      averageBlock<W>(srcs, n, base, len, d, dst + base);
+    } else {
+      averageBlock<W>(srcs, n, base, len, d, acc);
+      for (size_t i = 0; i < len; ++i) dst[base + i] = acc[i];
+    }
   }
 }
 
@@ -81,10 +121,11 @@ template <typename W>
 void averageIntoWire(const uint16_t* const* srcs, int n, size_t count, int64_t divisor,
                      uint16_t* dst) {
   const float d = static_cast<float>(divisor);
+  float acc[kBlock];
   for (size_t base = 0; base < count; base += kBlock) {
-    uint16_t* out = dst + base;
-    averageBlock<W>(srcs, n, base, std::min(kBlock, count - base), d,
-                    [out](size_t i, float v) { out[i] = W::narrow(v); });
+    const size_t len = std::min(kBlock, count - base);
+    averageBlock<W>(srcs, n, base, len, d, acc);
+    W::narrowBlock(acc, dst + base, len);
   }
 }
 
@@ -116,8 +157,11 @@ void expand(void* data, size_t count) {
 // data[i] = widen(narrow(data[i])): what a contribution keeps of its value on the wire.
 template <typename W, typename S>
 void roundToWire(S* data, size_t count) {
-  for (size_t i = 0; i < count; ++i) {
-    data[i] = static_cast<S>(W::widen(W::narrow(static_cast<float>(data[i]))));
+  uint16_t block[kBlock];
+  for (size_t base = 0; base < count; base += kBlock) {
+    const size_t len = std::min(kBlock, count - base);
+    narrow<W>(data + base, block, len);
+    widen<W>(block, data + base, len);
   }
 }
 

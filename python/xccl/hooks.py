@@ -101,35 +101,38 @@ def _hook(wire: torch.dtype, between_hosts_only: bool, process_group, bucket):
     return work.get_future().then(lambda fut: fut.value()[0])
 
 
-def bf16_compress_hook(
-    process_group, bucket: dist.GradBucket
-) -> torch.futures.Future[torch.Tensor]:
-    """Averages the bucket with bfloat16 on the wire and fp32 accumulation, in one backend call."""
-    return _hook(torch.bfloat16, False, process_group, bucket)
+def _make_hook(name: str, wire: torch.dtype, between_hosts_only: bool, doc: str):
+    def hook(process_group, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        return _hook(wire, between_hosts_only, process_group, bucket)
+
+    # DDP refuses a hook whose __name__ is "bf16_compress_hook" unless CUDA and NCCL 2.10+ are
+    # present (it takes it for torch's NCCL-only hook): ours run wherever xccl does.
+    hook.__name__ = hook.__qualname__ = "xccl_" + name
+    hook.__doc__ = doc
+    return hook
 
 
-def fp16_compress_hook(
-    process_group, bucket: dist.GradBucket
-) -> torch.futures.Future[torch.Tensor]:
-    """Averages the bucket with float16 on the wire and fp32 accumulation, in one backend call."""
-    return _hook(torch.float16, False, process_group, bucket)
-
-
-def hierarchical_bf16_compress_hook(
-    process_group, bucket: dist.GradBucket
-) -> torch.futures.Future[torch.Tensor]:
-    """Exact fp32 average inside each host, bfloat16 only on the links between hosts."""
-    return _hook(torch.bfloat16, True, process_group, bucket)
-
-
-def hierarchical_fp16_compress_hook(
-    process_group, bucket: dist.GradBucket
-) -> torch.futures.Future[torch.Tensor]:
-    """Exact fp32 average inside each host, float16 only on the links between hosts."""
-    return _hook(torch.float16, True, process_group, bucket)
-
-
-# DDP refuses a hook whose __name__ is "bf16_compress_hook" unless CUDA and NCCL 2.10+ are present
-# (it assumes torch's NCCL-only hook): ours runs anywhere xccl does, so it goes by another name.
-for _hook_fn in (bf16_compress_hook, fp16_compress_hook):
-    _hook_fn.__name__ = _hook_fn.__qualname__ = "xccl_" + _hook_fn.__name__
+bf16_compress_hook = _make_hook(
+    "bf16_compress_hook",
+    torch.bfloat16,
+    False,
+    "Averages the bucket with bfloat16 on the wire and fp32 accumulation, in one backend call.",
+)
+fp16_compress_hook = _make_hook(
+    "fp16_compress_hook",
+    torch.float16,
+    False,
+    "Averages the bucket with float16 on the wire and fp32 accumulation, in one backend call.",
+)
+hierarchical_bf16_compress_hook = _make_hook(
+    "hierarchical_bf16_compress_hook",
+    torch.bfloat16,
+    True,
+    "Exact fp32 average inside each host, bfloat16 only on the links between hosts.",
+)
+hierarchical_fp16_compress_hook = _make_hook(
+    "hierarchical_fp16_compress_hook",
+    torch.float16,
+    True,
+    "Exact fp32 average inside each host, float16 only on the links between hosts.",
+)
