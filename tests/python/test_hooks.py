@@ -293,3 +293,26 @@ def test_absent_rank_times_out_named(transport):
         assert message is not None, f"rank {rank}: the compressed all_reduce did not fail"
         assert "compressed_allreduce #2" in message, message
         assert "rank(s) 2" in message and "never entered #2" in message, message
+
+
+def test_hooks_benchmark_runs():
+    """`python -m xccl.bench.hooks` prints one row per size with both ratios (timings are not
+    checked: the machine running the tests may be busy)."""
+    import subprocess
+    import sys
+
+    argv = ["--nranks", "2", "--sizes", "64K,256K", "--iters", "1", "--warmup", "0"]
+    out = subprocess.run(
+        [sys.executable, "-m", "xccl.bench.hooks", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [
+        line
+        for line in out.stdout.splitlines()
+        if line.startswith("| 64 KiB") or line.startswith("| 256 KiB")
+    ]
+    assert len(rows) == 2, out.stdout
+    assert all(row.count("x |") == 2 for row in rows), out.stdout
