@@ -1,8 +1,7 @@
 // Internal to the compressed all_reduce (compressed_allreduce.h): the block loops that convert
 // between a buffer's type S (float or double) and the wire type, and sum wire contributions in
-// fp32. Each pass works on a block of kBlock elements (its fp32 temporaries stay in L1) with
-// loops the compiler vectorises (bfloat16) or F16C instructions (float16, compressed_f16c.cc);
-// the files including this are built with -O3.
+// fp32. Each pass works on a block of kBlock elements (its fp32 temporaries stay in L1); the
+// conversions are compressed_blocks.cc's vector loops.
 #pragma once
 
 #include <algorithm>
@@ -17,12 +16,18 @@ namespace xccl::algo::compressed {
 
 constexpr size_t kBlock = 2048;  // elements per pass: 8 KiB of fp32
 
-// float16 blocks (compressed_f16c.cc): F16C where the CPU has it, else reduce.h's conversions.
+// Block conversions (compressed_blocks.cc): AVX2 (+F16C) where the CPU has it, else the scalar
+// conversions below (bfloat16) and reduce.h's (float16).
 void halfToFloatBlock(const uint16_t* src, float* dst, size_t count);
 void floatToHalfBlock(const float* src, uint16_t* dst, size_t count);
+void bfloat16ToFloatBlock(const uint16_t* src, float* dst, size_t count);
+void floatToBfloat16Block(const float* src, uint16_t* dst, size_t count);
+// acc[i] += term[i]; acc[i] /= divisor (the same bytes on either path: IEEE add and divide).
+void addBlock(float* acc, const float* term, size_t count);
+void divideBlock(float* acc, size_t count, float divisor);
 
 // bfloat16: the upper half of a float. narrow rounds to nearest even and keeps NaN quiet, bit for
-// bit as reduce.h's floatToBfloat16 (a test checks), inline so the loops vectorise.
+// bit as reduce.h's floatToBfloat16 (a test checks), inline so the block loops vectorise.
 struct BFloat16Wire {
   static float widen(uint16_t b) {
     const uint32_t bits = static_cast<uint32_t>(b) << 16;
@@ -33,14 +38,16 @@ struct BFloat16Wire {
   static uint16_t narrow(float f) {
     uint32_t x;
     std::memcpy(&x, &f, sizeof x);
-    if ((x & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((x >> 16) | 0x40);
-    return static_cast<uint16_t>((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+    // Both results, then a select: no branch, so the block loops vectorise.
+    const uint32_t rounded = (x + 0x7fff + ((x >> 16) & 1)) >> 16;
+    const uint32_t quietNan = (x >> 16) | 0x40;
+    return static_cast<uint16_t>((x & 0x7fffffff) > 0x7f800000 ? quietNan : rounded);
   }
-  static void widenBlock(const uint16_t* __restrict__ src, float* __restrict__ dst, size_t n) {
-    for (size_t i = 0; i < n; ++i) dst[i] = widen(src[i]);
+  static void widenBlock(const uint16_t* src, float* dst, size_t n) {
+    bfloat16ToFloatBlock(src, dst, n);
   }
-  static void narrowBlock(const float* __restrict__ src, uint16_t* __restrict__ dst, size_t n) {
-    for (size_t i = 0; i < n; ++i) dst[i] = narrow(src[i]);
+  static void narrowBlock(const float* src, uint16_t* dst, size_t n) {
+    floatToBfloat16Block(src, dst, n);
   }
 };
 
@@ -89,14 +96,14 @@ void widen(const uint16_t* src, S* dst, size_t count) {
 // kBlock: widened, summed left to right (the same bytes on every rank).
 template <typename W>
 void averageBlock(const uint16_t* const* srcs, int n, size_t offset, size_t len, float divisor,
-                  float* __restrict__ acc) {
+                  float* acc) {
   float term[kBlock];
   W::widenBlock(srcs[0] + offset, acc, len);
   for (int r = 1; r < n; ++r) {
     W::widenBlock(srcs[r] + offset, term, len);
-    for (size_t i = 0; i < len; ++i) acc[i] += term[i];
+    addBlock(acc, term, len);
   }
-  for (size_t i = 0; i < len; ++i) acc[i] /= divisor;
+  divideBlock(acc, len, divisor);
 }
 
 // The average of n wire arrays of `count` elements into dst of type S (full precision).
