@@ -3,7 +3,8 @@ bucket size, on local CPU ranks (docs/training.md, results in benchmarks/RESULTS
 
     python -m xccl.bench.hooks --nranks 4 --sizes 1M,4M,16M,64M
 
-Per bucket size (bytes of fp32) it times, on every rank, with a barrier before each iteration:
+Per bucket size (bytes of fp32) it times, on every rank, with a barrier before each call and
+the methods taken in turn within each iteration:
   xccl bf16 / xccl fp16   the backend call of xccl.hooks.bf16/fp16_compress_hook (in place);
   torch fp16 steps        what torch's fp16_compress_hook does on an xccl group: cast to fp16
                           and divide, all_reduce the copy, copy back into the bucket;
@@ -56,16 +57,18 @@ def _rank(args, rank: int, world: int, init_method: str) -> None:
     rows = []
     for nbytes in args.sizes:
         bucket = torch.randn(nbytes // 4, generator=torch.Generator().manual_seed(rank))
-        row = {}
-        for name, call in methods.items():
-            times = []
-            for i in range(args.warmup + args.iters):
+        times = {name: [] for name in methods}
+        # Round-robin over the methods, so a busy moment of the machine costs each alike.
+        for i in range(args.warmup + args.iters):
+            for name, call in methods.items():
                 dist.barrier(group=gloo)
                 start = time.perf_counter()
                 call(bucket)
                 if i >= args.warmup:
-                    times.append(time.perf_counter() - start)
-            slowest = torch.tensor(times, dtype=torch.float64)
+                    times[name].append(time.perf_counter() - start)
+        row = {}
+        for name, values in times.items():
+            slowest = torch.tensor(values, dtype=torch.float64)
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=gloo)
             row[name] = method.percentile(slowest.tolist(), 50)
         rows.append((nbytes, row))
