@@ -15,15 +15,8 @@ void hierarchicalAllReduce(const Runner& runner, const CpuPlan& plan, void* data
                            DataType type, ReduceOp op) {
   const net::Hierarchy& h = *runner.hierarchy;
   const ReduceOp combiner = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-  std::optional<shm::Context> local;
-  if (h.segment() != nullptr) {
-    // The segment numbers this host's ranks 0..k-1; liveness is asked by group rank.
-    net::shm::PeerAlive alive;
-    if (runner.alive) alive = [&](int peer) { return runner.alive(h.local()[peer]); };
-    local.emplace(shm::Context{*h.segment(), runner.tcp.seq, runner.tcp.what, runner.tcp.deadline,
-                               runner.tcp.tunables, std::move(alive), plan.hostAlgorithm});
-    shm::reduce(*local, data, count, type, combiner, 0);
-  }
+  const std::optional<shm::Context> local = runner.hostContext(plan);
+  if (local) shm::reduce(*local, data, count, type, combiner, 0);
   if (h.leaders() != nullptr) {
     const Context& tcp = runner.tcp;
     allReduce(Context{*h.leaders(), tcp.seq, tcp.what, tcp.deadline, tcp.tunables, plan.algorithm},
@@ -56,6 +49,16 @@ Context Runner::tcpContext(const CpuPlan& plan) const {
 
 shm::Context Runner::shmContext(const CpuPlan& plan) const {
   return {*segment, tcp.seq, tcp.what, tcp.deadline, tcp.tunables, alive, plan.algorithm};
+}
+
+std::optional<shm::Context> Runner::hostContext(const CpuPlan& plan) const {
+  const net::Hierarchy& h = *hierarchy;
+  if (h.segment() == nullptr) return std::nullopt;
+  // The segment numbers this host's ranks 0..k-1; liveness is asked by group rank.
+  net::shm::PeerAlive local;
+  if (alive) local = [&h, alive = alive](int peer) { return alive(h.local()[peer]); };
+  return shm::Context{*h.segment(), tcp.seq,          tcp.what,          tcp.deadline,
+                      tcp.tunables, std::move(local), plan.hostAlgorithm};
 }
 
 Runner subCollective(const Runner& runner, size_t i) {

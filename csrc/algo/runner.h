@@ -7,6 +7,7 @@
 // here.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "algo/collectives.h"
@@ -34,6 +35,9 @@ struct Runner {
   // The contexts of a call planned as `plan`: over TCP, or over the segment (only with one).
   Context tcpContext(const CpuPlan& plan) const;
   shm::Context shmContext(const CpuPlan& plan) const;
+  // A group spanning hosts: the context of this host's segment (local ranks; liveness asked by
+  // group rank) for a call planned as `plan`; empty where this host has one rank.
+  std::optional<shm::Context> hostContext(const CpuPlan& plan) const;
 };
 
 // The i-th of several collectives run under one call (coalesced operations), as

@@ -34,6 +34,10 @@ class CpuSide final : public Side {
   // written back into the tensor).
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks);
   WorkPtr allreduceSparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts);
+  // xccl.hooks' compressed all_reduce (cpu_side_compressed.cc): averages a float32/float64
+  // tensor in place, its bytes on the wire as `wire` (bfloat16 or float16) everywhere or, with
+  // `betweenHostsOnly`, only between hosts (algo/compressed_allreduce.h).
+  WorkPtr compressedAllreduce(const at::Tensor& tensor, at::ScalarType wire, bool betweenHostsOnly);
 
  private:
   WorkPtr pointToPoint(std::vector<at::Tensor>& tensors, int peer, int tag, bool isSend,

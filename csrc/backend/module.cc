@@ -106,6 +106,23 @@ PYBIND11_MODULE(_C, m) {
       "For tests: a Work that failed as a CPU-side operation does when an xccl error of `kind` "
       "(common/error.h's errorKindName) reaches it, e.g. 'invalid argument' or 'timeout'.");
 
+  m.def(
+      "_compressed_allreduce",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend, const at::Tensor& tensor,
+         const std::string& wire, bool betweenHostsOnly) {
+        auto* group = dynamic_cast<ProcessGroupXccl*>(backend.get());
+        TORCH_CHECK_VALUE(group != nullptr, "_compressed_allreduce: not an xccl backend");
+        TORCH_CHECK_VALUE(wire == "bfloat16" || wire == "float16",
+                          "_compressed_allreduce: wire must be 'bfloat16' or 'float16', not '",
+                          wire, "'");
+        return group->compressedAllreduce(tensor, wire == "bfloat16" ? at::kBFloat16 : at::kHalf,
+                                          betweenHostsOnly);
+      },
+      py::arg("backend"), py::arg("tensor"), py::arg("wire"), py::arg("between_hosts_only"),
+      py::call_guard<py::gil_scoped_release>(),
+      "xccl.hooks' backend call: averages a float32/float64 CPU tensor in place over the "
+      "group, its bytes on the wire as `wire`; returns the Work (its future holds [tensor]).");
+
   bindPlan(m);
 }
 

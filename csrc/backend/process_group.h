@@ -138,6 +138,11 @@ class ProcessGroupXccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
                                                   const c10d::AllreduceOptions& opts) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
+  // xccl.hooks' one-call compressed all_reduce of a CPU tensor (cpu_side.h).
+  c10::intrusive_ptr<c10d::Work> compressedAllreduce(const at::Tensor& tensor, at::ScalarType wire,
+                                                     bool betweenHostsOnly) {
+    return cpu_->compressedAllreduce(tensor, wire, betweenHostsOnly);
+  }
   // Coalesced batches (process_group_batch.cc).
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;

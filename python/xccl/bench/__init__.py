@@ -7,8 +7,10 @@ against a reference backend, nccl-tests method. See benchmarks/README.md.
 
 Modules: options (command line), method (the measurement rules, pure), runner (one rank),
 launch (torchrun or self-started ranks), report (progress, table, CSV, JSON, plot), markdown
-(xccl-vs-NCCL markdown tables from --json files: `python -m xccl.bench.markdown`). Only runner
-imports torch, so the others load fast and test without the extension.
+(xccl-vs-NCCL markdown tables from --json files: `python -m xccl.bench.markdown`), hooks
+(xccl.hooks' backend call against torch's fp16 hook steps: `python -m xccl.bench.hooks`). Only
+runner imports torch (hooks only inside its ranks), so the others load fast and test without the
+extension.
 """
 
 
