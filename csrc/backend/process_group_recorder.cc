@@ -37,6 +37,11 @@ const char* torchOpName(c10d::OpType type, uint64_t count) {
   }
 }
 
+// True for the first caller only; a plain load after that (the hot path).
+bool firstUse(std::atomic<bool>& used) {
+  return !used.load(std::memory_order_relaxed) && !used.exchange(true);
+}
+
 }  // namespace
 
 void ProcessGroupXccl::describeToRecorder() {
@@ -59,7 +64,7 @@ uint64_t ProcessGroupXccl::recordCollective(c10d::OpType type, uint64_t seq, uin
   FlightRecorder& recorder = FlightRecorder::get();
   if (!recorder.enabled()) return FlightRecorder::kNoRecord;
   // Again at the first operation: torch names the group (setGroupDesc) after building it.
-  if (!recorderDescribed_.exchange(true)) describeToRecorder();
+  if (firstUse(recorderDescribed_)) describeToRecorder();
   FlightRecorder::Call call;
   call.groupId = recorderGroupId_;
   call.collectiveSeq = seq;
@@ -73,7 +78,7 @@ uint64_t ProcessGroupXccl::recordPointToPoint(bool isSend, int peer, const at::T
   FlightRecorder& recorder = FlightRecorder::get();
   if (!recorder.enabled()) return FlightRecorder::kNoRecord;
   // Again at the first operation: torch names the group (setGroupDesc) after building it.
-  if (!recorderDescribed_.exchange(true)) describeToRecorder();
+  if (firstUse(recorderDescribed_)) describeToRecorder();
   FlightRecorder::Call call;
   call.groupId = recorderGroupId_;
   call.collectiveSeq = seq_.load();  // unchanged by point-to-point, as in torch

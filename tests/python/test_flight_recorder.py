@@ -286,3 +286,27 @@ def test_abort_hooks_run_once_and_their_errors_are_logged():
         assert o.value == ["failing", "second"], o.value
         assert "abort hook 1 raised (ignored)" in o.log, o.log
         assert "hook failure on purpose" in o.log, o.log
+
+
+def _wait_times_out(rank, world):
+    from xccl.flight_recorder import flight_recorder_trace
+
+    store = dist.distributed_c10d._get_default_store()
+    if rank == 1:  # never sends; stays until rank 0 has looked
+        store.wait(["looked"], timedelta(seconds=60))
+        return None
+    work = dist.irecv(torch.empty(3), src=1)
+    try:
+        work.wait(timedelta(milliseconds=300))
+        message = None
+    except Exception as e:  # noqa: BLE001 - the point of the test
+        message = str(e)
+    (entry,) = flight_recorder_trace()["entries"]
+    store.set("looked", "1")
+    return message, entry["profiling_name"], entry["state"], entry["retired"]
+
+
+def test_wait_timeout_has_torch_wording_and_leaves_the_recv_started():
+    message, name, state, retired = run(_wait_times_out, 2, timeout=60)[0]
+    assert message is not None and "Timed out waiting 300ms" in message, message
+    assert (name, state, retired) == ("xccl:recv 0<-1", "started", False)
