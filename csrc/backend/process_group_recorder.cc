@@ -47,7 +47,9 @@ bool firstUse(std::atomic<bool>& used) {
 void ProcessGroupXccl::describeToRecorder() {
   std::vector<uint64_t> ranks(options_->global_ranks_in_group.begin(),
                               options_->global_ranks_in_group.end());
-  if (ranks.empty()) {  // the default group (torch leaves the list empty) or a direct build
+  if (ranks.size() != static_cast<size_t>(size_)) {
+    // The default group (torch leaves the list empty) or a direct build: group ranks are global.
+    ranks.clear();
     for (int r = 0; r < size_; ++r) ranks.push_back(static_cast<uint64_t>(r));
   }
   std::string name = options_->group_name.empty() ? getGroupUid() : options_->group_name;

@@ -310,3 +310,24 @@ def test_wait_timeout_has_torch_wording_and_leaves_the_recv_started():
     message, name, state, retired = run(_wait_times_out, 2, timeout=60)[0]
     assert message is not None and "Timed out waiting 300ms" in message, message
     assert (name, state, retired) == ("xccl:recv 0<-1", "started", False)
+
+
+def _subgroup(rank, world):
+    from xccl.flight_recorder import flight_recorder_trace
+
+    group = dist.new_group([1, 2])
+    if rank in (1, 2):
+        dist.all_reduce(torch.ones(2), group=group)
+    return flight_recorder_trace()
+
+
+def test_subgroup_entries_name_their_group_and_global_ranks():
+    for rank, trace in enumerate(run(_subgroup, 3, timeout=60)):
+        if rank == 0:
+            assert trace["entries"] == []
+            continue
+        (entry,) = trace["entries"]
+        name, desc = entry["process_group"]
+        assert trace["pg_config"][name] == {"name": name, "desc": desc, "ranks": "[1, 2]"}
+        assert entry["profiling_name"] == "xccl:all_reduce"
+        assert entry["collective_seq_id"] == 1
