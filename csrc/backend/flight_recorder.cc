@@ -5,6 +5,8 @@
 #include <c10/util/ApproximateClock.h>
 #include <c10/util/thread_name.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -137,8 +139,9 @@ void FlightRecorder::requestWrite() {
   {
     std::lock_guard<std::mutex> guard(requestMutex_);
     ++pendingWrites_;
-    if (!writerStarted_) {
-      writerStarted_ = true;
+    // A forked child has no writer thread even if its parent started one.
+    if (writerPid_ != ::getpid()) {
+      writerPid_ = ::getpid();
       std::thread([this] { writerLoop(); }).detach();  // lives as long as the process
     }
   }

@@ -129,7 +129,7 @@ class FlightRecorder {
 
   std::mutex requestMutex_;  // the writer thread's state
   std::condition_variable requestChanged_;
-  bool writerStarted_ = false;
+  int writerPid_ = -1;  // the process that started the writer thread
   int pendingWrites_ = 0;  // requested and not yet written (coalesced into one write)
 };
 
