@@ -72,7 +72,7 @@ Side::WorkPtr CpuSide::allgather(std::vector<std::vector<at::Tensor>>& outputs,
   }
   TORCH_CHECK_VALUE(list[rank_].numel() == input.numel(), "xccl allgather: this rank's output has ",
                     list[rank_].numel(), " elements but its input has ", input.numel());
-  return group_.enqueue(c10d::OpType::ALLGATHER, "allgather", list,
+  return group_.enqueue(c10d::OpType::ALLGATHER, "allgather", list, std::vector<at::Tensor>{input},
                         group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [input, list](const algo::Runner& ctx) {
                           std::vector<size_t> sizes = byteSizes(list);
@@ -100,7 +100,7 @@ Side::WorkPtr CpuSide::allgather_into_tensor_coalesced(std::vector<at::Tensor>& 
     checkFlatPair(outputs[i], "output", inputs[i], "input", size_, name);
   }
   return group_.enqueue(
-      c10d::OpType::_ALLGATHER_BASE, name, outputs, group_.effectiveTimeout(opts.timeout),
+      c10d::OpType::_ALLGATHER_BASE, name, outputs, inputs, group_.effectiveTimeout(opts.timeout),
       compat::isAsync(opts),
       [outputs, inputs, size = size_](const algo::Runner& ctx) {
         for (size_t i = 0; i < inputs.size(); ++i) {
@@ -131,7 +131,7 @@ Side::WorkPtr CpuSide::allgather_coalesced(std::vector<std::vector<at::Tensor>>&
   }
   for (const auto& t : inputs) checkTensor(t, "allgather_coalesced", "input");
   // Every rank contributes the packed concatenation of its inputs.
-  return group_.enqueue(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", all,
+  return group_.enqueue(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", all, inputs,
                         group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [outputs, inputs](const algo::Runner& ctx) {
                           at::Tensor mine = pack(inputs);
@@ -166,8 +166,9 @@ Side::WorkPtr CpuSide::gather(std::vector<std::vector<at::Tensor>>& outputs,
     TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                       "xccl gather: only the root passes output tensors");
   }
-  return group_.enqueue(c10d::OpType::GATHER, "gather", list, group_.effectiveTimeout(opts.timeout),
-                        compat::isAsync(opts), [input, list, root](const algo::Runner& ctx) {
+  return group_.enqueue(c10d::OpType::GATHER, "gather", list, std::vector<at::Tensor>{input},
+                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        [input, list, root](const algo::Runner& ctx) {
                           at::Tensor buffer;
                           if (!list.empty())
                             buffer = at::empty({input.numel() * ctx.size()}, input.options());
@@ -192,8 +193,8 @@ Side::WorkPtr CpuSide::gather_into_tensor(at::Tensor& output, at::Tensor& input,
   std::vector<at::Tensor> outs;
   if (rank_ == root) outs.push_back(output);
   return group_.enqueue(c10d::OpType::GATHER, "gather_into_tensor", outs,
-                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
-                        [input, outs, root](const algo::Runner& ctx) {
+                        std::vector<at::Tensor>{input}, group_.effectiveTimeout(opts.timeout),
+                        compat::isAsync(opts), [input, outs, root](const algo::Runner& ctx) {
                           algo::gather(ctx, input.data_ptr(), byteSize(input),
                                        outs.empty() ? nullptr : outs[0].data_ptr(), root);
                         });
@@ -219,7 +220,7 @@ Side::WorkPtr CpuSide::scatter(std::vector<at::Tensor>& outputs,
     TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                       "xccl scatter: only the root passes input tensors");
   }
-  return group_.enqueue(c10d::OpType::SCATTER, "scatter", {output},
+  return group_.enqueue(c10d::OpType::SCATTER, "scatter", {output}, list,
                         group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [output, list, root](const algo::Runner& ctx) {
                           at::Tensor buffer;
@@ -239,7 +240,8 @@ Side::WorkPtr CpuSide::alltoall_base(at::Tensor& output, at::Tensor& input,
   std::vector<size_t> sendBytes = alltoallSplitBytes(input, inputSplitSizes, size_, "input");
   std::vector<size_t> recvBytes = alltoallSplitBytes(output, outputSplitSizes, size_, "output");
   return group_.enqueue(c10d::OpType::ALLTOALL_BASE, "alltoall", {output},
-                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        std::vector<at::Tensor>{input}, group_.effectiveTimeout(opts.timeout),
+                        compat::isAsync(opts),
                         [input, output, sendBytes, recvBytes](const algo::Runner& ctx) {
                           algo::allToAll(ctx, input.data_ptr(), offsetsOf(sendBytes), sendBytes,
                                          output.data_ptr(), offsetsOf(recvBytes), recvBytes);
@@ -258,7 +260,7 @@ Side::WorkPtr CpuSide::alltoall(std::vector<at::Tensor>& outputs, std::vector<at
                       "xccl alltoall: all tensors must have the same dtype");
   }
   return group_.enqueue(
-      c10d::OpType::ALLTOALL, "alltoall", outputs, group_.effectiveTimeout(opts.timeout),
+      c10d::OpType::ALLTOALL, "alltoall", outputs, inputs, group_.effectiveTimeout(opts.timeout),
       compat::isAsync(opts), [inputs, outputs](const algo::Runner& ctx) {
         at::Tensor in = pack(inputs);
         std::vector<size_t> sendBytes = byteSizes(inputs), recvBytes = byteSizes(outputs);

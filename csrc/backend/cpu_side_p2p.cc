@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 
 #include "backend/cpu_side.h"
+#include "backend/flight_recorder.h"
 #include "backend/process_group.h"
 #include "backend/tensor_args.h"
 
@@ -29,14 +30,16 @@ Side::WorkPtr CpuSide::pointToPoint(std::vector<at::Tensor>& tensors, int peer, 
     group_.addToBatchLocked(work, opName);
   }
   Executor* executor = group_.executor_.get();
+  const uint64_t record = group_.recordPointToPoint(isSend, peer, tensor);
   std::string what = std::string(opName) + (isSend ? " to rank " : " from rank ") +
                      (peer == net::kAnySource ? std::string("any") : std::to_string(peer)) +
                      " (tag " + std::to_string(tag) + ")";
   // Runs under the transport's lock: only capture the outcome and hand over.
-  auto onDone = [executor, work, what](const net::Request& request) {
+  auto onDone = [executor, work, what, record](const net::Request& request) {
     bool ok = request.state() == net::Request::State::kDone;
     std::string error = ok ? std::string() : what + " failed: " + request.errorMessage();
     int source = request.peer();
+    FlightRecorder::get().finished(record, ok);  // never blocks: only the recorder's lock
     executor->complete([work, ok, error, source] {
       if (!ok) {
         work->fail(ErrorKind::kPeerFailure, error);

@@ -95,7 +95,7 @@ Side::WorkPtr CpuSide::reduce_scatter(std::vector<at::Tensor>& outputs,
   ReduceSpec spec = toReduceSpec(opts.reduceOp, "reduce_scatter");
   ElementView view = reduceView(output, spec, "reduce_scatter");
   std::vector<at::Tensor> list = inputs[0];
-  return group_.enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {output},
+  return group_.enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {output}, list,
                         group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [output, list, spec, view](const algo::Runner& ctx) {
                           std::vector<at::Tensor> flat;
@@ -122,8 +122,8 @@ Side::WorkPtr CpuSide::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& 
     views.push_back(reduceView(outputs[i], spec, name));
   }
   return group_.enqueue(
-      c10d::OpType::_REDUCE_SCATTER_BASE, name, outputs, group_.effectiveTimeout(opts.timeout),
-      compat::isAsync(opts),
+      c10d::OpType::_REDUCE_SCATTER_BASE, name, outputs, inputs,
+      group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
       [outputs, inputs, spec, views](const algo::Runner& ctx) {
         for (size_t i = 0; i < inputs.size(); ++i) {
           // PREMUL_SUM scales a copy: the input is not ours to modify.

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "backend/flight_recorder.h"
 #include "backend/process_group.h"
 #include "backend/work.h"
 
@@ -122,6 +123,30 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>(),
       "xccl.hooks' backend call: averages a float32/float64 CPU tensor in place over the "
       "group, its bytes on the wire as `wire`; returns the Work (its future holds [tensor]).");
+  // The flight recorder (flight_recorder.h), for python/xccl/flight_recorder.py. Neither needs
+  // the GIL while it builds the dump.
+  m.def(
+      "_flight_recorder_dump",
+      [](bool onlyActive) {
+        std::string data;
+        {
+          py::gil_scoped_release noGil;
+          data = FlightRecorder::get().dump(onlyActive);
+        }
+        return py::bytes(data);
+      },
+      py::arg("only_active"), "This process's flight recorder dump: pickled, in torch's format.");
+  m.def(
+      "_flight_recorder_write",
+      [](const std::string& prefix, bool onlyActive) {
+        return FlightRecorder::get().write(prefix, onlyActive);
+      },
+      py::arg("prefix"), py::arg("only_active"), py::call_guard<py::gil_scoped_release>(),
+      "Writes the dump to prefix (default: torch's) + global rank; the path, or '' if not "
+      "written.");
+  m.def(
+      "_flight_recorder_capacity", [] { return FlightRecorder::get().capacity(); },
+      "Entries the flight recorder keeps (TORCH_FR_BUFFER_SIZE); 0 when it is off.");
 
   bindPlan(m);
 }

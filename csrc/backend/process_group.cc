@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "backend/flight_recorder.h"
 #include "backend/machine.h"
 #include "backend/store_adapter.h"
 #include "backend/torch_error.h"
@@ -67,7 +68,10 @@ const topo::Topology& thisMachine() {
 
 ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    c10::intrusive_ptr<Options> options)
-    : c10d::Backend(rank, size), options_(std::move(options)), store_(store) {
+    : c10d::Backend(rank, size),
+      options_(std::move(options)),
+      store_(store),
+      recorderGroupId_(FlightRecorder::get().newGroupId()) {
   TORCH_CHECK_VALUE(options_, "xccl: options must not be None");
   TORCH_CHECK_VALUE(size >= 1 && rank >= 0 && rank < size, "xccl: bad rank ", rank,
                     " for group size ", size);
@@ -102,7 +106,13 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
   } catch (const Error& e) {
     throwTorchError(e.kind(), e.what());
   }
-  transport_->setStatusProvider([this] { return statusText(); });
+  transport_->setStatusProvider([this] {
+    // Peers ask only after a timeout: this rank's flight recorder dump joins theirs. Off this
+    // (progress) thread, which must answer at once.
+    FlightRecorder::get().requestWrite();
+    return statusText();
+  });
+  describeToRecorder();  // a dump names this rank's file even before its first operation
   executor_ = std::make_unique<Executor>();
   cpu_ = std::make_unique<CpuSide>(*this);
   init();
@@ -143,22 +153,27 @@ void ProcessGroupXccl::markBroken(const std::string& reason) {
     broken_.store(true);
   }
   XCCL_WARN("backend", reason);
+  beforeAbort();
   transport_->abort(reason);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(c10d::OpType type, const char* opName,
-                                                         std::vector<at::Tensor> outputs,
-                                                         std::chrono::milliseconds timeout,
-                                                         bool asyncOp, Body body,
-                                                         uint64_t seqCount) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(
+    c10d::OpType type, const char* opName, std::vector<at::Tensor> outputs,
+    std::optional<std::vector<at::Tensor>> inputs, std::chrono::milliseconds timeout, bool asyncOp,
+    Body body, uint64_t seqCount) {
   checkUsable(opName);
   const uint64_t seq = seq_.fetch_add(seqCount) + 1;
+  const uint64_t record =
+      recordCollective(type, seq, seqCount, inputs ? *inputs : outputs, outputs, timeout);
   auto work = c10::make_intrusive<XcclWork>(rank_, type, opName, seq, std::move(outputs), timeout);
   std::string what = std::string(opName) + " #" + std::to_string(seq);
-  auto task = [this, work, what, timeout, opName, seqCount, body = std::move(body)]() {
+  auto task = [this, work, what, timeout, type, opName, seqCount, record,
+               body = std::move(body)]() {
     const uint64_t seq = work->getSequencenumber();
     enteredOp_.store(opName);
     entered_.store(seq);
+    FlightRecorder::get().started(record);
+    const auto began = std::chrono::steady_clock::now();
     try {
       {
         std::lock_guard<std::mutex> guard(stateMutex_);
@@ -176,8 +191,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(c10d::OpType type, cons
         message = what + " failed on " + message;
       }
       const ErrorKind kind = errorKindOf(e);
-      if (kind == ErrorKind::kTimeout) message += diagnoseTimeout(seq, timeout);
+      if (kind == ErrorKind::kTimeout) {
+        auto ranFor = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - began);
+        message = torchTimeoutWording(type, seq, ranFor, timeout) + message +
+                  diagnoseTimeout(seq, timeout);
+      }
       completed_.store(seq + seqCount - 1);
+      FlightRecorder::get().finished(record, /*completed=*/false);
       // Peers may be inside this collective: the group fails whatever the kind (a bad argument
       // found only here still raises ValueError from the Work).
       markBroken(message);
@@ -185,6 +206,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(c10d::OpType type, cons
       return;
     }
     completed_.store(seq + seqCount - 1);
+    FlightRecorder::get().finished(record, /*completed=*/true);
     work->succeed();
   };
   {
@@ -284,6 +306,8 @@ void ProcessGroupXccl::shutdown() {
     shutDown_ = true;
   }
   GilReleasedIfHeld noGil;  // the joins below wait for threads that may need the GIL
+  // A dump a peer asked for (statusProvider above) finishes before the process may exit.
+  FlightRecorder::get().awaitWrites(std::chrono::seconds(10));
   // Queued collectives finish first (they may still be waited on); then no thread can touch
   // the transport, and its destruction ends the p2p completions.
   if (executor_) executor_->stopWorker();

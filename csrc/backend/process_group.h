@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "algo/context.h"
 #include "algo/cpu_plan.h"
@@ -66,6 +67,11 @@ class ProcessGroupXccl : public c10d::Backend {
       const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
   void abort() override;
   void shutdown() override;
+#if XCCL_TORCH_HAS_ABORT_HOOK
+  // Hooks run before the group fails (a timeout, an error, abort()); see beforeAbort().
+  void registerAbortHook(int64_t hookId, c10d::AbortHook hook) override;
+  void unregisterAbortHook(int64_t hookId) override;
+#endif
   // The name this rank's shared-memory segment had (already unlinked; the host's segment in a
   // hierarchical group); empty without one.
   std::string shmSegmentName() const;
@@ -156,10 +162,20 @@ class ProcessGroupXccl : public c10d::Backend {
   // Checks the group is usable, assigns `seqCount` consecutive sequence numbers and runs
   // `body` (on the executor) as collective `opName`; `outputs` become the future's value.
   // A body running several collectives gives the i-th the runner subCollective(runner, i).
+  // The flight recorder lists `inputs` as the operation's inputs (none: it works in place,
+  // its inputs are its outputs).
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* opName,
+                                         std::vector<at::Tensor> outputs,
+                                         std::optional<std::vector<at::Tensor>> inputs,
+                                         std::chrono::milliseconds timeout, bool asyncOp, Body body,
+                                         uint64_t seqCount = 1);
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* opName,
                                          std::vector<at::Tensor> outputs,
                                          std::chrono::milliseconds timeout, bool asyncOp, Body body,
-                                         uint64_t seqCount = 1);
+                                         uint64_t seqCount = 1) {
+    return enqueue(type, opName, std::move(outputs), std::nullopt, timeout, asyncOp,
+                   std::move(body), seqCount);
+  }
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds requested) const;
   void checkUsable(const char* opName) const;
   // After a failed collective: remember why, and tell the peers by aborting the transport.
@@ -183,6 +199,29 @@ class ProcessGroupXccl : public c10d::Backend {
   static bool gpuTensors(const std::vector<at::Tensor*>& tensors);
   // abort() on the GPU side, if there is one (process_group_gpu.cc).
   void abortGpu();
+
+  // Flight recorder (flight_recorder.h) and abort hooks: process_group_recorder.cc.
+  // Names this group to the recorder (its name, description and members' global ranks).
+  void describeToRecorder();
+  // Records a collective of `count` sequence numbers from `seq` as scheduled.
+  uint64_t recordCollective(c10d::OpType type, uint64_t seq, uint64_t count,
+                            const std::vector<at::Tensor>& inputs,
+                            const std::vector<at::Tensor>& outputs,
+                            std::chrono::milliseconds timeout);
+  // Records a send or recv (peer net::kAnySource: any) as started: it is posted at once.
+  uint64_t recordPointToPoint(bool isSend, int peer, const at::Tensor& tensor);
+  // Once, before the group fails (markBroken): runs the abort hooks, each once, then dumps the
+  // flight recorder. Hooks' exceptions are logged, never propagated.
+  void beforeAbort();
+  // torch's wording for a collective that timed out (ProcessGroupNCCL's watchdog, Gloo's
+  // "Timed out waiting"), ahead of xccl's own message; `ranFor` is how long it ran.
+  std::string torchTimeoutWording(c10d::OpType type, uint64_t seq, std::chrono::milliseconds ranFor,
+                                  std::chrono::milliseconds timeout) const;
+  const size_t recorderGroupId_;
+  std::atomic<bool> recorderDescribed_{false};
+  std::atomic<uint64_t> p2pSeq_{0};
+  std::mutex abortHooksMutex_;
+  std::map<int64_t, std::function<void()>> abortHooks_;  // run (and dropped) by beforeAbort()
   // Adds a CPU operation's Work to the batch when coalescing (caller holds stateMutex_); a
   // ValueError when the batch already holds CUDA operations.
   void addToBatchLocked(const c10::intrusive_ptr<XcclWork>& work, const char* opName);

@@ -21,9 +21,10 @@ bool XcclWork::wait(std::chrono::milliseconds timeout) {
   auto bound = timeout == kNoTimeout ? timeout_ + std::chrono::seconds(10) : timeout;
   std::unique_lock<std::mutex> lock(mutex_);
   if (!cv_.wait_for(lock, bound, [&] { return completed_; })) {
-    throwTorchError(ErrorKind::kTimeout, "xccl: wait() on operation #" + std::to_string(seq_) +
-                                             " timed out after " + std::to_string(bound.count()) +
-                                             " ms");
+    // "Timed out waiting": the wording of torch's own backends (Gloo), which callers match.
+    throwTorchError(ErrorKind::kTimeout, "xccl: Timed out waiting " +
+                                             std::to_string(bound.count()) +
+                                             "ms in wait() on operation #" + std::to_string(seq_));
   }
   if (exception_) std::rethrow_exception(exception_);
   return true;

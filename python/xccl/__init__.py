@@ -18,9 +18,10 @@ from xccl import _C  # noqa: E402
 from xccl._C import Options  # noqa: E402
 from xccl._registration import BACKEND_NAME  # noqa: E402
 from xccl._registration import install as _install  # noqa: E402
+from xccl.flight_recorder import dump_flight_recorder  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["BACKEND_NAME", "Options", "ProcessGroupXccl", "__version__"]
+__all__ = ["BACKEND_NAME", "Options", "ProcessGroupXccl", "__version__", "dump_flight_recorder"]
 
 ProcessGroupXccl = _C.ProcessGroupXccl
 

@@ -74,6 +74,8 @@ def entry(launch: Launch, rank: int) -> None:
     faulthandler.enable()  # a crashing rank leaves its Python stack in its log
     # ... and so does a hung one: spawn() sends SIGUSR1 before killing it at the bound.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # Flight recorder dumps (written when a collective fails) stay in the spawn's folder.
+    os.environ["TORCH_FR_DUMP_TEMP_FILE"] = os.path.join(launch.workdir, "fr_trace_rank_")
     os.environ.update(launch.env)
     if launch.transport == "hierarchical":
         os.environ["XCCL_SHM_HOST_ID"] = f"simulated-host-{rank % 2}"

@@ -84,6 +84,9 @@ def test_rank_that_never_enters_times_out(world_size, absent, async_op, transpor
         message = v["message"]
         assert "allreduce" in message, context
         assert "#2" in message, context
+        # torch's wording too, for code and tools that match it (ProcessGroupNCCL, Gloo).
+        assert "Watchdog caught collective operation timeout" in message, context
+        assert " Timed out waiting " in message, context
         # "... no data from rank(s) [2] ... Diagnosis: rank(s) 2 (last entered #1 ...)"
         assert re.search(rf"\brank(?:s|\(s\))? \[?[\d, ]*\b{absent}\b", message), context
         nxt = v["next"]
