@@ -80,12 +80,16 @@ def _fsdp_steps(dist, torch, width, steps, rank, pooled):
 
 
 def _rank(rank, world, port, args, results):
+    import warnings
+
     import torch
     import torch.distributed as dist
 
     import xccl  # noqa: F401 - registers the backend
 
     torch.set_num_threads(1)
+    # torch 2.14 deprecates the *_tensor spellings that FSDP2 itself still calls.
+    warnings.filterwarnings("ignore", category=FutureWarning)
     dist.init_process_group(
         "xccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
     )
