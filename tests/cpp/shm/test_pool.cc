@@ -84,8 +84,12 @@ void checkPlacement(int world, unsigned placement, size_t count) {
     float* in = inPool ? out + rank * count : ordinaryIn.data();
     for (size_t i = 0; i < count; ++i) in[i] = valueOf(rank, i);
     algo::shm::allGather(calls.next("allgather"), in, out, std::vector<size_t>(world, count * 4));
+    // The caller owns its buffers again once the call returns: a peer still reading this rank's
+    // pool now (a missing release step) would get these instead of the values. (This rank's own
+    // part of the output is its input here, so only the peers' parts are checked.)
+    std::fill(in, in + count, -1.0f);
     for (int r = 0; r < world; ++r) {
-      for (size_t i = 0; i < count; ++i) {
+      for (size_t i = 0; i < count && r != rank; ++i) {
         ASSERT_EQ(out[r * count + i], valueOf(r, i)) << "rank " << rank << " part " << r;
       }
     }
@@ -97,6 +101,7 @@ void checkPlacement(int world, unsigned placement, size_t count) {
     for (size_t i = 0; i < world * count; ++i) rsIn[i] = valueOf(rank, i);
     algo::shm::reduceScatter(calls.next("reduce_scatter"), rsIn, result.data(), count,
                              DataType::kFloat32, ReduceOp::kSum);
+    std::fill(rsIn, rsIn + world * count, -1.0f);  // as above
     for (size_t i = 0; i < count; ++i) {
       float expected = 0;
       for (int r = 0; r < world; ++r) expected += valueOf(r, rank * count + i);
