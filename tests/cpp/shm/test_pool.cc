@@ -60,6 +60,25 @@ TEST(ShmPool, AllocationsAreReusedMergedAndBounded) {
   });
 }
 
+// Tensors may outlive their group: the pool's mapping stays while anyone holds the pool.
+TEST(ShmPool, OutlivesItsSegment) {
+  net::MemoryStore store;
+  testing::runThreads(2, [&](int rank) {
+    net::shm::Options options = testing::shmOptions(kSlot);
+    options.poolBytes = 64 * 1024;
+    std::string why;
+    auto segment = net::shm::Segment::create(store, rank, 2, options, &why);
+    ASSERT_NE(segment, nullptr) << why;
+    std::shared_ptr<net::shm::Pool> pool = segment->pool();
+    auto* data = static_cast<uint32_t*>(pool->allocate(4096));
+    ASSERT_NE(data, nullptr);
+    segment.reset();
+    std::fill(data, data + 1024, 0xabcdu + rank);  // still mapped: no fault
+    EXPECT_EQ(data[1023], 0xabcdu + rank);
+    pool->release(data);
+  });
+}
+
 TEST(ShmPool, NoPoolUnlessAskedFor) {
   testing::runShmRanks(2, kSlot,
                        [](int, net::shm::Segment& segment) { EXPECT_EQ(segment.pool(), nullptr); });
