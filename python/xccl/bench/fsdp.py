@@ -3,11 +3,12 @@
 Times the pair FSDP2 runs per layer, all_gather_into_tensor (input = this rank's part of the
 output) then reduce_scatter_tensor (AVG), on buffers allocated the ordinary way and with
 `allocate_tensor` (xccl's shared-memory pool, docs/shm.md "Tensors in the pool"), alternating
-the two in every repetition; then a few FSDP2 training steps of an MLP with
-`set_allocate_memory_from_process_group_for_comm` off and on. Prints medians and, from
-`memory_stats()`, the bytes copied into the segment's slots and read in place per call.
+the two in every repetition; then FSDP2 training steps of two copies of a 4-layer MLP, one with
+`set_allocate_memory_from_process_group_for_comm` off and one with it on, alternating step by
+step. Prints the slowest rank's medians and, from `memory_stats()`, the bytes copied into the
+segment's slots and read in place per pair or step, summed over the ranks.
 
-    python -m xccl.bench.fsdp --ranks 4 --numel 4194304 --reps 15
+    python -m xccl.bench.fsdp --ranks 4 --reps 11 --width 2048 --steps 7
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ def _parse(argv):
     )
     parser.add_argument("--reps", type=int, default=11, help="timed repetitions per variant")
     parser.add_argument(
-        "--width", type=int, default=1024, help="MLP width for the FSDP2 steps (0: skip)"
+        "--width", type=int, default=2048, help="MLP width for the FSDP2 steps (0: skip)"
     )
-    parser.add_argument("--steps", type=int, default=5, help="timed FSDP2 steps per variant")
+    parser.add_argument("--steps", type=int, default=7, help="timed FSDP2 steps per variant")
     return parser.parse_args(argv)
 
 
@@ -54,7 +55,8 @@ def _pair(backend, dist, torch, numel, world, rank, pooled):
     return time.perf_counter() - start
 
 
-def _fsdp_steps(dist, torch, width, steps, rank, pooled):
+def _fsdp_step(dist, torch, width, rank, pooled):
+    """A step function of a fresh FSDP2 model (the same weights for both variants)."""
     from torch.distributed.fsdp import FSDPModule, fully_shard
 
     torch.manual_seed(0)
@@ -67,16 +69,36 @@ def _fsdp_steps(dist, torch, width, steps, rank, pooled):
             module.set_allocate_memory_from_process_group_for_comm(pooled)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(16, width, generator=torch.Generator().manual_seed(rank))
-    times = []
-    for step in range(steps + 1):  # the first step warms up
+
+    def step():
         dist.barrier()
         start = time.perf_counter()
         optimizer.zero_grad()
         model(x).square().mean().backward()
         optimizer.step()
-        if step:
-            times.append(time.perf_counter() - start)
-    return times
+        return time.perf_counter() - start
+
+    return step
+
+
+def _measure(variants, reps, stats):
+    """Runs variants[False] and variants[True] alternately, reps times after one warm-up each:
+    {pooled: (median seconds, staged bytes per run, direct bytes per run)}."""
+    times = {False: [], True: []}
+    moved = {False: [0, 0], True: [0, 0]}
+    for rep in range(reps + 1):
+        for pooled in (False, True):
+            before = stats()
+            elapsed = variants[pooled]()
+            after = stats()
+            if rep:
+                times[pooled].append(elapsed)
+                moved[pooled][0] += after["shm_bytes_staged"] - before["shm_bytes_staged"]
+                moved[pooled][1] += after["shm_bytes_direct"] - before["shm_bytes_direct"]
+    return {
+        pooled: (statistics.median(times[pooled]), moved[pooled][0] / reps, moved[pooled][1] / reps)
+        for pooled in (False, True)
+    }
 
 
 def _rank(rank, world, port, args, results):
@@ -98,35 +120,16 @@ def _rank(rank, world, port, args, results):
     def stats():
         return dict(backend.memory_stats())
 
-    rows = {}
-    times = {False: [], True: []}
-    moved = {False: [0, 0], True: [0, 0]}
-    for rep in range(args.reps + 1):  # the first repetition warms up
-        for pooled in (False, True):
-            before = stats()
-            elapsed = _pair(backend, dist, torch, args.numel, world, rank, pooled)
-            after = stats()
-            if rep:
-                times[pooled].append(elapsed)
-                moved[pooled][0] += after["shm_bytes_staged"] - before["shm_bytes_staged"]
-                moved[pooled][1] += after["shm_bytes_direct"] - before["shm_bytes_direct"]
-    for pooled in (False, True):
-        rows[("pair", pooled)] = (
-            statistics.median(times[pooled]),
-            moved[pooled][0] / args.reps,
-            moved[pooled][1] / args.reps,
-        )
+    pairs = {
+        pooled: lambda pooled=pooled: _pair(backend, dist, torch, args.numel, world, rank, pooled)
+        for pooled in (False, True)
+    }
+    rows = {("pair", k): v for k, v in _measure(pairs, args.reps, stats).items()}
     if args.width:
-        for pooled in (False, True):
-            before = stats()
-            step_times = _fsdp_steps(dist, torch, args.width, args.steps, rank, pooled)
-            after = stats()
-            calls = args.steps + 1  # the warm-up step moved bytes too
-            rows[("fsdp", pooled)] = (
-                statistics.median(step_times),
-                (after["shm_bytes_staged"] - before["shm_bytes_staged"]) / calls,
-                (after["shm_bytes_direct"] - before["shm_bytes_direct"]) / calls,
-            )
+        steps = {
+            pooled: _fsdp_step(dist, torch, args.width, rank, pooled) for pooled in (False, True)
+        }
+        rows.update({("fsdp", k): v for k, v in _measure(steps, args.steps, stats).items()})
     results.put((rank, rows))
     dist.destroy_process_group()
 
