@@ -202,3 +202,34 @@ def test_mixed_placement_is_exact(chk, rank, world):
             dist.reduce_scatter_tensor(reduced, full)
             sums = sum(_block(r, rank, n, dtype).float() for r in range(world))
             chk.equal(f"reduce_scatter placement {placement} n {n}", reduced, sums.to(dtype))
+
+
+def test_fsdp_benchmark_reports_the_pool_staging_nothing():
+    """`python -m xccl.bench.fsdp` at toy sizes: every row, and no staged byte with the pool."""
+    import os
+    import subprocess
+    import sys
+
+    import xccl
+
+    # The subprocess imports the xccl this test runs with, and starts its own ranks.
+    environ = {**os.environ, "OMP_NUM_THREADS": "1"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(xccl.__file__)))
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, environ.get("PYTHONPATH")]))
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        environ.pop(name, None)
+    argv = ["--ranks", "2", "--numel", "4096", "--reps", "1", "--width", "32", "--steps", "1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "xccl.bench.fsdp", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environ,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {line[:36].strip(): line[36:].split() for line in done.stdout.splitlines()[2:]}
+    assert len(rows) == 4, done.stdout
+    for name, (ms, staged, direct) in rows.items():
+        pooled = name.endswith("pool")
+        assert float(ms) > 0, done.stdout
+        assert (float(staged) == 0) == pooled and (float(direct) > 0) == pooled, done.stdout
