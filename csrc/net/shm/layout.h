@@ -3,8 +3,8 @@
 //   [0, 4096)               Header, written by rank 0 before it publishes the name
 //   [4096, slotsOffset)     one RankFlag per rank, 128 bytes apart (adjacent-line prefetchers
 //                           pull cache lines in pairs, so 64 would still share traffic)
-//   [slotsOffset, poolsOffset)  per rank: slot parity 0, slot parity 1, each slotBytes (whole
-//   pages) [poolsOffset, total)    per rank: its pool (pool.h), poolBytes (whole pages; may be 0)
+//   [slotsOffset, pools)    per rank: slot parity 0, slot parity 1, each slotBytes (whole pages)
+//   [pools, total)          per rank: its pool (pool.h), poolBytes (whole pages; may be 0)
 #pragma once
 
 #include <atomic>

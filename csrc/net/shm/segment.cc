@@ -243,8 +243,8 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
   }
   if (rank == 0) {
     XCCL_INFO("shm", "segment ", name, " for ", size, " ranks: ", size * 2, " slots of ", slotBytes,
-              " bytes (", mib(segment->totalBytes() - size * poolBytes), "), pools of ",
-              mib(poolBytes), " per rank (reserved as used), unlinked");
+              " bytes (", mib(segment->totalBytes()), "), pools of ", mib(poolBytes),
+              " per rank (reserved as used), unlinked");
   }
   return segment;
 }
@@ -267,15 +267,16 @@ void Segment::map(int fd) {
   XCCL_SYSCHECK(::fstat(fd, &st), "fstat of the shared-memory segment");
   XCCL_CHECK_ARG(static_cast<size_t>(st.st_size) == layout.totalBytes, "segment ", name_, " has ",
                  st.st_size, " bytes, expected ", layout.totalBytes);
-  void* base = ::mmap(nullptr, layout.totalBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // The header, flags and slots; the pools get their own mapping below.
+  void* base = ::mmap(nullptr, layout.poolsOffset, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) detail::throwSystemError(__FILE__, __LINE__, "mmap of " + name_, errno);
   base_ = static_cast<uint8_t*>(base);
-  totalBytes_ = layout.totalBytes;
+  totalBytes_ = layout.poolsOffset;
   flags_ = reinterpret_cast<RankFlag*>(base_ + layout.flagsOffset);
   slots_ = base_ + layout.slotsOffset;
   const auto* header = reinterpret_cast<const Header*>(base_);
   XCCL_CHECK_ARG(header->magic == kHeaderMagic && header->size == static_cast<uint64_t>(size_) &&
-                     header->slotBytes == slotBytes_ && header->totalBytes == totalBytes_ &&
+                     header->slotBytes == slotBytes_ && header->totalBytes == layout.totalBytes &&
                      header->poolBytes == poolBytes_,
                  "segment ", name_, " does not hold the header rank 0 wrote");
   // A separate mapping, owned with shared_ptr: tensors from the pool may outlive this segment.

@@ -97,6 +97,7 @@ class Segment {
   int rank() const { return rank_; }
   int size() const { return size_; }
   size_t slotBytes() const { return slotBytes_; }
+  // Bytes of the header, flags and slots (the pools are mapped apart: pool()).
   size_t totalBytes() const { return totalBytes_; }
   // The name it had in /dev/shm (without the leading '/'); already unlinked.
   const std::string& name() const { return name_; }
