@@ -121,6 +121,10 @@ void reduce(const Context& ctx, void* data, size_t count, DataType type, ReduceO
 
 // Per step, every rank puts its sub-chunk of each other rank's block into its slot (n parts of
 // slot/n bytes) and reduces sub-chunk `rank` of every slot, its own taken straight from input.
+// A rank whose input lies in its pool publishes its offset in the first step instead (setDirect)
+// and copies nothing: the others take their sub-chunks of its input from its pool in every step,
+// in one step for the whole count when every rank did so, and a final release step keeps the
+// owners from returning while a peer still reads (docs/shm.md, "Tensors in the pool").
 void reduceScatter(const Context& ctx, const void* input, void* output, size_t count, DataType type,
                    ReduceOp op) {
   const int n = ctx.size(), me = ctx.rank();
@@ -140,24 +144,50 @@ void reduceScatter(const Context& ctx, const void* input, void* output, size_t c
     XCCL_CHECK(perBlock > 0, "shared-memory slots of ", steps.slotBytes(),
                " bytes are too small for ", n, " ranks");
     const ReduceOp combiner = combinerOf(op);
+    net::shm::Traffic& traffic = ctx.segment.traffic();
+    const uint64_t myWord = detail::directWord(ctx.segment, in, n * count * elem);
+    if (myWord != 0) ++traffic.directCalls;
+    std::vector<uint64_t> direct(n);  // every rank's word, read in the first step
+    bool anyDirect = false;
     std::vector<const void*> srcs(n);
-    for (size_t base = 0; base < count; base += perBlock) {
-      const size_t len = std::min(perBlock, count - base);
+    for (size_t base = 0; base < count;) {
+      size_t len = std::min(perBlock, count - base);
       const uint32_t step = steps.beginWriting();
-      for (int b = 0; b < n; ++b) {
+      if (base == 0) ctx.segment.setDirect(step, myWord);
+      for (int b = 0; b < n && myWord == 0; ++b) {
         if (b == me) continue;
         std::memcpy(steps.mine(step) + b * perBlock * elem, in + (b * count + base) * elem,
                     len * elem);
+        traffic.staged += len * elem;
       }
       steps.publish(step);
       steps.waitAll(step);
+      if (base == 0) {
+        bool allDirect = true;
+        for (int r = 0; r < n; ++r) {
+          direct[r] = ctx.segment.directOf(r, step);
+          anyDirect |= direct[r] != 0;
+          allDirect &= direct[r] != 0;
+        }
+        if (allDirect) len = count;  // nobody staged anything: read every source in place
+      }
       for (int r = 0; r < n; ++r) {
-        srcs[r] =
-            r == me ? in + (me * count + base) * elem : steps.of(r, step) + me * perBlock * elem;
+        const size_t at = (me * count + base) * elem;
+        if (r == me) {
+          srcs[r] = in + at;
+        } else if (direct[r] != 0) {
+          srcs[r] = ctx.segment.pool()->of(r, direct[r] - 1 + at, len * elem);
+          traffic.direct += len * elem;
+        } else {
+          srcs[r] = steps.of(r, step) + me * perBlock * elem;
+        }
       }
       reduceMany(type, combiner, out + base * elem, srcs.data(), n, len);
       if (op == ReduceOp::kAvg) divide(type, out + base * elem, len, n);
+      base += len;
     }
+    // Peers may read this rank's pool memory in every step, the last one included.
+    if (anyDirect) steps.release();
   });
 }
 

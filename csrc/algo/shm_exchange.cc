@@ -1,6 +1,7 @@
 // The data-movement shm collectives: all_gather, broadcast, gather, scatter, all_to_all,
 // barrier. Each moves at most one slot per rank per step; a rank's own part never goes through
 // its slot.
+#include <algorithm>
 #include <cstring>
 
 #include "algo/shm_collectives.h"
@@ -12,7 +13,11 @@ namespace xccl::algo::shm {
 using detail::clip;
 using detail::Steps;
 
-// Step k carries bytes [kS, (k+1)S) of every rank's part (S = slot bytes).
+// Step k carries bytes [kS, (k+1)S) of every rank's part (S = slot bytes). A rank whose input
+// lies in its pool publishes its offset in the first step instead of copying it (setDirect):
+// the others copy that rank's whole part straight from its pool in the first step, the remaining
+// steps carry only the other ranks' windows, and a final release step keeps the owner from
+// returning while a peer still reads its memory (docs/shm.md, "Tensors in the pool").
 void allGather(const Context& ctx, const void* input, void* output,
                const std::vector<size_t>& bytesPerRank) {
   const int n = ctx.size(), me = ctx.rank();
@@ -31,19 +36,43 @@ void allGather(const Context& ctx, const void* input, void* output,
   // From here `in` is read again: if it aliased our part, the memmove left it unchanged.
   detail::run(ctx, signature, [&] {
     Steps steps(ctx);
+    net::shm::Traffic& traffic = ctx.segment.traffic();
+    const uint64_t myWord = detail::directWord(ctx.segment, in, bytesPerRank[me]);
+    if (myWord != 0) ++traffic.directCalls;
+    std::vector<uint64_t> direct(n);  // every rank's word, read in the first step
     const size_t window = steps.slotBytes();
-    for (size_t base = 0; base < maxLength; base += window) {
+    size_t stagedLength = maxLength;  // the longest part that goes through slots
+    size_t base = 0;
+    do {
       const uint32_t step = steps.beginWriting();
-      const size_t mine = clip(bytesPerRank[me], base, window);
+      if (base == 0) ctx.segment.setDirect(step, myWord);
+      const size_t mine = myWord != 0 ? 0 : clip(bytesPerRank[me], base, window);
       if (mine > 0) std::memcpy(steps.mine(step), in + base, mine);
+      traffic.staged += mine;
       steps.publish(step);
       steps.waitAll(step);
+      if (base == 0) {
+        stagedLength = 0;
+        for (int r = 0; r < n; ++r) {
+          direct[r] = ctx.segment.directOf(r, step);
+          if (direct[r] == 0) stagedLength = std::max(stagedLength, bytesPerRank[r]);
+          if (direct[r] == 0 || r == me || bytesPerRank[r] == 0) continue;
+          const uint8_t* part = ctx.segment.pool()->of(r, direct[r] - 1, bytesPerRank[r]);
+          std::memcpy(out + offset[r], part, bytesPerRank[r]);
+          traffic.direct += bytesPerRank[r];
+        }
+      }
       for (int r = 0; r < n; ++r) {
-        if (r == me) continue;
+        if (r == me || direct[r] != 0) continue;
         const size_t length = clip(bytesPerRank[r], base, window);
         if (length > 0) std::memcpy(out + offset[r] + base, steps.of(r, step), length);
       }
-    }
+      base += window;
+    } while (base < stagedLength);
+    // Peers read pool memory in the first step only: a later step's wait already proves they
+    // finished, so the release step is needed only when there was no later step.
+    const bool anyDirect = std::any_of(direct.begin(), direct.end(), [](uint64_t w) { return w; });
+    if (anyDirect && base == window) steps.release();
   });
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "algo/shm_collectives.h"
@@ -78,6 +79,14 @@ class Steps {
     check(rank, step);
   }
 
+  // A step in which every rank only says it finished reading: once it returns, every peer is done
+  // with whatever this rank let it read in place (its pool memory) in the steps before.
+  void release() {
+    const uint32_t step = begin();
+    publish(step);
+    waitAll(step);
+  }
+
   uint8_t* mine(uint32_t step) const { return segment_.slot(segment_.rank(), step); }
   const uint8_t* of(int rank, uint32_t step) const { return segment_.slot(rank, step); }
   size_t slotBytes() const { return segment_.slotBytes(); }
@@ -127,6 +136,15 @@ void run(const Context& ctx, const Signature& signature, Body body) {
     ctx.segment.markBroken(e.what());
     throw;
   }
+}
+
+// The word a rank publishes with Segment::setDirect for an input of `bytes` at `data`: its offset
+// in this rank's pool + 1 when the whole input lies there (peers may read it in place), else 0.
+inline uint64_t directWord(const net::shm::Segment& segment, const void* data, size_t bytes) {
+  const net::shm::Pool* pool = segment.pool().get();
+  if (pool == nullptr || bytes == 0) return 0;
+  const std::optional<size_t> offset = pool->offsetOf(data, bytes);
+  return offset ? *offset + 1 : 0;
 }
 
 // Bytes of [base, base + window) that fall inside a part of `length` bytes.

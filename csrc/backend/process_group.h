@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "algo/context.h"
 #include "algo/cpu_plan.h"
@@ -153,6 +154,17 @@ class ProcessGroupXccl : public c10d::Backend {
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
+  // Tensors in this rank's pool of the group's shared-memory segment, which the shm all_gather
+  // and reduce_scatter read in place (process_group_alloc.cc): CPU only; ordinary memory when
+  // the pool is absent or full. memoryStats(): pool use, fallbacks, bytes staged vs read in place.
+  bool supportsTensorAlloc(c10::DeviceIndex deviceIdx) override;
+  std::shared_ptr<c10::Allocator> getMemAllocator() override;
+  at::Tensor allocateTensor(long size, at::TensorOptions options = {}) override;
+  std::unordered_map<std::string, uint64_t> memoryStats();
+#if XCCL_TORCH_HAS_MEMORY_STATS
+  std::unordered_map<std::string, uint64_t> getMemoryStats() override { return memoryStats(); }
+#endif
+
  private:
   // The CPU side runs on this group's engine: enqueue() and its state, the transport, the batch.
   friend class CpuSide;
@@ -261,6 +273,9 @@ class ProcessGroupXccl : public c10d::Backend {
   bool coalescing_ = false;
   bool gpuCoalescing_ = false;
   std::vector<c10::intrusive_ptr<XcclWork>> coalesced_;
+
+  std::once_flag allocatorOnce_;
+  std::shared_ptr<class PoolAllocator> allocator_;  // getMemAllocator(), made on first use
 };
 
 }  // namespace xccl::backend

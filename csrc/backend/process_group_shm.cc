@@ -22,6 +22,7 @@ void ProcessGroupXccl::setUpSharedMemory(net::Store& store) {
   if (segment_) return;
   std::string whyNot;
   options.storePrefix = "shm-hosts";
+  options.poolBytes = 0;  // tensors are allocated only from a one-host group's segment
   hierarchy_ = net::Hierarchy::create(store, *transport_, options, &whyNot);
   if (rank_ != 0) return;
   const std::string group = "group '" + options_->group_name + "': ";

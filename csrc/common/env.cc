@@ -88,6 +88,12 @@ const std::vector<Variable> kVariables = {
     integer("XCCL_SHM_SLOT_BYTES", "", 4 * kKiB, kMaxBytes, 1, kPerRank,
             "Bytes of one shared-memory slot (each rank has two); default: 4 MiB, reduced to fit "
             "in half of /dev/shm's free space."),
+    // The creating rank's value sizes every rank's pool (it publishes it), so ranks may differ.
+    integer("XCCL_SHM_POOL_BYTES", "", 0, kMaxBytes, 1, kPerRank,
+            "Bytes of each rank's pool of shared memory for tensors the backend allocates "
+            "(allocateTensor, FSDP2's communication buffers); 0: no pool; default: 256 MiB, at "
+            "most half of /dev/shm's free space shared among the ranks. Pages are reserved only "
+            "as tensors use them."),
     text("XCCL_SHM_HOST_ID",
          "Which host this rank counts as when deciding which ranks share memory (for testing "
          "multi-host groups on one machine); default: hostname and boot id."),

@@ -91,6 +91,16 @@ uint64_t Segment::signatureOf(int rank) const {
   return flags_[rank].signature.load(std::memory_order_acquire);
 }
 
+// Relaxed is enough: the publish that follows is a release, and readers load it only after
+// acquiring that publish.
+void Segment::setDirect(uint32_t step, uint64_t word) {
+  flags_[rank_].direct[step & 1].store(word, std::memory_order_relaxed);
+}
+
+uint64_t Segment::directOf(int rank, uint32_t step) const {
+  return flags_[rank].direct[step & 1].load(std::memory_order_relaxed);
+}
+
 bool Segment::reached(int rank, uint32_t step) const {
   return atOrPast(flags_[rank].arrived.load(std::memory_order_acquire), step);
 }

@@ -3,7 +3,8 @@
 //   [0, 4096)               Header, written by rank 0 before it publishes the name
 //   [4096, slotsOffset)     one RankFlag per rank, 128 bytes apart (adjacent-line prefetchers
 //                           pull cache lines in pairs, so 64 would still share traffic)
-//   [slotsOffset, total)    per rank: slot parity 0, slot parity 1, each slotBytes (whole pages)
+//   [slotsOffset, pools)    per rank: slot parity 0, slot parity 1, each slotBytes (whole pages)
+//   [pools, total)          per rank: its pool (pool.h), poolBytes (whole pages; may be 0)
 #pragma once
 
 #include <atomic>
@@ -22,6 +23,7 @@ struct Header {
   uint64_t size;
   uint64_t slotBytes;
   uint64_t totalBytes;
+  uint64_t poolBytes;
 };
 
 // One writer per word: only the owning rank stores `arrived` and `signature`; `sleepers` is a
@@ -32,6 +34,10 @@ struct alignas(128) RankFlag {
   std::atomic<uint32_t> arrived;
   std::atomic<uint32_t> sleepers;
   std::atomic<uint64_t> signature;
+  // Per step parity: where this rank's input of the current all_gather/reduce_scatter lies in its
+  // pool (offset + 1; 0: in its slots). Written in a step that writes the slot of that parity,
+  // so the slot-reuse invariant protects it exactly as it protects the slot (docs/shm.md).
+  std::atomic<uint64_t> direct[2];
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "flags must work across processes");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "flags must work across processes");
@@ -42,13 +48,15 @@ constexpr size_t roundUp(size_t value, size_t unit) { return (value + unit - 1) 
 struct Layout {
   size_t flagsOffset;
   size_t slotsOffset;
+  size_t poolsOffset;
   size_t totalBytes;
 
-  static Layout of(int size, size_t slotBytes) {
+  static Layout of(int size, size_t slotBytes, size_t poolBytes = 0) {
     Layout l;
     l.flagsOffset = kPageBytes;
     l.slotsOffset = l.flagsOffset + roundUp(size * sizeof(RankFlag), kPageBytes);
-    l.totalBytes = l.slotsOffset + 2 * static_cast<size_t>(size) * slotBytes;
+    l.poolsOffset = l.slotsOffset + 2 * static_cast<size_t>(size) * slotBytes;
+    l.totalBytes = l.poolsOffset + static_cast<size_t>(size) * poolBytes;
     return l;
   }
   size_t slotsOf(int rank, size_t slotBytes) const { return slotsOffset + 2 * rank * slotBytes; }

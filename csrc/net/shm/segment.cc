@@ -72,6 +72,17 @@ size_t chooseSlotBytes(int size, const Options& options, std::string* why) {
   return slot;
 }
 
+// Each rank's pool: the asked-for bytes in whole pages, at most half of /dev/shm's free space
+// shared among the ranks (pages are reserved only when tensors use them, so this bounds what the
+// pools can ever take, not what they take now). 0 when statvfs fails: no pools, nothing else lost.
+size_t choosePoolBytes(int size, const Options& options) {
+  struct statvfs fs{};
+  if (options.poolBytes == 0 || ::statvfs(kShmDirectory, &fs) != 0) return 0;
+  const size_t freeBytes = static_cast<size_t>(fs.f_bavail) * fs.f_frsize;
+  const size_t cap = freeBytes / 2 / static_cast<size_t>(size);
+  return std::min(options.poolBytes, cap) / kPageBytes * kPageBytes;
+}
+
 // Reserves [offset, offset + bytes) of the file now, so that running out of /dev/shm is an error
 // here rather than a SIGBUS at the first touch. The caller's NUMA policy places the pages.
 std::string reserve(int fd, size_t offset, size_t bytes) {
@@ -85,8 +96,9 @@ std::string reserve(int fd, size_t offset, size_t bytes) {
 }
 
 // Rank 0: creates and sizes the segment and writes the header; returns the fd, or -1 and why.
-int createFile(const std::string& name, int size, size_t slotBytes, std::string* why) {
-  const Layout layout = Layout::of(size, slotBytes);
+int createFile(const std::string& name, int size, size_t slotBytes, size_t poolBytes,
+               std::string* why) {
+  const Layout layout = Layout::of(size, slotBytes, poolBytes);
   int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {
     *why = detail::concat("shm_open(", name, ") failed: ", errnoText(errno));
@@ -100,7 +112,8 @@ int createFile(const std::string& name, int size, size_t slotBytes, std::string*
     failure = reserve(fd, 0, layout.slotsOffset);
   }
   if (failure.empty()) {
-    Header header{kHeaderMagic, static_cast<uint64_t>(size), slotBytes, layout.totalBytes};
+    Header header{kHeaderMagic, static_cast<uint64_t>(size), slotBytes, layout.totalBytes,
+                  poolBytes};
     if (::pwrite(fd, &header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header))) {
       failure = detail::concat("writing the header failed: ", errnoText(errno));
     }
@@ -140,6 +153,9 @@ Options Options::fromEnvironment() {
                    "XCCL_SHM_SLOT_BYTES must be at least ", kMinSlotBytes, ", got ", slot);
     options.slotBytes = static_cast<size_t>(slot);
   }
+  const bool poolSet = !env::getString("XCCL_SHM_POOL_BYTES").empty();
+  options.poolBytes =
+      poolSet ? static_cast<size_t>(env::getInt("XCCL_SHM_POOL_BYTES")) : kDefaultPoolBytes;
   return options;
 }
 
@@ -166,27 +182,31 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
     return nullptr;
   }
 
-  // 2. Rank 0 sizes and creates the segment and publishes "+<slot bytes> <name>" or "-<why>".
+  // 2. Rank 0 sizes and creates the segment and publishes "+<slot bytes> <pool bytes> <name>" or
+  // "-<why>".
   int fd = -1;
   std::string name;
-  size_t slotBytes = 0;
+  size_t slotBytes = 0, poolBytes = 0;
   if (rank == 0) {
     slotBytes = chooseSlotBytes(size, options, &why);
     if (slotBytes != 0) {
       name = newName();
-      fd = createFile(name, size, slotBytes, &why);
+      poolBytes = choosePoolBytes(size, options);
+      fd = createFile(name, size, slotBytes, poolBytes, &why);
     }
     bootstrap.broadcast("name", 0,
-                        toBytes(fd >= 0 ? detail::concat("+", slotBytes, " ", name) : "-" + why));
+                        toBytes(fd >= 0 ? detail::concat("+", slotBytes, " ", poolBytes, " ", name)
+                                        : "-" + why));
   } else {
     const std::string published = toString(bootstrap.broadcast("name", 0, {}));
     if (published[0] == '-') {
       *whyUnavailable = "rank 0: " + published.substr(1);
       return nullptr;
     }
-    const size_t space = published.find(' ');
+    const size_t space = published.find(' '), second = published.find(' ', space + 1);
     slotBytes = std::stoull(published.substr(1, space - 1));
-    name = published.substr(space + 1);
+    poolBytes = std::stoull(published.substr(space + 1, second - space - 1));
+    name = published.substr(second + 1);
     fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) why = detail::concat("shm_open(", name, ") failed: ", errnoText(errno));
   }
@@ -197,7 +217,7 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
 
   // 3. Everyone maps it, reserves the pages of its own slots, and agrees. Rank 0 unlinks the name
   // once every rank said how it went (mapped or not), on every path, so no name outlives create().
-  std::unique_ptr<Segment> segment(new Segment(rank, size, slotBytes, name));
+  std::unique_ptr<Segment> segment(new Segment(rank, size, slotBytes, poolBytes, name));
   if (fd >= 0) {
     try {
       segment->map(fd);
@@ -223,15 +243,17 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
   }
   if (rank == 0) {
     XCCL_INFO("shm", "segment ", name, " for ", size, " ranks: ", size * 2, " slots of ", slotBytes,
-              " bytes (", mib(segment->totalBytes()), "), unlinked");
+              " bytes (", mib(segment->totalBytes()), "), pools of ", mib(poolBytes),
+              " per rank (reserved as used), unlinked");
   }
   return segment;
 }
 
-Segment::Segment(int rank, int size, size_t slotBytes, std::string name)
+Segment::Segment(int rank, int size, size_t slotBytes, size_t poolBytes, std::string name)
     : rank_(rank),
       size_(size),
       slotBytes_(slotBytes),
+      poolBytes_(poolBytes),
       name_(std::move(name)),
       yields_(yieldsBeforeSleep(size)) {}
 
@@ -240,21 +262,26 @@ Segment::~Segment() {
 }
 
 void Segment::map(int fd) {
-  const Layout layout = Layout::of(size_, slotBytes_);
+  const Layout layout = Layout::of(size_, slotBytes_, poolBytes_);
   struct stat st{};
   XCCL_SYSCHECK(::fstat(fd, &st), "fstat of the shared-memory segment");
   XCCL_CHECK_ARG(static_cast<size_t>(st.st_size) == layout.totalBytes, "segment ", name_, " has ",
                  st.st_size, " bytes, expected ", layout.totalBytes);
-  void* base = ::mmap(nullptr, layout.totalBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // The header, flags and slots; the pools get their own mapping below.
+  void* base = ::mmap(nullptr, layout.poolsOffset, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) detail::throwSystemError(__FILE__, __LINE__, "mmap of " + name_, errno);
   base_ = static_cast<uint8_t*>(base);
-  totalBytes_ = layout.totalBytes;
+  totalBytes_ = layout.poolsOffset;
   flags_ = reinterpret_cast<RankFlag*>(base_ + layout.flagsOffset);
   slots_ = base_ + layout.slotsOffset;
   const auto* header = reinterpret_cast<const Header*>(base_);
   XCCL_CHECK_ARG(header->magic == kHeaderMagic && header->size == static_cast<uint64_t>(size_) &&
-                     header->slotBytes == slotBytes_ && header->totalBytes == totalBytes_,
+                     header->slotBytes == slotBytes_ && header->totalBytes == layout.totalBytes &&
+                     header->poolBytes == poolBytes_,
                  "segment ", name_, " does not hold the header rank 0 wrote");
+  // A separate mapping, owned with shared_ptr: tensors from the pool may outlive this segment.
+  if (poolBytes_ > 0)
+    pool_ = std::make_shared<Pool>(fd, layout.poolsOffset, poolBytes_, size_, rank_);
 }
 
 uint8_t* Segment::slot(int rank, uint32_t step) const {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "net/shm/pool.h"
 #include "net/store.h"
 #include "net/transport.h"
 #include "topo/host.h"
@@ -33,11 +34,17 @@ constexpr size_t kMinAdaptiveSlotBytes = size_t{64} << 10;
 constexpr size_t kMinSlotBytes = 4096;  // explicit sizes are rounded up to whole pages
 // Every segment's name starts with this ("/dev/shm/xccl-..."), so leftovers are recognisable.
 constexpr const char* kNamePrefix = "xccl-";
+// Pool bytes per rank (pool.h) when XCCL_SHM_POOL_BYTES is unset. Pages are reserved only as
+// tensors use them; the creating rank lowers every pool to a share of /dev/shm's free space.
+constexpr size_t kDefaultPoolBytes = size_t{256} << 20;
 
 struct Options {
   // Bytes of one slot. 0: kDefaultSlotBytes adapted to /dev/shm. Non-zero: used as given (rounded
   // up to a page) or the segment is unavailable if it does not fit.
   size_t slotBytes = 0;
+  // Bytes of each rank's pool of tensor memory (pool.h); 0: no pools. The creating rank rounds it
+  // to pages and caps it at half of /dev/shm's free space divided among the ranks.
+  size_t poolBytes = 0;
   // This rank refuses shared memory; the whole group then agrees it is unavailable.
   bool disabled = false;
   // Bound for each store exchange during create().
@@ -47,7 +54,8 @@ struct Options {
   // Which host this rank is on; empty: topo::hostIdentity(). Tests set it to simulate hosts.
   std::string hostIdentity;
 
-  // slotBytes from XCCL_SHM_SLOT_BYTES (unset: 0), disabled from XCCL_SHM_DISABLE,
+  // slotBytes from XCCL_SHM_SLOT_BYTES (unset: 0), poolBytes from XCCL_SHM_POOL_BYTES (unset:
+  // kDefaultPoolBytes), disabled from XCCL_SHM_DISABLE,
   // hostIdentity from XCCL_SHM_HOST_ID.
   static Options fromEnvironment();
   // hostIdentity, else topo::hostIdentity().
@@ -89,9 +97,14 @@ class Segment {
   int rank() const { return rank_; }
   int size() const { return size_; }
   size_t slotBytes() const { return slotBytes_; }
+  // Bytes of the header, flags and slots (the pools are mapped apart: pool()).
   size_t totalBytes() const { return totalBytes_; }
   // The name it had in /dev/shm (without the leading '/'); already unlinked.
   const std::string& name() const { return name_; }
+  // The ranks' tensor pools (null without); shared with the tensors allocated from it.
+  const std::shared_ptr<Pool>& pool() const { return pool_; }
+  // What all_gather and reduce_scatter moved through the slots and read from the pools.
+  Traffic& traffic() { return traffic_; }
 
   // Steps. Every rank runs the same sequence of steps (each collective is a fixed number of
   // them, the same on every rank), numbered by a per-rank counter that persists across
@@ -117,6 +130,12 @@ class Segment {
   // can tell when the ranks called different collectives.
   void setSignature(uint64_t word);
   uint64_t signatureOf(int rank) const;
+  // Where this rank's input of the current all_gather/reduce_scatter lies in its pool (offset + 1,
+  // or 0: in its slots), stored with the slot of `step`'s parity: call it in a step that writes
+  // that slot (after beginWriting's wait), before publishing; readers load it after waiting for
+  // the step and before the writer can reach step + 2 (the slot-reuse invariant).
+  void setDirect(uint32_t step, uint64_t word);
+  uint64_t directOf(int rank, uint32_t step) const;
   // Counts the collectives run on this segment (the same sequence on every rank).
   uint64_t nextCollective() { return ++collective_; }
   // The last step nextStep() handed out: a collective that begins now starts at step() + 1.
@@ -128,8 +147,8 @@ class Segment {
   void checkUsable(const std::string& what) const;
 
  private:
-  Segment(int rank, int size, size_t slotBytes, std::string name);
-  // Maps `fd` and checks the header rank 0 wrote.
+  Segment(int rank, int size, size_t slotBytes, size_t poolBytes, std::string name);
+  // Maps `fd`, checks the header rank 0 wrote, and maps the pools.
   void map(int fd);
   void waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds);
   int firstMissing(int onlyRank, int from, uint32_t step) const;
@@ -141,6 +160,7 @@ class Segment {
   const int rank_;
   const int size_;
   const size_t slotBytes_;
+  const size_t poolBytes_;
   const std::string name_;
   size_t totalBytes_ = 0;
   uint8_t* base_ = nullptr;
@@ -150,6 +170,8 @@ class Segment {
   uint32_t step_ = 0;
   uint64_t collective_ = 0;
   std::string broken_;
+  std::shared_ptr<Pool> pool_;
+  Traffic traffic_;
 };
 
 }  // namespace xccl::net::shm
