@@ -6,7 +6,9 @@
 # (the name "xccl", every init method, entry-point order), the c10d bindings every collective,
 # subgroup and p2p call goes through, DDP and DeviceMesh/FSDP2. The main torch's site-packages are
 # never touched. Needs python3 with venv, CMake and a C++ compiler; pip must reach the torch asked
-# for (a CPU build where the pip configuration offers one, else PyPI's).
+# for (a CPU build where the pip configuration offers one, else PyPI's). Measured for 2.13.0 from a
+# fresh clone without a compiler cache on 2 cores: 4 min 18 s (venv and torch 41 s, build 2 min
+# 19 s, 123 tests 73 s); 16 min with the cores shared by other builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
