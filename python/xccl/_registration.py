@@ -13,7 +13,11 @@ is. How each torch version handles the name:
   and skip a name already in `Backend._plugins`; registering first is enough, and a guard
   refuses torch's own xccl registrar should it run later.
 
-Both are detected from the installed code, not from version numbers.
+`dist.is_backend_available("xccl")` (2.13-2.15) asks `dist.is_xccl_available()` first, which
+reports Intel's native backend and so answers False with ours registered; once registered we
+answer for the name ourselves (`_answer_availability`), leaving `is_xccl_available` as it is.
+
+All three are detected from the installed code, not from version numbers.
 """
 
 from __future__ import annotations
@@ -120,6 +124,24 @@ def _guard_against_builtin_registrar() -> None:
     backend.register_backend = classmethod(register_backend)
 
 
+def _answer_availability() -> None:
+    # torch.distributed.is_backend_available resolves this module-level helper at each call, so
+    # replacing it also serves code that imported is_backend_available before xccl. Without it
+    # (a torch that asks is_xccl_available directly) the answer stays torch's, as documented.
+    original = getattr(c10d, "_check_single_backend_availability", None)
+    if original is None or getattr(original, "_xccl_patched", False):
+        return
+
+    @functools.wraps(original)
+    def check(backend_name):
+        if str(backend_name).lower() == BACKEND_NAME:
+            return True  # installed only once install() has registered the name
+        return original(backend_name)
+
+    check._xccl_patched = True
+    c10d._check_single_backend_availability = check
+
+
 def install() -> bool:
     """Registers "xccl"; idempotent. Returns whether xccl owns the name."""
     if _state["installed"]:
@@ -140,6 +162,7 @@ def install() -> bool:
         _patch_helper()
     if hasattr(c10d.Backend, "_ensure_backend_registered"):
         _guard_against_builtin_registrar()
+    _answer_availability()
     _state["installed"] = True
     return True
 
