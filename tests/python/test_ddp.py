@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from dist_harness import Checker, default_transport, group_transport, result, run
+from train_steps import seeded_batches, sgd_losses
 
 STEPS = 4
 LR = 0.1
@@ -24,22 +25,8 @@ def _model() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.Tanh(), torch.nn.Linear(32, 5))
 
 
-def _batch(rank: int, step: int):
-    g = torch.Generator().manual_seed(1000 * step + rank)
-    return torch.randn(6, 12, generator=g), torch.randn(6, 5, generator=g)
-
-
-def _train(module: torch.nn.Module, rank: int) -> list[float]:
-    optimizer = torch.optim.SGD(module.parameters(), lr=LR)
-    losses = []
-    for step in range(STEPS):
-        x, y = _batch(rank, step)
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(module(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
+def _batches(rank: int):
+    return seeded_batches(STEPS, lambda step: 1000 * step + rank, 6, 12, 5)
 
 
 def _reference(world: int) -> tuple[list[list[float]], list[torch.Tensor]]:
@@ -47,10 +34,11 @@ def _reference(world: int) -> tuple[list[list[float]], list[torch.Tensor]]:
     model = _model()
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
     losses = [[] for _ in range(world)]
+    batches = [_batches(rank) for rank in range(world)]
     for step in range(STEPS):
         optimizer.zero_grad()
         for rank in range(world):
-            x, y = _batch(rank, step)
+            x, y = batches[rank][step]
             loss = torch.nn.functional.mse_loss(model(x), y) / world
             loss.backward()  # gradients accumulate: the sum of loss/world is the DDP average
             losses[rank].append(loss.item() * world)
@@ -71,8 +59,8 @@ def _ddp(rank, world, hook):
             model.register_comm_hook(
                 group if group is not None else dist.group.WORLD, getattr(default_hooks, hook)
             )
-        losses = _train(model, rank)
-        trained[name] = (torch.tensor(losses), [p.detach().clone() for p in model.parameters()])
+        losses = sgd_losses(model, _batches(rank), LR)
+        trained[name] = (losses, [p.detach().clone() for p in model.parameters()])
     reference_losses, reference_params = _reference(world)
     # fp16 compression rounds every gradient to half precision: gloo and xccl may sum three
     # halves in a different order, one fp16 rounding apart.

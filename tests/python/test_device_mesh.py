@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 from collective_cases import Op, rank_input
 from dist_harness import Checker, result, run_checks
+from train_steps import seeded_batches, sgd_losses
 
 WORLD = 4
 SHAPE = (2, 2)
@@ -129,18 +130,10 @@ def _train_2d(mesh, dp: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
     model = _Mlp()
     parallelize_module(model, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
     fully_shard(model, mesh=mesh["dp"])
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    losses = []
-    for step in range(STEPS):
-        # The same batch on both tp ranks of a dp row (TP's contract), different per dp row.
-        g = torch.Generator().manual_seed(100 * step + dp)
-        x, y = torch.randn(5, 12, generator=g), torch.randn(5, 6, generator=g)
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.detach())
-    return torch.stack(losses), [p.full_tensor().detach().clone() for p in model.parameters()]
+    # The same batches on both tp ranks of a dp row (TP's contract), different per dp row.
+    batches = seeded_batches(STEPS, lambda step: 100 * step + dp, 5, 12, 6)
+    losses = sgd_losses(model, batches, 0.05)
+    return losses, [p.full_tensor().detach().clone() for p in model.parameters()]
 
 
 def _fsdp_tp_body(rank, world):

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from dist_harness import Checker, checks_test, result, run
+from train_steps import seeded_batches, sgd_losses
 
 STEPS = 3
 LR = 0.1
@@ -50,18 +51,8 @@ def _train(group, allocate: bool, rank: int):
     for module in model.modules():
         if isinstance(module, FSDPModule):
             module.set_allocate_memory_from_process_group_for_comm(allocate)
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    losses = []
-    for step in range(STEPS):
-        g = torch.Generator().manual_seed(100 * step + rank)
-        x, y = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    params = [p.full_tensor().detach().clone() for p in model.parameters()]
-    return torch.tensor(losses), params
+    losses = sgd_losses(model, seeded_batches(STEPS, lambda step: 100 * step + rank, 8, 16, 4), LR)
+    return losses, [p.full_tensor().detach().clone() for p in model.parameters()]
 
 
 def _fsdp(rank, world):

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from dist_harness import Checker, checks_test, group_transport, result, run, transport_cases
+from train_steps import seeded_batches, sgd_losses
 
 WIRES = (torch.bfloat16, torch.float16)
 # Element counts: empty, tiny, one slot's chunk, and several chunks and both shm algorithms
@@ -178,17 +179,8 @@ def _model() -> torch.nn.Module:
 
 
 def _train(model, rank):
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    losses = []
-    for step in range(STEPS):
-        g = torch.Generator().manual_seed(1000 * step + rank)
-        x, y = torch.randn(6, 12, generator=g), torch.randn(6, 5, generator=g)
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return torch.tensor(losses), [p.detach().clone() for p in model.parameters()]
+    losses = sgd_losses(model, seeded_batches(STEPS, lambda step: 1000 * step + rank, 6, 12, 5), LR)
+    return losses, [p.detach().clone() for p in model.parameters()]
 
 
 def _torch_hook(hook):
