@@ -79,4 +79,20 @@ std::string describeTimeout(const std::vector<RequestPtr>& requests, const std::
   return out.str();
 }
 
+std::unique_ptr<Registration> Transport::registerMemory(void*, size_t) {
+  XCCL_THROW(ErrorKind::kInvalidArgument, "the ", name(),
+             " transport does not support one-sided writes");
+}
+
+RequestPtr Transport::iwrite(int, const void*, size_t, const RemoteRegion&, uint64_t, uint64_t,
+                             Completion) {
+  XCCL_THROW(ErrorKind::kInvalidArgument, "the ", name(),
+             " transport does not support one-sided writes");
+}
+
+RequestPtr Transport::iwaitWrite(int, uint64_t, Completion) {
+  XCCL_THROW(ErrorKind::kInvalidArgument, "the ", name(),
+             " transport does not support one-sided writes");
+}
+
 }  // namespace xccl::net

@@ -3,7 +3,12 @@
 // A message is matched by (source rank, MessageTag). Messages from one source with equal tags
 // match receives in posting order (FIFO), which is what point-to-point semantics need;
 // collectives make every tag unique by putting their sequence number and step into it.
-// Transports: tcp/ (any hosts); shm/ plugs in beside it with the same interface.
+// The interface is fit for RDMA: memory is registered before peers write into it
+// (registerMemory), and a one-sided write carries a 64-bit signal that completes a matching
+// iwaitWrite at the target once the written bytes are visible there (libfabric's fi_writedata
+// with remote CQ data; emulated by a frame over TCP, by a copy over shared memory).
+// Transports, each in a folder with the same file names (transport.{h,cc}, ...): tcp/ (any hosts),
+// ofi/ (libfabric, across hosts), shm/ (one host); net/factory.h picks one per peer.
 #pragma once
 
 #include <atomic>
@@ -95,6 +100,21 @@ class Request {
 
 using RequestPtr = std::shared_ptr<Request>;
 
+// What a peer needs to write into memory registered with Transport::registerMemory: sent to it
+// by any means (a message, the store). Plain data, the same layout in every transport.
+struct RemoteRegion {
+  uint64_t address = 0;  // where the region starts in the owner's address space
+  uint64_t bytes = 0;
+  uint64_t key = 0;  // the transport's access key (libfabric's MR key; a random id over TCP)
+};
+
+// Memory registered with a transport; deregistered when destroyed (before the memory goes).
+class Registration {
+ public:
+  virtual ~Registration() = default;
+  virtual RemoteRegion remote() const = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -133,6 +153,18 @@ class Transport {
   // receives the error. Cheap and non-blocking, for waits outside the transport (shared
   // memory). A transport that cannot tell says false.
   virtual bool peerFailed(int peer, std::string* why) { return false; }
+
+  // One-sided transfers. registerMemory makes [data, data + bytes) writable by peers that hold
+  // its remote(); it must stay valid until the Registration is destroyed. iwrite copies `bytes`
+  // from `data` to `dst` + `dstOffset` on `peer` (out of range: the request fails with
+  // kInvalidArgument, nothing written) and, once the bytes are visible at the target, completes
+  // the target's iwaitWrite(rank(), signal). Writes with equal signals from one source complete
+  // waits in order; a signal that arrives before its wait is kept (counted), like an unexpected
+  // message. A transport without one-sided support throws kInvalidArgument naming itself.
+  virtual std::unique_ptr<Registration> registerMemory(void* data, size_t bytes);
+  virtual RequestPtr iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
+                            uint64_t dstOffset, uint64_t signal, Completion onDone = nullptr);
+  virtual RequestPtr iwaitWrite(int peer, uint64_t signal, Completion onDone = nullptr);
 };
 
 // Builds the timeout message: "<what> timed out; no data from rank(s) [a, b]".
