@@ -108,6 +108,13 @@ const std::vector<Variable> kVariables = {
     text("XCCL_TOPO_DUMP_FILE",
          "Write the topology xccl found (or loaded) to this JSON file, for bug reports and for "
          "editing into an XCCL_TOPO_FILE."),
+    // net/ofi (docs/network.md, "libfabric (ofi)").
+    text("XCCL_OFI_PROVIDER",
+         "libfabric provider for the ofi engine, e.g. tcp;ofi_rxm (default: the first present of "
+         "verbs;ofi_rxm, efa, tcp;ofi_rxm); an unknown one is an error listing those offered."),
+    integer("XCCL_OFI_MR_CACHE_BYTES", "1073741824", 0, kMaxBytes, 1, kPerRank,
+            "Bound of the ofi engine's memory registration cache in bytes (LRU eviction); 0 "
+            "registers every operation's buffer afresh."),
     boolean("XCCL_PIN_PROGRESS", "1",
             "0: leave transport progress threads where the scheduler puts them instead of "
             "pinning them to the CPUs near the NIC (or GPU) they serve."),

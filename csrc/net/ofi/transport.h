@@ -1,10 +1,18 @@
 // libfabric transport: reliable-datagram endpoints (FI_EP_RDM) with tagged send/recv and RMA
-// writes carrying remote completion data. Declared here; built when libfabric is found
-// (XCCL_HAVE_OFI), else available() says why not.
+// writes carrying remote completion data. One endpoint, address vector (FI_AV_TABLE, index =
+// rank) and completion queue per group; one progress thread sleeps in fi_cq_sread, so an idle
+// or waiting rank burns no CPU. Matching is in software on ordered per-peer streams (wire.h
+// says why). Built when libfabric is found (XCCL_HAVE_OFI), else available() says why not.
 #pragma once
 
+#include <deque>
+#include <list>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
 
 #include "net/factory.h"
 #include "net/store.h"
@@ -20,5 +28,132 @@ bool available(std::string* why, bool rdmaOnly = false);
 // listing those available).
 std::unique_ptr<Transport> createTransport(Store& store, int rank, int size,
                                            const NetOptions& options);
+
+// Everything below exists only in builds with libfabric; no libfabric header is needed to
+// include this file (the objects are forward-declared).
+class Fabric;
+class RegistrationCache;
+struct CacheStats;
+struct Header;
+enum class Kind : uint16_t;
+struct Op;
+struct SignalCodec;
+
+class OfiTransport final : public Transport {
+ public:
+  // `provider`: XCCL_OFI_PROVIDER's value (createTransport reads it), empty for the default.
+  OfiTransport(Store& store, int rank, int size, const NetOptions& options,
+               const std::string& provider);
+  ~OfiTransport() override;
+  OfiTransport(const OfiTransport&) = delete;
+  OfiTransport& operator=(const OfiTransport&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* name() const override { return "ofi"; }
+  // The libfabric provider in use, e.g. "tcp;ofi_rxm".
+  std::string provider() const;
+  CacheStats cacheStats() const;
+
+  // Defaults as in Transport, for callers holding an OfiTransport.
+  RequestPtr isend(int peer, MessageTag tag, const void* data, size_t bytes,
+                   Completion onDone = nullptr) override;
+  RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes,
+                   Completion onDone = nullptr) override;
+  void wait(const std::vector<RequestPtr>& requests, Deadline deadline,
+            const std::string& what) override;
+  void abort(const std::string& reason) override;
+  void setStatusProvider(std::function<std::string()> provider) override;
+  std::vector<std::string> queryStatus(Deadline deadline) override;
+  bool peerFailed(int peer, std::string* why) override;
+
+  std::unique_ptr<Registration> registerMemory(void* data, size_t bytes) override;
+  RequestPtr iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
+                    uint64_t dstOffset, uint64_t signal, Completion onDone = nullptr) override;
+  RequestPtr iwaitWrite(int peer, uint64_t signal, Completion onDone = nullptr) override;
+
+ private:
+  // A header that arrived (matched later by irecv) with its inline payload, if any.
+  struct Unexpected {
+    int peer;
+    MessageTag tag;
+    uint64_t bytes;
+    uint64_t dataId;
+    std::vector<uint8_t> payload;  // inline payloads only
+  };
+  struct Posted {
+    RequestPtr request;
+    uint8_t* data;
+  };
+  struct WriteWait {
+    int peer;
+    uint64_t signal;
+    RequestPtr request;
+  };
+
+  // transport.cc: setup, the progress thread, completions.
+  void exchangeAddresses(Store& store, const NetOptions& options);
+  void progressLoop();
+  void onCompletion(Op* op, uint64_t flags, uint64_t data, size_t length);
+  void onError(Op* op, int error, const std::string& text);
+  void onHeader(const uint8_t* message, size_t length);
+  void deliver(const Header& header, const uint8_t* payload);
+  void matchData(const Header& header, const uint8_t* payload);
+  void onSignal(uint64_t data);
+  // Posting: `post` runs the libfabric call now or, when the provider says EAGAIN, later on the
+  // progress thread; a hard failure fails the op's request. Callable with or without mutex_.
+  void post(Op* op);
+  long postNow(Op* op);
+  void retryDeferred();
+  void finish(Op* op);  // forgets and frees a completed op
+  void* localDesc(Op* op, const void* data, size_t bytes);
+
+  // transport_ops.cc: matching helpers and failure handling.
+  RequestPtr sendMessage(int peer, Header header, const void* data, RequestPtr request);
+  void receiveData(const RequestPtr& request, uint8_t* data, int peer, uint64_t dataId);
+  void discardData(int peer, uint64_t dataId, uint64_t bytes);
+  RequestPtr sendControl(int peer, Kind kind, uint64_t seq, const std::string& text);
+  void failPeer(int peer, const Error& error, bool failAllCollectives);
+  void failEverythingLocked(const Error& error);
+  const Error* refusalLocked(int peer, TagSpace space) const;
+
+  const int rank_;
+  const int size_;
+  std::unique_ptr<Fabric> fabric_;
+  std::unique_ptr<RegistrationCache> cache_;  // destroyed before fabric_ (its MRs need it)
+  std::unique_ptr<SignalCodec> codec_;
+  bool localMr_ = false;  // FI_MR_LOCAL: every local buffer needs a descriptor
+  bool virtAddr_ = false;  // FI_MR_VIRT_ADDR: RMA addresses are virtual, else offsets
+  uint64_t session_ = 0;
+  std::vector<uint64_t> peerAddr_;  // fi_addr_t by rank
+  std::vector<Op*> headerSlots_;    // receives for headers, reposted after each one
+  std::thread progressThread_;
+  std::atomic<bool> stop_{false};
+
+  std::mutex opsMutex_;              // guards live_, deferred_, nextKey_
+  std::unordered_set<Op*> live_;     // every op handed to libfabric and not finished
+  std::deque<Op*> deferred_;         // posts the provider refused with EAGAIN
+  uint64_t nextKey_ = 1;             // requested MR keys when the provider does not pick them
+
+  std::mutex sendMutex_;             // guards the send side's numbering
+  std::vector<uint64_t> sendStream_;  // next stream number per destination
+  uint64_t nextDataId_ = 0;
+
+  // Guards matching state, peer health and request completion; waiters sleep on completed_.
+  std::mutex mutex_;
+  std::condition_variable completed_;
+  std::vector<uint64_t> recvStream_;                      // next expected per source
+  std::vector<std::map<uint64_t, std::vector<uint8_t>>> early_;  // headers ahead of their turn
+  std::list<Posted> posted_;
+  std::list<Unexpected> unexpected_;
+  std::list<WriteWait> writeWaits_;
+  std::map<std::pair<int, uint64_t>, uint64_t> writesArrived_;  // signals before their wait
+  std::vector<std::unique_ptr<Error>> peerError_;
+  std::unique_ptr<Error> collectiveError_;
+  std::unique_ptr<Error> abortError_;
+  std::function<std::string()> statusProvider_;
+  std::vector<std::string> statusReplies_;
+  uint64_t statusRound_ = 0;
+};
 
 }  // namespace xccl::net::ofi

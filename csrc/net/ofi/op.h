@@ -1,0 +1,37 @@
+// One operation handed to libfabric. libfabric returns &context as the completion's op_context;
+// the transport owns the Op (its live_ set) from posting until that completion.
+#pragma once
+
+#include <rdma/fabric.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "net/transport.h"
+
+namespace xccl::net::ofi {
+
+struct Op {
+  fi_context2 context;  // first, so the completion's op_context is the Op
+  enum class Type {
+    kHeaderRecv,  // a slot for any peer's header; reposted after each one
+    kSend,        // a header (with inline payload) or a large payload
+    kDataRecv,    // a large payload into the user's buffer
+    kDiscard,     // a large payload nobody takes (mismatch): received into nothing
+    kWrite,       // fi_writedata
+  } type;
+  int peer = -1;
+  RequestPtr request;     // completed or failed with this op (may be null)
+  bool completes = true;  // false: a large send's header (its payload op completes the request)
+  const void* data = nullptr;  // what is sent or where it is received
+  size_t bytes = 0;
+  uint64_t tag = 0;
+  std::vector<uint8_t> buffer;  // owned bytes: a header and inline payload, or a header slot
+  std::shared_ptr<void> region;  // keeps the MemoryRegion behind `desc` alive
+  void* desc = nullptr;
+  uint64_t remoteAddress = 0, remoteKey = 0, cqData = 0;  // kWrite
+  int postError = 0;  // the libfabric error posting failed with, to report from the progress thread
+};
+
+}  // namespace xccl::net::ofi

@@ -1,0 +1,369 @@
+// OfiTransport's caller-facing send/receive operations, matching and failure handling (setup
+// and the progress thread are in transport.cc, one-sided writes in memory.cc).
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include <cstring>
+
+#include "common/logging.h"
+#include "net/ofi/cache.h"
+#include "net/ofi/fabric.h"
+#include "net/ofi/op.h"
+#include "net/ofi/transport.h"
+#include "net/ofi/wire.h"
+
+namespace xccl::net::ofi {
+namespace {
+
+constexpr auto kAbortNoticeTime = std::chrono::seconds(1);
+
+RequestPtr failed(RequestPtr request, const Error& error) {
+  request->failLocked(error);
+  return request;
+}
+
+Error sizeMismatch(int peer, const MessageTag& tag, uint64_t sent, size_t expected) {
+  return Error(ErrorKind::kPeerFailure, detail::concat("rank ", peer, " sent ", sent, " bytes for ",
+                                                       describe(tag), " where ", expected,
+                                                       " were expected (the ranks called different "
+                                                       "collectives, or with different sizes)"));
+}
+
+}  // namespace
+
+const Error* OfiTransport::refusalLocked(int peer, TagSpace space) const {
+  if (abortError_) return abortError_.get();
+  if (space == TagSpace::kCollective && collectiveError_) return collectiveError_.get();
+  if (peer != kAnySource && peerError_[peer]) return peerError_[peer].get();
+  return nullptr;
+}
+
+RequestPtr OfiTransport::sendMessage(int peer, Header header, const void* data,
+                                     RequestPtr request) {
+  header.source = rank_;
+  header.session = session_;
+  const bool eager = header.bytes <= kEagerBytes;
+  header.inlineBytes = eager ? static_cast<uint32_t>(header.bytes) : 0;
+  Op* payload = nullptr;
+  {
+    std::lock_guard<std::mutex> guard(sendMutex_);
+    header.stream = sendStream_[peer]++;
+    if (!eager) header.dataId = ++nextDataId_;
+  }
+  Op* head = new Op{};
+  head->type = Op::Type::kSend;
+  head->peer = peer;
+  head->request = request;
+  head->completes = eager;
+  head->tag = kHeaderTag;
+  head->buffer.resize(sizeof(Header) + header.inlineBytes);
+  std::memcpy(head->buffer.data(), &header, sizeof(Header));
+  if (header.inlineBytes > 0) {
+    std::memcpy(head->buffer.data() + sizeof(Header), data, header.inlineBytes);
+  }
+  head->data = head->buffer.data();
+  head->bytes = head->buffer.size();
+  if (!eager) {
+    payload = new Op{};
+    payload->type = Op::Type::kSend;
+    payload->peer = peer;
+    payload->request = request;
+    payload->data = data;
+    payload->bytes = header.bytes;
+    payload->tag = dataTag(rank_, header.dataId);
+  }
+  try {
+    head->desc = localDesc(head, head->data, head->bytes);
+    if (payload != nullptr) payload->desc = localDesc(payload, data, header.bytes);
+  } catch (const Error& e) {
+    delete head;
+    delete payload;
+    std::lock_guard<std::mutex> guard(mutex_);
+    return failed(request, e);
+  }
+  post(head);
+  if (payload != nullptr) post(payload);
+  return request;
+}
+
+RequestPtr OfiTransport::isend(int peer, MessageTag tag, const void* data, size_t bytes,
+                               Completion onDone) {
+  XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot send to rank ", peer,
+                 " from rank ", rank_, " of ", size_);
+  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
+  }
+  Header header;
+  header.kind = Kind::kData;
+  header.space = tag.space;
+  header.step = tag.step;
+  header.op = tag.op;
+  header.seq = tag.seq;
+  header.bytes = bytes;
+  return sendMessage(peer, header, data, request);
+}
+
+RequestPtr OfiTransport::sendControl(int peer, Kind kind, uint64_t seq, const std::string& text) {
+  Header header;
+  header.kind = kind;
+  header.seq = seq;
+  header.bytes = std::min(text.size(), kEagerBytes);  // a longer status text is cut
+  // Best effort: the request is only watched by abort(); a failure shows up as a failed peer.
+  auto request = std::make_shared<Request>(peer, MessageTag{}, header.bytes, /*isSend=*/true);
+  return sendMessage(peer, header, text.data(), request);
+}
+
+void OfiTransport::receiveData(const RequestPtr& request, uint8_t* data, int peer,
+                               uint64_t dataId) {
+  Op* op = new Op{};
+  op->type = Op::Type::kDataRecv;
+  op->peer = peer;
+  op->request = request;
+  op->data = data;
+  op->bytes = request->bytes();
+  op->tag = dataTag(peer, dataId);
+  try {
+    op->desc = localDesc(op, data, op->bytes);
+  } catch (const Error& e) {
+    delete op;
+    request->failLocked(e);
+    completed_.notify_all();
+    discardData(peer, dataId, request->bytes());
+    return;
+  }
+  post(op);
+}
+
+void OfiTransport::discardData(int peer, uint64_t dataId, uint64_t bytes) {
+  // Received whole into a scratch buffer, so that the sender's request completes instead of
+  // waiting for a receiver forever (a truncating receive does not end ofi_rxm's rendezvous).
+  // Only mismatched messages get here: the run is failing anyway.
+  Op* op = new Op{};
+  op->type = Op::Type::kDiscard;
+  op->peer = peer;
+  op->tag = dataTag(peer, dataId);
+  try {
+    op->buffer.resize(bytes);
+    op->data = op->buffer.data();
+    op->bytes = bytes;
+    op->desc = localDesc(op, op->data, bytes);
+  } catch (const std::exception& e) {
+    XCCL_WARN("ofi", "could not take rank ", peer, "'s mismatched message: ", e.what());
+    delete op;
+    return;
+  }
+  post(op);
+}
+
+// Progress thread: a data header in stream order.
+void OfiTransport::matchData(const Header& header, const uint8_t* payload) {
+  const int peer = header.source;
+  const MessageTag tag{header.space, header.step, header.seq, header.op};
+  const bool inlined = header.inlineBytes == header.bytes;
+  std::lock_guard<std::mutex> guard(mutex_);
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    const RequestPtr& request = it->request;
+    if (!(request->peer() == kAnySource || request->peer() == peer)) continue;
+    const bool differ = collectivesDiffer(request->tag(), tag);
+    if (!differ && !(request->tag() == tag)) continue;
+    RequestPtr matched = request;
+    uint8_t* data = it->data;
+    posted_.erase(it);
+    if (differ || matched->bytes() != header.bytes) {
+      matched->failLocked(differ ? collectiveMismatch(peer, matched->tag(), tag)
+                                 : sizeMismatch(peer, tag, header.bytes, matched->bytes()));
+      if (!inlined) discardData(peer, header.dataId, header.bytes);
+    } else if (inlined) {
+      if (header.bytes > 0) std::memcpy(data, payload, header.bytes);
+      matched->completeLocked(peer);
+    } else {
+      receiveData(matched, data, peer, header.dataId);
+    }
+    completed_.notify_all();
+    return;
+  }
+  Unexpected entry{peer, tag, header.bytes, header.dataId, {}};
+  if (inlined) entry.payload.assign(payload, payload + header.bytes);
+  unexpected_.push_back(std::move(entry));
+}
+
+RequestPtr OfiTransport::irecv(int peer, MessageTag tag, void* data, size_t bytes,
+                               Completion onDone) {
+  XCCL_CHECK_ARG(peer == kAnySource || (peer >= 0 && peer < size_ && peer != rank_),
+                 "cannot receive from rank ", peer, " on rank ", rank_, " of ", size_);
+  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/false, std::move(onDone));
+  std::lock_guard<std::mutex> guard(mutex_);
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if (!(peer == kAnySource || peer == it->peer)) continue;
+    const bool differ = collectivesDiffer(tag, it->tag);
+    if (!differ && !(it->tag == tag)) continue;
+    Unexpected entry = std::move(*it);
+    unexpected_.erase(it);
+    const bool inlined = entry.payload.size() == entry.bytes;
+    if (differ || entry.bytes != bytes) {
+      if (!inlined) discardData(entry.peer, entry.dataId, entry.bytes);
+      return failed(request, differ ? collectiveMismatch(entry.peer, tag, entry.tag)
+                                    : sizeMismatch(entry.peer, tag, entry.bytes, bytes));
+    }
+    if (inlined) {
+      if (bytes > 0) std::memcpy(data, entry.payload.data(), bytes);
+      request->completeLocked(entry.peer);
+    } else {
+      receiveData(request, static_cast<uint8_t*>(data), entry.peer, entry.dataId);
+    }
+    return request;
+  }
+  if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
+  posted_.push_back({request, static_cast<uint8_t*>(data)});
+  return request;
+}
+
+void OfiTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadline,
+                        const std::string& what) {
+  auto allDone = [&] {
+    for (const auto& r : requests) {
+      if (!r->done()) return false;
+    }
+    return true;
+  };
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!completed_.wait_until(lock, deadline, allDone)) {
+      XCCL_THROW(ErrorKind::kTimeout, describeTimeout(requests, what));
+    }
+  }
+  for (const auto& r : requests) {
+    try {
+      r->rethrowIfFailed();
+    } catch (const Error& e) {
+      throw Error(e.kind(), what + " failed: " + e.what());
+    }
+  }
+}
+
+void OfiTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
+  XCCL_INFO("ofi", error.what());
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!peerError_[peer]) peerError_[peer] = std::make_unique<Error>(error);
+  if (failAllCollectives && !collectiveError_) collectiveError_ = std::make_unique<Error>(error);
+  {
+    std::lock_guard<std::mutex> ops(opsMutex_);
+    for (Op* op : live_) {
+      if (op->peer != peer || op->type == Op::Type::kHeaderRecv) continue;
+      if (op->request) op->request->failLocked(error);
+      // The user's buffer must not be written after its request failed. Under opsMutex_, so
+      // the op cannot be finished (freed) meanwhile.
+      if (op->type == Op::Type::kDataRecv) fi_cancel(&fabric_->ep()->fid, &op->context);
+    }
+  }
+  auto shouldFail = [&](int from, TagSpace space) {
+    return from == peer || (failAllCollectives && space == TagSpace::kCollective);
+  };
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    if (shouldFail(it->request->peer(), it->request->tag().space)) {
+      it->request->failLocked(error);
+      it = posted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = writeWaits_.begin(); it != writeWaits_.end();) {
+    if (it->peer == peer) {
+      it->request->failLocked(error);
+      it = writeWaits_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  completed_.notify_all();
+}
+
+void OfiTransport::failEverythingLocked(const Error& error) {
+  for (auto& p : posted_) p.request->failLocked(error);
+  posted_.clear();
+  for (auto& w : writeWaits_) w.request->failLocked(error);
+  writeWaits_.clear();
+  std::lock_guard<std::mutex> ops(opsMutex_);
+  for (Op* op : live_) {
+    if (op->request) op->request->failLocked(error);
+  }
+  completed_.notify_all();
+}
+
+void OfiTransport::abort(const std::string& reason) {
+  std::vector<int> tell;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (abortError_) return;
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_ && !peerError_[peer]) tell.push_back(peer);
+    }
+  }
+  XCCL_INFO("ofi", "aborting: ", reason);
+  // Tell the peers first and give the messages a moment to leave (the refusal below would fail
+  // them, and a transport destroyed right after abort() would drop them).
+  std::vector<RequestPtr> told;
+  for (int peer : tell) told.push_back(sendControl(peer, Kind::kAbort, 0, reason));
+  std::unique_lock<std::mutex> lock(mutex_);
+  completed_.wait_until(lock, Clock::now() + kAbortNoticeTime, [&] {
+    for (const auto& r : told) {
+      if (!r->done()) return false;
+    }
+    return true;
+  });
+  if (abortError_) return;
+  abortError_ = std::make_unique<Error>(ErrorKind::kAborted, "communicator aborted: " + reason);
+  failEverythingLocked(*abortError_);
+  std::lock_guard<std::mutex> ops(opsMutex_);
+  for (Op* op : live_) {
+    // Received bytes must not land in buffers whose requests have failed.
+    if (op->type == Op::Type::kDataRecv) fi_cancel(&fabric_->ep()->fid, &op->context);
+  }
+}
+
+bool OfiTransport::peerFailed(int peer, std::string* why) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const Error* error = abortError_ ? abortError_.get() : peerError_[peer].get();
+  if (error != nullptr && why != nullptr) *why = error->what();
+  return error != nullptr;
+}
+
+void OfiTransport::setStatusProvider(std::function<std::string()> provider) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  statusProvider_ = std::move(provider);
+}
+
+std::vector<std::string> OfiTransport::queryStatus(Deadline deadline) {
+  std::vector<int> asked;
+  uint64_t round;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    round = ++statusRound_;
+    for (int peer = 0; peer < size_; ++peer) {
+      statusReplies_[peer].clear();
+      if (peer == rank_) continue;
+      if (peerError_[peer]) {
+        statusReplies_[peer] = "!" + std::string(peerError_[peer]->what());
+      } else if (!abortError_) {
+        asked.push_back(peer);
+      }
+    }
+  }
+  for (int peer : asked) sendControl(peer, Kind::kStatusQuery, round, "");
+  std::unique_lock<std::mutex> lock(mutex_);
+  completed_.wait_until(lock, deadline, [&] {
+    for (int peer : asked) {
+      if (statusReplies_[peer].empty()) return false;
+    }
+    return true;
+  });
+  std::vector<std::string> replies = statusReplies_;
+  auto provider = statusProvider_;
+  lock.unlock();
+  replies[rank_] = provider ? provider() : "";
+  return replies;
+}
+
+}  // namespace xccl::net::ofi

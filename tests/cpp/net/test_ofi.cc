@@ -1,0 +1,287 @@
+// libfabric transport over tcp;ofi_rxm on loopback: matching, FIFO order, unexpected and large
+// messages, mismatched collectives, failures, timeouts, status queries and one-sided writes.
+#include <numeric>
+#include <thread>
+
+#include "net/ofi/cache.h"
+#include "net/ofi/fabric.h"
+#include "ofi_harness.h"
+
+namespace xccl {
+namespace {
+
+using net::MessageTag;
+using net::TagSpace;
+using testing::runOfiRanks;
+using Ofi = net::ofi::OfiTransport;
+
+MessageTag p2p(uint64_t tag) { return {TagSpace::kPointToPoint, 0, tag}; }
+net::Deadline soon(int ms = 20000) { return net::Clock::now() + std::chrono::milliseconds(ms); }
+
+std::string errorOf(net::Transport& t, const net::RequestPtr& r, int ms = 20000) {
+  try {
+    t.wait({r}, soon(ms), "op");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Ofi, PingPongAllPairs) {
+  for (int size : {2, 3}) {
+    runOfiRanks(size, [&](int rank, Ofi& t) {
+      EXPECT_EQ(t.provider(), "tcp;ofi_rxm");
+      std::vector<int> in(size, -1), out(size, rank * 100);
+      std::vector<net::RequestPtr> reqs;
+      for (int peer = 0; peer < size; ++peer) {
+        if (peer == rank) continue;
+        reqs.push_back(t.irecv(peer, p2p(7), &in[peer], sizeof(int)));
+        reqs.push_back(t.isend(peer, p2p(7), &out[peer], sizeof(int)));
+      }
+      t.wait(reqs, soon(), "exchange");
+      for (int peer = 0; peer < size; ++peer) {
+        if (peer != rank) {
+          EXPECT_EQ(in[peer], peer * 100);
+        }
+      }
+    });
+  }
+}
+
+// 64 MiB, one posted before the data comes (received straight into the buffer) and one after
+// (the provider holds it until then); plus sizes around the eager limit and zero bytes.
+TEST(Ofi, LargeMessagesBeforeAndAfterPosting) {
+  const size_t count = (64 << 20) / sizeof(uint32_t);
+  runOfiRanks(2, [&](int rank, Ofi& t) {
+    std::vector<uint32_t> out(count), early(count, 0), late(count, 0);
+    std::iota(out.begin(), out.end(), rank * 7u);
+    const int peer = 1 - rank;
+    auto r1 = t.irecv(peer, p2p(1), early.data(), count * 4);
+    auto s1 = t.isend(peer, p2p(1), out.data(), count * 4);
+    auto s2 = t.isend(peer, p2p(2), out.data(), count * 4);
+    t.wait({r1}, soon(), "early");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto r2 = t.irecv(peer, p2p(2), late.data(), count * 4);
+    t.wait({r2, s1, s2}, soon(), "late");
+    for (size_t i = 0; i < count; i += 4097) {
+      ASSERT_EQ(early[i], i + peer * 7u);
+      ASSERT_EQ(late[i], i + peer * 7u);
+    }
+    ASSERT_EQ(late[count - 1], count - 1 + peer * 7u);
+    for (size_t bytes : {size_t{0}, size_t{8192}, size_t{8193}, size_t{100000}}) {
+      std::vector<uint8_t> src(bytes, static_cast<uint8_t>(rank + 1)), dst(bytes, 0);
+      auto s = t.isend(peer, p2p(100 + bytes), src.data(), bytes);
+      auto r = t.irecv(peer, p2p(100 + bytes), dst.data(), bytes);
+      t.wait({s, r}, soon(), "sized");
+      EXPECT_EQ(dst, std::vector<uint8_t>(bytes, static_cast<uint8_t>(peer + 1))) << bytes;
+    }
+  });
+}
+
+TEST(Ofi, SameTagMatchesInOrderAndAnySource) {
+  runOfiRanks(3, [&](int rank, Ofi& t) {
+    if (rank == 0) {
+      // Several small and large messages with one tag: matched in the order they were sent.
+      std::vector<std::vector<int>> got(6, std::vector<int>(5000, -1));
+      std::vector<net::RequestPtr> reqs;
+      for (int i = 0; i < 3; ++i) reqs.push_back(t.irecv(1, p2p(5), got[i].data(), 20000));
+      t.wait(reqs, soon(), "fifo posted");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the rest arrive unexpected
+      reqs.clear();
+      for (int i = 3; i < 6; ++i) reqs.push_back(t.irecv(1, p2p(5), got[i].data(), 20000));
+      t.wait(reqs, soon(), "fifo unexpected");
+      for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i][4999], 10 + i) << i;
+      int any = -1;
+      auto rany = t.irecv(net::kAnySource, p2p(9), &any, sizeof(int));
+      t.wait({rany}, soon(), "any");
+      EXPECT_EQ(rany->peer(), 2);
+      EXPECT_EQ(any, 20);
+    } else if (rank == 1) {
+      std::vector<std::vector<int>> out;
+      std::vector<net::RequestPtr> reqs;
+      for (int i = 0; i < 6; ++i) out.emplace_back(5000, 10 + i);
+      for (int i = 0; i < 6; ++i) reqs.push_back(t.isend(0, p2p(5), out[i].data(), 20000));
+      t.wait(reqs, soon(), "s");
+    } else {
+      int z = 20;
+      t.wait({t.isend(0, p2p(9), &z, sizeof(int))}, soon(), "s");
+    }
+  });
+}
+
+TEST(Ofi, MismatchedCollectiveAndSizeAreReported) {
+  runOfiRanks(2, [&](int rank, Ofi& t) {
+    std::vector<uint8_t> buf(100000, 1);
+    if (rank == 0) {
+      // Small and large sends of collective #3 as op 11, and a p2p of the wrong size.
+      auto a = t.isend(1, {TagSpace::kCollective, 0, 3, 11}, buf.data(), 64);
+      auto b = t.isend(1, {TagSpace::kCollective, 1, 3, 11}, buf.data(), buf.size());
+      int64_t big = 1;
+      auto c = t.isend(1, p2p(3), &big, sizeof(big));
+      t.wait({a, b, c}, soon(), "sends");  // the large one completes although discarded
+    } else {
+      auto small = t.irecv(0, {TagSpace::kCollective, 0, 3, 12}, buf.data(), 64);
+      EXPECT_NE(errorOf(t, small).find("ran "), std::string::npos);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      auto large = t.irecv(0, {TagSpace::kCollective, 1, 3, 12}, buf.data(), buf.size());
+      EXPECT_NE(errorOf(t, large).find("different collectives"), std::string::npos);
+      int32_t small32 = 0;
+      EXPECT_NE(errorOf(t, t.irecv(0, p2p(3), &small32, 4)).find("sent 8 bytes"),
+                std::string::npos);
+    }
+  });
+}
+
+TEST(Ofi, TimeoutNamesTheSilentRanks) {
+  runOfiRanks(3, [&](int rank, Ofi& t) {
+    if (rank != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      return;
+    }
+    int a, b;
+    auto r1 = t.irecv(1, p2p(1), &a, sizeof(int));
+    auto r2 = t.irecv(2, p2p(1), &b, sizeof(int));
+    const auto start = net::Clock::now();
+    try {
+      t.wait({r1, r2}, soon(200), "allreduce #4");
+      ADD_FAILURE() << "no timeout";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kTimeout);
+      EXPECT_NE(std::string(e.what()).find("allreduce #4 timed out; no data from rank(s) [1, 2]"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_LT(net::Clock::now() - start, std::chrono::seconds(2));
+  });
+}
+
+TEST(Ofi, AbortReachesPeersWithReason) {
+  runOfiRanks(3, [&](int rank, Ofi& t) {
+    if (rank == 2) {
+      t.abort("rank 2 gave up on purpose");
+      int v = 0;
+      EXPECT_EQ(t.isend(0, p2p(1), &v, 4)->state(), net::Request::State::kFailed);
+      return;
+    }
+    int v;
+    auto r = t.irecv(2, {TagSpace::kCollective, 0, 1}, &v, sizeof(v));
+    const std::string error = errorOf(t, r);
+    EXPECT_NE(error.find("rank 2 aborted the communicator: rank 2 gave up on purpose"),
+              std::string::npos)
+        << error;
+    std::string why;
+    EXPECT_TRUE(t.peerFailed(2, &why));
+    EXPECT_FALSE(t.peerFailed(1 - rank, nullptr));
+  });
+}
+
+TEST(Ofi, StatusQueryIsAnsweredByTheProgressThread) {
+  runOfiRanks(3, [&](int rank, Ofi& t) {
+    t.setStatusProvider([rank] { return "rank " + std::to_string(rank) + " is here"; });
+    int go = 0;
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      auto replies = t.queryStatus(soon(5000));
+      ASSERT_EQ(replies.size(), 3u);
+      for (int r = 0; r < 3; ++r) EXPECT_EQ(replies[r], "rank " + std::to_string(r) + " is here");
+      std::vector<net::RequestPtr> reqs{t.isend(1, p2p(1), &go, 4), t.isend(2, p2p(1), &go, 4)};
+      t.wait(reqs, soon(), "release");
+    } else {
+      // Blocked in wait (as a stuck collective would be) while rank 0 asks.
+      t.wait({t.irecv(0, p2p(1), &go, 4)}, soon(), "held");
+    }
+  });
+}
+
+TEST(Ofi, OneSidedWritesWithSignals) {
+  runOfiRanks(2, [&](int rank, Ofi& t) {
+    const size_t bytes = 4 << 20;
+    std::vector<uint8_t> target(bytes, 0), source(bytes, static_cast<uint8_t>(rank + 3));
+    auto reg = t.registerMemory(target.data(), bytes);
+    const net::RemoteRegion mine = reg->remote();
+    net::RemoteRegion theirs;
+    const int peer = 1 - rank;
+    auto s = t.isend(peer, p2p(1), &mine, sizeof(mine));
+    auto r = t.irecv(peer, p2p(1), &theirs, sizeof(theirs));
+    t.wait({s, r}, soon(), "regions");
+    // Two writes with one signal and one with another; a wait posted after arrival counts too.
+    auto w1 = t.iwrite(peer, source.data(), 1000, theirs, 0, 7);
+    auto w2 = t.iwrite(peer, source.data(), bytes - 1000, theirs, 1000, 7);
+    auto w3 = t.iwrite(peer, source.data(), 1, theirs, bytes - 1, 9);
+    t.wait({w1, w2, w3}, soon(), "writes");
+    t.wait({t.iwaitWrite(peer, 7), t.iwaitWrite(peer, 7), t.iwaitWrite(peer, 9)}, soon(), "seen");
+    EXPECT_EQ(target, std::vector<uint8_t>(bytes, static_cast<uint8_t>(peer + 3)));
+    auto out = t.iwrite(peer, source.data(), 2, theirs, bytes - 1, 1);
+    EXPECT_NE(errorOf(t, out).find("exceeds its 4194304-byte region"), std::string::npos);
+    auto huge = t.iwrite(peer, source.data(), 1, theirs, 0, uint64_t{1} << 50);
+    EXPECT_NE(errorOf(t, huge).find("does not fit"), std::string::npos);
+    auto pending = t.iwaitWrite(peer, 1);
+    EXPECT_NE(errorOf(t, pending, 100).find("op timed out"), std::string::npos);
+    int done = 0, peerDone = -1;  // the peer must not deregister before our writes landed
+    t.wait({t.isend(peer, p2p(2), &done, 4), t.irecv(peer, p2p(2), &peerDone, 4)}, soon(), "end");
+  });
+}
+
+TEST(Ofi, UnknownProviderListsTheOffered) {
+  net::MemoryStore store;
+  try {
+    Ofi t(store, 0, 1, testing::ofiLoopbackOptions(), "no_such_provider");
+    ADD_FAILURE() << "accepted an unknown provider";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("XCCL_OFI_PROVIDER=no_such_provider"), std::string::npos) << what;
+    EXPECT_NE(what.find("tcp;ofi_rxm"), std::string::npos) << what;
+  }
+  std::string why;
+  EXPECT_FALSE(net::ofi::providerAvailable("no_such_provider", &why, false));
+  EXPECT_NE(why.find("no_such_provider"), std::string::npos);
+  EXPECT_TRUE(net::ofi::providerAvailable(testing::kLoopbackProvider, &why, false));
+  EXPECT_FALSE(net::ofi::providerAvailable(testing::kLoopbackProvider, &why, /*rdmaOnly=*/true));
+  EXPECT_NE(why.find("no RDMA provider"), std::string::npos) << why;
+}
+
+TEST(OfiCache, BoundedWithLruEviction) {
+  std::vector<uint8_t> memory(10000);
+  int registered = 0, live = 0;
+  auto fake = [&](const void*, size_t) -> std::shared_ptr<void> {
+    ++registered;
+    ++live;
+    return std::shared_ptr<void>(new int(0), [&](void* p) {
+      --live;
+      delete static_cast<int*>(p);
+    });
+  };
+  const auto before = net::ofi::processCacheStats();
+  {
+    net::ofi::RegistrationCache cache(3000, fake);
+    auto a = cache.get(memory.data(), 1000);
+    cache.get(memory.data() + 2000, 1000);
+    EXPECT_EQ(cache.get(memory.data() + 100, 500), a);  // inside a: a hit
+    cache.get(memory.data() + 4000, 1000);               // full: 3000 bytes
+    cache.get(memory.data() + 6000, 1000);               // evicts the least recent (+2000)
+    auto s = cache.stats();
+    EXPECT_EQ(s.entries, 3u);
+    EXPECT_EQ(s.bytes, 3000u);
+    EXPECT_EQ(s.hits, 1u);
+    EXPECT_EQ(s.misses, 4u);
+    EXPECT_EQ(s.evictions, 1u);
+    EXPECT_EQ(live, 3);
+    cache.get(memory.data() + 2000, 1000);  // registered again: it was evicted
+    EXPECT_EQ(registered, 5);
+    cache.get(memory.data() + 6000, 1000);
+    EXPECT_EQ(cache.stats().hits, 2u);
+    auto big = cache.get(memory.data(), 5000);  // over the bound: not cached
+    EXPECT_EQ(cache.stats().bytes, 3000u);
+    // Three cached, the first (evicted, still held by `a`) and the uncached big one.
+    EXPECT_EQ(live, 5);
+    const auto during = net::ofi::processCacheStats();
+    EXPECT_EQ(during.entries - before.entries, 3u);
+    EXPECT_EQ(during.evictions - before.evictions, 2u);
+  }
+  EXPECT_EQ(live, 0);
+  EXPECT_EQ(net::ofi::processCacheStats().entries, before.entries);
+}
+
+}  // namespace
+}  // namespace xccl
