@@ -16,6 +16,8 @@
 
 #include "common/env.h"
 #include "common/error.h"
+#include "net/ofi/cache.h"
+#include "net/ofi/transport.h"
 #include "topo/links.h"
 #include "topo/pci.h"
 #include "topo/topology.h"
@@ -184,6 +186,29 @@ PyObject* envVariables(PyObject*, PyObject*) {
   return rows;
 }
 
+// The libfabric engine as this process would choose it, and the registration caches' totals
+// over the transports this module's copy of net/ofi created (python -m xccl doctor).
+PyObject* ofiStatus(PyObject*, PyObject* args) {
+  const char* storeHost = "";
+  if (!PyArg_ParseTuple(args, "|s:ofi_status", &storeHost)) return nullptr;
+  try {
+    std::string why;
+    const bool available = net::ofi::available(&why);
+    const std::string detail = available ? net::ofi::describeChoice(storeHost) : why;
+    const net::ofi::CacheStats s = net::ofi::processCacheStats();
+    return Py_BuildValue("{s:O,s:s,s:L,s:K,s:K,s:K,s:K,s:K}", "available",
+                         available ? Py_True : Py_False, "detail", detail.c_str(), "cache_capacity",
+                         static_cast<long long>(env::getInt("XCCL_OFI_MR_CACHE_BYTES")), "entries",
+                         static_cast<unsigned long long>(s.entries), "bytes",
+                         static_cast<unsigned long long>(s.bytes), "hits",
+                         static_cast<unsigned long long>(s.hits), "misses",
+                         static_cast<unsigned long long>(s.misses), "evictions",
+                         static_cast<unsigned long long>(s.evictions));
+  } catch (...) {
+    return raise();
+  }
+}
+
 PyMethodDef kMethods[] = {
     {"discover", discover, METH_NOARGS,
      "discover() -> str: this machine's topology as JSON (docs/topology.md), probed once per "
@@ -208,6 +233,10 @@ PyMethodDef kMethods[] = {
      "then fastest), in topology order."},
     {"env_variables", envVariables, METH_NOARGS,
      "env_variables() -> list: (name, default, meaning) of every registered XCCL_* variable."},
+    {"ofi_status", ofiStatus, METH_VARARGS,
+     "ofi_status(store_host='') -> dict: whether the libfabric engine is usable here (available, "
+     "detail: provider and interface, or why not), XCCL_OFI_MR_CACHE_BYTES (cache_capacity) and "
+     "the registration caches' entries, bytes, hits, misses and evictions in this process."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -142,6 +142,18 @@ def test_shm_size():
     assert doctor.check_shm(statvfs=missing).status == WARN
 
 
+def test_ofi_engine_and_registration_cache():
+    stats = {"entries": 2, "bytes": 4096, "hits": 5, "misses": 2, "evictions": 1}
+    stats["cache_capacity"] = 1 << 30
+    ok = doctor.check_ofi({"available": True, "detail": "tcp;ofi_rxm on lo", **stats})
+    assert statuses(ok) == [PASS]
+    assert "tcp;ofi_rxm on lo" in text(ok) and "2 entries, 4096 bytes of 1024 MiB" in text(ok)
+    assert "5 hits, 2 misses, 1 evictions" in text(ok)
+    missing = doctor.check_ofi({"available": False, "detail": "no libfabric", **stats})
+    assert statuses(missing) == [WARN] and "unavailable (no libfabric)" in text(missing)
+    assert statuses(doctor.check_ofi(None)) == [WARN]
+
+
 # ---------------------------------------------------------------------------------------------
 # Interfaces and environment
 

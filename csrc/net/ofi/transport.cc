@@ -32,6 +32,18 @@ bool available(std::string* why, bool rdmaOnly) {
   return providerAvailable(env::getString("XCCL_OFI_PROVIDER"), why, rdmaOnly);
 }
 
+std::string describeChoice(const std::string& storeHost) {
+  try {
+    NetOptions options;
+    options.storeHost = storeHost;
+    Choice choice = chooseProvider(env::getString("XCCL_OFI_PROVIDER"), options);
+    const char* domain = choice.info->domain_attr->name;
+    return detail::concat(choice.info->fabric_attr->prov_name, " on ", domain ? domain : "?");
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
 std::unique_ptr<Transport> createTransport(Store& store, int rank, int size,
                                            const NetOptions& options) {
   return std::make_unique<OfiTransport>(store, rank, size, options,
@@ -162,32 +174,38 @@ void OfiTransport::exchangeAddresses(Store& store, const NetOptions& options) {
 void OfiTransport::progressLoop() {
   fi_cq_tagged_entry entries[16];
   while (!stop_.load()) {
-    bool waiting;
-    {
-      std::lock_guard<std::mutex> guard(opsMutex_);
-      waiting = !deferred_.empty();
-    }
-    ssize_t n =
-        fi_cq_sread(fabric_->cq(), entries, 16, nullptr, waiting ? kDeferredWaitMs : kIdleWaitMs);
-    if (n > 0) {
-      for (ssize_t i = 0; i < n; ++i) {
-        onCompletion(static_cast<Op*>(entries[i].op_context), entries[i].flags, entries[i].data,
-                     entries[i].len);
+    try {
+      bool waiting;
+      {
+        std::lock_guard<std::mutex> guard(opsMutex_);
+        waiting = !deferred_.empty();
       }
-    } else if (n == -FI_EAVAIL) {
-      fi_cq_err_entry err{};
-      if (fi_cq_readerr(fabric_->cq(), &err, 0) > 0) {
-        const char* text = fi_cq_strerror(fabric_->cq(), err.prov_errno, err.err_data, nullptr, 0);
-        onError(static_cast<Op*>(err.op_context), err.err, text ? text : fi_strerror(err.err));
+      ssize_t n =
+          fi_cq_sread(fabric_->cq(), entries, 16, nullptr, waiting ? kDeferredWaitMs : kIdleWaitMs);
+      if (n > 0) {
+        for (ssize_t i = 0; i < n; ++i) {
+          onCompletion(static_cast<Op*>(entries[i].op_context), entries[i].flags, entries[i].data,
+                       entries[i].len);
+        }
+      } else if (n == -FI_EAVAIL) {
+        fi_cq_err_entry err{};
+        if (fi_cq_readerr(fabric_->cq(), &err, 0) > 0) {
+          const char* text =
+              fi_cq_strerror(fabric_->cq(), err.prov_errno, err.err_data, nullptr, 0);
+          onError(static_cast<Op*>(err.op_context), err.err, text ? text : fi_strerror(err.err));
+        }
+      } else if (n < 0 && n != -FI_EAGAIN && n != -FI_ETIMEDOUT && n != -FI_EINTR) {
+        XCCL_THROW(ErrorKind::kSystem, "fi_cq_sread failed: ", fi_strerror(static_cast<int>(-n)));
       }
-    } else if (n < 0 && n != -FI_EAGAIN && n != -FI_ETIMEDOUT && n != -FI_EINTR) {
+      retryDeferred();
+    } catch (const std::exception& e) {
+      // Nothing escapes the progress thread: every request fails with the cause instead.
+      Error error(ErrorKind::kSystem, detail::concat("ofi progress thread stopped: ", e.what()));
       std::lock_guard<std::mutex> guard(mutex_);
-      Error error(ErrorKind::kSystem, detail::concat("fi_cq_sread failed: ", fi_strerror(-n)));
       if (!abortError_) abortError_ = std::make_unique<Error>(error);
       failEverythingLocked(error);
       return;
     }
-    retryDeferred();
   }
 }
 

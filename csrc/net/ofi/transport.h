@@ -24,6 +24,10 @@ namespace xccl::net::ofi {
 // reason when not. `rdmaOnly`: count only providers with RDMA hardware (verbs, efa).
 bool available(std::string* why, bool rdmaOnly = false);
 
+// For `python -m xccl doctor`: "<provider> on <interface>" as createTransport would choose now
+// (for the store host `storeHost`), or why there is none.
+std::string describeChoice(const std::string& storeHost);
+
 // Collective over the store. XCCL_OFI_PROVIDER picks the provider (unknown: kInvalidArgument
 // listing those available).
 std::unique_ptr<Transport> createTransport(Store& store, int rank, int size,

@@ -15,6 +15,8 @@ bool available(std::string* why, bool) {
   return false;
 }
 
+std::string describeChoice(const std::string&) { return kWhy; }
+
 std::unique_ptr<Transport> createTransport(Store&, int, int, const NetOptions&) {
   XCCL_THROW(ErrorKind::kInvalidArgument, kWhy);
 }

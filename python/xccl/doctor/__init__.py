@@ -30,6 +30,7 @@ from .checks import (
     check_links,
     check_nics,
     check_numa,
+    check_ofi,
     check_shm,
     check_versions,
 )
@@ -89,6 +90,7 @@ def run(args) -> int:
     checks.append(check_shm())
     checks += check_interfaces(environ, facts)
     checks += check_environment(environ, facts)
+    checks += check_ofi(_ofi_status(environ.get("MASTER_ADDR", "")))
     for check in checks:
         print(check.line(), flush=True)
     if args.no_selftest:
@@ -113,6 +115,15 @@ def run(args) -> int:
         f"in {time.monotonic() - started:.1f} s -> exit {status}"
     )
     return status
+
+
+def _ofi_status(store_host: str) -> dict | None:
+    try:
+        from .. import _native
+
+        return _native.ofi_status(store_host)
+    except (ImportError, AttributeError):
+        return None
 
 
 def _torch_has_gpu() -> bool:

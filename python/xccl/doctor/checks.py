@@ -394,6 +394,22 @@ def check_interfaces(environ: Mapping[str, str], facts: _env.Facts, root: str = 
     return checks
 
 
+def check_ofi(status: dict | None) -> list:
+    """The libfabric engine (docs/network.md): usable here or why not, and the registration cache's
+    bound and counters (`status`: xccl._native.ofi_status(); None: a build without it)."""
+    if status is None:
+        return [Check(WARN, "ofi", "this xccl._native cannot report the libfabric engine")]
+    mib = status["cache_capacity"] / 2**20
+    cache = (
+        f"registration cache {status['entries']} entries, {status['bytes']} bytes of "
+        f"{mib:.0f} MiB (XCCL_OFI_MR_CACHE_BYTES), {status['hits']} hits, "
+        f"{status['misses']} misses, {status['evictions']} evictions"
+    )
+    if status["available"]:
+        return [Check(PASS, "ofi", f"libfabric {status['detail']}; {cache}")]
+    return [Check(WARN, "ofi", f"libfabric engine unavailable ({status['detail']}); {cache}")]
+
+
 def check_versions() -> list:
     parts = [f"python {_platform.python_version()}", f"kernel {_platform.release()}"]
     status = PASS

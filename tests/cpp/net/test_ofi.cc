@@ -1,5 +1,8 @@
 // libfabric transport over tcp;ofi_rxm on loopback: matching, FIFO order, unexpected and large
 // messages, mismatched collectives, failures, timeouts, status queries and one-sided writes.
+#include <sys/resource.h>
+
+#include <atomic>
 #include <numeric>
 #include <thread>
 
@@ -119,6 +122,7 @@ TEST(Ofi, MismatchedCollectiveAndSizeAreReported) {
       int64_t big = 1;
       auto c = t.isend(1, p2p(3), &big, sizeof(big));
       t.wait({a, b, c}, soon(), "sends");  // the large one completes although discarded
+      t.wait({t.isend(1, p2p(4), &big, sizeof(big))}, soon(), "done");
     } else {
       auto small = t.irecv(0, {TagSpace::kCollective, 0, 3, 12}, buf.data(), 64);
       EXPECT_NE(errorOf(t, small).find("ran "), std::string::npos);
@@ -128,6 +132,9 @@ TEST(Ofi, MismatchedCollectiveAndSizeAreReported) {
       int32_t small32 = 0;
       EXPECT_NE(errorOf(t, t.irecv(0, p2p(3), &small32, 4)).find("sent 8 bytes"),
                 std::string::npos);
+      // Stay until rank 0's sends are done: the discarded payload still flows to this endpoint.
+      int64_t done = 0;
+      t.wait({t.irecv(0, p2p(4), &done, sizeof(done))}, soon(), "done");
     }
   });
 }
@@ -153,6 +160,29 @@ TEST(Ofi, TimeoutNamesTheSilentRanks) {
     }
     EXPECT_LT(net::Clock::now() - start, std::chrono::seconds(2));
   });
+}
+
+// Waiting ranks sleep in the kernel (fi_cq_sread), so oversubscribed ranks do not starve each
+// other: three ranks waiting half a second use a small fraction of one CPU.
+TEST(Ofi, WaitingBurnsNoCpu) {
+  auto cpuSeconds = [] {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+           (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+  };
+  std::atomic<int> ready{0};
+  double before = 0, after = 0;
+  runOfiRanks(3, [&](int rank, Ofi& t) {
+    ++ready;
+    while (ready.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (rank == 0) before = cpuSeconds();
+    int v;
+    auto r = t.irecv((rank + 1) % 3, p2p(99), &v, sizeof(v));
+    EXPECT_NE(errorOf(t, r, 500).find("timed out"), std::string::npos);
+    if (rank == 0) after = cpuSeconds();
+  });
+  EXPECT_LT(after - before, 0.15) << "CPU seconds used by 3 ranks waiting 0.5 s";
 }
 
 TEST(Ofi, AbortReachesPeersWithReason) {
@@ -258,8 +288,8 @@ TEST(OfiCache, BoundedWithLruEviction) {
     auto a = cache.get(memory.data(), 1000);
     cache.get(memory.data() + 2000, 1000);
     EXPECT_EQ(cache.get(memory.data() + 100, 500), a);  // inside a: a hit
-    cache.get(memory.data() + 4000, 1000);               // full: 3000 bytes
-    cache.get(memory.data() + 6000, 1000);               // evicts the least recent (+2000)
+    cache.get(memory.data() + 4000, 1000);  // full: 3000 bytes
+    cache.get(memory.data() + 6000, 1000);  // evicts the least recent (+2000)
     auto s = cache.stats();
     EXPECT_EQ(s.entries, 3u);
     EXPECT_EQ(s.bytes, 3000u);
