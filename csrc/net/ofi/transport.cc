@@ -21,10 +21,11 @@
 namespace xccl::net::ofi {
 namespace {
 
-constexpr int kHeaderSlots = 64;
+constexpr int kHeaderSlots = 32;
 // fi_cq_sread's bound: completions and fi_cq_signal wake it at once; the bound only limits how
 // long a post the provider deferred (EAGAIN) waits for its retry.
 constexpr int kIdleWaitMs = 1000, kDeferredWaitMs = 1;
+constexpr auto kCloseDrainTime = std::chrono::milliseconds(200);
 
 }  // namespace
 
@@ -120,10 +121,39 @@ OfiTransport::~OfiTransport() {
     fi_cq_signal(fabric_->cq());
     progressThread_.join();
   }
+  drainForClose();
   // With the endpoint closed no completion can name an op any more: they can all go.
   fabric_->closeEndpoint();
   for (Op* op : live_) delete op;  // deferred ops are live too
   cache_.reset();
+}
+
+void OfiTransport::drainForClose() {
+  // Cancels what is outstanding and lets the provider report it before the endpoint closes, so
+  // closing does not find operations in flight. Bounded: a send to a peer that vanished may
+  // never end, and then closing the endpoint drops it.
+  for (Op* op : live_) fi_cancel(&fabric_->ep()->fid, &op->context);
+  const Error closed(ErrorKind::kAborted, "the ofi transport was destroyed");
+  const Deadline deadline = Clock::now() + kCloseDrainTime;
+  fi_cq_tagged_entry entry;
+  while (!live_.empty() && Clock::now() < deadline) {
+    Op* op = nullptr;
+    ssize_t n = fi_cq_read(fabric_->cq(), &entry, 1);
+    if (n == 1) {
+      op = static_cast<Op*>(entry.op_context);
+    } else if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(fabric_->cq(), &err, 0) > 0) op = static_cast<Op*>(err.op_context);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (op == nullptr || live_.count(op) == 0) continue;
+    if (op->request) {
+      std::lock_guard<std::mutex> guard(mutex_);
+      op->request->failLocked(closed);
+    }
+    finish(op);
+  }
 }
 
 std::string OfiTransport::provider() const { return fabric_->providerName(); }

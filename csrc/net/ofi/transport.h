@@ -110,6 +110,7 @@ class OfiTransport final : public Transport {
   long postNow(Op* op);
   void retryDeferred();
   void finish(Op* op);  // forgets and frees a completed op
+  void drainForClose();  // destructor, progress thread stopped
   void* localDesc(Op* op, const void* data, size_t bytes);
 
   // transport_ops.cc: matching helpers and failure handling.

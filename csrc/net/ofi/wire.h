@@ -21,7 +21,9 @@ namespace xccl::net::ofi {
 
 constexpr uint32_t kMagic = 0x58434f31;  // "XCO1"
 constexpr uint64_t kHeaderTag = 1;
-constexpr size_t kEagerBytes = 8192;  // payloads up to this ride in the header message
+// Payloads up to this ride in the header message: copied once on each side, but one message
+// instead of a header and a rendezvous (64 KiB loopback send/recv: 0.36 GB/s instead of 0.19).
+constexpr size_t kEagerBytes = 65536;
 
 enum class Kind : uint16_t {
   kData = 1,

@@ -8,6 +8,7 @@
 
 #include "net/ofi/cache.h"
 #include "net/ofi/fabric.h"
+#include "net/ofi/wire.h"
 #include "ofi_harness.h"
 
 namespace xccl {
@@ -17,6 +18,8 @@ using net::MessageTag;
 using net::TagSpace;
 using testing::runOfiRanks;
 using Ofi = net::ofi::OfiTransport;
+
+constexpr size_t kEager = net::ofi::kEagerBytes;  // larger payloads travel on their own
 
 MessageTag p2p(uint64_t tag) { return {TagSpace::kPointToPoint, 0, tag}; }
 net::Deadline soon(int ms = 20000) { return net::Clock::now() + std::chrono::milliseconds(ms); }
@@ -71,7 +74,7 @@ TEST(Ofi, LargeMessagesBeforeAndAfterPosting) {
       ASSERT_EQ(late[i], i + peer * 7u);
     }
     ASSERT_EQ(late[count - 1], count - 1 + peer * 7u);
-    for (size_t bytes : {size_t{0}, size_t{8192}, size_t{8193}, size_t{100000}}) {
+    for (size_t bytes : {size_t{0}, kEager, kEager + 1, 3 * kEager}) {
       std::vector<uint8_t> src(bytes, static_cast<uint8_t>(rank + 1)), dst(bytes, 0);
       auto s = t.isend(peer, p2p(100 + bytes), src.data(), bytes);
       auto r = t.irecv(peer, p2p(100 + bytes), dst.data(), bytes);
@@ -82,18 +85,21 @@ TEST(Ofi, LargeMessagesBeforeAndAfterPosting) {
 }
 
 TEST(Ofi, SameTagMatchesInOrderAndAnySource) {
+  const size_t small = 1000, large = kEager;  // ints: inline, and a payload of its own
+  const size_t counts[6] = {large, small, large, small, small, large};
   runOfiRanks(3, [&](int rank, Ofi& t) {
     if (rank == 0) {
-      // Several small and large messages with one tag: matched in the order they were sent.
-      std::vector<std::vector<int>> got(6, std::vector<int>(5000, -1));
+      // Small and large messages with one tag: matched in the order they were sent.
+      std::vector<std::vector<int>> got;
+      for (int i = 0; i < 6; ++i) got.emplace_back(counts[i], -1);
       std::vector<net::RequestPtr> reqs;
-      for (int i = 0; i < 3; ++i) reqs.push_back(t.irecv(1, p2p(5), got[i].data(), 20000));
+      for (int i = 0; i < 3; ++i) reqs.push_back(t.irecv(1, p2p(5), got[i].data(), counts[i] * 4));
       t.wait(reqs, soon(), "fifo posted");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the rest arrive unexpected
       reqs.clear();
-      for (int i = 3; i < 6; ++i) reqs.push_back(t.irecv(1, p2p(5), got[i].data(), 20000));
+      for (int i = 3; i < 6; ++i) reqs.push_back(t.irecv(1, p2p(5), got[i].data(), counts[i] * 4));
       t.wait(reqs, soon(), "fifo unexpected");
-      for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i][4999], 10 + i) << i;
+      for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i].back(), 10 + i) << i;
       int any = -1;
       auto rany = t.irecv(net::kAnySource, p2p(9), &any, sizeof(int));
       t.wait({rany}, soon(), "any");
@@ -102,8 +108,8 @@ TEST(Ofi, SameTagMatchesInOrderAndAnySource) {
     } else if (rank == 1) {
       std::vector<std::vector<int>> out;
       std::vector<net::RequestPtr> reqs;
-      for (int i = 0; i < 6; ++i) out.emplace_back(5000, 10 + i);
-      for (int i = 0; i < 6; ++i) reqs.push_back(t.isend(0, p2p(5), out[i].data(), 20000));
+      for (int i = 0; i < 6; ++i) out.emplace_back(counts[i], 10 + i);
+      for (int i = 0; i < 6; ++i) reqs.push_back(t.isend(0, p2p(5), out[i].data(), counts[i] * 4));
       t.wait(reqs, soon(), "s");
     } else {
       int z = 20;
@@ -114,7 +120,7 @@ TEST(Ofi, SameTagMatchesInOrderAndAnySource) {
 
 TEST(Ofi, MismatchedCollectiveAndSizeAreReported) {
   runOfiRanks(2, [&](int rank, Ofi& t) {
-    std::vector<uint8_t> buf(100000, 1);
+    std::vector<uint8_t> buf(3 * kEager, 1);
     if (rank == 0) {
       // Small and large sends of collective #3 as op 11, and a p2p of the wrong size.
       auto a = t.isend(1, {TagSpace::kCollective, 0, 3, 11}, buf.data(), 64);
