@@ -11,6 +11,7 @@
 #include "net/ofi/op.h"
 #include "net/ofi/transport.h"
 #include "net/ofi/wire.h"
+#include "net/wait.h"
 
 namespace xccl::net::ofi {
 namespace {
@@ -222,25 +223,7 @@ RequestPtr OfiTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
 
 void OfiTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadline,
                         const std::string& what) {
-  auto allDone = [&] {
-    for (const auto& r : requests) {
-      if (!r->done()) return false;
-    }
-    return true;
-  };
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!completed_.wait_until(lock, deadline, allDone)) {
-      XCCL_THROW(ErrorKind::kTimeout, describeTimeout(requests, what));
-    }
-  }
-  for (const auto& r : requests) {
-    try {
-      r->rethrowIfFailed();
-    } catch (const Error& e) {
-      throw Error(e.kind(), what + " failed: " + e.what());
-    }
-  }
+  waitForRequests(mutex_, completed_, requests, deadline, what);
 }
 
 void OfiTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
