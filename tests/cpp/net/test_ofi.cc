@@ -1,8 +1,12 @@
 // libfabric transport over tcp;ofi_rxm on loopback: matching, FIFO order, unexpected and large
 // messages, mismatched collectives, failures, timeouts, status queries and one-sided writes.
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <numeric>
 #include <thread>
 
@@ -256,6 +260,56 @@ TEST(Ofi, OneSidedWritesWithSignals) {
     int done = 0, peerDone = -1;  // the peer must not deregister before our writes landed
     t.wait({t.isend(peer, p2p(2), &done, 4), t.irecv(peer, p2p(2), &peerDone, 4)}, soon(), "end");
   });
+}
+
+// Ranks in two network namespaces joined by a veth pair (made here; skipped where namespaces
+// cannot be made): each opens its endpoint on the interface that routes to the store host, not
+// on loopback. Ranks are threads, each moved into its namespace (setns is per thread).
+TEST(Ofi, RanksInTwoNetworkNamespaces) {
+  const std::string tag = std::to_string(::getpid() % 100000);
+  const std::string a = "xofiA" + tag, b = "xofiB" + tag;
+  const std::string setup = "ip netns add " + a + " && ip netns add " + b + " && ip link add va" +
+                            tag + " type veth peer name vb" + tag + " && ip link set va" + tag +
+                            " netns " + a + " && ip link set vb" + tag + " netns " + b +
+                            " && ip -n " + a + " addr add 10.211.0.1/24 dev va" + tag +
+                            " && ip -n " + b + " addr add 10.211.0.2/24 dev vb" + tag +
+                            " && ip -n " + a + " link set va" + tag + " up && ip -n " + b +
+                            " link set vb" + tag + " up";
+  const bool made = std::system((setup + " 2>/dev/null").c_str()) == 0;
+  auto cleanup = [&] {
+    (void)!std::system(
+        ("ip netns del " + a + " 2>/dev/null; ip netns del " + b + " 2>/dev/null").c_str());
+  };
+  if (!made) {
+    cleanup();
+    GTEST_SKIP() << "cannot make network namespaces here (needs root and iproute2)";
+  }
+  net::MemoryStore store;
+  net::NetOptions options = testing::ofiLoopbackOptions("ns");
+  options.storeHost = "10.211.0.1";
+  std::vector<std::string> interfaces(2);
+  std::vector<int> got(2, 0);
+  try {
+    testing::runThreads(2, [&](int rank) {
+      const int fd = ::open(("/var/run/netns/" + (rank == 0 ? a : b)).c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0);
+      ASSERT_EQ(::setns(fd, CLONE_NEWNET), 0);
+      ::close(fd);
+      interfaces[rank] = net::ofi::describeChoice(options.storeHost);
+      Ofi t(store, rank, 2, options, testing::kLoopbackProvider);
+      std::vector<int> out(kEager, rank + 1), in(kEager, 0);  // a payload of its own
+      auto r = t.irecv(1 - rank, p2p(1), in.data(), in.size() * 4);
+      t.wait({r, t.isend(1 - rank, p2p(1), out.data(), out.size() * 4)}, soon(), "veth");
+      got[rank] = in.back();
+    });
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+  cleanup();
+  EXPECT_EQ(interfaces[0], "tcp;ofi_rxm on va" + tag);
+  EXPECT_EQ(interfaces[1], "tcp;ofi_rxm on vb" + tag);
+  EXPECT_EQ(got, (std::vector<int>{2, 1}));
 }
 
 TEST(Ofi, UnknownProviderListsTheOffered) {
