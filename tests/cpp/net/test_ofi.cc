@@ -284,6 +284,13 @@ TEST(Ofi, RanksInTwoNetworkNamespaces) {
     cleanup();
     GTEST_SKIP() << "cannot make network namespaces here (needs root and iproute2)";
   }
+  // A veth pair carries traffic once both ends have carrier, a moment after "up".
+  const std::string carrier = "ip -n " + a + " link show va" + tag +
+                              " | grep -q LOWER_UP && ip -n " + b + " link show vb" + tag +
+                              " | grep -q LOWER_UP";
+  for (int i = 0; i < 100 && std::system(carrier.c_str()) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   net::MemoryStore store;
   net::NetOptions options = testing::ofiLoopbackOptions("ns");
   options.storeHost = "10.211.0.1";
