@@ -104,8 +104,8 @@ class OfiTransport final : public Transport {
   void deliver(const Header& header, const uint8_t* payload);
   void matchData(const Header& header, const uint8_t* payload);
   void onSignal(uint64_t data);
-  // Posting: `post` runs the libfabric call now or, when the provider says EAGAIN, later on the
-  // progress thread; a hard failure fails the op's request. Callable with or without mutex_.
+  // op.cc, posting: `post` runs the libfabric call now or, when the provider says EAGAIN, later on
+  // the progress thread; a hard failure fails the op's request. Callable with or without mutex_.
   void post(Op* op);
   long postNow(Op* op);
   void retryDeferred();
@@ -113,7 +113,7 @@ class OfiTransport final : public Transport {
   void drainForClose();  // destructor, progress thread stopped
   void* localDesc(Op* op, const void* data, size_t bytes);
 
-  // transport_ops.cc: matching helpers and failure handling.
+  // transport_ops.cc: matching helpers and failure handling (one-sided: memory.cc).
   RequestPtr sendMessage(int peer, Header header, const void* data, RequestPtr request);
   void receiveData(const RequestPtr& request, uint8_t* data, int peer, uint64_t dataId);
   void discardData(int peer, uint64_t dataId, uint64_t bytes);
@@ -131,23 +131,23 @@ class OfiTransport final : public Transport {
   bool virtAddr_ = false;  // FI_MR_VIRT_ADDR: RMA addresses are virtual, else offsets
   uint64_t session_ = 0;
   std::vector<uint64_t> peerAddr_;  // fi_addr_t by rank
-  std::vector<Op*> headerSlots_;    // receives for headers, reposted after each one
+  std::vector<Op*> headerSlots_;  // receives for headers, reposted after each one
   std::thread progressThread_;
   std::atomic<bool> stop_{false};
 
-  std::mutex opsMutex_;              // guards live_, deferred_, nextKey_
-  std::unordered_set<Op*> live_;     // every op handed to libfabric and not finished
-  std::deque<Op*> deferred_;         // posts the provider refused with EAGAIN
-  uint64_t nextKey_ = 1;             // requested MR keys when the provider does not pick them
+  std::mutex opsMutex_;  // guards live_, deferred_, nextKey_
+  std::unordered_set<Op*> live_;  // every op handed to libfabric and not finished
+  std::deque<Op*> deferred_;  // posts the provider refused with EAGAIN
+  uint64_t nextKey_ = 1;  // requested MR keys when the provider does not pick them
 
-  std::mutex sendMutex_;             // guards the send side's numbering
+  std::mutex sendMutex_;  // guards the send side's numbering
   std::vector<uint64_t> sendStream_;  // next stream number per destination
   uint64_t nextDataId_ = 0;
 
   // Guards matching state, peer health and request completion; waiters sleep on completed_.
   std::mutex mutex_;
   std::condition_variable completed_;
-  std::vector<uint64_t> recvStream_;                      // next expected per source
+  std::vector<uint64_t> recvStream_;  // next expected per source
   std::vector<std::map<uint64_t, std::vector<uint8_t>>> early_;  // headers ahead of their turn
   std::list<Posted> posted_;
   std::list<Unexpected> unexpected_;

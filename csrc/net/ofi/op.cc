@@ -1,0 +1,131 @@
+// Posting operations to libfabric, retrying those it defers, and forgetting finished ones.
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <thread>
+
+#include "net/ofi/cache.h"
+#include "net/ofi/fabric.h"
+#include "net/ofi/memory.h"
+#include "net/ofi/op.h"
+#include "net/ofi/transport.h"
+
+namespace xccl::net::ofi {
+namespace {
+
+constexpr auto kCloseDrainTime = std::chrono::milliseconds(200);
+
+}  // namespace
+
+void OfiTransport::post(Op* op) {
+  {
+    std::lock_guard<std::mutex> guard(opsMutex_);
+    live_.insert(op);
+  }
+  long ret = postNow(op);
+  if (ret == -FI_EAGAIN) {
+    std::lock_guard<std::mutex> guard(opsMutex_);
+    deferred_.push_back(op);
+    fi_cq_signal(fabric_->cq());  // the progress thread retries it after draining completions
+    return;
+  }
+  if (ret < 0) {
+    // Failed on the spot: reported from the progress thread, since the caller may hold mutex_.
+    std::lock_guard<std::mutex> guard(opsMutex_);
+    op->postError = static_cast<int>(-ret);
+    deferred_.push_back(op);
+    fi_cq_signal(fabric_->cq());
+  }
+}
+
+long OfiTransport::postNow(Op* op) {
+  fid_ep* ep = fabric_->ep();
+  if (ep == nullptr) return -FI_ECANCELED;
+  switch (op->type) {
+    case Op::Type::kHeaderRecv:
+    case Op::Type::kDataRecv:
+    case Op::Type::kDiscard:
+      // The tag names the sender (dataTag) or is any header: no source filter needed.
+      return fi_trecv(ep, const_cast<void*>(op->data), op->bytes, op->desc, FI_ADDR_UNSPEC, op->tag,
+                      0, &op->context);
+    case Op::Type::kSend:
+      return fi_tsend(ep, op->data, op->bytes, op->desc, peerAddr_[op->peer], op->tag,
+                      &op->context);
+    case Op::Type::kWrite:
+      return fi_writedata(ep, op->data, op->bytes, op->desc, op->cqData, peerAddr_[op->peer],
+                          op->remoteAddress, op->remoteKey, &op->context);
+  }
+  return -FI_EINVAL;
+}
+
+void OfiTransport::retryDeferred() {
+  std::deque<Op*> again;
+  {
+    std::lock_guard<std::mutex> guard(opsMutex_);
+    again.swap(deferred_);
+  }
+  for (Op* op : again) {
+    if (op->postError != 0) {
+      onError(op, op->postError, fi_strerror(op->postError));
+    } else {
+      post(op);
+    }
+  }
+}
+
+void OfiTransport::finish(Op* op) {
+  {
+    std::lock_guard<std::mutex> guard(opsMutex_);
+    live_.erase(op);
+  }
+  delete op;
+}
+
+void* OfiTransport::localDesc(Op* op, const void* data, size_t bytes) {
+  if (!localMr_ || bytes == 0) return nullptr;
+  if (data == op->buffer.data()) {
+    // The op's own bytes die with it: registered for this op alone, never cached (a cached range
+    // would outlive its memory and be found again for whatever is allocated there next).
+    uint64_t key;
+    {
+      std::lock_guard<std::mutex> guard(opsMutex_);
+      key = nextKey_++;
+    }
+    op->region = std::make_shared<MemoryRegion>(*fabric_, data, bytes, FI_SEND | FI_RECV, key);
+  } else {
+    op->region = cache_->get(data, bytes);
+  }
+  return static_cast<MemoryRegion*>(op->region.get())->desc();
+}
+
+void OfiTransport::drainForClose() {
+  // Cancels what is outstanding and lets the provider report it before the endpoint closes, so
+  // closing does not find operations in flight. Bounded: a send to a peer that vanished may
+  // never end, and then closing the endpoint drops it.
+  for (Op* op : live_) fi_cancel(&fabric_->ep()->fid, &op->context);
+  const Error closed(ErrorKind::kAborted, "the ofi transport was destroyed");
+  const Deadline deadline = Clock::now() + kCloseDrainTime;
+  fi_cq_tagged_entry entry;
+  while (!live_.empty() && Clock::now() < deadline) {
+    Op* op = nullptr;
+    ssize_t n = fi_cq_read(fabric_->cq(), &entry, 1);
+    if (n == 1) {
+      op = static_cast<Op*>(entry.op_context);
+    } else if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(fabric_->cq(), &err, 0) > 0) op = static_cast<Op*>(err.op_context);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (op == nullptr || live_.count(op) == 0) continue;
+    if (op->request) {
+      std::lock_guard<std::mutex> guard(mutex_);
+      op->request->failLocked(closed);
+    }
+    finish(op);
+  }
+}
+
+}  // namespace xccl::net::ofi
