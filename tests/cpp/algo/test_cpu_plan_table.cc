@@ -78,15 +78,26 @@ const Row kRows[] = {
     {Collective::kScatter, 8, kShm4, Algorithm::kRing, kDefault2MiB, CpuRoute::kShm,
      Algorithm::kShm, Algorithm::kShm, 0},
     // Hosts with several ranks: all_reduce hierarchical, the leaders' TCP algorithm planned for
-    // H ranks, the in-host reduce for this host's ranks; the other collectives over TCP.
+    // H ranks, the in-host reduce for this host's ranks; the other collectives hierarchical too,
+    // pipelined in ring chunks (broadcast and reduce as a chain, the rest direct).
     {Collective::kAllReduce, 8, kTwoHostsOf4, kAuto, kDefault2MiB, CpuRoute::kHierarchical,
      Algorithm::kDirect, Algorithm::kOneShot, 0},
     {Collective::kAllReduce, 4 * kMiB, kTwoHostsOf4, kAuto, kDefault2MiB, CpuRoute::kHierarchical,
      Algorithm::kRing, Algorithm::kTwoShot, 512 * kKiB},
     {Collective::kAllReduce, 4 * kMiB, kFourHostsOf2, kAuto, kDefault2MiB, CpuRoute::kHierarchical,
      Algorithm::kRing, Algorithm::kOneShot, 512 * kKiB},
-    {Collective::kAllGather, 8, kTwoHostsOf4, kAuto, kDefault2MiB, CpuRoute::kTcp,
+    {Collective::kAllGather, 8, kTwoHostsOf4, kAuto, kDefault2MiB, CpuRoute::kHierarchical,
+     Algorithm::kDirect, Algorithm::kShm, 512 * kKiB},
+    {Collective::kBroadcast, 64 * kMiB, kTwoHostsOf4, kAuto, kDefault2MiB, CpuRoute::kHierarchical,
+     Algorithm::kRing, Algorithm::kShm, 512 * kKiB},
+    {Collective::kReduce, 64 * kMiB, kTwoHostsOf4, kAuto, kDefault2MiB, CpuRoute::kHierarchical,
+     Algorithm::kRing, Algorithm::kOneShot, 512 * kKiB},
+    {Collective::kReduceScatter, 64 * kMiB, kTwoHostsOf4, kAuto, 0, CpuRoute::kHierarchical,
+     Algorithm::kDirect, Algorithm::kTwoShot, 512 * kKiB},
+    {Collective::kBarrier, 0, kFourHostsOf2, kAuto, kDefault2MiB, CpuRoute::kHierarchical,
      Algorithm::kDirect, Algorithm::kShm, 0},
+    {Collective::kScatter, 8, kTwoHostsOf4, Algorithm::kRing, kDefault2MiB, CpuRoute::kHierarchical,
+     Algorithm::kDirect, Algorithm::kShm, 512 * kKiB},
     {Collective::kAllReduce, 4 * kMiB, kTwoHostsOf4, Algorithm::kDirect, kDefault2MiB,
      CpuRoute::kTcp, Algorithm::kDirect, Algorithm::kShm, 0},
 };
