@@ -14,6 +14,52 @@ using detail::forEachChunk;
 using detail::Pieces;
 using detail::View;
 
+// What gather and scatter share: this host's agent and ranks, and the root's walk over the
+// chunks of every rank on other hosts.
+struct Exchange {
+  Exchange(const Runner& runner, const CpuPlan& plan, CollectiveKind kind, size_t bytes, int root)
+      : v(runner, plan, opSignature(kind)),
+        bytes(bytes),
+        root(root),
+        host(v.host()),
+        me(v.agent(host, root)),
+        localRoot(v.localIndex(me)),
+        mine(v.ranksOn(host)),
+        k(mine.size()),
+        pieces(std::vector<size_t>(v.size(), bytes), v.chunk) {}
+
+  // At the root: f(that rank's leader, message step, offset in an n-block buffer, length) for
+  // each chunk of each rank on another host.
+  template <typename F>
+  void forEachRemoteChunk(F f) const {
+    for (int r = 0; r < v.size(); ++r) {
+      if (v.hostOf(r) == host) continue;
+      forEachChunk(bytes, v.chunk, [&](uint32_t c, size_t off, size_t len) {
+        f(v.leader(v.hostOf(r)), pieces.step(r, c), r * bytes + off, len);
+      });
+    }
+  }
+
+  // The agent's staging of this host's chunks: one chunk at a time at the root (its copies are
+  // done when the chunk's step ends), the whole message at another host's leader (its network
+  // requests of every chunk are in flight at once).
+  size_t scratchBytes() const {
+    return v.rank() != me ? 0 : k * (me == root ? std::min(v.chunk, bytes) : bytes);
+  }
+  // Where chunk `off` of this host's ranks starts in that staging (null for the others).
+  uint8_t* block(std::vector<uint8_t>& scratch, size_t off) const {
+    return scratch.empty() ? nullptr : scratch.data() + (me == root ? 0 : k * off);
+  }
+
+  const View v;
+  const size_t bytes;
+  const int root;
+  const int host, me, localRoot;  // me: this host's agent; localRoot: its local rank
+  const std::vector<int>& mine;   // this host's ranks
+  const size_t k;
+  const Pieces pieces;
+};
+
 }  // namespace
 
 // Hosts form a chain from the root's host in host order. Each agent forwards chunk c to the next
@@ -92,37 +138,28 @@ void reduce(const Runner& runner, const CpuPlan& plan, void* data, size_t count,
 // rank's piece to the root, which receives it in place in `output` while gathering its own host.
 void gather(const Runner& runner, const CpuPlan& plan, const void* input, size_t bytes,
             void* output, int root) {
-  const View v(runner, plan, opSignature(CollectiveKind::kGather));
+  const Exchange x(runner, plan, CollectiveKind::kGather, bytes, root);
+  const View& v = x.v;
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
-  const int n = v.size(), host = v.host();
-  const int me = v.agent(host, root), localRoot = v.localIndex(me);
-  const std::vector<int>& mine = v.ranksOn(host);
-  const size_t k = mine.size();
-  const Pieces pieces(std::vector<size_t>(n, bytes), v.chunk);
   std::vector<net::RequestPtr> requests;
   if (v.rank() == root) {
-    for (int r = 0; r < n; ++r) {
-      if (v.hostOf(r) == host) continue;
-      forEachChunk(bytes, v.chunk, [&](uint32_t c, size_t off, size_t len) {
-        requests.push_back(
-            v.net.irecv(v.leader(v.hostOf(r)), pieces.step(r, c), out + r * bytes + off, len));
-      });
-    }
+    x.forEachRemoteChunk([&](int from, uint32_t step, size_t at, size_t len) {
+      requests.push_back(v.net.irecv(from, step, out + at, len));
+    });
   }
-  // Chunk c of this host's inputs, local rank i's at block + i * len: in `output` at the root
-  // (scratch reused per chunk), in a whole-message scratch at a sending leader (sends in flight).
-  std::vector<uint8_t> scratch(v.local && v.rank() == me ? k * (root == me ? v.chunk : bytes) : 0);
+  // Chunk c of this host's inputs, local rank i's at block + i * len (Exchange::block).
+  std::vector<uint8_t> scratch(v.local ? x.scratchBytes() : 0);
   forEachChunk(bytes, v.chunk, [&](uint32_t c, size_t off, size_t len) {
-    uint8_t* block = scratch.empty() ? nullptr : scratch.data() + (root == me ? 0 : k * off);
-    if (v.local) shm::gather(*v.local, in + off, len, block, localRoot);
-    if (v.rank() != me) return;
-    for (size_t i = 0; i < k; ++i) {
+    uint8_t* block = x.block(scratch, off);
+    if (v.local) shm::gather(*v.local, in + off, len, block, x.localRoot);
+    if (v.rank() != x.me) return;
+    for (size_t i = 0; i < x.k; ++i) {
       const uint8_t* piece = v.local ? block + i * len : in + off;
       if (v.rank() == root) {
-        std::memcpy(out + mine[i] * bytes + off, piece, len);
+        std::memcpy(out + x.mine[i] * bytes + off, piece, len);
       } else {
-        requests.push_back(v.net.isend(root, pieces.step(mine[i], c), piece, len));
+        requests.push_back(v.net.isend(root, x.pieces.step(x.mine[i], c), piece, len));
       }
     }
   });
@@ -133,44 +170,38 @@ void gather(const Runner& runner, const CpuPlan& plan, const void* input, size_t
 // which scatters chunk c over shared memory while chunk c+1 arrives.
 void scatter(const Runner& runner, const CpuPlan& plan, const void* input, void* output,
              size_t bytes, int root) {
-  const View v(runner, plan, opSignature(CollectiveKind::kScatter));
+  const Exchange x(runner, plan, CollectiveKind::kScatter, bytes, root);
+  const View& v = x.v;
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
-  const int n = v.size(), host = v.host();
-  const int me = v.agent(host, root), localRoot = v.localIndex(me);
-  const std::vector<int>& mine = v.ranksOn(host);
-  const size_t k = mine.size();
-  const Pieces pieces(std::vector<size_t>(n, bytes), v.chunk);
   std::vector<net::RequestPtr> requests;
-  // Chunk c of this host's blocks, local rank i's at k * off + i * len: at the root packed per
-  // chunk (scratch reused), at a receiving leader where the network puts them.
-  std::vector<uint8_t> scratch(v.rank() == me ? k * (root == me ? v.chunk : bytes) : 0);
+  // Chunk c of this host's blocks, local rank i's at k * off + i * len (Exchange::block): at the
+  // root packed per chunk, at a receiving leader where the network puts them.
+  std::vector<uint8_t> scratch(x.scratchBytes());
   if (v.rank() == root) {
-    for (int r = 0; r < n; ++r) {
-      if (v.hostOf(r) == host) continue;
-      forEachChunk(bytes, v.chunk, [&](uint32_t c, size_t off, size_t len) {
-        requests.push_back(
-            v.net.isend(v.leader(v.hostOf(r)), pieces.step(r, c), in + r * bytes + off, len));
-      });
-    }
-  } else if (v.rank() == me) {
+    x.forEachRemoteChunk([&](int to, uint32_t step, size_t at, size_t len) {
+      requests.push_back(v.net.isend(to, step, in + at, len));
+    });
+  } else if (v.rank() == x.me) {
     forEachChunk(bytes, v.chunk, [&](uint32_t c, size_t off, size_t len) {
-      for (size_t i = 0; i < k; ++i) {
-        requests.push_back(
-            v.net.irecv(root, pieces.step(mine[i], c), scratch.data() + k * off + i * len, len));
+      for (size_t i = 0; i < x.k; ++i) {
+        requests.push_back(v.net.irecv(root, x.pieces.step(x.mine[i], c),
+                                       scratch.data() + x.k * off + i * len, len));
       }
     });
   }
   forEachChunk(bytes, v.chunk, [&](uint32_t c, size_t off, size_t len) {
-    uint8_t* block = scratch.empty() ? nullptr : scratch.data() + (root == me ? 0 : k * off);
+    uint8_t* block = x.block(scratch, off);
     if (v.rank() == root) {
-      for (size_t i = 0; i < k; ++i) std::memcpy(block + i * len, in + mine[i] * bytes + off, len);
-    } else if (v.rank() == me) {
-      for (size_t i = 0; i < k; ++i) v.waitOne(requests[c * k + i]);
+      for (size_t i = 0; i < x.k; ++i) {
+        std::memcpy(block + i * len, in + x.mine[i] * bytes + off, len);
+      }
+    } else if (v.rank() == x.me) {
+      for (size_t i = 0; i < x.k; ++i) v.waitOne(requests[c * x.k + i]);
     }
     if (v.local) {
-      shm::scatter(*v.local, block, out + off, len, localRoot);
-    } else if (v.rank() == me) {
+      shm::scatter(*v.local, block, out + off, len, x.localRoot);
+    } else if (v.rank() == x.me) {
       std::memcpy(out + off, block, len);
     }
   });
