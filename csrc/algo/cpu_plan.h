@@ -81,10 +81,11 @@ struct CpuPlan {
 //    every size from 8 B to 64 MiB, by 4x (small, 4 ranks on 2 cores) to 100x (small, 2 ranks).
 // 3. Across hosts with shared memory per host (kPerHost), every collective is kHierarchical at
 //    every size: no byte between two ranks of one host crosses the network, and what crosses it
-//    travels once per host instead of once per rank (all_reduce: an all_reduce among the H
+//    travels once per host rather than once per rank (all_reduce: an all_reduce among the H
 //    leaders, planned by rule 4 for H ranks; the others pipelined in ring chunks, see
-//    algo/hierarchical.h). Measured with simulated hosts over loopback (docs/algorithms.md);
-//    not yet on real multi-host hardware.
+//    algo/hierarchical.h). Chosen for the bytes between hosts: with simulated hosts over
+//    loopback (docs/network.md) flat TCP still wins small broadcasts and all_to_all, where the
+//    "network" costs what shared memory does; not measured on real multi-host hardware yet.
 // 4. TCP: with one or two ranks, direct for all but all_reduce (a ring step is a direct
 //    exchange); otherwise direct up to smallMessageBytes, ring above. all_to_all, gather,
 //    scatter and barrier only have direct. Forcing kShm changes nothing where shared memory
