@@ -57,10 +57,14 @@ CpuPlan planHierarchical(const CpuRequest& request, const GroupShape& shape,
   } else {
     // broadcast and reduce chain the hosts' agents (a ring cut open at the root's host); the
     // others exchange directly between the hosts' agents; all pipelined in ring chunks.
+    // all_to_all sends its cross-host messages whole, rank to rank.
     const bool chain = c == Collective::kBroadcast || c == Collective::kReduce;
     plan.algorithm = chain ? Algorithm::kRing : Algorithm::kDirect;
-    plan.ringChunkBytes = tunables.ringChunkBytes;
-    plan.reason = "hosts with several ranks: shared memory inside, pipelined chunks between hosts";
+    plan.ringChunkBytes = c == Collective::kAllToAll ? 0 : tunables.ringChunkBytes;
+    plan.reason = c == Collective::kAllToAll
+                      ? "hosts with several ranks: shared memory inside, rank to rank between hosts"
+                      : "hosts with several ranks: shared memory inside, pipelined chunks between "
+                        "hosts";
   }
   plan.route = CpuRoute::kHierarchical;
   // The in-host reductions: all_reduce's whole message, reduce's and reduce_scatter's one chunk.

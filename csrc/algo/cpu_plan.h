@@ -64,8 +64,8 @@ struct CpuPlan {
   // kHierarchical: the in-host reduce's kOneShot or kTwoShot for all_reduce, reduce and
   // reduce_scatter; kShm for the others.
   Algorithm hostAlgorithm = Algorithm::kShm;
-  // The pipelining unit where a ring runs, and of kHierarchical but all_reduce and barrier
-  // (XCCL_RING_CHUNK_BYTES); 0 otherwise.
+  // The pipelining unit where a ring runs, and of kHierarchical but all_reduce, all_to_all and
+  // barrier (XCCL_RING_CHUNK_BYTES); 0 otherwise.
   size_t ringChunkBytes = 0;
   // The rule that decided, in words (a literal: planning builds no string per call).
   const char* reason = "";

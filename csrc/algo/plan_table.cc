@@ -60,8 +60,10 @@ void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>&
         // Pipelined between hosts (algo/hierarchical.h): a chain of hosts, or direct exchanges.
         row.algorithm = std::string("in-host ") + algorithmName(plan.hostAlgorithm) +
                         ", between hosts " +
-                        (plan.algorithm == Algorithm::kRing ? "chain" : "direct") + " (" +
-                        formatBytes(plan.ringChunkBytes) + " chunks)";
+                        (plan.algorithm == Algorithm::kRing ? "chain" : "direct");
+        if (plan.ringChunkBytes > 0) {
+          row.algorithm += " (" + formatBytes(plan.ringChunkBytes) + " chunks)";
+        }
       } else {
         row.algorithm = tcpAlgorithm(plan.algorithm, plan);
       }

@@ -94,6 +94,8 @@ const Row kRows[] = {
      Algorithm::kRing, Algorithm::kOneShot, 512 * kKiB},
     {Collective::kReduceScatter, 64 * kMiB, kTwoHostsOf4, kAuto, 0, CpuRoute::kHierarchical,
      Algorithm::kDirect, Algorithm::kTwoShot, 512 * kKiB},
+    {Collective::kAllToAll, 0, kTwoHostsOf4, kAuto, kDefault2MiB, CpuRoute::kHierarchical,
+     Algorithm::kDirect, Algorithm::kShm, 0},
     {Collective::kBarrier, 0, kFourHostsOf2, kAuto, kDefault2MiB, CpuRoute::kHierarchical,
      Algorithm::kDirect, Algorithm::kShm, 0},
     {Collective::kScatter, 8, kTwoHostsOf4, Algorithm::kRing, kDefault2MiB, CpuRoute::kHierarchical,

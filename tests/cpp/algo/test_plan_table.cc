@@ -78,6 +78,7 @@ TEST(PlanTable, CpuRowsByLocality) {
   EXPECT_EQ(find(both, "broadcast", 1 * kKiB).algorithm,
             "in-host shm, between hosts chain (512 KiB chunks)");
   EXPECT_EQ(find(both, "barrier", 0).algorithm, "in-host shm, leaders direct");
+  EXPECT_EQ(find(both, "all_to_all", 16 * kMiB).algorithm, "in-host shm, between hosts direct");
 }
 
 TEST(PlanTable, DefaultSizesAndBadQueries) {
