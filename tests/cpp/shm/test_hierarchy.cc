@@ -120,35 +120,45 @@ TEST(Hierarchy, OnlyForSeveralHostsWithCompany) {
 // Host b's leader (rank 2) aborts instead of joining: its host-mate waits for it in shared
 // memory, the other leader for it over TCP, and that leader's host-mate for its own leader.
 // Each survivor that fails aborts its transport, as the backend does, so all of them stop long
-// before their deadline with a message that leads to rank 2.
+// before their deadline with a message that leads to rank 2. The same for the hierarchical
+// all_gather, and a broadcast rooted at rank 2 (algo/hierarchical.h): nobody can finish either.
 TEST(Hierarchy, AFailingLeaderStopsEveryHostPromptly) {
   const Layout hosts{"a", "a", "b", "b"};
-  testing::runTcpRanks(4, [&](int rank, net::Store& store,
-                              std::unique_ptr<net::tcp::TcpTransport>& tcp) {
-    std::string why;
-    auto h = net::Hierarchy::create(store, *tcp, hostOptions(hosts[rank]), &why);
-    ASSERT_TRUE(h) << why;
-    if (rank == 2) {
-      std::this_thread::sleep_for(100ms);
-      tcp->abort("injected fault on rank 2");
-      return;
-    }
-    std::vector<float> data(5000, 1.0f);
-    const auto start = net::Clock::now();
-    auto error = testing::errorFrom([&] {
-      try {
-        algo::allReduce(runnerOver(*tcp, h.get(), 1), data.data(), data.size(), DataType::kFloat32,
-                        ReduceOp::kSum);
-      } catch (const Error& e) {
-        tcp->abort(e.what());
-        throw;
+  for (const char* collective : {"all_reduce", "all_gather", "broadcast"}) {
+    testing::runTcpRanks(4, [&](int rank, net::Store& store,
+                                std::unique_ptr<net::tcp::TcpTransport>& tcp) {
+      std::string why;
+      auto h = net::Hierarchy::create(store, *tcp, hostOptions(hosts[rank]), &why);
+      ASSERT_TRUE(h) << why;
+      if (rank == 2) {
+        std::this_thread::sleep_for(100ms);
+        tcp->abort("injected fault on rank 2");
+        return;
       }
+      std::vector<float> data(5000, 1.0f), all(4 * data.size());
+      const std::string name = collective;
+      const auto start = net::Clock::now();
+      auto error = testing::errorFrom([&] {
+        try {
+          const algo::Runner runner = runnerOver(*tcp, h.get(), 1);
+          if (name == "all_reduce") {
+            algo::allReduce(runner, data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+          } else if (name == "all_gather") {
+            algo::allGather(runner, data.data(), all.data(), std::vector<size_t>(4, 20000));
+          } else {
+            algo::broadcast(runner, data.data(), 20000, 2);
+          }
+        } catch (const Error& e) {
+          tcp->abort(e.what());
+          throw;
+        }
+      });
+      ASSERT_TRUE(error.has_value()) << name << " rank " << rank;
+      EXPECT_LT(net::Clock::now() - start, 5s) << error->what();
+      EXPECT_NE(std::string(error->what()).find("rank 2"), std::string::npos)
+          << name << " rank " << rank << ": " << error->what();
     });
-    ASSERT_TRUE(error.has_value()) << "rank " << rank;
-    EXPECT_LT(net::Clock::now() - start, 5s) << error->what();
-    EXPECT_NE(std::string(error->what()).find("rank 2"), std::string::npos)
-        << "rank " << rank << ": " << error->what();
-  });
+  }
 }
 
 }  // namespace
