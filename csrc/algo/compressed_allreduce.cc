@@ -187,8 +187,8 @@ void compressedAllReduce(const Runner& runner, void* data, size_t count, DataTyp
     return compressedAllReduce(runner.tcpContext(plan), data, count, type, wire, n);
   }
   // Per host: the exact sum to the host's leader, the compressed average among the leaders,
-  // the leader's result to the host (as runner.cc's hierarchical all_reduce, with the middle
-  // phase compressed).
+  // the leader's result to the host (as the hierarchical all_reduce of algo/hierarchical.h, with
+  // the middle phase compressed).
   if (where == Compression::kEverywhere && n > 1) {
     dispatch(type, wire, [&](auto s, auto w) {
       compressed::roundToWire<decltype(w)>(static_cast<decltype(s)*>(data), count);

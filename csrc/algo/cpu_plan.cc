@@ -1,5 +1,7 @@
 #include "algo/cpu_plan.h"
 
+#include <algorithm>
+
 namespace xccl::algo {
 namespace {
 
@@ -43,6 +45,38 @@ Algorithm shmReduction(size_t bytes, int ranks, const Tunables& tunables) {
   return bytes >= shmTwoShotThreshold(ranks, tunables) ? Algorithm::kTwoShot : Algorithm::kOneShot;
 }
 
+// Rule 3 of planCpu.
+CpuPlan planHierarchical(const CpuRequest& request, const GroupShape& shape,
+                         const Tunables& tunables) {
+  const Collective c = request.collective;
+  CpuPlan plan;
+  if (c == Collective::kAllReduce || c == Collective::kBarrier) {
+    // A TCP collective among the leaders, planned for H ranks; all_reduce is not chunked.
+    plan = planTcp(c, request.bytes, shape.hosts, tunables);
+    plan.reason = "hosts with several ranks: shared memory inside, TCP among one leader per host";
+  } else {
+    // broadcast and reduce chain the hosts' agents (a ring cut open at the root's host); the
+    // others exchange directly between the hosts' agents; all pipelined in ring chunks.
+    // all_to_all sends its cross-host messages whole, rank to rank.
+    const bool chain = c == Collective::kBroadcast || c == Collective::kReduce;
+    plan.algorithm = chain ? Algorithm::kRing : Algorithm::kDirect;
+    plan.ringChunkBytes = c == Collective::kAllToAll ? 0 : tunables.ringChunkBytes;
+    plan.reason = c == Collective::kAllToAll
+                      ? "hosts with several ranks: shared memory inside, rank to rank between hosts"
+                      : "hosts with several ranks: shared memory inside, pipelined chunks between "
+                        "hosts";
+  }
+  plan.route = CpuRoute::kHierarchical;
+  // The in-host reductions: all_reduce's whole message, reduce's and reduce_scatter's one chunk.
+  if (c == Collective::kAllReduce) {
+    plan.hostAlgorithm = shmReduction(request.bytes, shape.hostRanks, tunables);
+  } else if (c == Collective::kReduce || c == Collective::kReduceScatter) {
+    plan.hostAlgorithm =
+        shmReduction(std::min(request.bytes, tunables.ringChunkBytes), shape.hostRanks, tunables);
+  }
+  return plan;
+}
+
 }  // namespace
 
 CpuPlan planCpu(const CpuRequest& request, const GroupShape& shape, const Tunables& tunables) {
@@ -65,13 +99,7 @@ CpuPlan planCpu(const CpuRequest& request, const GroupShape& shape, const Tunabl
     }
     return plan;
   }
-  if (shape.locality == Locality::kPerHost && c == Collective::kAllReduce) {
-    CpuPlan plan = planTcp(c, request.bytes, shape.hosts, tunables);
-    plan.route = CpuRoute::kHierarchical;
-    plan.hostAlgorithm = shmReduction(request.bytes, shape.hostRanks, tunables);
-    plan.reason = "hosts with several ranks: shared memory inside, TCP among one leader per host";
-    return plan;
-  }
+  if (shape.locality == Locality::kPerHost) return planHierarchical(request, shape, tunables);
   return planTcp(c, request.bytes, shape.worldSize, tunables);
 }
 

@@ -6,8 +6,9 @@
 //
 // Routes: a group whose ranks share a host has a shared-memory segment, and its collectives run
 // over it (kShm); a group spanning hosts with several ranks on some host has a segment per host
-// and runs all_reduce hierarchically (kHierarchical); TCP serves everything else and whatever an
-// override sends to TCP. Rules and measurements: docs/algorithms.md ("Selection on CPUs").
+// and runs every collective hierarchically (kHierarchical, algo/hierarchical.h); TCP serves
+// everything else and whatever an override sends to TCP. Rules and measurements: docs/algorithms.md
+// ("Selection on CPUs").
 #pragma once
 
 #include <cstddef>
@@ -30,7 +31,7 @@ enum class Collective {
 
 // Which shared memory a group has (the backend finds out at group creation).
 enum class Locality {
-  kNone,     // none: every collective over TCP
+  kNone,  // none: every collective over TCP
   kOneHost,  // every rank on one host: one segment for the group
   kPerHost,  // several hosts, some with several ranks: one segment per such host
 };
@@ -49,18 +50,23 @@ struct CpuRequest {
 struct GroupShape {
   int worldSize = 1;
   Locality locality = Locality::kNone;
-  int hosts = 1;      // kPerHost: hosts the group spans (the TCP leaders of kHierarchical)
+  int hosts = 1;  // kPerHost: hosts the group spans (the TCP leaders of kHierarchical)
   int hostRanks = 1;  // ranks sharing this rank's segment (kOneHost: worldSize)
 };
 
 struct CpuPlan {
   CpuRoute route = CpuRoute::kTcp;
   // kTcp: kDirect or kRing. kShm: kOneShot or kTwoShot for all_reduce and reduce, kShm for the
-  // others. kHierarchical: the TCP algorithm among the host leaders.
+  // others. kHierarchical: the network pattern among the hosts' agents: all_reduce's and
+  // barrier's TCP algorithm among the leaders, kRing for broadcast's and reduce's chain, kDirect
+  // for the others.
   Algorithm algorithm = Algorithm::kDirect;
-  // kHierarchical: the in-host reduce's kOneShot or kTwoShot (kShm where the host has no segment).
+  // kHierarchical: the in-host reduce's kOneShot or kTwoShot for all_reduce, reduce and
+  // reduce_scatter; kShm for the others.
   Algorithm hostAlgorithm = Algorithm::kShm;
-  size_t ringChunkBytes = 0;  // the ring's pipelining unit where a ring runs; 0 otherwise
+  // The pipelining unit where a ring runs, and of kHierarchical but all_reduce, all_to_all and
+  // barrier (XCCL_RING_CHUNK_BYTES); 0 otherwise.
+  size_t ringChunkBytes = 0;
   // The rule that decided, in words (a literal: planning builds no string per call).
   const char* reason = "";
 };
@@ -73,10 +79,13 @@ struct CpuPlan {
 //    reduce two-shot from shmTwoShotThreshold(worldSize) bytes, one-shot below. Measured on a
 //    2-vCPU VM (docs/shm.md, benchmarks/RESULTS.md), 2 and 4 ranks: shm beat loopback TCP at
 //    every size from 8 B to 64 MiB, by 4x (small, 4 ranks on 2 cores) to 100x (small, 2 ranks).
-// 3. Across hosts with shared memory per host (kPerHost), all_reduce is kHierarchical: the
-//    bytes between hosts are those of an all_reduce among the H leaders (planned by rule 4 for H
-//    ranks), not among all n ranks, and the intra-host phases cost shared-memory copies. Not
-//    measured on real multi-host hardware yet (tests simulate hosts on one machine).
+// 3. Across hosts with shared memory per host (kPerHost), every collective is kHierarchical at
+//    every size: no byte between two ranks of one host crosses the network, and what crosses it
+//    travels once per host rather than once per rank (all_reduce: an all_reduce among the H
+//    leaders, planned by rule 4 for H ranks; the others pipelined in ring chunks, see
+//    algo/hierarchical.h). Chosen for the bytes between hosts: with simulated hosts over
+//    loopback (docs/network.md) flat TCP still wins small broadcasts and all_to_all, where the
+//    "network" costs what shared memory does; not measured on real multi-host hardware yet.
 // 4. TCP: with one or two ranks, direct for all but all_reduce (a ring step is a direct
 //    exchange); otherwise direct up to smallMessageBytes, ring above. all_to_all, gather,
 //    scatter and barrier only have direct. Forcing kShm changes nothing where shared memory

@@ -52,9 +52,18 @@ void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>&
     for (size_t bytes : sized ? q.sizes : std::vector<size_t>{0}) {
       const CpuPlan plan = planCpu({c, perRankBytes(c, bytes, q.worldSize)}, shape, tunables);
       PlanRow row{collectiveName(c), bytes, cpuRouteName(plan.route), "", plan.reason};
-      if (plan.route == CpuRoute::kHierarchical) {
+      const bool leadersRun = c == Collective::kAllReduce || c == Collective::kBarrier;
+      if (plan.route == CpuRoute::kHierarchical && leadersRun) {
         row.algorithm = std::string("in-host ") + algorithmName(plan.hostAlgorithm) + ", leaders " +
                         tcpAlgorithm(plan.algorithm, plan);
+      } else if (plan.route == CpuRoute::kHierarchical) {
+        // Pipelined between hosts (algo/hierarchical.h): a chain of hosts, or direct exchanges.
+        row.algorithm = std::string("in-host ") + algorithmName(plan.hostAlgorithm) +
+                        ", between hosts " +
+                        (plan.algorithm == Algorithm::kRing ? "chain" : "direct");
+        if (plan.ringChunkBytes > 0) {
+          row.algorithm += " (" + formatBytes(plan.ringChunkBytes) + " chunks)";
+        }
       } else {
         row.algorithm = tcpAlgorithm(plan.algorithm, plan);
       }

@@ -3,30 +3,9 @@
 #include <algorithm>
 #include <optional>
 
-#include "algo/reduce.h"
+#include "algo/hierarchical.h"
 
 namespace xccl::algo {
-namespace {
-
-// Reduce to each host's leader over its segment, all_reduce among the leaders over TCP (AVG as
-// a sum, divided there by the group size), broadcast from the leader over the segment. Every
-// rank gets the leaders' bytes, which are identical (the TCP algorithms combine in rank order).
-void hierarchicalAllReduce(const Runner& runner, const CpuPlan& plan, void* data, size_t count,
-                           DataType type, ReduceOp op) {
-  const net::Hierarchy& h = *runner.hierarchy;
-  const ReduceOp combiner = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-  const std::optional<shm::Context> local = runner.hostContext(plan);
-  if (local) shm::reduce(*local, data, count, type, combiner, 0);
-  if (h.leaders() != nullptr) {
-    const Context& tcp = runner.tcp;
-    allReduce(Context{*h.leaders(), tcp.seq, tcp.what, tcp.deadline, tcp.tunables, plan.algorithm},
-              data, count, type, combiner);
-    if (op == ReduceOp::kAvg) divide(type, data, count, runner.size());
-  }
-  if (local) shm::broadcast(*local, data, count * elementSize(type), 0);
-}
-
-}  // namespace
 
 GroupShape Runner::shape() const {
   GroupShape shape{size()};
@@ -71,26 +50,26 @@ void allReduce(const Runner& runner, void* data, size_t count, DataType type, Re
   const CpuPlan plan = runner.plan(Collective::kAllReduce, count * elementSize(type));
   switch (plan.route) {
     case CpuRoute::kShm: return shm::allReduce(runner.shmContext(plan), data, count, type, op);
-    case CpuRoute::kHierarchical: return hierarchicalAllReduce(runner, plan, data, count, type, op);
+    case CpuRoute::kHierarchical: return hier::allReduce(runner, plan, data, count, type, op);
     case CpuRoute::kTcp: return allReduce(runner.tcpContext(plan), data, count, type, op);
   }
 }
 
 void broadcast(const Runner& runner, void* data, size_t bytes, int root) {
   const CpuPlan plan = runner.plan(Collective::kBroadcast, bytes);
-  if (plan.route == CpuRoute::kShm) {
-    shm::broadcast(runner.shmContext(plan), data, bytes, root);
-  } else {
-    broadcast(runner.tcpContext(plan), data, bytes, root);
+  switch (plan.route) {
+    case CpuRoute::kShm: return shm::broadcast(runner.shmContext(plan), data, bytes, root);
+    case CpuRoute::kHierarchical: return hier::broadcast(runner, plan, data, bytes, root);
+    case CpuRoute::kTcp: return broadcast(runner.tcpContext(plan), data, bytes, root);
   }
 }
 
 void reduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op, int root) {
   const CpuPlan plan = runner.plan(Collective::kReduce, count * elementSize(type));
-  if (plan.route == CpuRoute::kShm) {
-    shm::reduce(runner.shmContext(plan), data, count, type, op, root);
-  } else {
-    reduce(runner.tcpContext(plan), data, count, type, op, root);
+  switch (plan.route) {
+    case CpuRoute::kShm: return shm::reduce(runner.shmContext(plan), data, count, type, op, root);
+    case CpuRoute::kHierarchical: return hier::reduce(runner, plan, data, count, type, op, root);
+    case CpuRoute::kTcp: return reduce(runner.tcpContext(plan), data, count, type, op, root);
   }
 }
 
@@ -99,20 +78,24 @@ void allGather(const Runner& runner, const void* input, void* output,
   const size_t largest =
       bytesPerRank.empty() ? 0 : *std::max_element(bytesPerRank.begin(), bytesPerRank.end());
   const CpuPlan plan = runner.plan(Collective::kAllGather, largest);
-  if (plan.route == CpuRoute::kShm) {
-    shm::allGather(runner.shmContext(plan), input, output, bytesPerRank);
-  } else {
-    allGather(runner.tcpContext(plan), input, output, bytesPerRank);
+  switch (plan.route) {
+    case CpuRoute::kShm:
+      return shm::allGather(runner.shmContext(plan), input, output, bytesPerRank);
+    case CpuRoute::kHierarchical: return hier::allGather(runner, plan, input, output, bytesPerRank);
+    case CpuRoute::kTcp: return allGather(runner.tcpContext(plan), input, output, bytesPerRank);
   }
 }
 
 void reduceScatter(const Runner& runner, const void* input, void* output, size_t count,
                    DataType type, ReduceOp op) {
   const CpuPlan plan = runner.plan(Collective::kReduceScatter, count * elementSize(type));
-  if (plan.route == CpuRoute::kShm) {
-    shm::reduceScatter(runner.shmContext(plan), input, output, count, type, op);
-  } else {
-    reduceScatter(runner.tcpContext(plan), input, output, count, type, op);
+  switch (plan.route) {
+    case CpuRoute::kShm:
+      return shm::reduceScatter(runner.shmContext(plan), input, output, count, type, op);
+    case CpuRoute::kHierarchical:
+      return hier::reduceScatter(runner, plan, input, output, count, type, op);
+    case CpuRoute::kTcp:
+      return reduceScatter(runner.tcpContext(plan), input, output, count, type, op);
   }
 }
 
@@ -121,39 +104,43 @@ void allToAll(const Runner& runner, const void* input, const std::vector<size_t>
               const std::vector<size_t>& recvOffsets, const std::vector<size_t>& recvLengths) {
   // The lengths differ per rank; all_to_all's plan does not depend on them.
   const CpuPlan plan = runner.plan(Collective::kAllToAll, 0);
-  if (plan.route == CpuRoute::kShm) {
-    shm::allToAll(runner.shmContext(plan), input, sendOffsets, sendLengths, output, recvOffsets,
-                  recvLengths);
-  } else {
-    allToAll(runner.tcpContext(plan), input, sendOffsets, sendLengths, output, recvOffsets,
-             recvLengths);
+  switch (plan.route) {
+    case CpuRoute::kShm:
+      return shm::allToAll(runner.shmContext(plan), input, sendOffsets, sendLengths, output,
+                           recvOffsets, recvLengths);
+    case CpuRoute::kHierarchical:
+      return hier::allToAll(runner, plan, input, sendOffsets, sendLengths, output, recvOffsets,
+                            recvLengths);
+    case CpuRoute::kTcp:
+      return allToAll(runner.tcpContext(plan), input, sendOffsets, sendLengths, output, recvOffsets,
+                      recvLengths);
   }
 }
 
 void gather(const Runner& runner, const void* input, size_t bytes, void* output, int root) {
   const CpuPlan plan = runner.plan(Collective::kGather, bytes);
-  if (plan.route == CpuRoute::kShm) {
-    shm::gather(runner.shmContext(plan), input, bytes, output, root);
-  } else {
-    gather(runner.tcpContext(plan), input, bytes, output, root);
+  switch (plan.route) {
+    case CpuRoute::kShm: return shm::gather(runner.shmContext(plan), input, bytes, output, root);
+    case CpuRoute::kHierarchical: return hier::gather(runner, plan, input, bytes, output, root);
+    case CpuRoute::kTcp: return gather(runner.tcpContext(plan), input, bytes, output, root);
   }
 }
 
 void scatter(const Runner& runner, const void* input, void* output, size_t bytes, int root) {
   const CpuPlan plan = runner.plan(Collective::kScatter, bytes);
-  if (plan.route == CpuRoute::kShm) {
-    shm::scatter(runner.shmContext(plan), input, output, bytes, root);
-  } else {
-    scatter(runner.tcpContext(plan), input, output, bytes, root);
+  switch (plan.route) {
+    case CpuRoute::kShm: return shm::scatter(runner.shmContext(plan), input, output, bytes, root);
+    case CpuRoute::kHierarchical: return hier::scatter(runner, plan, input, output, bytes, root);
+    case CpuRoute::kTcp: return scatter(runner.tcpContext(plan), input, output, bytes, root);
   }
 }
 
 void barrier(const Runner& runner) {
   const CpuPlan plan = runner.plan(Collective::kBarrier, 0);
-  if (plan.route == CpuRoute::kShm) {
-    shm::barrier(runner.shmContext(plan));
-  } else {
-    barrier(runner.tcpContext(plan));
+  switch (plan.route) {
+    case CpuRoute::kShm: return shm::barrier(runner.shmContext(plan));
+    case CpuRoute::kHierarchical: return hier::barrier(runner, plan);
+    case CpuRoute::kTcp: return barrier(runner.tcpContext(plan));
   }
 }
 

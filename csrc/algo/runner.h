@@ -1,10 +1,10 @@
 // One collective call of a group, run the way planCpu (algo/cpu_plan.h) plans it: over the group's
 // shared-memory segment (algo/shm_collectives.h) when every rank is on one host, the
-// hierarchical all_reduce (net/hierarchy.h) when the group spans hosts with segments per host,
-// else the TCP algorithms (algo/collectives.h). The functions below have the names, signatures
-// and semantics of algo/collective_signatures.h, overloaded on Runner, so the backend's collective
-// bodies do not depend on which transport moves their bytes. Point-to-point traffic never comes
-// here.
+// hierarchical collectives (algo/hierarchical.h) when the group spans hosts with segments per
+// host, else the TCP algorithms (algo/collectives.h). The functions below have the names,
+// signatures and semantics of algo/collective_signatures.h, overloaded on Runner, so the backend's
+// collective bodies do not depend on which transport moves their bytes. Point-to-point traffic
+// never comes here.
 #pragma once
 
 #include <optional>

@@ -59,8 +59,8 @@ PYBIND11_MODULE(_C, m) {
                              "at creation); empty without one")
       .def_property_readonly("transport", &ProcessGroupXccl::transportName,
                              "How the group's collectives travel: 'shm' (every rank on one "
-                             "host), 'hierarchical' (all_reduce over shared memory per host and "
-                             "TCP between hosts, the rest TCP) or 'tcp'");
+                             "host), 'hierarchical' (shared memory inside each host and TCP "
+                             "between hosts) or 'tcp'");
 
   m.def(
       "_set_vendor_factory",

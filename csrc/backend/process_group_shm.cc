@@ -28,8 +28,7 @@ void ProcessGroupXccl::setUpSharedMemory(net::Store& store) {
   const std::string group = "group '" + options_->group_name + "': ";
   if (hierarchy_) {
     XCCL_INFO("backend", group, "ranks on ", hierarchy_->hosts(), " hosts (", why,
-              "); all_reduce runs over shared memory inside each host and TCP between them, "
-              "the other collectives over TCP");
+              "); collectives run over shared memory inside each host and TCP between them");
     return;
   }
   // Asked for (XCCL_SHM_DISABLE) or expected (one rank per host) is worth an info line; a host

@@ -34,6 +34,7 @@ std::unique_ptr<Hierarchy> Hierarchy::create(Store& store, Transport& tcp,
   h->hosts_ = hosts.count();
   const int host = hosts.hostOf[rank];
   h->local_ = hosts.ranksOn(host);
+  h->placement_ = hosts;
   std::string failure;
   if (h->local_.size() > 1) {
     shm::Options local = options;

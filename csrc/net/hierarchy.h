@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "net/hosts.h"
 #include "net/shm/segment.h"
 #include "net/store.h"
 #include "net/subset_transport.h"
@@ -32,6 +33,9 @@ class Hierarchy {
   int hosts() const { return hosts_; }
   // This host's ranks of the group, ascending; the first is the host's leader.
   const std::vector<int>& local() const { return local_; }
+  // Where every rank of the group is (the same on every rank): the hierarchical collectives
+  // other than all_reduce (algo/hierarchical.h) address other hosts' ranks and leaders.
+  const Hosts& placement() const { return placement_; }
   // This host's segment (local rank = index in local()); null when the host has one rank.
   shm::Segment* segment() const { return segment_.get(); }
   // The leaders as a transport of their own (host order); null on ranks that do not lead.
@@ -42,6 +46,7 @@ class Hierarchy {
 
   int hosts_ = 0;
   std::vector<int> local_;
+  Hosts placement_;
   std::unique_ptr<shm::Segment> segment_;
   std::unique_ptr<SubsetTransport> leaders_;
 };

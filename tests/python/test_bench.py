@@ -86,6 +86,7 @@ def test_defaults_are_all_ops_float32_xccl_against_auto_reference():
     # The documented default sweep: 8 B x 4^k up to 64 MiB, i.e. 12 sizes ending at 32 MiB.
     assert args.sizes[0] == 8 and args.sizes[-1] == 32 * MiB and len(args.sizes) == 12
     assert args.iters is None and not args.check
+    assert args.simulate_hosts == 1
 
 
 def test_bad_options_are_usage_errors(capsys):
@@ -96,6 +97,8 @@ def test_bad_options_are_usage_errors(capsys):
         ["--dtype", "complex64"],
         ["--iters", "0"],
         ["--factor", "1"],
+        ["--simulate-hosts", "0"],
+        ["--nranks", "2", "--simulate-hosts", "3"],
     ):
         with pytest.raises(SystemExit) as stop:
             options.parse_args(argv)

@@ -82,6 +82,9 @@ def _child(args, rank: int, world: int, init_method: str) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     if "GLOO_SOCKET_IFNAME" not in os.environ and os.path.exists("/sys/class/net/lo"):
         os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # all ranks are local: keep gloo on loopback
+    if args.simulate_hosts > 1:
+        # Before the group exists: xccl groups ranks into hosts by this id (docs/network.md).
+        os.environ["XCCL_SHM_HOST_ID"] = f"simulated-host-{rank * args.simulate_hosts // world}"
     try:
         status = _run_rank(args, rank, world, rank, init_method, launched=False)
     except KeyboardInterrupt:  # Ctrl-C reaches every rank; the parent reports it once

@@ -181,6 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="local ranks to start when not under a launcher (default 2)",
     )
     who.add_argument(
+        "--simulate-hosts",
+        type=int,
+        default=1,
+        metavar="N",
+        help="local ranks only: split them into N simulated hosts, consecutive ranks per host "
+        "(XCCL_SHM_HOST_ID per rank, docs/network.md), so xccl runs its cross-host paths over "
+        "loopback (default 1: one host)",
+    )
+    who.add_argument(
         "--device",
         choices=("auto", "cpu", "cuda"),
         default="auto",
@@ -272,6 +281,8 @@ def parse_args(argv) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < (0 if name == "warmup" else 1):
             parser.error(f"--{name} must be {'>= 0' if name == 'warmup' else 'positive'}")
+    if not 1 <= args.simulate_hosts <= args.nranks:
+        parser.error("--simulate-hosts must be between 1 and --nranks")
     if args.target_time <= 0 or args.timeout <= 0 or args.time_limit <= 0:
         parser.error("--target-time, --timeout and --time-limit must be positive")
     args.argv = list(argv)

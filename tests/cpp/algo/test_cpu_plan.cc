@@ -118,15 +118,15 @@ TEST(CpuPlan, TransportGrid) {
                                         ? Algorithm::kDirect
                                         : Algorithm::kRing;
           for (algo::Locality locality : kLocalities) {
-            Algorithm want = tcpAuto;  // no shared memory, or per host for all but all_reduce
+            Algorithm want = tcpAuto;  // no shared memory
             if (forced == Algorithm::kDirect) {
               want = Algorithm::kDirect;  // every collective has direct
             } else if (forced == Algorithm::kRing && hasRing) {
               want = Algorithm::kRing;
             } else if (locality == algo::Locality::kOneHost) {
               want = Algorithm::kShm;  // auto, shm, or ring where there is none
-            } else if (locality == algo::Locality::kPerHost && c == Collective::kAllReduce) {
-              want = Algorithm::kHierarchical;
+            } else if (locality == algo::Locality::kPerHost) {
+              want = Algorithm::kHierarchical;  // auto, shm, or ring where there is none
             }
             EXPECT_EQ(chosen(c, bytes, world, t, locality), want)
                 << algo::collectiveName(c) << " bytes=" << bytes << " world=" << world
@@ -148,9 +148,11 @@ TEST(CpuPlan, SharedMemorySpotChecks) {
             Algorithm::kShm);
   EXPECT_EQ(chosen(Collective::kAllToAll, 0, 3, t, Locality::kOneHost), Algorithm::kShm);
   EXPECT_EQ(chosen(Collective::kBarrier, 0, 4, t, Locality::kOneHost), Algorithm::kShm);
-  // ...segments per host: all_reduce is hierarchical, the rest TCP...
+  // ...segments per host: every collective is hierarchical...
   EXPECT_EQ(chosen(Collective::kAllReduce, 8, 4, t, Locality::kPerHost), Algorithm::kHierarchical);
-  EXPECT_EQ(chosen(Collective::kAllGather, 1 << 20, 4, t, Locality::kPerHost), Algorithm::kRing);
+  EXPECT_EQ(chosen(Collective::kAllGather, 1 << 20, 4, t, Locality::kPerHost),
+            Algorithm::kHierarchical);
+  EXPECT_EQ(chosen(Collective::kAllToAll, 0, 3, t, Locality::kPerHost), Algorithm::kHierarchical);
   // ...none: the TCP rule, as if shared memory did not exist.
   EXPECT_EQ(chosen(Collective::kAllReduce, 8, 2, t), Algorithm::kDirect);
   EXPECT_EQ(chosen(Collective::kAllToAll, size_t{64} << 20, 4, t), Algorithm::kDirect);

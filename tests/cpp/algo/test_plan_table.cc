@@ -72,7 +72,13 @@ TEST(PlanTable, CpuRowsByLocality) {
   EXPECT_EQ(find(both, "all_reduce", 16 * kMiB).route, "hierarchical");
   EXPECT_EQ(find(both, "all_reduce", 16 * kMiB).algorithm,
             "in-host two_shot, leaders ring (512 KiB chunks)");
-  EXPECT_EQ(find(both, "all_gather", 16 * kMiB).route, "tcp");
+  EXPECT_EQ(find(both, "all_gather", 16 * kMiB).route, "hierarchical");
+  EXPECT_EQ(find(both, "all_gather", 16 * kMiB).algorithm,
+            "in-host shm, between hosts direct (512 KiB chunks)");
+  EXPECT_EQ(find(both, "broadcast", 1 * kKiB).algorithm,
+            "in-host shm, between hosts chain (512 KiB chunks)");
+  EXPECT_EQ(find(both, "barrier", 0).algorithm, "in-host shm, leaders direct");
+  EXPECT_EQ(find(both, "all_to_all", 16 * kMiB).algorithm, "in-host shm, between hosts direct");
 }
 
 TEST(PlanTable, DefaultSizesAndBadQueries) {
