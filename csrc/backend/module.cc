@@ -60,7 +60,11 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("transport", &ProcessGroupXccl::transportName,
                              "How the group's collectives travel: 'shm' (every rank on one "
                              "host), 'hierarchical' (all_reduce over shared memory per host and "
-                             "TCP between hosts, the rest TCP) or 'tcp'");
+                             "TCP between hosts, the rest TCP) or 'tcp'")
+      .def_property_readonly("peer_transport", &ProcessGroupXccl::peerTransportName,
+                             "What carries messages to peers: 'shm' (every rank on this host), "
+                             "'shm+tcp' or 'shm+ofi' (shared memory to this host's ranks, "
+                             "XCCL_NET's engine to the others), 'tcp' or 'ofi'");
 
   m.def(
       "_set_vendor_factory",

@@ -36,6 +36,9 @@ struct FileHeader {
   uint64_t ringBytes;
 };
 
+// Ordered pairs of distinct ranks: a rank has no ring to itself.
+size_t pairs(int size) { return static_cast<size_t>(size) * (size - 1); }
+
 struct FileLayout {
   size_t boxes, indices, rings, total;
   static FileLayout of(int size, size_t ringBytes) {
@@ -43,8 +46,8 @@ struct FileLayout {
     FileLayout l;
     l.boxes = kPageBytes;
     l.indices = l.boxes + roundUp(n * sizeof(Mailbox), kPageBytes);
-    l.rings = l.indices + roundUp(n * n * sizeof(RingIndices), kPageBytes);
-    l.total = l.rings + n * n * ringBytes;
+    l.rings = l.indices + roundUp(pairs(size) * sizeof(RingIndices), kPageBytes);
+    l.total = l.rings + pairs(size) * ringBytes;
     return l;
   }
 };
@@ -204,7 +207,7 @@ Mailboxes::~Mailboxes() {
 }
 
 Ring Mailboxes::ring(int from, int to) const {
-  const size_t pair = static_cast<size_t>(from) * size_ + to;
+  const size_t pair = static_cast<size_t>(from) * (size_ - 1) + (to < from ? to : to - 1);
   return Ring(&indices_[pair], rings_ + pair * ringBytes_, ringBytes_);
 }
 
