@@ -85,21 +85,8 @@ RequestPtr RoutedTransport::irecv(int peer, MessageTag tag, void* data, size_t b
 
 void RoutedTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadline,
                            const std::string& what) {
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const bool done = completed_.wait_until(lock, deadline, [&] {
-      return std::all_of(requests.begin(), requests.end(),
-                         [](const RequestPtr& r) { return r->done(); });
-    });
-    if (!done) XCCL_THROW(ErrorKind::kTimeout, describeTimeout(requests, what));
-  }
-  for (const auto& r : requests) {
-    try {
-      r->rethrowIfFailed();
-    } catch (const Error& e) {
-      throw Error(e.kind(), what + " failed: " + e.what());
-    }
-  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  waitForRequests(lock, completed_, requests, deadline, what);
 }
 
 void RoutedTransport::abort(const std::string& reason) {

@@ -175,4 +175,14 @@ class Transport {
 // Builds the timeout message: "<what> timed out; no data from rank(s) [a, b]".
 std::string describeTimeout(const std::vector<RequestPtr>& requests, const std::string& what);
 
+// The error for a message of `sent` bytes from `peer` where the receive expected `expected`.
+Error sizeMismatchError(int peer, const MessageTag& tag, size_t sent, size_t expected);
+
+// Transport::wait for a transport whose completions notify `completed` with `lock`'s mutex held
+// (or taken after the request is done): sleeps until every request is done or `deadline`, then
+// throws the first failure or the timeout as wait() says.
+void waitForRequests(std::unique_lock<std::mutex>& lock, std::condition_variable& completed,
+                     const std::vector<RequestPtr>& requests, Deadline deadline,
+                     const std::string& what);
+
 }  // namespace xccl::net

@@ -34,13 +34,6 @@ bool exited(int pidfd) {
   return ::poll(&p, 1, 0) == 1;
 }
 
-Error sizeMismatch(int peer, const MessageTag& tag, size_t sent, size_t expected) {
-  return Error(ErrorKind::kPeerFailure, detail::concat("rank ", peer, " sent ", sent, " bytes for ",
-                                                       describe(tag), " where ", expected,
-                                                       " were expected (the ranks called different "
-                                                       "collectives, or with different sizes)"));
-}
-
 }  // namespace
 
 std::unique_ptr<ShmTransport> ShmTransport::create(Store& store, int rank, int size,
@@ -216,7 +209,7 @@ FrameTarget ShmTransport::matchDataLocked(int peer, const MessageTag& tag, uint6
     uint8_t* data = it->data;
     posted_.erase(it);
     if (request->bytes() != bytes) {
-      request->failLocked(sizeMismatch(peer, tag, bytes, request->bytes()));
+      request->failLocked(sizeMismatchError(peer, tag, bytes, request->bytes()));
       completed_.notify_all();
       return {};
     }

@@ -93,12 +93,7 @@ RequestPtr ShmTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
       if (!(entry->tag == tag)) continue;
       if (entry->data.size() != bytes) {
         unexpected_.erase(it);
-        return failed(request,
-                      Error(ErrorKind::kPeerFailure,
-                            detail::concat("rank ", entry->peer, " sent ", entry->data.size(),
-                                           " bytes for ", describe(tag), " where ", bytes,
-                                           " were expected (the ranks called different "
-                                           "collectives, or with different sizes)")));
+        return failed(request, sizeMismatchError(entry->peer, tag, entry->data.size(), bytes));
       }
       if (!entry->complete) {
         entry->waiter = request;
@@ -121,21 +116,8 @@ RequestPtr ShmTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
 
 void ShmTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadline,
                         const std::string& what) {
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const bool done = completed_.wait_until(lock, deadline, [&] {
-      return std::all_of(requests.begin(), requests.end(),
-                         [](const RequestPtr& r) { return r->done(); });
-    });
-    if (!done) XCCL_THROW(ErrorKind::kTimeout, describeTimeout(requests, what));
-  }
-  for (const auto& r : requests) {
-    try {
-      r->rethrowIfFailed();
-    } catch (const Error& e) {
-      throw Error(e.kind(), what + " failed: " + e.what());
-    }
-  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  waitForRequests(lock, completed_, requests, deadline, what);
 }
 
 void ShmTransport::completeAll(const std::vector<RequestPtr>& requests) {
