@@ -59,8 +59,12 @@ PYBIND11_MODULE(_C, m) {
                              "at creation); empty without one")
       .def_property_readonly("transport", &ProcessGroupXccl::transportName,
                              "How the group's collectives travel: 'shm' (every rank on one "
-                             "host), 'hierarchical' (shared memory inside each host and TCP "
-                             "between hosts) or 'tcp'");
+                             "host), 'hierarchical' (shared memory inside each host and the "
+                             "network between hosts) or 'tcp'")
+      .def_property_readonly("peer_transport", &ProcessGroupXccl::peerTransportName,
+                             "What carries messages to peers: 'shm' (every rank on this host), "
+                             "'shm+tcp' or 'shm+ofi' (shared memory to this host's ranks, "
+                             "XCCL_NET's engine to the others), 'tcp' or 'ofi'");
 
   m.def(
       "_set_vendor_factory",

@@ -16,8 +16,8 @@
 #include "common/env.h"
 #include "common/logging.h"
 #include "net/agree.h"
+#include "net/factory.h"
 #include "net/tcp/socket.h"
-#include "net/tcp/transport.h"
 #include "topo/affinity.h"
 #include "topo/topology.h"
 
@@ -37,6 +37,23 @@ std::vector<int> progressCpus(const net::tcp::Address& listen) {
     XCCL_WARN("backend", "progress thread left unpinned: ", e.what());
     return {};
   }
+}
+
+// XCCL_NET_IFNAMES split at commas, once the NIC selection declares it; until then every
+// usable interface (empty).
+std::vector<std::string> netIfnames() {
+  const auto& all = env::all();
+  const bool declared = std::any_of(all.begin(), all.end(), [](const env::Variable& v) {
+    return std::string(v.name) == "XCCL_NET_IFNAMES";
+  });
+  std::vector<std::string> names;
+  std::string text = declared ? env::getString("XCCL_NET_IFNAMES") : "";
+  for (size_t start = 0; start < text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) names.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return names;
 }
 
 // Releases the GIL for a scope if this thread holds it, and takes it back at the end. For waits on
@@ -96,12 +113,14 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
       settings.emplace_back("ProcessGroupXccl.Options.algorithm", options_->algorithm);
       net::agreeOnSettings(adapter, "settings", rank, size, settings, setupTimeout);
     }
-    net::tcp::TcpOptions tcp;
-    // One choice of interface, for listening and for pinning near its NIC.
-    tcp.listenAddress = net::tcp::chooseListenAddress(options_->storeHost);
-    tcp.timeout = setupTimeout;
-    tcp.progressCpus = progressCpus(*tcp.listenAddress);
-    transport_ = std::make_unique<net::tcp::TcpTransport>(adapter, rank, size, tcp);
+    // Per peer: shared memory on this host, XCCL_NET's engine to other hosts (net/factory.h).
+    net::NetOptions net;
+    net.storeHost = options_->storeHost;
+    net.timeout = setupTimeout;
+    // The interface TCP listens on (it makes the same choice from storeHost), to pin near its NIC.
+    net.progressCpus = progressCpus(net::tcp::chooseListenAddress(options_->storeHost));
+    net.ifnames = netIfnames();
+    transport_ = net::createTransport(adapter, rank, size, net);
     setUpSharedMemory(adapter);
   } catch (const Error& e) {
     throwTorchError(e.kind(), e.what());
@@ -117,7 +136,8 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
   cpu_ = std::make_unique<CpuSide>(*this);
   init();
   XCCL_INFO("backend", "group '", options_->group_name, "' rank ", rank, " of ", size,
-            " ready (collectives over ", transportName(), ")");
+            " ready (collectives over ", transportName(), ", messages to peers over ",
+            transport_->name(), ")");
 }
 
 ProcessGroupXccl::~ProcessGroupXccl() { shutdown(); }

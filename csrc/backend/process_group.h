@@ -79,6 +79,9 @@ class ProcessGroupXccl : public c10d::Backend {
   // How the group's collectives travel: "shm" (one host), "hierarchical" (all_reduce over
   // segments per host and TCP between them, the rest TCP) or "tcp".
   const char* transportName() const;
+  // What carries messages to peers (net/factory.h): "shm" (every rank on this host), "shm+tcp"
+  // (shared memory to this host's ranks, XCCL_NET's engine to the others), "tcp" or "ofi".
+  const char* peerTransportName() const { return transport_->name(); }
   // The group's tunables (algo/tunables.h), read once at creation; every plan uses them.
   const algo::Tunables& tunables() const { return tunables_; }
   // For the GPU side (gpu_path.h).

@@ -64,6 +64,11 @@ const std::vector<Variable> kVariables = {
     text("XCCL_SOCKET_IFNAME",
          "Interface (or comma-separated list) whose address the TCP transport listens on; "
          "default: the address that reaches the store's host, else the hostname's address."),
+    // net/factory.cc chooseEngine(); ranks on different engines could not reach each other.
+    choice("XCCL_NET", "auto", {"auto", "ofi", "tcp"}, kGroupWide,
+           "Network engine to ranks on other hosts: tcp (xccl's own), ofi (libfabric; an error "
+           "when this build has none), auto (ofi where an RDMA provider is present, else tcp). "
+           "Ranks on the same host use shared memory either way unless XCCL_SHM_DISABLE is set."),
     // At least 1 ms (to c10d stores 0 means "no bound"); at most what poll() takes as an int.
     integer("XCCL_CONNECT_TIMEOUT_MS", "", 1, 2147483647, 1, kPerRank,
             "Bound for building a group at its creation (settings agreement, TCP mesh); default: "

@@ -1,5 +1,6 @@
 #include "net/transport.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -77,6 +78,31 @@ std::string describeTimeout(const std::vector<RequestPtr>& requests, const std::
   if (!recvFrom.empty()) out << "; no data from rank(s) " << list(recvFrom);
   if (!sendTo.empty()) out << "; rank(s) " << list(sendTo) << " did not take our data";
   return out.str();
+}
+
+Error sizeMismatchError(int peer, const MessageTag& tag, size_t sent, size_t expected) {
+  return Error(ErrorKind::kPeerFailure, detail::concat("rank ", peer, " sent ", sent, " bytes for ",
+                                                       describe(tag), " where ", expected,
+                                                       " were expected (the ranks called different "
+                                                       "collectives, or with different sizes)"));
+}
+
+void waitForRequests(std::unique_lock<std::mutex>& lock, std::condition_variable& completed,
+                     const std::vector<RequestPtr>& requests, Deadline deadline,
+                     const std::string& what) {
+  const bool done = completed.wait_until(lock, deadline, [&] {
+    return std::all_of(requests.begin(), requests.end(),
+                       [](const RequestPtr& r) { return r->done(); });
+  });
+  lock.unlock();
+  if (!done) XCCL_THROW(ErrorKind::kTimeout, describeTimeout(requests, what));
+  for (const auto& r : requests) {
+    try {
+      r->rethrowIfFailed();
+    } catch (const Error& e) {
+      throw Error(e.kind(), what + " failed: " + e.what());
+    }
+  }
 }
 
 std::unique_ptr<Registration> Transport::registerMemory(void*, size_t) {

@@ -106,6 +106,11 @@ struct RemoteRegion {
   uint64_t address = 0;  // where the region starts in the owner's address space
   uint64_t bytes = 0;
   uint64_t key = 0;  // the transport's access key (libfabric's MR key; a random id over TCP)
+  // The same memory's key in the shared-memory transport, for writers on the owner's host. A
+  // group's transport may carry each peer over a different transport (net/routed_transport.h),
+  // and one region handed to every peer must work for all of them: the network engine's key in
+  // `key`, shared memory's here (0 where there is none).
+  uint64_t hostKey = 0;
 };
 
 // Memory registered with a transport; deregistered when destroyed (before the memory goes).
@@ -169,5 +174,15 @@ class Transport {
 
 // Builds the timeout message: "<what> timed out; no data from rank(s) [a, b]".
 std::string describeTimeout(const std::vector<RequestPtr>& requests, const std::string& what);
+
+// The error for a message of `sent` bytes from `peer` where the receive expected `expected`.
+Error sizeMismatchError(int peer, const MessageTag& tag, size_t sent, size_t expected);
+
+// Transport::wait for a transport whose completions notify `completed` with `lock`'s mutex held
+// (or taken after the request is done): sleeps until every request is done or `deadline`, then
+// throws the first failure or the timeout as wait() says.
+void waitForRequests(std::unique_lock<std::mutex>& lock, std::condition_variable& completed,
+                     const std::vector<RequestPtr>& requests, Deadline deadline,
+                     const std::string& what);
 
 }  // namespace xccl::net

@@ -11,7 +11,6 @@
 #include "net/ofi/op.h"
 #include "net/ofi/transport.h"
 #include "net/ofi/wire.h"
-#include "net/wait.h"
 
 namespace xccl::net::ofi {
 namespace {
@@ -223,7 +222,8 @@ RequestPtr OfiTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
 
 void OfiTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadline,
                         const std::string& what) {
-  waitForRequests(mutex_, completed_, requests, deadline, what);
+  std::unique_lock<std::mutex> lock(mutex_);
+  waitForRequests(lock, completed_, requests, deadline, what);
 }
 
 void OfiTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {

@@ -1,0 +1,113 @@
+// The per-peer choice: a census of hosts, shared memory among each host's ranks, the network
+// engine (XCCL_NET) among all ranks when the group spans hosts, and RoutedTransport joining them.
+#include "net/factory.h"
+
+#include "common/env.h"
+#include "common/logging.h"
+#include "net/bootstrap.h"
+#include "net/hosts.h"
+#include "net/ofi/transport.h"
+#include "net/routed_transport.h"
+#include "net/shm/segment.h"
+#include "net/shm/transport.h"
+#include "net/tcp/transport.h"
+
+namespace xccl::net {
+namespace {
+
+std::unique_ptr<Transport> createEngine(Engine engine, Store& store, int rank, int size,
+                                        const NetOptions& options) {
+  if (engine == Engine::kOfi) {
+    NetOptions ofi = options;
+    ofi.storePrefix = options.storePrefix + "/ofi";
+    return ofi::createTransport(store, rank, size, ofi);
+  }
+  tcp::TcpOptions tcp;
+  tcp.storeHost = options.storeHost;
+  tcp.timeout = options.timeout;
+  tcp.storePrefix = options.storePrefix + "/tcp";
+  tcp.progressCpus = options.progressCpus;
+  return std::make_unique<tcp::TcpTransport>(store, rank, size, tcp);
+}
+
+// This host's shared-memory transport, or null (shared memory disabled on some rank, this host
+// has one rank, or some host could not make its file: then no host uses shared memory, so the
+// whole group decides alike). Collective over the store.
+std::unique_ptr<shm::ShmTransport> createHostTransport(Store& store, int rank, int size,
+                                                       const NetOptions& options,
+                                                       const Hosts& hosts, std::string* why) {
+  const int host = hosts.hostOf[rank];
+  const std::vector<int> local = hosts.ranksOn(host);
+  std::unique_ptr<shm::ShmTransport> shm;
+  std::string failure;
+  if (local.size() > 1) {
+    shm::TransportOptions shmOptions;
+    shmOptions.timeout = options.timeout;
+    shmOptions.storePrefix = detail::concat(options.storePrefix, "/shm/host", host);
+    shmOptions.progressCpus = options.progressCpus;
+    shm = shm::ShmTransport::create(store, rank, size, local, shmOptions, &failure);
+    if (!shm) failure = "host '" + hosts.identities[host] + "': " + failure;
+  }
+  const Bootstrap bootstrap(store, options.storePrefix, rank, size, options.timeout);
+  const Agreement built = bootstrap.agree("shm", failure);
+  if (!built.ok()) {
+    *why = built.first();
+    return nullptr;
+  }
+  return shm;
+}
+
+}  // namespace
+
+Engine chooseEngine(const std::string& setting) {
+  if (setting == "tcp") return Engine::kTcp;
+  if (setting == "ofi") {
+    // A build or machine without libfabric fails here, at group creation, saying why.
+    std::string why;
+    XCCL_CHECK_ARG(ofi::available(&why), "XCCL_NET=ofi: ", why);
+    return Engine::kOfi;
+  }
+  XCCL_CHECK_ARG(setting == "auto" || setting.empty(), "XCCL_NET must be auto, ofi or tcp, not '",
+                 setting, "'");
+  // Only RDMA hardware beats xccl's own TCP; libfabric's tcp provider is no reason to switch.
+  std::string why;
+  if (ofi::available(&why, /*rdmaOnly=*/true)) return Engine::kOfi;
+  XCCL_DEBUG("net", "XCCL_NET=auto: tcp (", why, ")");
+  return Engine::kTcp;
+}
+
+const char* engineName(Engine engine) { return engine == Engine::kOfi ? "ofi" : "tcp"; }
+
+std::unique_ptr<Transport> createTransport(Store& store, int rank, int size,
+                                           const NetOptions& options) {
+  XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
+  const Engine engine = chooseEngine(env::getString("XCCL_NET"));
+  if (size == 1) return createEngine(engine, store, rank, size, options);
+
+  // Where every rank is, and whether it allows shared memory (one rank's XCCL_SHM_DISABLE turns
+  // it off for the group, as for the collective segment).
+  const shm::Options shmEnv = shm::Options::fromEnvironment();
+  const Bootstrap bootstrap(store, options.storePrefix, rank, size, options.timeout);
+  const Census census = takeCensus(bootstrap, "hosts", shmEnv.identity(), !shmEnv.disabled);
+  std::string why;
+  std::unique_ptr<shm::ShmTransport> host;
+  if (census.firstAbsent >= 0) {
+    why = detail::concat("XCCL_SHM_DISABLE is set on rank ", census.firstAbsent);
+  } else if (census.hosts.count() == size) {
+    why = "every host has one rank of the group";
+  } else {
+    host = createHostTransport(store, rank, size, options, census.hosts, &why);
+  }
+  if (host && census.hosts.count() == 1) return host;  // no network mesh: nobody needs one
+  if (!host && rank == 0) {
+    XCCL_INFO("net", "no shared memory between ranks (", why, "); every peer over ",
+              engineName(engine));
+  }
+  std::unique_ptr<Transport> network = createEngine(engine, store, rank, size, options);
+  if (!host) return network;
+  std::vector<bool> onHost(size);
+  for (int r = 0; r < size; ++r) onHost[r] = census.hosts.hostOf[r] == census.hosts.hostOf[rank];
+  return std::make_unique<RoutedTransport>(std::move(network), std::move(host), std::move(onHost));
+}
+
+}  // namespace xccl::net

@@ -1,0 +1,310 @@
+#include "net/shm/transport.h"
+
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/logging.h"
+#include "common/thread_affinity.h"
+
+namespace xccl::net::shm {
+namespace {
+
+// How long the progress thread sleeps at most when idle: bounds how late a dead peer is noticed
+// (its doorbell never rings); costs one wake-up per slice, nothing measurable.
+constexpr auto kSlice = std::chrono::milliseconds(20);
+
+// A descriptor that becomes readable when `pid` exits (zombie included); -1 for this process
+// itself (ranks as threads) or where pidfd_open is missing (Linux < 5.3: liveness unwatched).
+int watchProcess(int pid) {
+  if (pid <= 0 || pid == ::getpid()) return -1;
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  return -1;
+#endif
+}
+
+bool exited(int pidfd) {
+  if (pidfd < 0) return false;
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+}  // namespace
+
+std::unique_ptr<ShmTransport> ShmTransport::create(Store& store, int rank, int size,
+                                                   const std::vector<int>& members,
+                                                   const TransportOptions& options,
+                                                   std::string* why) {
+  auto self = std::find(members.begin(), members.end(), rank);
+  XCCL_CHECK_ARG(self != members.end(), "rank ", rank, " is not among the shm members");
+  const int local = static_cast<int>(self - members.begin());
+  auto boxes = Mailboxes::create(store, options.storePrefix, local,
+                                 static_cast<int>(members.size()), options.timeout, why);
+  if (!boxes) return nullptr;
+  std::unique_ptr<ShmTransport> t(new ShmTransport(rank, size, members, std::move(boxes)));
+  t->progressThread_ = std::thread([raw = t.get(), cpus = options.progressCpus] {
+    affinity::pinProgressThread(cpus, "shm");  // never throws; unpinned when it cannot pin
+    raw->progressLoop();
+  });
+  return t;
+}
+
+ShmTransport::ShmTransport(int rank, int size, const std::vector<int>& members,
+                           std::unique_ptr<Mailboxes> boxes)
+    : rank_(rank),
+      size_(size),
+      localOf_(size, -1),
+      boxes_(std::move(boxes)),
+      connections_(size),
+      pidfds_(size, -1),
+      inflight_(size),
+      peerError_(size),
+      statusReplies_(size) {
+  for (size_t i = 0; i < members.size(); ++i) localOf_[members[i]] = static_cast<int>(i);
+  const int me = localOf_[rank];
+  for (int peer : members) {
+    if (peer == rank) continue;
+    const int other = localOf_[peer];
+    connections_[peer] = std::make_unique<Connection>(peer, boxes_->ring(me, other),
+                                                      boxes_->ring(other, me), *boxes_, other);
+    pidfds_[peer] = watchProcess(boxes_->box(other).pid.load(std::memory_order_acquire));
+  }
+}
+
+ShmTransport::~ShmTransport() {
+  stop_.store(true);
+  if (progressThread_.joinable()) {
+    boxes_->wake(localOf_[rank_]);
+    progressThread_.join();
+  }
+  for (int fd : pidfds_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+bool ShmTransport::reaches(int peer) const {
+  return peer >= 0 && peer < size_ && peer != rank_ && localOf_[peer] >= 0;
+}
+
+void ShmTransport::progressLoop() {
+  const int me = localOf_[rank_];
+  std::vector<RequestPtr> completed;
+  auto lastCheck = Clock::now();
+  while (!stop_.load()) {
+    // Loaded before the pass: anything that arrives during it changes the word, so the sleep
+    // below returns at once instead of missing it.
+    const uint32_t seen = boxes_->box(me).doorbell.load(std::memory_order_seq_cst);
+    const bool moved = pump(&completed);
+    completeAll(completed);
+    completed.clear();
+    if (Clock::now() - lastCheck >= kSlice) {
+      checkPeers();
+      lastCheck = Clock::now();
+    }
+    if (!moved && !stop_.load()) boxes_->sleep(me, seen, kSlice);
+  }
+}
+
+bool ShmTransport::pump(std::vector<RequestPtr>* completed) {
+  bool moved = false;
+  for (int peer = 0; peer < size_; ++peer) {
+    Connection* conn = connections_[peer].get();
+    if (conn == nullptr) continue;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      if (peerError_[peer]) continue;
+    }
+    try {
+      moved |= conn->flush(completed);
+      moved |= conn->readAvailable(*this);
+    } catch (const Error& e) {
+      failPeer(peer, e, false);
+    }
+  }
+  return moved;
+}
+
+// A peer that aborted wrote its reason first; one whose process exited is lost once its ring
+// is drained (it may have sent its last messages and exited cleanly).
+void ShmTransport::checkPeers() {
+  for (int peer = 0; peer < size_; ++peer) {
+    if (!connections_[peer]) continue;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      if (peerError_[peer]) continue;
+    }
+    Mailbox& box = boxes_->box(localOf_[peer]);
+    if (box.aborted.load(std::memory_order_acquire) != 0) {
+      const std::string reason(box.reason, strnlen(box.reason, sizeof(box.reason)));
+      failPeer(peer,
+               Error(ErrorKind::kPeerFailure,
+                     detail::concat("rank ", peer, " aborted the communicator: ", reason)),
+               true);
+    } else if (exited(pidfds_[peer]) && connections_[peer]->readIdle()) {
+      failPeer(peer,
+               Error(ErrorKind::kPeerFailure,
+                     detail::concat("rank ", peer,
+                                    " exited (its process ended or was killed) while connected "
+                                    "over shared memory")),
+               false);
+    }
+  }
+}
+
+FrameTarget ShmTransport::onHeader(int peer, const FrameHeader& header) {
+  Inflight& slot = inflight_[peer];
+  slot = Inflight{};
+  switch (header.type) {
+    case FrameType::kData: {
+      std::lock_guard<std::mutex> guard(mutex_);
+      return matchDataLocked(peer, {header.space, header.step, header.seq, header.op}, header.bytes,
+                             slot);
+    }
+    case FrameType::kWrite: {
+      std::lock_guard<std::mutex> guard(mutex_);
+      auto it = regions_.find(header.key);
+      if (it == regions_.end() || header.offset > it->second.second ||
+          header.bytes > it->second.second - header.offset) {
+        slot.refused = true;
+        slot.control =
+            detail::concat("rank ", rank_, " refused a one-sided write of ", header.bytes,
+                           " bytes at offset ", header.offset,
+                           it == regions_.end() ? ": no registration has that key"
+                                                : ": it does not fit the registered region");
+        return {};
+      }
+      return {it->second.first + header.offset};
+    }
+    case FrameType::kStatusQuery:
+    case FrameType::kStatusReply:
+    case FrameType::kWriteAck:
+      // Control frames carry short texts; a huge length means corrupt memory.
+      XCCL_CHECK(header.bytes <= (1u << 20), "control frame of ", header.bytes, " bytes from rank ",
+                 peer);
+      slot.control.resize(header.bytes);
+      return {reinterpret_cast<uint8_t*>(slot.control.data())};
+  }
+  XCCL_THROW(ErrorKind::kPeerFailure, "rank ", peer, " sent an unknown frame type ",
+             static_cast<uint32_t>(header.type));
+}
+
+FrameTarget ShmTransport::matchDataLocked(int peer, const MessageTag& tag, uint64_t bytes,
+                                          Inflight& slot) {
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    const RequestPtr& wanted = it->request;
+    if (wanted->peer() != kAnySource && wanted->peer() != peer) continue;
+    if (collectivesDiffer(wanted->tag(), tag)) {
+      wanted->failLocked(collectiveMismatch(peer, wanted->tag(), tag));
+      posted_.erase(it);
+      completed_.notify_all();
+      return {};  // discarded: this rank is not running the collective it belongs to
+    }
+    if (!(wanted->tag() == tag)) continue;
+    RequestPtr request = std::move(it->request);
+    uint8_t* data = it->data;
+    posted_.erase(it);
+    if (request->bytes() != bytes) {
+      request->failLocked(sizeMismatchError(peer, tag, bytes, request->bytes()));
+      completed_.notify_all();
+      return {};
+    }
+    slot.request = std::move(request);
+    return {data};
+  }
+  auto entry = std::make_shared<Unexpected>();
+  entry->peer = peer;
+  entry->tag = tag;
+  entry->data.resize(bytes);
+  unexpected_.push_back(entry);
+  slot.unexpected = entry;
+  return {entry->data.data()};
+}
+
+void ShmTransport::onPayload(int peer, const FrameHeader& header, const FrameTarget&) {
+  Inflight slot = std::move(inflight_[peer]);
+  inflight_[peer] = Inflight{};
+  switch (header.type) {
+    case FrameType::kData: break;
+    case FrameType::kWrite: onWriteDone(peer, header, slot); return;
+    case FrameType::kStatusQuery: {
+      std::function<std::string()> provider;
+      {
+        std::lock_guard<std::mutex> guard(mutex_);
+        provider = statusProvider_;
+      }
+      sendControl(peer, FrameType::kStatusReply, header.seq, 0, 0, provider ? provider() : "");
+      return;
+    }
+    case FrameType::kStatusReply: {
+      std::lock_guard<std::mutex> guard(mutex_);
+      if (header.seq == statusRound_)
+        statusReplies_[peer] = slot.control.empty() ? "?" : slot.control;
+      completed_.notify_all();
+      return;
+    }
+    case FrameType::kWriteAck: {
+      std::lock_guard<std::mutex> guard(mutex_);
+      auto it = writes_.find(header.id);
+      if (it == writes_.end()) return;  // failed meanwhile
+      if (header.op == 0) {
+        it->second->completeLocked(peer);
+      } else {
+        it->second->failLocked(Error(ErrorKind::kInvalidArgument, slot.control));
+      }
+      writes_.erase(it);
+      completed_.notify_all();
+      return;
+    }
+  }
+  if (slot.request) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    slot.request->completeLocked(peer);
+    completed_.notify_all();
+    return;
+  }
+  if (!slot.unexpected) return;  // discarded payload
+  RequestPtr waiter;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    slot.unexpected->complete = true;
+    waiter = slot.unexpected->waiter;
+    if (waiter) unexpected_.remove(slot.unexpected);
+  }
+  if (waiter) deliverUnexpected(slot.unexpected, waiter, slot.unexpected->waiterData);
+}
+
+// The bytes are in place (the copy out of the ring happened on this thread): the signal
+// completes the oldest wait for it or is counted, then the writer learns its write landed.
+void ShmTransport::onWriteDone(int peer, const FrameHeader& header, Inflight& slot) {
+  if (!slot.refused) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = std::find_if(signalWaiters_.begin(), signalWaiters_.end(), [&](const RequestPtr& r) {
+      return r->peer() == peer && r->tag().seq == header.seq;
+    });
+    if (it != signalWaiters_.end()) {
+      (*it)->completeLocked(peer);
+      signalWaiters_.erase(it);
+      completed_.notify_all();
+    } else {
+      ++arrived_[{peer, header.seq}];
+    }
+  } else {
+    XCCL_WARN("shm", slot.control);
+  }
+  sendControl(peer, FrameType::kWriteAck, 0, header.id, slot.refused ? 1 : 0, slot.control);
+}
+
+void ShmTransport::deliverUnexpected(const UnexpectedPtr& entry, const RequestPtr& request,
+                                     uint8_t* data) {
+  if (!entry->data.empty()) std::memcpy(data, entry->data.data(), entry->data.size());
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!request->done()) request->completeLocked(entry->peer);
+  completed_.notify_all();
+}
+
+}  // namespace xccl::net::shm

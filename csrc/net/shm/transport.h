@@ -1,0 +1,133 @@
+// Shared-memory transport between ranks of one host: per ordered pair a byte ring (ring.h)
+// carrying frames with the full MessageTag (connection.h); one progress thread per rank that
+// copies arriving frames straight into posted receive buffers (unexpected ones are buffered)
+// and sleeps on a futex when there is nothing to do. One-sided writes travel as frames too:
+// validated against the target's registrations, copied there, then acknowledged.
+//
+// A transport may cover only some ranks of its group (`members`, the ranks on this host): the
+// others are not its peers (net/routed_transport.h sends to them over the network).
+#pragma once
+
+#include <list>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "net/shm/connection.h"
+#include "net/shm/ring.h"
+#include "net/store.h"
+#include "net/transport.h"
+
+namespace xccl::net::shm {
+
+struct TransportOptions {
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // bound for creating the file
+  std::string storePrefix = "shm-p2p";  // keys written under this prefix (unique per group)
+  std::vector<int> progressCpus;        // for the progress thread; empty: unpinned
+};
+
+class ShmTransport final : public Transport, private FrameSink {
+ public:
+  // Collective over the store among `members` (ascending group ranks, this rank among them).
+  // Returns nullptr with *why, on every member alike, when the shared file cannot be made.
+  static std::unique_ptr<ShmTransport> create(Store& store, int rank, int size,
+                                              const std::vector<int>& members,
+                                              const TransportOptions& options, std::string* why);
+  ~ShmTransport() override;
+  ShmTransport(const ShmTransport&) = delete;
+  ShmTransport& operator=(const ShmTransport&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* name() const override { return "shm"; }
+  // Whether `peer` is on this host (a peer of this transport).
+  bool reaches(int peer) const;
+  RequestPtr isend(int peer, MessageTag tag, const void* data, size_t bytes,
+                   Completion onDone) override;
+  RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes, Completion onDone) override;
+  void wait(const std::vector<RequestPtr>& requests, Deadline deadline,
+            const std::string& what) override;
+  void abort(const std::string& reason) override;
+  void setStatusProvider(std::function<std::string()> provider) override;
+  // Peers of other hosts answer "" (not asked).
+  std::vector<std::string> queryStatus(Deadline deadline) override;
+  bool peerFailed(int peer, std::string* why) override;
+  std::unique_ptr<Registration> registerMemory(void* data, size_t bytes) override;
+  RequestPtr iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
+                    uint64_t dstOffset, uint64_t signal, Completion onDone) override;
+  RequestPtr iwaitWrite(int peer, uint64_t signal, Completion onDone) override;
+
+ private:
+  class ShmRegistration;
+  struct Posted {
+    RequestPtr request;
+    uint8_t* data;
+  };
+  struct Unexpected {
+    int peer;
+    MessageTag tag;
+    std::vector<uint8_t> data;
+    bool complete = false;
+    RequestPtr waiter;  // a receive that matched while the payload was still arriving
+    uint8_t* waiterData = nullptr;
+  };
+  using UnexpectedPtr = std::shared_ptr<Unexpected>;
+  // The frame being read from one peer (progress thread only).
+  struct Inflight {
+    RequestPtr request;
+    UnexpectedPtr unexpected;
+    std::string control;  // status text or refusal
+    bool refused = false;  // a write that does not fit its registration
+  };
+
+  ShmTransport(int rank, int size, const std::vector<int>& members,
+               std::unique_ptr<Mailboxes> boxes);
+  void progressLoop();
+  // One pass over every peer; true when anything moved.
+  bool pump(std::vector<RequestPtr>* completed);
+  void checkPeers();
+  FrameTarget onHeader(int peer, const FrameHeader& header) override;
+  void onPayload(int peer, const FrameHeader& header, const FrameTarget& target) override;
+  FrameTarget matchDataLocked(int peer, const MessageTag& tag, uint64_t bytes, Inflight& slot);
+  void onWriteDone(int peer, const FrameHeader& header, Inflight& slot);
+  void deliverUnexpected(const UnexpectedPtr& entry, const RequestPtr& request, uint8_t* data);
+  void failPeer(int peer, const Error& error, bool failAllCollectives);
+  void failEverythingLocked(const Error& error);
+  void sendFrame(int peer, const FrameHeader& header, const void* payload, RequestPtr request);
+  void sendControl(int peer, FrameType type, uint64_t seq, uint64_t id, uint32_t op,
+                   const std::string& text);
+  void completeAll(const std::vector<RequestPtr>& requests);
+  const Error* refusalLocked(int peer, TagSpace space) const;
+  Connection& connection(int peer) const { return *connections_[peer]; }
+
+  const int rank_;
+  const int size_;
+  std::vector<int> localOf_;  // by group rank: index in the mailboxes, -1 off this host
+  std::unique_ptr<Mailboxes> boxes_;
+  std::vector<std::unique_ptr<Connection>> connections_;  // by group rank; null off host / self
+  std::vector<int> pidfds_;  // by group rank; -1 where liveness cannot be watched
+  std::vector<Inflight> inflight_;
+  std::atomic<bool> stop_{false};
+  std::thread progressThread_;
+
+  // Guards matching, peer health, one-sided state, status; waiters sleep on completed_.
+  std::mutex mutex_;
+  std::condition_variable completed_;
+  std::list<Posted> posted_;
+  std::list<UnexpectedPtr> unexpected_;
+  std::vector<std::unique_ptr<Error>> peerError_;
+  std::unique_ptr<Error> collectiveError_;  // a peer aborted the communicator
+  std::unique_ptr<Error> abortError_;
+  std::function<std::string()> statusProvider_;
+  std::vector<std::string> statusReplies_;
+  uint64_t statusRound_ = 0;
+  // One-sided: registrations by key, writes awaiting their ack by id, signals by (peer, signal).
+  std::map<uint64_t, std::pair<uint8_t*, size_t>> regions_;
+  std::map<uint64_t, RequestPtr> writes_;
+  uint64_t nextWriteId_ = 1;
+  std::map<std::pair<int, uint64_t>, uint64_t> arrived_;  // signals that came before their wait
+  std::list<RequestPtr> signalWaiters_;                  // peer = the writer, tag.seq = signal
+};
+
+}  // namespace xccl::net::shm

@@ -1,0 +1,341 @@
+// ShmTransport's caller-facing operations, one-sided writes and failure handling (creation and
+// the progress thread are in transport.cc).
+#include <cstring>
+
+#include "common/logging.h"
+#include "net/bootstrap.h"
+#include "net/shm/transport.h"
+
+namespace xccl::net::shm {
+namespace {
+
+RequestPtr failed(RequestPtr request, const Error& error) {
+  request->failLocked(error);
+  return request;
+}
+
+}  // namespace
+
+// Deregisters under the transport's mutex, so a write frame arriving afterwards is refused
+// instead of landing in freed memory.
+class ShmTransport::ShmRegistration final : public Registration {
+ public:
+  ShmRegistration(ShmTransport& owner, RemoteRegion remote) : owner_(owner), remote_(remote) {}
+  ~ShmRegistration() override {
+    std::lock_guard<std::mutex> guard(owner_.mutex_);
+    owner_.regions_.erase(remote_.key);
+  }
+  RemoteRegion remote() const override { return remote_; }
+
+ private:
+  ShmTransport& owner_;
+  const RemoteRegion remote_;
+};
+
+const Error* ShmTransport::refusalLocked(int peer, TagSpace space) const {
+  if (abortError_) return abortError_.get();
+  if (space == TagSpace::kCollective && collectiveError_) return collectiveError_.get();
+  if (peer != kAnySource && peerError_[peer]) return peerError_[peer].get();
+  return nullptr;
+}
+
+void ShmTransport::sendFrame(int peer, const FrameHeader& header, const void* payload,
+                             RequestPtr request) {
+  std::vector<RequestPtr> completed;
+  try {
+    connection(peer).enqueue(header, payload, request, &completed);
+  } catch (const Error& e) {
+    if (!request) return;
+    std::lock_guard<std::mutex> guard(mutex_);
+    const Error* refusal = refusalLocked(peer, header.space);
+    request->failLocked(refusal ? *refusal : e);
+    completed_.notify_all();
+    return;
+  }
+  // A frame that did not fit is finished by the progress thread, woken by the peer's reads.
+  completeAll(completed);
+}
+
+RequestPtr ShmTransport::isend(int peer, MessageTag tag, const void* data, size_t bytes,
+                               Completion onDone) {
+  XCCL_CHECK_ARG(reaches(peer), "rank ", rank_, " cannot send to rank ", peer,
+                 " over shared memory (not a rank of this host)");
+  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
+  }
+  FrameHeader header;
+  header.space = tag.space;
+  header.step = tag.step;
+  header.seq = tag.seq;
+  header.op = tag.op;
+  header.bytes = bytes;
+  sendFrame(peer, header, data, request);
+  return request;
+}
+
+RequestPtr ShmTransport::irecv(int peer, MessageTag tag, void* data, size_t bytes,
+                               Completion onDone) {
+  XCCL_CHECK_ARG(peer == kAnySource || reaches(peer), "rank ", rank_, " cannot receive from rank ",
+                 peer, " over shared memory (not a rank of this host)");
+  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/false, std::move(onDone));
+  UnexpectedPtr ready;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+      UnexpectedPtr entry = *it;
+      if (entry->waiter || !(peer == kAnySource || peer == entry->peer)) continue;
+      if (collectivesDiffer(tag, entry->tag)) {
+        unexpected_.erase(it);
+        return failed(request, collectiveMismatch(entry->peer, tag, entry->tag));
+      }
+      if (!(entry->tag == tag)) continue;
+      if (entry->data.size() != bytes) {
+        unexpected_.erase(it);
+        return failed(request, sizeMismatchError(entry->peer, tag, entry->data.size(), bytes));
+      }
+      if (!entry->complete) {
+        entry->waiter = request;
+        entry->waiterData = static_cast<uint8_t*>(data);
+        return request;
+      }
+      unexpected_.erase(it);
+      ready = entry;
+      break;
+    }
+    if (!ready) {
+      if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
+      posted_.push_back({request, static_cast<uint8_t*>(data)});
+      return request;
+    }
+  }
+  deliverUnexpected(ready, request, static_cast<uint8_t*>(data));
+  return request;
+}
+
+void ShmTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadline,
+                        const std::string& what) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  waitForRequests(lock, completed_, requests, deadline, what);
+}
+
+void ShmTransport::completeAll(const std::vector<RequestPtr>& requests) {
+  if (requests.empty()) return;
+  std::lock_guard<std::mutex> guard(mutex_);
+  for (const auto& r : requests) {
+    if (!r->done()) r->completeLocked(r->peer());
+  }
+  completed_.notify_all();
+}
+
+std::unique_ptr<Registration> ShmTransport::registerMemory(void* data, size_t bytes) {
+  RemoteRegion remote{reinterpret_cast<uint64_t>(data), bytes, 0};
+  std::lock_guard<std::mutex> guard(mutex_);
+  do {
+    remote.key = randomToken();
+  } while (remote.key == 0 || regions_.count(remote.key) != 0);
+  regions_[remote.key] = {static_cast<uint8_t*>(data), bytes};
+  return std::make_unique<ShmRegistration>(*this, remote);
+}
+
+RequestPtr ShmTransport::iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
+                                uint64_t dstOffset, uint64_t signal, Completion onDone) {
+  XCCL_CHECK_ARG(reaches(peer), "rank ", rank_, " cannot write to rank ", peer,
+                 " over shared memory (not a rank of this host)");
+  const MessageTag tag{TagSpace::kPointToPoint, 0, signal, 0};
+  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
+  FrameHeader header;
+  header.type = FrameType::kWrite;
+  header.space = TagSpace::kPointToPoint;
+  header.seq = signal;
+  header.bytes = bytes;
+  header.key = dst.key;
+  header.offset = dstOffset;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (dstOffset > dst.bytes || bytes > dst.bytes - dstOffset) {
+      return failed(request,
+                    Error(ErrorKind::kInvalidArgument,
+                          detail::concat("a one-sided write of ", bytes, " bytes at offset ",
+                                         dstOffset, " does not fit rank ", peer, "'s region of ",
+                                         dst.bytes, " bytes")));
+    }
+    if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
+    header.id = nextWriteId_++;
+    writes_[header.id] = request;
+  }
+  // The write completes on the target's acknowledgement, not when the bytes are in the ring:
+  // the target may refuse it, and the signal means the bytes are visible there.
+  sendFrame(peer, header, data, nullptr);
+  return request;
+}
+
+RequestPtr ShmTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone) {
+  XCCL_CHECK_ARG(reaches(peer), "rank ", rank_, " cannot wait for writes from rank ", peer,
+                 " over shared memory (not a rank of this host)");
+  const MessageTag tag{TagSpace::kPointToPoint, 0, signal, 0};
+  auto request = std::make_shared<Request>(peer, tag, 0, /*isSend=*/false, std::move(onDone));
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = arrived_.find({peer, signal});
+  if (it != arrived_.end()) {
+    if (--it->second == 0) arrived_.erase(it);
+    request->completeLocked(peer);
+    return request;
+  }
+  if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
+  signalWaiters_.push_back(request);
+  return request;
+}
+
+void ShmTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
+  XCCL_INFO("shm", error.what());
+  std::vector<RequestPtr> sends = connections_[peer]->closeSends();
+  Inflight slot = std::move(inflight_[peer]);
+  inflight_[peer] = Inflight{};
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!peerError_[peer]) peerError_[peer] = std::make_unique<Error>(error);
+  if (failAllCollectives && !collectiveError_) collectiveError_ = std::make_unique<Error>(error);
+  auto lost = [&](int from, const MessageTag& tag) {
+    return from == peer || (failAllCollectives && tag.space == TagSpace::kCollective);
+  };
+  for (auto& r : sends) r->failLocked(error);
+  if (slot.request) slot.request->failLocked(error);
+  if (slot.unexpected && slot.unexpected->waiter) slot.unexpected->waiter->failLocked(error);
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    if (lost(it->request->peer(), it->request->tag())) {
+      it->request->failLocked(error);
+      it = posted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+    if (!(*it)->complete && lost((*it)->peer, (*it)->tag)) {
+      if ((*it)->waiter) (*it)->waiter->failLocked(error);
+      it = unexpected_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = writes_.begin(); it != writes_.end();) {
+    if (it->second->peer() == peer) {
+      it->second->failLocked(error);
+      it = writes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  signalWaiters_.remove_if([&](const RequestPtr& r) {
+    if (r->peer() == peer) r->failLocked(error);
+    return r->peer() == peer;
+  });
+  completed_.notify_all();
+}
+
+void ShmTransport::failEverythingLocked(const Error& error) {
+  for (auto& p : posted_) p.request->failLocked(error);
+  posted_.clear();
+  for (auto& entry : unexpected_) {
+    if (entry->waiter) entry->waiter->failLocked(error);
+  }
+  for (auto& slot : inflight_) {
+    if (slot.request) slot.request->failLocked(error);
+    if (slot.unexpected && slot.unexpected->waiter) slot.unexpected->waiter->failLocked(error);
+    slot = Inflight{};
+  }
+  for (auto& w : writes_) w.second->failLocked(error);
+  writes_.clear();
+  for (auto& r : signalWaiters_) r->failLocked(error);
+  signalWaiters_.clear();
+  completed_.notify_all();
+}
+
+void ShmTransport::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (abortError_) return;
+    abortError_ = std::make_unique<Error>(ErrorKind::kAborted, "communicator aborted: " + reason);
+  }
+  XCCL_INFO("shm", "aborting: ", reason);
+  // The reason first, then the flag (release): a peer that sees the flag reads all of it. The
+  // flag reaches peers even when every ring to them is full.
+  Mailbox& mine = boxes_->box(localOf_[rank_]);
+  std::strncpy(mine.reason, reason.c_str(), sizeof(mine.reason) - 1);
+  mine.aborted.store(1, std::memory_order_release);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (connections_[peer]) boxes_->wake(localOf_[peer]);
+  }
+  // Stop the progress thread so nothing below races with it.
+  stop_.store(true);
+  if (progressThread_.joinable()) {
+    boxes_->wake(localOf_[rank_]);
+    progressThread_.join();
+  }
+  std::vector<RequestPtr> sends;
+  for (auto& conn : connections_) {
+    if (!conn) continue;
+    for (auto& r : conn->closeSends()) sends.push_back(std::move(r));
+  }
+  std::lock_guard<std::mutex> guard(mutex_);
+  for (auto& r : sends) r->failLocked(*abortError_);
+  failEverythingLocked(*abortError_);
+}
+
+bool ShmTransport::peerFailed(int peer, std::string* why) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const Error* error = abortError_ ? abortError_.get() : peerError_[peer].get();
+  if (error != nullptr && why != nullptr) *why = error->what();
+  return error != nullptr;
+}
+
+void ShmTransport::setStatusProvider(std::function<std::string()> provider) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  statusProvider_ = std::move(provider);
+}
+
+void ShmTransport::sendControl(int peer, FrameType type, uint64_t seq, uint64_t id, uint32_t op,
+                               const std::string& text) {
+  // The text must outlive the asynchronous write: the request's completion keeps it.
+  auto kept = std::make_shared<std::string>(text);
+  FrameHeader header;
+  header.type = type;
+  header.seq = seq;
+  header.id = id;
+  header.op = op;
+  header.bytes = kept->size();
+  auto request = std::make_shared<Request>(peer, MessageTag{}, kept->size(), /*isSend=*/true,
+                                           [kept](const Request&) {});
+  sendFrame(peer, header, kept->data(), request);
+}
+
+std::vector<std::string> ShmTransport::queryStatus(Deadline deadline) {
+  std::vector<int> asked;
+  uint64_t round;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    round = ++statusRound_;
+    for (int peer = 0; peer < size_; ++peer) {
+      statusReplies_[peer].clear();
+      if (!reaches(peer)) continue;
+      if (peerError_[peer]) {
+        statusReplies_[peer] = "!" + std::string(peerError_[peer]->what());
+      } else if (!abortError_) {
+        asked.push_back(peer);
+      }
+    }
+  }
+  for (int peer : asked) sendControl(peer, FrameType::kStatusQuery, round, 0, 0, "");
+  std::unique_lock<std::mutex> lock(mutex_);
+  completed_.wait_until(lock, deadline, [&] {
+    return std::all_of(asked.begin(), asked.end(),
+                       [&](int peer) { return !statusReplies_[peer].empty(); });
+  });
+  std::vector<std::string> replies = statusReplies_;
+  auto provider = statusProvider_;
+  lock.unlock();
+  replies[rank_] = provider ? provider() : "";
+  return replies;
+}
+
+}  // namespace xccl::net::shm
