@@ -60,7 +60,7 @@ ShmTransport::ShmTransport(int rank, int size, const std::vector<int>& members,
       size_(size),
       localOf_(size, -1),
       boxes_(std::move(boxes)),
-      connections_(size),
+      links_(size),
       pidfds_(size, -1),
       inflight_(size),
       peerError_(size),
@@ -70,8 +70,8 @@ ShmTransport::ShmTransport(int rank, int size, const std::vector<int>& members,
   for (int peer : members) {
     if (peer == rank) continue;
     const int other = localOf_[peer];
-    connections_[peer] = std::make_unique<Connection>(peer, boxes_->ring(me, other),
-                                                      boxes_->ring(other, me), *boxes_, other);
+    links_[peer] = std::make_unique<Link>(peer, boxes_->ring(me, other), boxes_->ring(other, me),
+                                          *boxes_, other);
     pidfds_[peer] = watchProcess(boxes_->box(other).pid.load(std::memory_order_acquire));
   }
 }
@@ -113,7 +113,7 @@ void ShmTransport::progressLoop() {
 bool ShmTransport::pump(std::vector<RequestPtr>* completed) {
   bool moved = false;
   for (int peer = 0; peer < size_; ++peer) {
-    Connection* conn = connections_[peer].get();
+    Link* conn = links_[peer].get();
     if (conn == nullptr) continue;
     {
       std::lock_guard<std::mutex> guard(mutex_);
@@ -133,7 +133,7 @@ bool ShmTransport::pump(std::vector<RequestPtr>* completed) {
 // is drained (it may have sent its last messages and exited cleanly).
 void ShmTransport::checkPeers() {
   for (int peer = 0; peer < size_; ++peer) {
-    if (!connections_[peer]) continue;
+    if (!links_[peer]) continue;
     {
       std::lock_guard<std::mutex> guard(mutex_);
       if (peerError_[peer]) continue;
@@ -145,7 +145,7 @@ void ShmTransport::checkPeers() {
                Error(ErrorKind::kPeerFailure,
                      detail::concat("rank ", peer, " aborted the communicator: ", reason)),
                true);
-    } else if (exited(pidfds_[peer]) && connections_[peer]->readIdle()) {
+    } else if (exited(pidfds_[peer]) && links_[peer]->readIdle()) {
       failPeer(peer,
                Error(ErrorKind::kPeerFailure,
                      detail::concat("rank ", peer,

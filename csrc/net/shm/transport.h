@@ -1,5 +1,5 @@
 // Shared-memory transport between ranks of one host: per ordered pair a byte ring (ring.h)
-// carrying frames with the full MessageTag (connection.h); one progress thread per rank that
+// carrying frames with the full MessageTag (link.h); one progress thread per rank that
 // copies arriving frames straight into posted receive buffers (unexpected ones are buffered)
 // and sleeps on a futex when there is nothing to do. One-sided writes travel as frames too:
 // validated against the target's registrations, copied there, then acknowledged.
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "net/shm/connection.h"
+#include "net/shm/link.h"
 #include "net/shm/ring.h"
 #include "net/store.h"
 #include "net/transport.h"
@@ -99,13 +99,13 @@ class ShmTransport final : public Transport, private FrameSink {
                    const std::string& text);
   void completeAll(const std::vector<RequestPtr>& requests);
   const Error* refusalLocked(int peer, TagSpace space) const;
-  Connection& connection(int peer) const { return *connections_[peer]; }
+  Link& link(int peer) const { return *links_[peer]; }
 
   const int rank_;
   const int size_;
   std::vector<int> localOf_;  // by group rank: index in the mailboxes, -1 off this host
   std::unique_ptr<Mailboxes> boxes_;
-  std::vector<std::unique_ptr<Connection>> connections_;  // by group rank; null off host / self
+  std::vector<std::unique_ptr<Link>> links_;  // by group rank; null off host / self
   std::vector<int> pidfds_;  // by group rank; -1 where liveness cannot be watched
   std::vector<Inflight> inflight_;
   std::atomic<bool> stop_{false};

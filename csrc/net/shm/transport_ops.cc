@@ -43,7 +43,7 @@ void ShmTransport::sendFrame(int peer, const FrameHeader& header, const void* pa
                              RequestPtr request) {
   std::vector<RequestPtr> completed;
   try {
-    connection(peer).enqueue(header, payload, request, &completed);
+    link(peer).enqueue(header, payload, request, &completed);
   } catch (const Error& e) {
     if (!request) return;
     std::lock_guard<std::mutex> guard(mutex_);
@@ -190,7 +190,7 @@ RequestPtr ShmTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone
 
 void ShmTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
   XCCL_INFO("shm", error.what());
-  std::vector<RequestPtr> sends = connections_[peer]->closeSends();
+  std::vector<RequestPtr> sends = links_[peer]->closeSends();
   Inflight slot = std::move(inflight_[peer]);
   inflight_[peer] = Inflight{};
   std::lock_guard<std::mutex> guard(mutex_);
@@ -264,7 +264,7 @@ void ShmTransport::abort(const std::string& reason) {
   std::strncpy(mine.reason, reason.c_str(), sizeof(mine.reason) - 1);
   mine.aborted.store(1, std::memory_order_release);
   for (int peer = 0; peer < size_; ++peer) {
-    if (connections_[peer]) boxes_->wake(localOf_[peer]);
+    if (links_[peer]) boxes_->wake(localOf_[peer]);
   }
   // Stop the progress thread so nothing below races with it.
   stop_.store(true);
@@ -273,7 +273,7 @@ void ShmTransport::abort(const std::string& reason) {
     progressThread_.join();
   }
   std::vector<RequestPtr> sends;
-  for (auto& conn : connections_) {
+  for (auto& conn : links_) {
     if (!conn) continue;
     for (auto& r : conn->closeSends()) sends.push_back(std::move(r));
   }

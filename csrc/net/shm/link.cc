@@ -1,4 +1,4 @@
-#include "net/shm/connection.h"
+#include "net/shm/link.h"
 
 #include <algorithm>
 
@@ -6,8 +6,8 @@
 
 namespace xccl::net::shm {
 
-void Connection::enqueue(const FrameHeader& header, const void* payload, RequestPtr request,
-                         std::vector<RequestPtr>* completed) {
+void Link::enqueue(const FrameHeader& header, const void* payload, RequestPtr request,
+                   std::vector<RequestPtr>* completed) {
   bool wrote = false;
   {
     std::lock_guard<std::mutex> guard(sendMutex_);
@@ -22,7 +22,7 @@ void Connection::enqueue(const FrameHeader& header, const void* payload, Request
   if (wrote) boxes_.wake(peerLocal_);
 }
 
-bool Connection::flush(std::vector<RequestPtr>* completed) {
+bool Link::flush(std::vector<RequestPtr>* completed) {
   bool wrote;
   {
     std::lock_guard<std::mutex> guard(sendMutex_);
@@ -32,7 +32,7 @@ bool Connection::flush(std::vector<RequestPtr>* completed) {
   return wrote;
 }
 
-bool Connection::flushLocked(std::vector<RequestPtr>* completed) {
+bool Link::flushLocked(std::vector<RequestPtr>* completed) {
   bool wrote = false;
   while (!sendQueue_.empty()) {
     PendingSend& send = sendQueue_.front();
@@ -55,7 +55,7 @@ bool Connection::flushLocked(std::vector<RequestPtr>* completed) {
   return wrote;
 }
 
-bool Connection::readAvailable(FrameSink& sink) {
+bool Link::readAvailable(FrameSink& sink) {
   bool moved = false;
   for (;;) {
     if (!inPayload_) {
@@ -90,7 +90,7 @@ bool Connection::readAvailable(FrameSink& sink) {
   return moved;
 }
 
-std::vector<RequestPtr> Connection::closeSends() {
+std::vector<RequestPtr> Link::closeSends() {
   std::lock_guard<std::mutex> guard(sendMutex_);
   closed_ = true;
   std::vector<RequestPtr> requests;

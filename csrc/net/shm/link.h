@@ -1,5 +1,5 @@
 // One peer on this host as seen by ShmTransport: the framed send queue into the ring to it and
-// the read state machine on the ring from it (the same shape as tcp/connection.h, over rings
+// the read state machine on the ring from it (the role of tcp/link.h, over rings
 // instead of a socket). Matching received frames to receives is the transport's job (FrameSink).
 #pragma once
 
@@ -54,11 +54,11 @@ class FrameSink {
   virtual void onPayload(int peer, const FrameHeader& header, const FrameTarget& target) = 0;
 };
 
-class Connection {
+class Link {
  public:
   // `peerLocal` is the peer's index in `boxes`: its doorbell is rung after writing (data for
   // it) and after reading (space for it).
-  Connection(int peer, Ring out, Ring in, const Mailboxes& boxes, int peerLocal)
+  Link(int peer, Ring out, Ring in, const Mailboxes& boxes, int peerLocal)
       : peer_(peer), out_(out), in_(in), boxes_(boxes), peerLocal_(peerLocal) {}
 
   int peer() const { return peer_; }
