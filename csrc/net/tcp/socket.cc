@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -218,6 +219,23 @@ Address Address::parse(const std::string& text) {
   in.sin_port = htons(static_cast<uint16_t>(port));
   XCCL_CHECK_ARG(::inet_pton(AF_INET, host.c_str(), &in.sin_addr) == 1, "bad address '", text, "'");
   return fromSockaddr(reinterpret_cast<sockaddr*>(&in), sizeof(in));
+}
+
+void tuneSocket(Socket& socket) {
+  socket.setNoDelay();
+  constexpr int kBuffer = 4 << 20;
+  static const bool allowed = [] {
+    auto atLeast = [](const char* path) {
+      std::ifstream in(path);
+      int64_t value = 0;
+      return static_cast<bool>(in >> value) && value >= kBuffer;
+    };
+    return atLeast("/proc/sys/net/core/wmem_max") && atLeast("/proc/sys/net/core/rmem_max");
+  }();
+  if (!allowed) return;
+  // Best effort: a refusal leaves the kernel's autotuned buffers.
+  ::setsockopt(socket.fd(), SOL_SOCKET, SO_SNDBUF, &kBuffer, sizeof(kBuffer));
+  ::setsockopt(socket.fd(), SOL_SOCKET, SO_RCVBUF, &kBuffer, sizeof(kBuffer));
 }
 
 Socket listenOn(const Address& host, Address* bound) {

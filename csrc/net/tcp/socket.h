@@ -43,6 +43,9 @@ struct Address {
   static Address parse(const std::string& text);  // inverse of toString
 };
 
+// Data-path options of a connected socket: TCP_NODELAY, and socket buffers of 4 MiB where the
+// kernel allows that much (a smaller explicit size would switch off its autotuning).
+void tuneSocket(Socket& socket);
 // Listening socket on `host` (an interface address) with a kernel-chosen port.
 Socket listenOn(const Address& host, Address* bound);
 // Connects, retrying refused connections until `deadline` (the peer may still be starting).
