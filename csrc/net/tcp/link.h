@@ -69,6 +69,7 @@ struct Link {
   // Counters for tests and logs (atomics: read from any thread).
   std::atomic<uint64_t> chunksSent{0}, chunksReceived{0}, failures{0}, recoveries{0};
   std::atomic<bool> blackholed{false};  // test hook: neither read nor written
+  std::atomic<bool> heldDown{false};    // test hook: neither redialled nor accepted
 };
 
 class Peer {

@@ -201,7 +201,7 @@ void TcpTransport::managerLoop() {
         if (p.failed) continue;
         anyUp = p.upLinks() > 0;
         for (auto& link : p.links) {
-          if (!link->up && now >= link->nextDial) due.push_back(link->index);
+          if (!link->up && !link->heldDown && now >= link->nextDial) due.push_back(link->index);
         }
       }
       if (peer < rank_) {
@@ -261,6 +261,7 @@ void TcpTransport::acceptOneLink() {
     XCCL_WARN("tcp", "refused a connection from ", from, ": ", why);
     return;
   }
+  if (peers_[hello.rank]->links[hello.link]->heldDown) return;
   try {
     const Hello reply = makeHello(hello.link);
     s.sendAll(&reply, sizeof(reply), Clock::now() + linkTimeout_);
@@ -278,10 +279,11 @@ TcpTransport::LinkCounters TcpTransport::linkCounters(int peer, int index) {
           link.recoveries.load()};
 }
 
-void TcpTransport::killLink(int peer, int index) {
+void TcpTransport::killLink(int peer, int index, bool stayDown) {
   Peer& p = *peers_.at(peer);
   std::lock_guard<std::mutex> guard(p.sendMutex);
   Link& link = *p.links.at(index);
+  link.heldDown = stayDown;
   if (link.up) ::shutdown(link.socket.fd(), SHUT_RDWR);
 }
 

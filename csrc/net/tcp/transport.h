@@ -46,8 +46,9 @@ class TcpTransport final : public Transport {
   int size() const override { return size_; }
   const char* name() const override { return "tcp"; }
   RequestPtr isend(int peer, MessageTag tag, const void* data, size_t bytes,
-                   Completion onDone) override;
-  RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes, Completion onDone) override;
+                   Completion onDone = nullptr) override;
+  RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes,
+                   Completion onDone = nullptr) override;
   void wait(const std::vector<RequestPtr>& requests, Deadline deadline,
             const std::string& what) override;
   void abort(const std::string& reason) override;
@@ -62,9 +63,10 @@ class TcpTransport final : public Transport {
     uint64_t chunksSent, chunksReceived, failures, recoveries;
   };
   LinkCounters linkCounters(int peer, int link);
-  // Test hooks: shut one link's socket down (as a pulled cable with an error), or stop reading
-  // and writing it (a silent blackhole) until it is taken down for that and redialled.
-  void killLink(int peer, int link);
+  // Test hooks: shut one link's socket down (as a pulled cable with an error; with `stayDown`
+  // it is neither redialled nor accepted again from this side), or stop reading and writing it
+  // (a silent blackhole) until it is taken down for that and redialled.
+  void killLink(int peer, int link, bool stayDown = false);
   void blackholeLink(int peer, int link);
   std::string listenAddress() const { return addresses_.empty() ? "" : addresses_[rank_]; }
 
