@@ -96,6 +96,7 @@ class Peer {
   // Receiving side's acknowledgement, written by the progress thread, piggybacked by writers.
   std::atomic<uint64_t> received{0};
   uint64_t ackSent = 0;  // progress thread
+  bool saidBye = false;  // progress thread: the peer is closing its links on purpose
 
   Chunk& chunk(uint64_t seq) { return retained[seq - retainedBase]; }
   int upLinks() const;

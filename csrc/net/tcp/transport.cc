@@ -72,32 +72,17 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& o
 }
 
 TcpTransport::~TcpTransport() {
-  bool running = progressThread_.joinable();
-  if (running) {
-    // Sends that completed once written may still be unacknowledged: give them a moment to
-    // arrive, so that the goodbye below never overtakes data on another link.
-    const Deadline deadline = Clock::now() + linkTimeout_;
-    for (auto& peer : peers_) {
-      if (!peer) continue;
-      for (;;) {
-        {
-          std::lock_guard<std::mutex> guard(peer->sendMutex);
-          if (peer->failed || peer->acked == peer->nextSeq || peer->upLinks() == 0) break;
-        }
-        if (Clock::now() >= deadline) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-  }
+  const bool running = progressThread_.joinable();
   stopThreads();
-  // Tell every peer this is a goodbye, not a failure, on every link it might read first.
+  // Goodbye on every link: behind everything already written on it, so a peer reads all that
+  // (sends completed here are wholly written) and then closes the peer without a warning.
   FrameHeader bye;
   bye.type = FrameType::kBye;
   const Deadline deadline = Clock::now() + std::chrono::milliseconds(200);
   for (auto& peer : peers_) {
-    if (!peer || peer->failed) continue;
+    if (!peer || peer->failed || !running) continue;
     for (auto& link : peer->links) {
-      if (!link->up || link->writing || !running) continue;
+      if (!link->up || link->writing) continue;
       try {
         link->socket.sendAll(&bye, sizeof(bye), deadline);
       } catch (const Error&) {
@@ -237,7 +222,10 @@ void TcpTransport::readLink(int peer, Link& link) {
   for (int round = 0; round < 64 && link.up && !link.blackholed.load(); ++round) {
     const FrameReader::Space space = link.reader.next();
     const ssize_t n = ::recv(link.socket.fd(), space.data, space.bytes, MSG_DONTWAIT);
-    if (n == 0) return linkDown(peer, link.index, "closed by the peer");
+    if (n == 0) {
+      if (peers_[peer]->saidBye) return closedAfterBye(peer, link.index);
+      return linkDown(peer, link.index, "closed by the peer");
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;

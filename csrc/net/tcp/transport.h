@@ -147,6 +147,8 @@ class TcpTransport final : public Transport {
   uint8_t* onHeader(int peer, Link& link, const FrameHeader& header);
   void onFrame(int peer, Link& link, const FrameHeader& header);
   void onControl(int peer, const FrameHeader& header, const std::string& text);
+  // A link closed after the peer said goodbye: once none is left, the peer is gone.
+  void closedAfterBye(int peer, int index);
   Incoming* knownMessage(int peer, const FrameHeader& header);
   void matchMessage(int peer, const FrameHeader& header);
   void chunkArrived(int peer, Incoming& message, uint64_t length);

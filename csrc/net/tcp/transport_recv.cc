@@ -82,6 +82,12 @@ uint8_t* TcpTransport::onHeader(int peer, Link& link, const FrameHeader& header)
 void TcpTransport::onFrame(int peer, Link& link, const FrameHeader& header) {
   Receiving& r = receiving_[peer];
   Receiving::Slot& slot = r.slots[link.index];
+  if (header.type == FrameType::kBye) {
+    // Everything the peer wrote on this link came before its goodbye; other links may still
+    // hold some, so the peer is gone only once every link closed.
+    peers_[peer]->saidBye = true;
+    return closedAfterBye(peer, link.index);
+  }
   if (header.type != FrameType::kData) {
     std::string text(slot.control.begin(), slot.control.end());
     slot.control.clear();
@@ -167,7 +173,9 @@ void TcpTransport::chunkArrived(int peer, Incoming& message, uint64_t length) {
   message.got += length;
   if (message.got < message.total) return;
   message.done = true;
-  r.ackDue = true;  // the sender may be waiting for this message's acknowledgement
+  // The sender of a large message waits for its acknowledgement; small ones completed once
+  // written, and their acknowledgement can ride on later traffic or the heartbeat.
+  if (message.total > kInlineBytes) r.ackDue = true;
   RequestPtr waiter;
   UnexpectedPtr entry = message.unexpected;
   {
@@ -209,6 +217,21 @@ void TcpTransport::drainStash(int peer) {
   }
 }
 
+void TcpTransport::closedAfterBye(int peer, int index) {
+  linkDown(peer, index, "the peer closed it on purpose", /*quiet=*/true);
+  Peer& p = *peers_[peer];
+  {
+    std::lock_guard<std::mutex> guard(p.sendMutex);
+    if (p.failed || p.upLinks() > 0) return;
+  }
+  failPeer(peer,
+           Error(ErrorKind::kPeerFailure,
+                 detail::concat("rank ", peer,
+                                " closed its connections (the process exited, was killed, "
+                                "or aborted)")),
+           false);
+}
+
 void TcpTransport::onControl(int peer, const FrameHeader& header, const std::string& text) {
   switch (header.type) {
     case FrameType::kAbort:
@@ -216,14 +239,6 @@ void TcpTransport::onControl(int peer, const FrameHeader& header, const std::str
                Error(ErrorKind::kPeerFailure,
                      detail::concat("rank ", peer, " aborted the communicator: ", text)),
                true);
-      return;
-    case FrameType::kBye:
-      failPeer(peer,
-               Error(ErrorKind::kPeerFailure,
-                     detail::concat("rank ", peer,
-                                    " closed its connections (the process exited, "
-                                    "was killed, or aborted)")),
-               false);
       return;
     case FrameType::kStatusQuery: {
       std::function<std::string()> provider;

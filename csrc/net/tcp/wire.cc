@@ -4,8 +4,6 @@
 #include <cstring>
 #include <exception>
 
-#include "common/error.h"
-
 namespace xccl::net::tcp {
 
 const char* validateHeader(const FrameHeader& header) {
