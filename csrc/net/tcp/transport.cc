@@ -72,6 +72,7 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& o
 }
 
 TcpTransport::~TcpTransport() {
+  std::lock_guard<std::mutex> lifecycle(lifecycleMutex_);
   const bool running = progressThread_.joinable();
   stopThreads();
   // Goodbye on every link: behind everything already written on it, so a peer reads all that

@@ -154,7 +154,9 @@ class TcpTransport final : public Transport {
   void chunkArrived(int peer, Incoming& message, uint64_t length);
   void drainStash(int peer);
   void deliverUnexpected(const UnexpectedPtr& entry, const RequestPtr& request, uint8_t* data);
-  // transport_ops.cc: failure handling.
+  // transport_ops.cc: cutting a send into chunks on the peer's links, and failure handling.
+  void enqueueLocked(Peer& p, const RequestPtr& request, const MessageTag& tag, const void* data,
+                     size_t bytes, std::vector<RequestPtr>* completed);
   void failPeer(int peer, const Error& error, bool failAllCollectives);
   void failAll(const Error& error);
   void sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload);
@@ -178,12 +180,16 @@ class TcpTransport final : public Transport {
   int epollFd_ = -1;
   int wakeFd_ = -1;  // eventfd: stop, handovers or test hooks
   std::atomic<bool> stopping_{false};
+  // Held by abort() and the destructor throughout: a backend may abort from one thread while
+  // another destroys the transport, and the threads must be joined (and peers freed) once.
+  std::mutex lifecycleMutex_;
   std::thread progressThread_;
   std::thread managerThread_;
   std::mutex handoverMutex_;
   std::vector<Handover> handovers_;
 
   // Guards matching state, peer health and request completion; waiters sleep on completed_.
+  // Lock order: mutex_ before a Peer::sendMutex, never the other way.
   std::mutex mutex_;
   std::condition_variable completed_;
   std::list<Posted> posted_;

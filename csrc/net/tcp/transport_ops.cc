@@ -36,15 +36,28 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
   }
   Peer& p = *peers_[peer];
   std::vector<RequestPtr> completed;
+  bool refused = false;
   {
     std::lock_guard<std::mutex> guard(p.sendMutex);
-    if (p.failed) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      const Error* refusal = refusalLocked(peer, tag.space);
-      return failed(request, refusal ? *refusal
-                                     : Error(ErrorKind::kPeerFailure,
-                                             detail::concat("rank ", peer, " has failed")));
-    }
+    refused = p.failed;
+    if (!refused) enqueueLocked(p, request, tag, data, bytes, &completed);
+  }
+  if (refused) {
+    // Lock order: mutex_ is never taken under a sendMutex (failAll takes them the other way).
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Error* refusal = refusalLocked(peer, tag.space);
+    return failed(request, refusal ? *refusal
+                                   : Error(ErrorKind::kPeerFailure,
+                                           detail::concat("rank ", peer, " has failed")));
+  }
+  completeAll(completed);
+  return request;
+}
+
+void TcpTransport::enqueueLocked(Peer& p, const RequestPtr& request, const MessageTag& tag,
+                                 const void* data, size_t bytes,
+                                 std::vector<RequestPtr>* completed) {
+  {
     FrameHeader header;
     header.space = static_cast<uint16_t>(tag.space);
     header.step = tag.step;
@@ -84,10 +97,8 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
     } else {
       p.sent.push_back({request, p.nextSeq});  // complete once acknowledged
     }
-    flushPeer(p, &completed);  // the cheap path: as much as the sockets take now
+    flushPeer(p, completed);  // the cheap path: as much as the sockets take now
   }
-  completeAll(completed);
-  return request;
 }
 
 RequestPtr TcpTransport::irecv(int peer, MessageTag tag, void* data, size_t bytes,
@@ -267,6 +278,7 @@ void TcpTransport::failEverythingLocked(const Error& error) {
 }
 
 void TcpTransport::abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lifecycle(lifecycleMutex_);
   {
     std::lock_guard<std::mutex> guard(mutex_);
     if (abortError_) return;
