@@ -111,7 +111,8 @@ void TcpTransport::onFrame(int peer, Link& link, const FrameHeader& header) {
     r.stash.push_back(std::move(slot.pending));
     slot.pending = {};
     slot.stashing = false;
-    return;
+    // Its predecessors may have become known while its payload was arriving (on other links).
+    return drainStash(peer);
   }
   chunkArrived(peer, *knownMessage(peer, header), header.length);
   drainStash(peer);
