@@ -1,5 +1,6 @@
 #include "net/tcp/transport.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -76,23 +77,51 @@ TcpTransport::~TcpTransport() {
   const bool running = progressThread_.joinable();
   stopThreads();
   // Goodbye on every link: behind everything already written on it, so a peer reads all that
-  // (sends completed here are wholly written) and then closes the peer without a warning.
+  // (sends completed here are wholly written) and then closes the peer without a warning. It
+  // acknowledges everything received: a peer's large sends complete only once acknowledged.
   FrameHeader bye;
   bye.type = FrameType::kBye;
   const Deadline deadline = Clock::now() + std::chrono::milliseconds(200);
+  std::vector<pollfd> closing;
   for (auto& peer : peers_) {
     if (!peer || peer->failed || !running) continue;
+    bye.ack = peer->received.load();
     for (auto& link : peer->links) {
       if (!link->up || link->writing) continue;
       try {
         link->socket.sendAll(&bye, sizeof(bye), deadline);
+        ::shutdown(link->socket.fd(), SHUT_WR);
+        closing.push_back({link->socket.fd(), POLLIN, 0});
       } catch (const Error&) {
       }
     }
   }
+  // Until each peer closed its end (it does on the goodbye), or briefly: closing a socket with
+  // unread bytes resets the connection, and a reset can drop the goodbye before it is read.
+  lingerUntilClosed(closing, deadline);
   peers_.clear();
   ::close(wakeFd_);
   ::close(epollFd_);
+}
+
+void TcpTransport::lingerUntilClosed(std::vector<pollfd>& fds, Deadline deadline) {
+  uint8_t sink[4096];
+  size_t open = fds.size();
+  while (open > 0) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0 || ::poll(fds.data(), fds.size(), static_cast<int>(left.count())) <= 0) {
+      return;
+    }
+    for (auto& fd : fds) {
+      if (fd.fd < 0 || fd.revents == 0) continue;
+      const ssize_t n = ::recv(fd.fd, sink, sizeof(sink), MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        fd.fd = -1;  // poll skips negative descriptors
+        --open;
+      }
+    }
+  }
 }
 
 void TcpTransport::stopThreads() {

@@ -7,6 +7,8 @@
 // One progress thread (epoll) reads and writes; sends start on the caller's thread.
 #pragma once
 
+#include <poll.h>
+
 #include <list>
 #include <memory>
 #include <optional>
@@ -166,6 +168,7 @@ class TcpTransport final : public Transport {
   void completeAll(const std::vector<RequestPtr>& requests);
   const Error* refusalLocked(int peer, TagSpace space) const;
   void stopThreads();
+  static void lingerUntilClosed(std::vector<pollfd>& fds, Deadline deadline);
 
   const int rank_;
   const int size_;
