@@ -74,6 +74,23 @@ void releaseAcked(Peer& peer, std::vector<RequestPtr>* completed) {
   }
 }
 
+bool finishFrame(Link& link, Deadline deadline) {
+  if (!link.writing) return true;
+  try {
+    if (link.written < sizeof(FrameHeader)) {
+      link.socket.sendAll(reinterpret_cast<const uint8_t*>(&link.current) + link.written,
+                          sizeof(FrameHeader) - link.written, deadline);
+      link.written = sizeof(FrameHeader);
+    }
+    const size_t offset = link.written - sizeof(FrameHeader);
+    link.socket.sendAll(link.currentPayload + offset, link.current.length - offset, deadline);
+  } catch (const Error&) {
+    return false;
+  }
+  link.writing = false;
+  return true;
+}
+
 bool flushLink(Peer& peer, Link& link, int epollFd, std::vector<RequestPtr>* completed) {
   if (!link.up || link.broken || peer.failed || link.blackholed.load()) return true;
   for (;;) {

@@ -107,6 +107,9 @@ class Peer {
 // `completed`. Returns false when the socket failed (then shut down and marked broken: the
 // progress thread takes the link down). Peer::sendMutex held.
 bool flushLink(Peer& peer, Link& link, int epollFd, std::vector<RequestPtr>* completed);
+// Writes the rest of a half-written frame, blocking until `deadline` (the threads are stopped:
+// before a last abort or goodbye frame, which must not land inside it). False if it could not.
+bool finishFrame(Link& link, Deadline deadline);
 // The link with the fewest queued chunks among those up, or -1.
 int pickLink(const Peer& peer);
 // Queues chunk `seq` on link `index` (which must be up).

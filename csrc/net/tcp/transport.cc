@@ -87,7 +87,7 @@ TcpTransport::~TcpTransport() {
     if (!peer || peer->failed || !running) continue;
     bye.ack = peer->received.load();
     for (auto& link : peer->links) {
-      if (!link->up || link->writing) continue;
+      if (!link->up || !finishFrame(*link, deadline)) continue;
       try {
         link->socket.sendAll(&bye, sizeof(bye), deadline);
         ::shutdown(link->socket.fd(), SHUT_WR);
@@ -228,7 +228,7 @@ void TcpTransport::progressLoop() {
           completeAll(completed);
         }
         if (link.broken) {
-          linkDown(peer, link.index, link.lastError);
+          takeBrokenDown(peer, link);
         } else if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
           readLink(peer, link);
         }
@@ -246,25 +246,43 @@ void TcpTransport::progressLoop() {
   }
 }
 
-void TcpTransport::readLink(int peer, Link& link) {
+bool TcpTransport::readLink(int peer, Link& link) {
   LinkSink sink(*this, peer, link);
   // Bounded, so that one busy link cannot starve the others.
-  for (int round = 0; round < 64 && link.up && !link.blackholed.load(); ++round) {
+  for (int round = 0; round < 64; ++round) {
+    if (!link.up || link.blackholed.load()) return false;
     const FrameReader::Space space = link.reader.next();
     const ssize_t n = ::recv(link.socket.fd(), space.data, space.bytes, MSG_DONTWAIT);
     if (n == 0) {
-      if (peers_[peer]->saidBye) return closedAfterBye(peer, link.index);
-      return linkDown(peer, link.index, "closed by the peer");
+      if (peers_[peer]->saidBye) {
+        closedAfterBye(peer, link.index);
+      } else {
+        linkDown(peer, link.index, "closed by the peer");
+      }
+      return false;
     }
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      return linkDown(peer, link.index, "receive failed: " + errnoText(errno));
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      linkDown(peer, link.index, "receive failed: " + errnoText(errno));
+      return false;
     }
     link.lastHeard = Clock::now();
     const std::string why = link.reader.advance(static_cast<size_t>(n), sink);
-    if (!why.empty()) return linkDown(peer, link.index, "dropped a corrupt stream: " + why);
+    if (!why.empty()) {
+      linkDown(peer, link.index, "dropped a corrupt stream: " + why);
+      return false;
+    }
   }
+  return true;
+}
+
+void TcpTransport::takeBrokenDown(int peer, Link& link) {
+  // What the peer wrote before the write failed is still readable, and may say why (an abort
+  // frame, a goodbye): read it first.
+  while (readLink(peer, link)) {
+  }
+  if (link.up) linkDown(peer, link.index, link.lastError);
 }
 
 void TcpTransport::tick(Clock::time_point now) {
@@ -275,7 +293,7 @@ void TcpTransport::tick(Clock::time_point now) {
     Clock::time_point lastDown{};
     for (auto& owned : p.links) {
       Link& link = *owned;
-      if (link.broken) linkDown(peer, link.index, link.lastError);
+      if (link.broken) takeBrokenDown(peer, link);
       if (!link.up) {
         lastDown = std::max(lastDown, link.downSince);
         continue;

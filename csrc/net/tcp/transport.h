@@ -131,7 +131,9 @@ class TcpTransport final : public Transport {
   // transport.cc: the mesh and the progress thread.
   void buildMesh(Store& store, const TcpOptions& options);
   void progressLoop();
-  void readLink(int peer, Link& link);
+  // Reads what is there now, up to a bound (true: stopped at the bound, more may be there).
+  bool readLink(int peer, Link& link);
+  void takeBrokenDown(int peer, Link& link);
   void tick(Clock::time_point now);
   void takeHandovers();
   void linkUp(int peer, int index, Socket socket, bool recovered);

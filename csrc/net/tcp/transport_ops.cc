@@ -296,10 +296,10 @@ void TcpTransport::abort(const std::string& reason) {
     peer->failed = true;
     for (auto& link : peer->links) {
       if (!link->up) continue;
-      // Best effort and briefly bounded, on every link the peer may read first; a half-written
-      // frame cannot be interrupted, so such a link just closes.
-      if (!link->writing) {
-        const auto deadline = Clock::now() + std::chrono::milliseconds(200);
+      // Best effort and briefly bounded, on every link the peer may read first, after the rest
+      // of a half-written frame (its bytes are still valid: its send has not completed).
+      const auto deadline = Clock::now() + std::chrono::milliseconds(200);
+      if (finishFrame(*link, deadline)) {
         try {
           link->socket.sendAll(&header, sizeof(header), deadline);
           link->socket.sendAll(reason.data(), header.length, deadline);
