@@ -299,6 +299,31 @@ Socket acceptOne(const Socket& listener, Deadline deadline) {
   }
 }
 
+std::vector<Address> interfaceAddresses(const std::vector<std::string>& names) {
+  std::vector<Address> out;
+  for (const std::string& name : names) {
+    Address a;
+    if (interfaceAddress(name, &a)) {
+      out.push_back(a);
+      continue;
+    }
+    // Name what exists, so a typo or a host with other interface names is fixed at once.
+    std::string existing;
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) == 0) {
+      for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+        if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+        existing += (existing.empty() ? "" : ", ") + std::string(it->ifa_name);
+      }
+      ::freeifaddrs(list);
+    }
+    XCCL_THROW(ErrorKind::kInvalidArgument, "XCCL_NET_IFNAMES names '", name,
+               "', which is no interface with an IPv4 address here; those with one: ",
+               existing.empty() ? "none" : existing);
+  }
+  return out;
+}
+
 Address chooseListenAddress(const std::string& storeHost) {
   Address a;
   std::string ifnames = env::getString("XCCL_SOCKET_IFNAME");

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <string>
+#include <vector>
 
 #include "net/transport.h"
 
@@ -52,6 +53,10 @@ Socket listenOn(const Address& host, Address* bound);
 Socket connectTo(const Address& peer, Deadline deadline);
 // Accepts one connection, waiting at most until `deadline`.
 Socket acceptOne(const Socket& listener, Deadline deadline);
+
+// The IPv4 address of each named interface, in order; kInvalidArgument naming the first name
+// that has none and the interfaces that do.
+std::vector<Address> interfaceAddresses(const std::vector<std::string>& names);
 
 // The address this rank listens on: XCCL_SOCKET_IFNAME's interface if set, else the local
 // address that routes to `storeHost` (no packet is sent), else the hostname's address, else

@@ -133,6 +133,7 @@ void TcpTransport::stopThreads() {
 }
 
 void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
+  interfaceAddresses(options.ifnames);  // a bad name fails at once, before any peer waits
   if (size_ == 1) return;
   const Deadline deadline = Clock::now() + options.timeout;
   const Bootstrap bootstrap =
@@ -146,8 +147,9 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
   group_ = hashGroup(options.storePrefix);
 
   Address bound;
-  listener_ = listenOn(options.listenAddress ? *options.listenAddress
-                                             : chooseListenAddress(options.storeHost),
+  listener_ = listenOn(options.listenAddress      ? *options.listenAddress
+                       : !options.ifnames.empty() ? interfaceAddresses(options.ifnames).front()
+                                                  : chooseListenAddress(options.storeHost),
                        &bound);
   XCCL_DEBUG("tcp", "listening on ", bound.toString(), " with ", links_, " link(s) per peer");
   addresses_ = bootstrap.allGather("addr", bound.toString());

@@ -34,6 +34,10 @@ struct TcpOptions {
   // (topo::progressCpusFor); empty: the thread is not pinned. XCCL_PIN_PROGRESS=0 ignores it.
   std::vector<int> progressCpus;
   int streams = 0;                           // links per peer; 0: XCCL_NET_STREAMS
+  // NetOptions::ifnames: every name must be an interface with an IPv4 address (else
+  // kInvalidArgument at creation); without `listenAddress`, links use the first one's address.
+  // Striping over several interfaces is not implemented yet (docs/network.md).
+  std::vector<std::string> ifnames;
   std::chrono::milliseconds linkTimeout{0};  // 0: XCCL_NET_LINK_TIMEOUT_MS
 };
 

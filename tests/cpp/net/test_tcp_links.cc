@@ -256,5 +256,25 @@ TEST(TcpLinks, ManyMessagesInFlightBothWays) {
   });
 }
 
+TEST(TcpLinks, InterfaceNamesMustExist) {
+  auto options = linkOptions(2, 1000, "ifnames");
+  options.ifnames = {"lo"};
+  runLinked(2, options, [&](int rank, TcpTransport& t) {
+    EXPECT_EQ(t.listenAddress().rfind("127.", 0), 0u) << t.listenAddress();
+    transferWhile(t, rank, 1, [](int) {});
+  });
+  options.ifnames = {"lo", "nosuch9"};
+  net::MemoryStore store;
+  try {
+    TcpTransport transport(store, 0, 2, options);
+    ADD_FAILURE() << "a missing interface was accepted";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << msg;
+    EXPECT_NE(msg.find("'nosuch9'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("lo"), std::string::npos) << msg;  // the interfaces that exist
+  }
+}
+
 }  // namespace
 }  // namespace xccl
