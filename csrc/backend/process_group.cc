@@ -42,12 +42,8 @@ std::vector<int> progressCpus(const net::tcp::Address& listen) {
 // XCCL_NET_IFNAMES split at commas, once the NIC selection declares it; until then every
 // usable interface (empty).
 std::vector<std::string> netIfnames() {
-  const auto& all = env::all();
-  const bool declared = std::any_of(all.begin(), all.end(), [](const env::Variable& v) {
-    return std::string(v.name) == "XCCL_NET_IFNAMES";
-  });
   std::vector<std::string> names;
-  std::string text = declared ? env::getString("XCCL_NET_IFNAMES") : "";
+  const std::string text = env::getString("XCCL_NET_IFNAMES");
   for (size_t start = 0; start < text.size();) {
     const size_t comma = std::min(text.find(',', start), text.size());
     if (comma > start) names.push_back(text.substr(start, comma - start));

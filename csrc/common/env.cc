@@ -64,6 +64,10 @@ const std::vector<Variable> kVariables = {
     text("XCCL_SOCKET_IFNAME",
          "Interface (or comma-separated list) whose address the TCP transport listens on; "
          "default: the address that reaches the store's host, else the hostname's address."),
+    text("XCCL_NET_IFNAMES",
+         "Comma-separated interfaces xccl's network engines use between hosts (each must exist "
+         "and have an IPv4 address, else group creation raises ValueError); default: chosen as "
+         "for XCCL_SOCKET_IFNAME."),
     // net/factory.cc chooseEngine(); ranks on different engines could not reach each other.
     choice("XCCL_NET", "auto", {"auto", "ofi", "tcp"}, kGroupWide,
            "Network engine to ranks on other hosts: tcp (xccl's own), ofi (libfabric; an error "
@@ -73,6 +77,15 @@ const std::vector<Variable> kVariables = {
     integer("XCCL_CONNECT_TIMEOUT_MS", "", 1, 2147483647, 1, kPerRank,
             "Bound for building a group at its creation (settings agreement, TCP mesh); default: "
             "the group timeout."),
+    // net/tcp: links per peer (every rank must open as many) and how long a silent link lives.
+    // 16 links per peer is already far past what one host's cores can drive.
+    integer("XCCL_NET_STREAMS", "2", 1, 16, 1, kGroupWide,
+            "TCP connections (links) per peer; large messages are spread over them, and when one "
+            "fails its traffic moves to the others."),
+    // Above 10 ms (a busy progress thread must not look dead); below an hour.
+    integer("XCCL_NET_LINK_TIMEOUT_MS", "1000", 10, 3600000, 1, kPerRank,
+            "A TCP link that carries nothing (not even a heartbeat) for this long is taken down "
+            "and its unacknowledged data replayed on the peer's other links."),
     // algo/tunables.cc parseAlgorithm() accepts these; ranks on different algorithms deadlock.
     choice("XCCL_ALGO", "auto", {"auto", "direct", "ring", "shm"}, kGroupWide,
            "Force an algorithm for every collective that has it: direct or ring (TCP, even where "

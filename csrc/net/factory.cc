@@ -27,6 +27,7 @@ std::unique_ptr<Transport> createEngine(Engine engine, Store& store, int rank, i
   tcp.timeout = options.timeout;
   tcp.storePrefix = options.storePrefix + "/tcp";
   tcp.progressCpus = options.progressCpus;
+  tcp.ifnames = options.ifnames;
   return std::make_unique<tcp::TcpTransport>(store, rank, size, tcp);
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -220,6 +221,23 @@ Address Address::parse(const std::string& text) {
   return fromSockaddr(reinterpret_cast<sockaddr*>(&in), sizeof(in));
 }
 
+void tuneSocket(Socket& socket) {
+  socket.setNoDelay();
+  constexpr int kBuffer = 4 << 20;
+  static const bool allowed = [] {
+    auto atLeast = [](const char* path) {
+      std::ifstream in(path);
+      int64_t value = 0;
+      return static_cast<bool>(in >> value) && value >= kBuffer;
+    };
+    return atLeast("/proc/sys/net/core/wmem_max") && atLeast("/proc/sys/net/core/rmem_max");
+  }();
+  if (!allowed) return;
+  // Best effort: a refusal leaves the kernel's autotuned buffers.
+  ::setsockopt(socket.fd(), SOL_SOCKET, SO_SNDBUF, &kBuffer, sizeof(kBuffer));
+  ::setsockopt(socket.fd(), SOL_SOCKET, SO_RCVBUF, &kBuffer, sizeof(kBuffer));
+}
+
 Socket listenOn(const Address& host, Address* bound) {
   const auto* sa = reinterpret_cast<const sockaddr*>(&host.storage);
   Socket s(XCCL_SYSCHECK(::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket"));
@@ -279,6 +297,31 @@ Socket acceptOne(const Socket& listener, Deadline deadline) {
       detail::throwSystemError(__FILE__, __LINE__, "accept", errno);
     }
   }
+}
+
+std::vector<Address> interfaceAddresses(const std::vector<std::string>& names) {
+  std::vector<Address> out;
+  for (const std::string& name : names) {
+    Address a;
+    if (interfaceAddress(name, &a)) {
+      out.push_back(a);
+      continue;
+    }
+    // Name what exists, so a typo or a host with other interface names is fixed at once.
+    std::string existing;
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) == 0) {
+      for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+        if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+        existing += (existing.empty() ? "" : ", ") + std::string(it->ifa_name);
+      }
+      ::freeifaddrs(list);
+    }
+    XCCL_THROW(ErrorKind::kInvalidArgument, "XCCL_NET_IFNAMES names '", name,
+               "', which is no interface with an IPv4 address here; those with one: ",
+               existing.empty() ? "none" : existing);
+  }
+  return out;
 }
 
 Address chooseListenAddress(const std::string& storeHost) {

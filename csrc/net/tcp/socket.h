@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <string>
+#include <vector>
 
 #include "net/transport.h"
 
@@ -43,12 +44,19 @@ struct Address {
   static Address parse(const std::string& text);  // inverse of toString
 };
 
+// Data-path options of a connected socket: TCP_NODELAY, and socket buffers of 4 MiB where the
+// kernel allows that much (a smaller explicit size would switch off its autotuning).
+void tuneSocket(Socket& socket);
 // Listening socket on `host` (an interface address) with a kernel-chosen port.
 Socket listenOn(const Address& host, Address* bound);
 // Connects, retrying refused connections until `deadline` (the peer may still be starting).
 Socket connectTo(const Address& peer, Deadline deadline);
 // Accepts one connection, waiting at most until `deadline`.
 Socket acceptOne(const Socket& listener, Deadline deadline);
+
+// The IPv4 address of each named interface, in order; kInvalidArgument naming the first name
+// that has none and the interfaces that do.
+std::vector<Address> interfaceAddresses(const std::vector<std::string>& names);
 
 // The address this rank listens on: XCCL_SOCKET_IFNAME's interface if set, else the local
 // address that routes to `storeHost` (no packet is sent), else the hostname's address, else

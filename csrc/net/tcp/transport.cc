@@ -1,123 +1,179 @@
 #include "net/tcp/transport.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstring>
 
+#include "common/env.h"
 #include "common/logging.h"
 #include "common/thread_affinity.h"
 #include "net/bootstrap.h"
 
 namespace xccl::net::tcp {
-namespace {
 
-constexpr uint32_t kHelloMagic = 0x58434c48;  // "XCLH"
+// Feeds one link's frames to the transport (progress thread).
+class TcpTransport::LinkSink final : public FrameSink {
+ public:
+  LinkSink(TcpTransport& transport, int peer, Link& link)
+      : transport_(transport), peer_(peer), link_(link) {}
+  uint8_t* onHeader(const FrameHeader& header) override {
+    return transport_.onHeader(peer_, link_, header);
+  }
+  void onFrame(const FrameHeader& header) override { transport_.onFrame(peer_, link_, header); }
 
-// First bytes on every connection: proves the connector belongs to this job (the secret came
-// through the store) and says which rank it is.
-struct Hello {
-  uint32_t magic;
-  int32_t rank;
-  uint64_t secret;
+ private:
+  TcpTransport& transport_;
+  const int peer_;
+  Link& link_;
 };
-
-Error peerClosed(int peer) {
-  return Error(ErrorKind::kPeerFailure,
-               detail::concat("rank ", peer,
-                              " closed its connection (the process exited, was "
-                              "killed, or aborted)"));
-}
-
-bool matches(int wantedPeer, const MessageTag& wantedTag, int peer, const MessageTag& tag) {
-  return (wantedPeer == kAnySource || wantedPeer == peer) && wantedTag == tag;
-}
-
-Error sizeMismatch(int peer, const MessageTag& tag, size_t sent, size_t expected) {
-  return Error(ErrorKind::kPeerFailure, detail::concat("rank ", peer, " sent ", sent, " bytes for ",
-                                                       describe(tag), " where ", expected,
-                                                       " were expected (the ranks called different "
-                                                       "collectives, or with different sizes)"));
-}
-
-}  // namespace
 
 TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& options)
     : rank_(rank),
       size_(size),
-      connections_(size),
-      inflight_(size),
+      peers_(size),
+      receiving_(size),
       peerError_(size),
       statusReplies_(size) {
   XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
+  links_ =
+      options.streams > 0 ? options.streams : static_cast<int>(env::getInt("XCCL_NET_STREAMS"));
+  linkTimeout_ = options.linkTimeout.count() > 0
+                     ? options.linkTimeout
+                     : std::chrono::milliseconds(env::getInt("XCCL_NET_LINK_TIMEOUT_MS"));
+  peerTimeout_ = options.timeout;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    peers_[peer] = std::make_unique<Peer>(peer, links_);
+    receiving_[peer].seen.assign(kWindow / 64, 0);
+    receiving_[peer].slots.resize(links_);
+  }
   epollFd_ = XCCL_SYSCHECK(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
   wakeFd_ = XCCL_SYSCHECK(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "eventfd");
   epoll_event event{};
   event.events = EPOLLIN;
-  event.data.u32 = UINT32_MAX;
+  event.data.u64 = UINT64_MAX;
   XCCL_SYSCHECK(::epoll_ctl(epollFd_, EPOLL_CTL_ADD, wakeFd_, &event), "epoll_ctl(ADD)");
   try {
     buildMesh(store, options);
   } catch (...) {
-    connections_.clear();
+    peers_.clear();
     ::close(wakeFd_);
     ::close(epollFd_);
     throw;
   }
+  if (size_ == 1) return;
   progressThread_ = std::thread([this, cpus = options.progressCpus] {
     affinity::pinProgressThread(cpus, "tcp");  // never throws; unpinned when it cannot pin
     progressLoop();
   });
+  managerThread_ = std::thread([this] { managerLoop(); });
 }
 
 TcpTransport::~TcpTransport() {
-  uint64_t one = 1;
-  if (progressThread_.joinable()) {
-    (void)!::write(wakeFd_, &one, sizeof(one));
-    progressThread_.join();
+  std::lock_guard<std::mutex> lifecycle(lifecycleMutex_);
+  const bool running = progressThread_.joinable();
+  stopThreads();
+  // Goodbye on every link: behind everything already written on it, so a peer reads all that
+  // (sends completed here are wholly written) and then closes the peer without a warning. It
+  // acknowledges everything received: a peer's large sends complete only once acknowledged.
+  FrameHeader bye;
+  bye.type = FrameType::kBye;
+  const Deadline deadline = Clock::now() + std::chrono::milliseconds(200);
+  std::vector<pollfd> closing;
+  for (auto& peer : peers_) {
+    if (!peer || peer->failed || !running) continue;
+    bye.ack = peer->received.load();
+    for (auto& link : peer->links) {
+      if (!link->up || !finishFrame(*link, deadline)) continue;
+      try {
+        link->socket.sendAll(&bye, sizeof(bye), deadline);
+        ::shutdown(link->socket.fd(), SHUT_WR);
+        closing.push_back({link->socket.fd(), POLLIN, 0});
+      } catch (const Error&) {
+      }
+    }
   }
-  connections_.clear();
+  // Until each peer closed its end (it does on the goodbye), or briefly: closing a socket with
+  // unread bytes resets the connection, and a reset can drop the goodbye before it is read.
+  lingerUntilClosed(closing, deadline);
+  peers_.clear();
   ::close(wakeFd_);
   ::close(epollFd_);
 }
 
+void TcpTransport::lingerUntilClosed(std::vector<pollfd>& fds, Deadline deadline) {
+  uint8_t sink[4096];
+  size_t open = fds.size();
+  while (open > 0) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0 || ::poll(fds.data(), fds.size(), static_cast<int>(left.count())) <= 0) {
+      return;
+    }
+    for (auto& fd : fds) {
+      if (fd.fd < 0 || fd.revents == 0) continue;
+      const ssize_t n = ::recv(fd.fd, sink, sizeof(sink), MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        fd.fd = -1;  // poll skips negative descriptors
+        --open;
+      }
+    }
+  }
+}
+
+void TcpTransport::stopThreads() {
+  stopping_.store(true);
+  uint64_t one = 1;
+  (void)!::write(wakeFd_, &one, sizeof(one));
+  if (progressThread_.joinable()) progressThread_.join();
+  if (managerThread_.joinable()) managerThread_.join();
+}
+
 void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
+  interfaceAddresses(options.ifnames);  // a bad name fails at once, before any peer waits
   if (size_ == 1) return;
   const Deadline deadline = Clock::now() + options.timeout;
   const Bootstrap bootstrap =
       Bootstrap(store, options.storePrefix, rank_, size_, options.timeout).until(deadline);
-  uint64_t secret = rank_ == 0 ? randomToken() : 0;
-  const Bytes published = bootstrap.broadcast("secret", 0,
-                                              Bytes(reinterpret_cast<uint8_t*>(&secret),
-                                                    reinterpret_cast<uint8_t*>(&secret + 1)));
-  XCCL_CHECK(published.size() == sizeof(secret), "bad secret in the store");
-  std::memcpy(&secret, published.data(), sizeof(secret));
+  uint64_t nonce = rank_ == 0 ? randomToken() : 0;
+  const Bytes published = bootstrap.broadcast("nonce", 0,
+                                              Bytes(reinterpret_cast<uint8_t*>(&nonce),
+                                                    reinterpret_cast<uint8_t*>(&nonce + 1)));
+  XCCL_CHECK(published.size() == sizeof(nonce), "bad nonce in the store");
+  std::memcpy(&nonce_, published.data(), sizeof(nonce_));
+  group_ = hashGroup(options.storePrefix);
 
   Address bound;
-  Socket listener = listenOn(options.listenAddress ? *options.listenAddress
-                                                   : chooseListenAddress(options.storeHost),
-                             &bound);
-  XCCL_DEBUG("tcp", "listening on ", bound.toString());
-  const std::vector<std::string> addresses = bootstrap.allGather("addr", bound.toString());
+  listener_ = listenOn(options.listenAddress      ? *options.listenAddress
+                       : !options.ifnames.empty() ? interfaceAddresses(options.ifnames).front()
+                                                  : chooseListenAddress(options.storeHost),
+                       &bound);
+  XCCL_DEBUG("tcp", "listening on ", bound.toString(), " with ", links_, " link(s) per peer");
+  addresses_ = bootstrap.allGather("addr", bound.toString());
 
-  // Lower ranks are dialled, higher ranks dial us: one connection per pair.
-  std::vector<Socket> sockets(size_);
+  // Higher ranks dial lower ranks, every link; the handshake names the group, rank and link.
   for (int peer = 0; peer < rank_; ++peer) {
-    auto addr = Address::parse(addresses[peer]);
-    Socket s = connectTo(addr, deadline);
-    Hello hello{kHelloMagic, rank_, secret};
-    s.sendAll(&hello, sizeof(hello), deadline);
-    Hello ack{};
-    s.recvAll(&ack, sizeof(ack), deadline);
-    if (ack.magic != kHelloMagic || ack.rank != peer || ack.secret != secret) {
-      XCCL_THROW(ErrorKind::kPeerFailure, "the process at ", addr.toString(), " is not rank ", peer,
-                 " of this group");
+    for (int index = 0; index < links_; ++index) {
+      auto addr = Address::parse(addresses_[peer]);
+      Socket s = connectTo(addr, deadline);
+      const Hello hello = makeHello(index);
+      s.sendAll(&hello, sizeof(hello), deadline);
+      Hello reply{};
+      s.recvAll(&reply, sizeof(reply), deadline);
+      std::string why = checkHello(&reply, sizeof(reply), expectHello(peer, peer), nullptr);
+      if (why.empty() && reply.link != index) why = "answered for another link";
+      if (!why.empty()) {
+        XCCL_THROW(ErrorKind::kPeerFailure, "the process at ", addr.toString(), " is not rank ",
+                   peer, " of this group: ", why);
+      }
+      linkUp(peer, index, std::move(s), /*recovered=*/false);
     }
-    sockets[peer] = std::move(s);
   }
-  for (int accepted = 0; accepted < size_ - 1 - rank_;) {
-    Socket s = acceptOne(listener, deadline);
+  for (int accepted = 0; accepted < (size_ - 1 - rank_) * links_;) {
+    Socket s = acceptOne(listener_, deadline);
     Hello hello{};
     try {
       s.recvAll(&hello, sizeof(hello), deadline);
@@ -125,147 +181,189 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
       if (e.kind() == ErrorKind::kTimeout) throw;
       continue;  // a stray connection that hung up
     }
-    if (hello.magic != kHelloMagic || hello.secret != secret || hello.rank <= rank_ ||
-        hello.rank >= size_ || sockets[hello.rank].valid()) {
-      XCCL_WARN("tcp", "rejected a connection that does not belong to this group");
+    const std::string why =
+        checkHello(&hello, sizeof(hello), expectHello(rank_ + 1, size_ - 1), nullptr);
+    if (!why.empty() || peers_[hello.rank]->links[hello.link]->up) {
+      XCCL_WARN("tcp", "refused a connection while building the group: ",
+                why.empty() ? "a second connection for one link" : why);
       continue;
     }
-    Hello ack{kHelloMagic, rank_, secret};
-    s.sendAll(&ack, sizeof(ack), deadline);
-    sockets[hello.rank] = std::move(s);
+    const Hello reply = makeHello(hello.link);
+    s.sendAll(&reply, sizeof(reply), deadline);
+    linkUp(hello.rank, hello.link, std::move(s), /*recovered=*/false);
     ++accepted;
-  }
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer != rank_) {
-      connections_[peer] = std::make_unique<Connection>(peer, std::move(sockets[peer]), epollFd_);
-    }
   }
 }
 
 void TcpTransport::progressLoop() {
   epoll_event events[64];
-  std::vector<RequestPtr> completed;
+  const int tickMs = static_cast<int>(std::max<int64_t>(1, linkTimeout_.count() / 8));
+  Clock::time_point nextTick = Clock::now();
   for (;;) {
-    int n = ::epoll_wait(epollFd_, events, 64, -1);
+    int n = ::epoll_wait(epollFd_, events, 64, tickMs);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       failAll(Error(ErrorKind::kSystem, "epoll_wait failed: " + errnoText(errno)));
       return;
     }
-    for (int i = 0; i < n; ++i) {
-      uint32_t peer = events[i].data.u32;
-      if (peer == UINT32_MAX) return;  // woken to stop
-      Connection* conn = connections_[peer].get();
-      try {
-        if (events[i].events & EPOLLOUT) conn->flush(&completed);
-        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-          if (!conn->readAvailable(*this)) failPeer(peer, peerClosed(peer), false);
+    if (stopping_.load()) return;
+    try {
+      for (int i = 0; i < n; ++i) {
+        const uint64_t key = events[i].data.u64;
+        if (key == UINT64_MAX) {
+          uint64_t drained;
+          (void)!::read(wakeFd_, &drained, sizeof(drained));
+          takeHandovers();
+          continue;
         }
-      } catch (const Error& e) {
-        failPeer(peer, e, false);
+        const int peer = static_cast<int>(key >> 16);
+        Peer& p = *peers_[peer];
+        Link& link = *p.links[key & 0xffff];
+        if (!link.up) continue;  // an event for a socket already taken down
+        if (events[i].events & EPOLLOUT) {
+          std::vector<RequestPtr> completed;
+          {
+            std::lock_guard<std::mutex> guard(p.sendMutex);
+            flushLink(p, link, epollFd_, &completed);
+            releaseAcked(p, &completed);
+          }
+          completeAll(completed);
+        }
+        if (link.broken) {
+          takeBrokenDown(peer, link);
+        } else if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+          readLink(peer, link);
+        }
       }
-      completeAll(completed);
-      completed.clear();
-    }
-  }
-}
-
-FrameTarget TcpTransport::onHeader(int peer, const FrameHeader& header) {
-  Inflight& slot = inflight_[peer];
-  slot = Inflight{};
-  if (header.type != FrameType::kData) {
-    // Control frames carry short texts; a huge length means a corrupt or foreign peer.
-    XCCL_CHECK(header.bytes <= (1u << 20), "control frame of ", header.bytes, " bytes from rank ",
-               peer);
-    slot.control.resize(header.bytes);
-    return {slot.control.data()};
-  }
-  MessageTag tag{header.space, header.step, header.seq, header.op};
-  std::lock_guard<std::mutex> guard(mutex_);
-  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-    if (!(it->request->peer() == kAnySource || it->request->peer() == peer)) continue;
-    if (collectivesDiffer(it->request->tag(), tag)) {
-      // The frame is discarded: this rank is not running the collective it belongs to.
-      it->request->failLocked(collectiveMismatch(peer, it->request->tag(), tag));
-      posted_.erase(it);
-      completed_.notify_all();
-      return {};
-    }
-    if (!matches(it->request->peer(), it->request->tag(), peer, tag)) continue;
-    RequestPtr request = std::move(it->request);
-    uint8_t* data = it->data;
-    posted_.erase(it);
-    if (request->bytes() != header.bytes) {
-      request->failLocked(sizeMismatch(peer, tag, header.bytes, request->bytes()));
-      completed_.notify_all();
-      return {};
-    }
-    slot.request = std::move(request);
-    return {data};
-  }
-  auto entry = std::make_shared<Unexpected>();
-  entry->peer = peer;
-  entry->tag = tag;
-  entry->data.resize(header.bytes);
-  unexpected_.push_back(entry);
-  slot.unexpected = entry;
-  return {entry->data.data()};
-}
-
-void TcpTransport::onPayload(int peer, const FrameHeader& header, const FrameTarget& target) {
-  Inflight slot = std::move(inflight_[peer]);
-  inflight_[peer] = Inflight{};
-  std::string text(slot.control.begin(), slot.control.end());
-  switch (header.type) {
-    case FrameType::kData: break;
-    case FrameType::kAbort:
-      failPeer(peer,
-               Error(ErrorKind::kPeerFailure,
-                     detail::concat("rank ", peer, " aborted the communicator: ", text)),
-               true);
+      sendAcks();
+      const auto now = Clock::now();
+      if (now >= nextTick) {
+        tick(now);
+        nextTick = now + std::chrono::milliseconds(tickMs);
+      }
+    } catch (const Error& e) {
+      failAll(e);
       return;
-    case FrameType::kStatusQuery: {
-      std::function<std::string()> provider;
+    }
+  }
+}
+
+bool TcpTransport::readLink(int peer, Link& link) {
+  LinkSink sink(*this, peer, link);
+  // Bounded, so that one busy link cannot starve the others.
+  for (int round = 0; round < 64; ++round) {
+    if (!link.up || link.blackholed.load()) return false;
+    const FrameReader::Space space = link.reader.next();
+    const ssize_t n = ::recv(link.socket.fd(), space.data, space.bytes, MSG_DONTWAIT);
+    if (n == 0) {
+      if (peers_[peer]->saidBye) {
+        closedAfterBye(peer, link.index);
+      } else {
+        linkDown(peer, link.index, "closed by the peer");
+      }
+      return false;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      linkDown(peer, link.index, "receive failed: " + errnoText(errno));
+      return false;
+    }
+    link.lastHeard = Clock::now();
+    const std::string why = link.reader.advance(static_cast<size_t>(n), sink);
+    if (!why.empty()) {
+      linkDown(peer, link.index, "dropped a corrupt stream: " + why);
+      return false;
+    }
+  }
+  return true;
+}
+
+void TcpTransport::takeBrokenDown(int peer, Link& link) {
+  // What the peer wrote before the write failed is still readable, and may say why (an abort
+  // frame, a goodbye): read it first.
+  while (readLink(peer, link)) {
+  }
+  if (link.up) linkDown(peer, link.index, link.lastError);
+}
+
+void TcpTransport::tick(Clock::time_point now) {
+  for (int peer = 0; peer < size_; ++peer) {
+    if (!peers_[peer]) continue;
+    Peer& p = *peers_[peer];
+    bool anyUp = false;
+    Clock::time_point lastDown{};
+    for (auto& owned : p.links) {
+      Link& link = *owned;
+      if (link.broken) takeBrokenDown(peer, link);
+      if (!link.up) {
+        lastDown = std::max(lastDown, link.downSince);
+        continue;
+      }
+      anyUp = true;
+      if (now - link.lastHeard > linkTimeout_) {
+        linkDown(peer, link.index,
+                 detail::concat("nothing received for ", linkTimeout_.count(),
+                                " ms (XCCL_NET_LINK_TIMEOUT_MS): a silent path"));
+        continue;
+      }
+      std::vector<RequestPtr> completed;
+      std::lock_guard<std::mutex> guard(p.sendMutex);
+      if (!link.writing && link.control.empty() && link.queue.empty() &&
+          now - link.lastSent > linkTimeout_ / 4) {
+        FrameHeader heartbeat;
+        heartbeat.type = FrameType::kAck;
+        link.control.push_back({heartbeat, nullptr});
+        flushLink(p, link, epollFd_, &completed);
+      }
+    }
+    bool failed;
+    {
+      std::lock_guard<std::mutex> guard(p.sendMutex);
+      failed = p.failed;
+    }
+    if (!anyUp && !failed && now - lastDown > peerTimeout_) {
+      std::string links;
       {
-        std::lock_guard<std::mutex> guard(mutex_);
-        provider = statusProvider_;
+        std::lock_guard<std::mutex> guard(p.sendMutex);
+        links = p.describeLinks();
       }
-      sendControl(peer, FrameType::kStatusReply, header.seq, provider ? provider() : "");
-      return;
+      failPeer(peer,
+               Error(ErrorKind::kPeerFailure, detail::concat("no link to rank ", peer, " for ",
+                                                             peerTimeout_.count(), " ms: ", links)),
+               false);
     }
-    case FrameType::kStatusReply: {
-      std::lock_guard<std::mutex> guard(mutex_);
-      if (header.seq == statusRound_) statusReplies_[peer] = text.empty() ? "?" : text;
-      completed_.notify_all();
-      return;
-    }
-    default:
-      XCCL_THROW(ErrorKind::kPeerFailure, "rank ", peer, " sent an unknown frame type ",
-                 static_cast<uint32_t>(header.type));
   }
-  if (slot.request) {
-    std::lock_guard<std::mutex> guard(mutex_);
-    slot.request->completeLocked(peer);
-    completed_.notify_all();
-    return;
-  }
-  if (!slot.unexpected) return;  // discarded payload
-  RequestPtr waiter;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    slot.unexpected->complete = true;
-    waiter = slot.unexpected->waiter;
-    if (waiter) unexpected_.remove(slot.unexpected);
-  }
-  if (waiter) deliverUnexpected(slot.unexpected, waiter, slot.unexpected->waiterData);
 }
 
-void TcpTransport::deliverUnexpected(const UnexpectedPtr& entry, const RequestPtr& request,
-                                     uint8_t* data) {
-  if (!entry->data.empty()) std::memcpy(data, entry->data.data(), entry->data.size());
-  std::lock_guard<std::mutex> guard(mutex_);
-  if (!request->done()) request->completeLocked(entry->peer);
-  completed_.notify_all();
+void TcpTransport::sendAcks() {
+  for (int peer = 0; peer < size_; ++peer) {
+    if (!peers_[peer]) continue;
+    Receiving& r = receiving_[peer];
+    Peer& p = *peers_[peer];
+    const uint64_t received = p.received.load(std::memory_order_relaxed);
+    // Acknowledge at once when a message completed (its sender may be waiting for it), else
+    // every few chunks so that the sender's retained data stays small.
+    if (received == p.ackSent || (!r.ackDue && received - p.ackSent < 16)) continue;
+    std::vector<RequestPtr> completed;
+    {
+      std::lock_guard<std::mutex> guard(p.sendMutex);
+      const int index = pickLink(p);
+      if (index < 0) continue;
+      FrameHeader ack;
+      ack.type = FrameType::kAck;
+      p.links[index]->control.push_back({ack, nullptr});
+      flushLink(p, *p.links[index], epollFd_, &completed);
+    }
+    p.ackSent = received;
+    r.ackDue = false;
+    completeAll(completed);
+  }
+}
+
+void TcpTransport::flushPeer(Peer& peer, std::vector<RequestPtr>* completed) {
+  for (auto& link : peer.links) flushLink(peer, *link, epollFd_, completed);
+  releaseAcked(peer, completed);
 }
 
 }  // namespace xccl::net::tcp

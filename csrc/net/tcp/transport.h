@@ -1,7 +1,13 @@
-// TCP transport: a full mesh of connections built through the store at creation, one progress
-// thread (epoll) that reads frames straight into posted receive buffers (or buffers unexpected
-// ones), and sends that start on the caller's thread and finish on the progress thread.
+// TCP transport: every peer is reached over several links (sockets; XCCL_NET_STREAMS); large
+// messages are cut into chunks spread over them and written by the receiver straight into the
+// posted buffer. Every chunk has a per-peer sequence number and is retained by the sender until
+// the receiver acknowledges it, so when a link fails (an error, or silence for
+// XCCL_NET_LINK_TIMEOUT_MS) its chunks are replayed on the surviving links, duplicates are dropped
+// and the application sees nothing; the link is redialled in the background and used again.
+// One progress thread (epoll) reads and writes; sends start on the caller's thread.
 #pragma once
+
+#include <poll.h>
 
 #include <list>
 #include <memory>
@@ -10,7 +16,7 @@
 #include <vector>
 
 #include "net/store.h"
-#include "net/tcp/connection.h"
+#include "net/tcp/link.h"
 #include "net/tcp/socket.h"
 #include "net/transport.h"
 
@@ -21,14 +27,21 @@ struct TcpOptions {
   // pin the progress thread near that NIC, makes it once), else chooseListenAddress(storeHost).
   std::optional<Address> listenAddress;
   std::string storeHost;  // hint for choosing the interface; may be empty
-  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // bound for building the mesh
+  // Bound for building the mesh, and for how long a peer may stay without any link.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   std::string storePrefix = "tcp";  // keys written under this prefix (unique per group)
   // CPUs for the progress thread, normally those near the NIC or GPU the rank uses
   // (topo::progressCpusFor); empty: the thread is not pinned. XCCL_PIN_PROGRESS=0 ignores it.
   std::vector<int> progressCpus;
+  int streams = 0;                           // links per peer; 0: XCCL_NET_STREAMS
+  // NetOptions::ifnames: every name must be an interface with an IPv4 address (else
+  // kInvalidArgument at creation); without `listenAddress`, links use the first one's address.
+  // Striping over several interfaces is not implemented yet (docs/network.md).
+  std::vector<std::string> ifnames;
+  std::chrono::milliseconds linkTimeout{0};  // 0: XCCL_NET_LINK_TIMEOUT_MS
 };
 
-class TcpTransport final : public Transport, private FrameSink {
+class TcpTransport final : public Transport {
  public:
   TcpTransport(Store& store, int rank, int size, const TcpOptions& options);
   ~TcpTransport() override;
@@ -39,8 +52,9 @@ class TcpTransport final : public Transport, private FrameSink {
   int size() const override { return size_; }
   const char* name() const override { return "tcp"; }
   RequestPtr isend(int peer, MessageTag tag, const void* data, size_t bytes,
-                   Completion onDone) override;
-  RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes, Completion onDone) override;
+                   Completion onDone = nullptr) override;
+  RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes,
+                   Completion onDone = nullptr) override;
   void wait(const std::vector<RequestPtr>& requests, Deadline deadline,
             const std::string& what) override;
   void abort(const std::string& reason) override;
@@ -48,12 +62,26 @@ class TcpTransport final : public Transport, private FrameSink {
   std::vector<std::string> queryStatus(Deadline deadline) override;
   bool peerFailed(int peer, std::string* why) override;
 
+  // Links, for tests and diagnosis.
+  int linksPerPeer() const { return links_; }
+  struct LinkCounters {
+    bool up;
+    uint64_t chunksSent, chunksReceived, failures, recoveries;
+  };
+  LinkCounters linkCounters(int peer, int link);
+  // Test hooks: shut one link's socket down (as a pulled cable with an error; with `stayDown`
+  // it is neither redialled nor accepted again from this side), or stop reading and writing it
+  // (a silent blackhole) until it is taken down for that and redialled.
+  void killLink(int peer, int link, bool stayDown = false);
+  void blackholeLink(int peer, int link);
+  std::string listenAddress() const { return addresses_.empty() ? "" : addresses_[rank_]; }
+
  private:
   struct Posted {
     RequestPtr request;
     uint8_t* data;
   };
-  // A frame that arrived before its receive was posted.
+  // A message that arrived (or started to) before its receive was posted.
   struct Unexpected {
     int peer;
     MessageTag tag;
@@ -63,43 +91,114 @@ class TcpTransport final : public Transport, private FrameSink {
     uint8_t* waiterData = nullptr;
   };
   using UnexpectedPtr = std::shared_ptr<Unexpected>;
-  // The frame a connection is reading right now (progress thread only).
-  struct Inflight {
+  // A message from a peer whose chunks are arriving (progress thread only).
+  struct Incoming {
     RequestPtr request;
+    uint8_t* data = nullptr;  // where chunks go; null: discarded
     UnexpectedPtr unexpected;
-    std::vector<uint8_t> control;  // payload of an abort or status frame
+    MessageTag tag;
+    uint64_t total = 0, got = 0;
+    bool done = false;
   };
+  // A chunk of a message whose predecessors are not known yet: matched after them (FIFO).
+  struct Stashed {
+    FrameHeader header;
+    std::vector<uint8_t> bytes;
+  };
+  // Progress thread's receive state for one peer.
+  struct Receiving {
+    std::deque<Incoming> incoming;  // messages from `base` on, in message order
+    uint64_t base = 0, nextKnown = 0;
+    std::vector<Stashed> stash;
+    std::vector<uint64_t> seen;  // bitmap over [received, received + kWindow), by seq % kWindow
+    size_t stashedBytes = 0;
+    uint64_t lastAck = 0;  // the highest acknowledgement this peer sent us
+    bool ackDue = false;
+    // Per link: where the chunk being read goes (set by onHeader, used by onFrame).
+    struct Slot {
+      bool duplicate = false;
+      bool stashing = false;
+      Stashed pending;  // when stashing
+      std::vector<uint8_t> control;
+    };
+    std::vector<Slot> slots;
+  };
+  // A connection made by the link manager, for the progress thread to take into use.
+  struct Handover {
+    int peer;
+    int link;
+    Socket socket;
+    bool peerGone = false;  // the peer's listener refused: its process is gone
+  };
+  class LinkSink;
 
+  // transport.cc: the mesh and the progress thread.
   void buildMesh(Store& store, const TcpOptions& options);
   void progressLoop();
-  void watchWritable(int peer, bool on);
-  FrameTarget onHeader(int peer, const FrameHeader& header) override;
-  void onPayload(int peer, const FrameHeader& header, const FrameTarget& target) override;
+  // Reads what is there now, up to a bound (true: stopped at the bound, more may be there).
+  bool readLink(int peer, Link& link);
+  void takeBrokenDown(int peer, Link& link);
+  void tick(Clock::time_point now);
+  void takeHandovers();
+  void linkUp(int peer, int index, Socket socket, bool recovered);
+  void linkDown(int peer, int index, const std::string& why, bool quiet = false);
+  void flushPeer(Peer& peer, std::vector<RequestPtr>* completed);
+  void sendAcks();
+  // links.cc: the link manager thread (accepts and redials) and the handshake.
+  void managerLoop();
+  void acceptOneLink();
+  void redial(int peer, int index);
+  Hello makeHello(int link) const;
+  HelloExpectation expectHello(int minRank, int maxRank) const;
+  void handOver(Handover handover);
+  // transport_recv.cc: chunks into receives.
+  uint8_t* onHeader(int peer, Link& link, const FrameHeader& header);
+  void onFrame(int peer, Link& link, const FrameHeader& header);
+  void onControl(int peer, const FrameHeader& header, const std::string& text);
+  // A link closed after the peer said goodbye: once none is left, the peer is gone.
+  void closedAfterBye(int peer, int index);
+  Incoming* knownMessage(int peer, const FrameHeader& header);
+  void matchMessage(int peer, const FrameHeader& header);
+  void chunkArrived(int peer, Incoming& message, uint64_t length);
+  void drainStash(int peer);
   void deliverUnexpected(const UnexpectedPtr& entry, const RequestPtr& request, uint8_t* data);
-  // Marks `peer` failed and fails what can no longer complete. Progress thread or abort().
+  // transport_ops.cc: cutting a send into chunks on the peer's links, and failure handling.
+  void enqueueLocked(Peer& p, const RequestPtr& request, const MessageTag& tag, const void* data,
+                     size_t bytes, std::vector<RequestPtr>* completed);
   void failPeer(int peer, const Error& error, bool failAllCollectives);
-  // Fails every pending request (progress thread stopped or broken).
   void failAll(const Error& error);
-  // Sends a payload-only control frame (status query or reply); failures are ignored, since
-  // control traffic is best effort.
   void sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload);
   void failEverythingLocked(const Error& error);
-  // Fails posted receives and unexpected-frame waiters accepted by `shouldFail`; mutex_ held.
   template <typename Pred>
   void failReceivesLocked(const Error& error, Pred shouldFail);
   void completeAll(const std::vector<RequestPtr>& requests);
-  // The error a new request to `peer` in `space` fails with at once, or null; mutex_ held.
   const Error* refusalLocked(int peer, TagSpace space) const;
+  void stopThreads();
+  static void lingerUntilClosed(std::vector<pollfd>& fds, Deadline deadline);
 
   const int rank_;
   const int size_;
-  std::vector<std::unique_ptr<Connection>> connections_;  // index = peer; null for self
+  int links_ = 1;
+  std::chrono::milliseconds linkTimeout_{1000};
+  std::chrono::milliseconds peerTimeout_{std::chrono::minutes(5)};
+  std::vector<std::unique_ptr<Peer>> peers_;  // index = peer; null for self
+  std::vector<Receiving> receiving_;          // index = peer
+  std::vector<std::string> addresses_;        // every rank's listening address
+  uint64_t group_ = 0, nonce_ = 0;            // what every handshake must carry
+  Socket listener_;
   int epollFd_ = -1;
-  int wakeFd_ = -1;  // eventfd that stops the progress thread
+  int wakeFd_ = -1;  // eventfd: stop, handovers or test hooks
+  std::atomic<bool> stopping_{false};
+  // Held by abort() and the destructor throughout: a backend may abort from one thread while
+  // another destroys the transport, and the threads must be joined (and peers freed) once.
+  std::mutex lifecycleMutex_;
   std::thread progressThread_;
-  std::vector<Inflight> inflight_;  // index = peer
+  std::thread managerThread_;
+  std::mutex handoverMutex_;
+  std::vector<Handover> handovers_;
 
   // Guards matching state, peer health and request completion; waiters sleep on completed_.
+  // Lock order: mutex_ before a Peer::sendMutex, never the other way.
   std::mutex mutex_;
   std::condition_variable completed_;
   std::list<Posted> posted_;

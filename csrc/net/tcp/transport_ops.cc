@@ -34,22 +34,71 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
     std::lock_guard<std::mutex> guard(mutex_);
     if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
   }
-  FrameHeader header;
-  header.space = tag.space;
-  header.step = tag.step;
-  header.seq = tag.seq;
-  header.op = tag.op;
-  header.bytes = bytes;
+  Peer& p = *peers_[peer];
   std::vector<RequestPtr> completed;
-  try {
-    connections_[peer]->enqueue(header, data, request, &completed);
-  } catch (const Error& e) {
-    std::lock_guard<std::mutex> guard(mutex_);
+  bool refused = false;
+  {
+    std::lock_guard<std::mutex> guard(p.sendMutex);
+    refused = p.failed;
+    if (!refused) enqueueLocked(p, request, tag, data, bytes, &completed);
+  }
+  if (refused) {
+    // Lock order: mutex_ is never taken under a sendMutex (failAll takes them the other way).
+    std::lock_guard<std::mutex> lock(mutex_);
     const Error* refusal = refusalLocked(peer, tag.space);
-    return failed(request, refusal ? *refusal : e);
+    return failed(request, refusal ? *refusal
+                                   : Error(ErrorKind::kPeerFailure,
+                                           detail::concat("rank ", peer, " has failed")));
   }
   completeAll(completed);
   return request;
+}
+
+void TcpTransport::enqueueLocked(Peer& p, const RequestPtr& request, const MessageTag& tag,
+                                 const void* data, size_t bytes,
+                                 std::vector<RequestPtr>* completed) {
+  {
+    FrameHeader header;
+    header.space = static_cast<uint16_t>(tag.space);
+    header.step = tag.step;
+    header.op = tag.op;
+    header.tagSeq = tag.seq;
+    header.message = p.nextMessage++;
+    header.total = bytes;
+    const auto* base = static_cast<const uint8_t*>(data);
+    int slab = -1;
+    if (bytes <= kInlineBytes) {
+      // Small: copied, so the send completes once written and the copy serves a replay.
+      if (p.freeSlabs.empty()) {
+        p.slabs.push_back(std::make_unique<uint8_t[]>(kInlineBytes));
+        p.freeSlabs.push_back(static_cast<int>(p.slabs.size()) - 1);
+      }
+      slab = p.freeSlabs.back();
+      p.freeSlabs.pop_back();
+      if (bytes > 0) std::memcpy(p.slabs[slab].get(), data, bytes);
+      base = p.slabs[slab].get();
+    }
+    size_t offset = 0;
+    do {
+      header.offset = offset;
+      header.length = static_cast<uint32_t>(std::min(kChunkBytes, bytes - offset));
+      header.seq = p.nextSeq++;
+      Chunk chunk;
+      chunk.header = header;
+      chunk.payload = base + offset;
+      chunk.slab = slab;
+      p.retained.push_back(std::move(chunk));
+      const int link = pickLink(p);
+      if (link >= 0) assignChunk(p, header.seq, link);
+      offset += header.length;
+    } while (offset < bytes);
+    if (slab >= 0) {
+      p.retained.back().onWritten = request;
+    } else {
+      p.sent.push_back({request, p.nextSeq});  // complete once acknowledged
+    }
+    flushPeer(p, completed);  // the cheap path: as much as the sockets take now
+  }
 }
 
 RequestPtr TcpTransport::irecv(int peer, MessageTag tag, void* data, size_t bytes,
@@ -108,6 +157,17 @@ void TcpTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadli
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!completed_.wait_until(lock, deadline, allDone)) {
+      lock.unlock();
+      // A peer with no link left is the reason, not a slow rank: say so, naming its links.
+      for (const auto& r : requests) {
+        if (r->done() || r->peer() == kAnySource) continue;
+        Peer& p = *peers_[r->peer()];
+        std::lock_guard<std::mutex> guard(p.sendMutex);
+        if (p.upLinks() == 0 && !p.failed) {
+          XCCL_THROW(ErrorKind::kPeerFailure, what, " failed: no link to rank ", r->peer(),
+                     " came back in time: ", p.describeLinks());
+        }
+      }
       XCCL_THROW(ErrorKind::kTimeout, describeTimeout(requests, what));
     }
   }
@@ -152,16 +212,39 @@ void TcpTransport::failReceivesLocked(const Error& error, Pred shouldFail) {
 
 void TcpTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
   XCCL_INFO("tcp", error.what());
-  std::vector<RequestPtr> sends = connections_[peer]->closeSends(nullptr);
-  ::epoll_ctl(epollFd_, EPOLL_CTL_DEL, connections_[peer]->fd(), nullptr);
-  Inflight slot = std::move(inflight_[peer]);
-  inflight_[peer] = Inflight{};
+  Peer& p = *peers_[peer];
+  std::vector<RequestPtr> sends;
+  {
+    std::lock_guard<std::mutex> guard(p.sendMutex);
+    p.failed = true;
+    for (auto& link : p.links) {
+      if (link->up) {
+        ::epoll_ctl(epollFd_, EPOLL_CTL_DEL, link->socket.fd(), nullptr);
+        link->socket.close();
+      }
+      link->up = false;
+      link->writing = false;
+      link->queue.clear();
+      link->control.clear();
+    }
+    for (auto& chunk : p.retained) {
+      if (chunk.onWritten) sends.push_back(std::move(chunk.onWritten));
+    }
+    for (auto& message : p.sent) sends.push_back(std::move(message.request));
+    p.retainedBase += p.retained.size();
+    p.retained.clear();
+    p.sent.clear();
+  }
+  Receiving& r = receiving_[peer];
   std::lock_guard<std::mutex> guard(mutex_);
   if (!peerError_[peer]) peerError_[peer] = std::make_unique<Error>(error);
   if (failAllCollectives && !collectiveError_) collectiveError_ = std::make_unique<Error>(error);
   for (auto& r : sends) r->failLocked(error);
-  if (slot.request) slot.request->failLocked(error);
-  if (slot.unexpected && slot.unexpected->waiter) slot.unexpected->waiter->failLocked(error);
+  for (auto& message : r.incoming) {
+    if (message.request) message.request->failLocked(error);
+  }
+  r.incoming.clear();
+  r.stash.clear();
   failReceivesLocked(error, [&](int from, const MessageTag& tag) {
     return from == peer || (failAllCollectives && tag.space == TagSpace::kCollective);
   });
@@ -176,35 +259,57 @@ void TcpTransport::failAll(const Error& error) {
 
 void TcpTransport::failEverythingLocked(const Error& error) {
   failReceivesLocked(error, [](int, const MessageTag&) { return true; });
-  for (auto& slot : inflight_) {
-    if (slot.request) slot.request->failLocked(error);
-    if (slot.unexpected && slot.unexpected->waiter) slot.unexpected->waiter->failLocked(error);
-    slot = Inflight{};
+  for (auto& r : receiving_) {
+    for (auto& message : r.incoming) {
+      if (message.request) message.request->failLocked(error);
+    }
+    r.incoming.clear();
+  }
+  for (auto& peer : peers_) {
+    if (!peer) continue;
+    std::lock_guard<std::mutex> guard(peer->sendMutex);
+    for (auto& chunk : peer->retained) {
+      if (chunk.onWritten) chunk.onWritten->failLocked(error);
+    }
+    for (auto& message : peer->sent) message.request->failLocked(error);
+    peer->sent.clear();
   }
   completed_.notify_all();
 }
 
 void TcpTransport::abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lifecycle(lifecycleMutex_);
   {
     std::lock_guard<std::mutex> guard(mutex_);
     if (abortError_) return;
     abortError_ = std::make_unique<Error>(ErrorKind::kAborted, "communicator aborted: " + reason);
   }
   XCCL_INFO("tcp", "aborting: ", reason);
-  // Stop the progress thread first so nothing below races with it.
-  if (progressThread_.joinable()) {
-    uint64_t one = 1;
-    (void)!::write(wakeFd_, &one, sizeof(one));
-    progressThread_.join();
-  }
-  std::vector<RequestPtr> sends;
-  for (auto& conn : connections_) {
-    if (!conn) continue;
-    for (auto& r : conn->closeSends(&reason)) sends.push_back(std::move(r));
-    conn->shutdownSocket();
+  // Stop the threads first so nothing below races with them.
+  stopThreads();
+  FrameHeader header;
+  header.type = FrameType::kAbort;
+  header.length = static_cast<uint32_t>(std::min<size_t>(reason.size(), kMaxControlBytes));
+  for (auto& peer : peers_) {
+    if (!peer) continue;
+    std::lock_guard<std::mutex> guard(peer->sendMutex);
+    peer->failed = true;
+    for (auto& link : peer->links) {
+      if (!link->up) continue;
+      // Best effort and briefly bounded, on every link the peer may read first, after the rest
+      // of a half-written frame (its bytes are still valid: its send has not completed).
+      const auto deadline = Clock::now() + std::chrono::milliseconds(200);
+      if (finishFrame(*link, deadline)) {
+        try {
+          link->socket.sendAll(&header, sizeof(header), deadline);
+          link->socket.sendAll(reason.data(), header.length, deadline);
+        } catch (const Error&) {
+        }
+      }
+      ::shutdown(link->socket.fd(), SHUT_RDWR);
+    }
   }
   std::lock_guard<std::mutex> guard(mutex_);
-  for (auto& r : sends) r->failLocked(*abortError_);
   failEverythingLocked(*abortError_);
 }
 
@@ -221,19 +326,19 @@ void TcpTransport::setStatusProvider(std::function<std::string()> provider) {
 }
 
 void TcpTransport::sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload) {
-  // The payload must outlive the asynchronous write: the completion keeps it.
-  auto text = std::make_shared<std::string>(payload);
   FrameHeader header;
   header.type = type;
-  header.seq = seq;
-  header.bytes = text->size();
-  auto request = std::make_shared<Request>(peer, MessageTag{}, text->size(), /*isSend=*/true,
-                                           [text](const Request&) {});
+  header.tagSeq = seq;
+  header.length = static_cast<uint32_t>(std::min<size_t>(payload.size(), kMaxControlBytes));
+  Peer& p = *peers_[peer];
   std::vector<RequestPtr> completed;
-  try {
-    connections_[peer]->enqueue(header, text->data(), request, &completed);
-  } catch (const Error&) {
-    return;  // the peer is gone; its failure is reported elsewhere
+  {
+    std::lock_guard<std::mutex> guard(p.sendMutex);
+    const int index = pickLink(p);
+    if (p.failed || index < 0) return;  // best effort: the peer's failure is reported elsewhere
+    p.links[index]->control.push_back(
+        {header, std::make_shared<const std::string>(payload.substr(0, header.length))});
+    flushLink(p, *p.links[index], epollFd_, &completed);
   }
   completeAll(completed);
 }

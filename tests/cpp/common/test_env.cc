@@ -295,6 +295,7 @@ TEST(EnvReads, GroupWideSettingsAreCanonical) {
                        {"XCCL_GPU_WORKSPACE_BYTES", "0x10000"},
                        {"XCCL_SOCKET_IFNAME", "eth9"},
                        {"XCCL_NET", ""},
+                       {"XCCL_NET_STREAMS", ""},
                        {"XCCL_ALGO", ""},
                        {"XCCL_RING_CHUNK_BYTES", ""},
                        {"XCCL_SMALL_MSG_BYTES", ""},
@@ -304,8 +305,9 @@ TEST(EnvReads, GroupWideSettingsAreCanonical) {
   std::string settings;
   for (const auto& [name, value] : groupWideSettings()) settings += name + "=" + value + ";";
   EXPECT_EQ(settings,
-            "XCCL_NET=auto;XCCL_ALGO=auto;XCCL_RING_CHUNK_BYTES=524288;XCCL_SMALL_MSG_BYTES=65536;"
-            "XCCL_SHM_TWO_SHOT_BYTES=;XCCL_GPU_ALGO=nccl;XCCL_GPU_WORKSPACE_BYTES=65536;");
+            "XCCL_NET=auto;XCCL_NET_STREAMS=2;XCCL_ALGO=auto;XCCL_RING_CHUNK_BYTES=524288;"
+            "XCCL_SMALL_MSG_BYTES=65536;XCCL_SHM_TWO_SHOT_BYTES=;XCCL_GPU_ALGO=nccl;"
+            "XCCL_GPU_WORKSPACE_BYTES=65536;");
 }
 
 // Logging runs in destructors and progress threads: a bad level must not make it throw.

@@ -1,0 +1,271 @@
+// TcpTransport's receive path (progress thread): chunks from any link into receives. Messages
+// from one peer are matched in the order the peer sent them (message ids), whatever link their
+// chunks came on, so FIFO per (source, tag) holds; a chunk of a message whose predecessors have
+// not shown up yet is stashed (copied) until they have.
+#include <cstring>
+
+#include "common/logging.h"
+#include "net/tcp/transport.h"
+
+namespace xccl::net::tcp {
+namespace {
+
+// More than this stashed per peer means the peer does not follow the protocol.
+constexpr size_t kMaxStashedBytes = size_t{1} << 30;
+
+MessageTag tagOf(const FrameHeader& header) {
+  return {static_cast<TagSpace>(header.space), header.step, header.tagSeq, header.op};
+}
+
+Error sizeMismatch(int peer, const MessageTag& tag, size_t sent, size_t expected) {
+  return Error(ErrorKind::kPeerFailure, detail::concat("rank ", peer, " sent ", sent, " bytes for ",
+                                                       describe(tag), " where ", expected,
+                                                       " were expected (the ranks called different "
+                                                       "collectives, or with different sizes)"));
+}
+
+bool seen(const std::vector<uint64_t>& bits, uint64_t seq) {
+  const uint64_t slot = seq % kWindow;
+  return (bits[slot / 64] >> (slot % 64)) & 1;
+}
+
+}  // namespace
+
+uint8_t* TcpTransport::onHeader(int peer, Link& link, const FrameHeader& header) {
+  Receiving& r = receiving_[peer];
+  Peer& p = *peers_[peer];
+  Receiving::Slot& slot = r.slots[link.index];
+  slot.duplicate = slot.stashing = false;
+  if (header.ack > r.lastAck) {
+    std::vector<RequestPtr> completed;
+    {
+      std::lock_guard<std::mutex> guard(p.sendMutex);
+      if (header.ack > p.nextSeq) throw std::runtime_error("acknowledges chunks never sent");
+      p.acked = std::max(p.acked, header.ack);
+      flushPeer(p, &completed);  // the window moved, and acknowledged sends complete
+    }
+    r.lastAck = header.ack;
+    completeAll(completed);
+  }
+  if (header.type != FrameType::kData) {
+    slot.control.resize(header.length);
+    return slot.control.data();
+  }
+  const uint64_t received = p.received.load(std::memory_order_relaxed);
+  if (header.seq < received || (header.seq < received + kWindow && seen(r.seen, header.seq))) {
+    slot.duplicate = true;  // replayed after a link failure, but it had arrived: dropped
+    return nullptr;
+  }
+  if (header.seq >= received + kWindow) throw std::runtime_error("sequence number out of window");
+  // The peer replays a chunk only after taking the link it was on down; if that link is still
+  // writing it here, it is stale: take it down before the replay writes the same bytes.
+  for (auto& other : p.links) {
+    if (other.get() != &link && other->readingSeq == header.seq) {
+      linkDown(peer, other->index, "its chunk came again on another link", /*quiet=*/true);
+    }
+  }
+  link.readingSeq = header.seq;
+  if (header.message > r.nextKnown) {
+    if (header.message - r.nextKnown > kWindow)
+      throw std::runtime_error("message id out of window");
+    r.stashedBytes += header.length;
+    if (r.stashedBytes > kMaxStashedBytes) throw std::runtime_error("too many chunks ahead");
+    slot.stashing = true;
+    slot.pending.header = header;
+    slot.pending.bytes.resize(header.length);
+    return slot.pending.bytes.data();
+  }
+  Incoming* message = knownMessage(peer, header);
+  return message->data == nullptr ? nullptr : message->data + header.offset;
+}
+
+void TcpTransport::onFrame(int peer, Link& link, const FrameHeader& header) {
+  Receiving& r = receiving_[peer];
+  Receiving::Slot& slot = r.slots[link.index];
+  if (header.type == FrameType::kBye) {
+    // Everything the peer wrote on this link came before its goodbye; other links may still
+    // hold some, so the peer is gone only once every link closed.
+    peers_[peer]->saidBye = true;
+    return closedAfterBye(peer, link.index);
+  }
+  if (header.type != FrameType::kData) {
+    std::string text(slot.control.begin(), slot.control.end());
+    slot.control.clear();
+    return onControl(peer, header, text);
+  }
+  link.readingSeq = UINT64_MAX;
+  if (slot.duplicate) return;
+  link.chunksReceived.fetch_add(1, std::memory_order_relaxed);
+  Peer& p = *peers_[peer];
+  // The chunk is ours: record it and move the cumulative acknowledgement past what is complete.
+  const uint64_t bit = header.seq % kWindow;
+  r.seen[bit / 64] |= uint64_t{1} << (bit % 64);
+  uint64_t received = p.received.load(std::memory_order_relaxed);
+  while (seen(r.seen, received)) {
+    const uint64_t at = received % kWindow;
+    r.seen[at / 64] &= ~(uint64_t{1} << (at % 64));
+    ++received;
+  }
+  p.received.store(received, std::memory_order_release);
+  if (slot.stashing) {
+    r.stash.push_back(std::move(slot.pending));
+    slot.pending = {};
+    slot.stashing = false;
+    // Its predecessors may have become known while its payload was arriving (on other links).
+    return drainStash(peer);
+  }
+  chunkArrived(peer, *knownMessage(peer, header), header.length);
+  drainStash(peer);
+}
+
+TcpTransport::Incoming* TcpTransport::knownMessage(int peer, const FrameHeader& header) {
+  Receiving& r = receiving_[peer];
+  if (header.message == r.nextKnown) matchMessage(peer, header);
+  if (header.message < r.base) throw std::runtime_error("chunk of a finished message");
+  Incoming& message = r.incoming[header.message - r.base];
+  if (message.total != header.total || !(message.tag == tagOf(header)) || message.done) {
+    throw std::runtime_error("chunk disagrees with its message");
+  }
+  return &message;
+}
+
+void TcpTransport::matchMessage(int peer, const FrameHeader& header) {
+  Receiving& r = receiving_[peer];
+  Incoming in;
+  in.tag = tagOf(header);
+  in.total = header.total;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    bool decided = false;
+    for (auto it = posted_.begin(); it != posted_.end() && !decided; ++it) {
+      if (!(it->request->peer() == kAnySource || it->request->peer() == peer)) continue;
+      if (collectivesDiffer(it->request->tag(), in.tag)) {
+        // Discarded: this rank is not running the collective the message belongs to.
+        it->request->failLocked(collectiveMismatch(peer, it->request->tag(), in.tag));
+      } else if (!(it->request->tag() == in.tag)) {
+        continue;
+      } else if (it->request->bytes() != in.total) {
+        it->request->failLocked(sizeMismatch(peer, in.tag, in.total, it->request->bytes()));
+      } else {
+        in.request = it->request;
+        in.data = it->data;
+      }
+      posted_.erase(it);
+      completed_.notify_all();
+      decided = true;
+      break;
+    }
+    if (!decided) {
+      auto entry = std::make_shared<Unexpected>();
+      entry->peer = peer;
+      entry->tag = in.tag;
+      entry->data.resize(in.total);
+      unexpected_.push_back(entry);
+      in.unexpected = entry;
+      in.data = entry->data.data();
+    }
+  }
+  r.incoming.push_back(std::move(in));
+  ++r.nextKnown;
+}
+
+void TcpTransport::chunkArrived(int peer, Incoming& message, uint64_t length) {
+  Receiving& r = receiving_[peer];
+  message.got += length;
+  if (message.got < message.total) return;
+  message.done = true;
+  // The sender of a large message waits for its acknowledgement; small ones completed once
+  // written, and their acknowledgement can ride on later traffic or the heartbeat.
+  if (message.total > kInlineBytes) r.ackDue = true;
+  RequestPtr waiter;
+  UnexpectedPtr entry = message.unexpected;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (message.request) {
+      if (!message.request->done()) message.request->completeLocked(peer);
+    } else if (entry) {
+      entry->complete = true;
+      waiter = entry->waiter;
+      if (waiter) unexpected_.remove(entry);
+    }
+    completed_.notify_all();
+  }
+  if (waiter) deliverUnexpected(entry, waiter, entry->waiterData);
+  while (!r.incoming.empty() && r.incoming.front().done) {
+    r.incoming.pop_front();
+    ++r.base;
+  }
+}
+
+void TcpTransport::drainStash(int peer) {
+  Receiving& r = receiving_[peer];
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t i = 0; i < r.stash.size(); ++i) {
+      if (r.stash[i].header.message > r.nextKnown) continue;
+      Stashed chunk = std::move(r.stash[i]);
+      r.stash[i] = std::move(r.stash.back());
+      r.stash.pop_back();
+      r.stashedBytes -= chunk.header.length;
+      Incoming* message = knownMessage(peer, chunk.header);
+      if (message->data != nullptr && !chunk.bytes.empty()) {
+        std::memcpy(message->data + chunk.header.offset, chunk.bytes.data(), chunk.bytes.size());
+      }
+      chunkArrived(peer, *message, chunk.header.length);
+      progress = true;
+      break;
+    }
+  }
+}
+
+void TcpTransport::closedAfterBye(int peer, int index) {
+  linkDown(peer, index, "the peer closed it on purpose", /*quiet=*/true);
+  Peer& p = *peers_[peer];
+  {
+    std::lock_guard<std::mutex> guard(p.sendMutex);
+    if (p.failed || p.upLinks() > 0) return;
+  }
+  failPeer(peer,
+           Error(ErrorKind::kPeerFailure,
+                 detail::concat("rank ", peer,
+                                " closed its connections (the process exited, was killed, "
+                                "or aborted)")),
+           false);
+}
+
+void TcpTransport::onControl(int peer, const FrameHeader& header, const std::string& text) {
+  switch (header.type) {
+    case FrameType::kAbort:
+      failPeer(peer,
+               Error(ErrorKind::kPeerFailure,
+                     detail::concat("rank ", peer, " aborted the communicator: ", text)),
+               true);
+      return;
+    case FrameType::kStatusQuery: {
+      std::function<std::string()> provider;
+      {
+        std::lock_guard<std::mutex> guard(mutex_);
+        provider = statusProvider_;
+      }
+      sendControl(peer, FrameType::kStatusReply, header.tagSeq, provider ? provider() : "");
+      return;
+    }
+    case FrameType::kStatusReply: {
+      std::lock_guard<std::mutex> guard(mutex_);
+      if (header.tagSeq == statusRound_) statusReplies_[peer] = text.empty() ? "?" : text;
+      completed_.notify_all();
+      return;
+    }
+    default: return;  // acknowledgements were taken in onHeader
+  }
+}
+
+void TcpTransport::deliverUnexpected(const UnexpectedPtr& entry, const RequestPtr& request,
+                                     uint8_t* data) {
+  if (!entry->data.empty()) std::memcpy(data, entry->data.data(), entry->data.size());
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!request->done()) request->completeLocked(entry->peer);
+  completed_.notify_all();
+}
+
+}  // namespace xccl::net::tcp

@@ -1,0 +1,121 @@
+// The TCP transport's wire format and a socket-free reader for it, so that everything a peer (or
+// a stranger) can put on a connection is parsed and validated in one place that a fuzzer can
+// drive without sockets (tests/fuzz/fuzz_tcp_frames.cc, fuzz_tcp_handshake.cc).
+//
+// A message is cut into chunks; every chunk is one frame carrying where it belongs (message id,
+// offset, message length, tag) and a per-peer sequence number, so chunks may travel on any link
+// and a chunk replayed after a link failure is recognised as a duplicate. Every frame also
+// carries the sender's cumulative acknowledgement (all sequence numbers below it arrived).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace xccl::net::tcp {
+
+constexpr uint32_t kFrameMagic = 0x58434c33;  // "XCL3"
+constexpr uint32_t kHelloMagic = 0x58434c48;  // "XCLH"
+constexpr uint16_t kWireVersion = 3;
+// Longest chunk payload a peer may send; chunks are cut at kChunkBytes, this bounds a reader.
+constexpr uint32_t kMaxChunkBytes = 4u << 20;
+// Longest control payload (abort reasons, status texts).
+constexpr uint32_t kMaxControlBytes = 1u << 20;
+// Largest message a frame may announce: bounds what a receiver allocates for an unexpected one.
+constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 40;
+
+enum class FrameType : uint8_t {
+  kData = 1,         // one chunk of a message
+  kAck = 2,          // no payload; `ack` is the news (also the heartbeat of an idle link)
+  kAbort = 3,        // payload: the reason; the sender's communicator is dead
+  kStatusQuery = 4,  // "where are you?", answered by the progress thread (no payload)
+  kStatusReply = 5,  // payload: the status provider's text
+  kBye = 6,          // the sender is closing every link on purpose (its group is destroyed)
+};
+
+struct FrameHeader {
+  uint32_t magic = kFrameMagic;
+  FrameType type = FrameType::kData;
+  uint8_t reserved = 0;
+  uint16_t space = 0;  // TagSpace
+  uint32_t step = 0;
+  uint32_t op = 0;
+  uint32_t length = 0;   // payload bytes of this frame
+  uint32_t reserved2 = 0;
+  uint64_t tagSeq = 0;   // MessageTag::seq; for control frames, the status round
+  uint64_t message = 0;  // per-peer message id (kData)
+  uint64_t offset = 0;   // where the payload goes in the message (kData)
+  uint64_t total = 0;    // the whole message's bytes (kData)
+  uint64_t seq = 0;      // per-peer chunk sequence number (kData)
+  uint64_t ack = 0;      // cumulative: every chunk with seq < ack arrived
+};
+static_assert(sizeof(FrameHeader) == 72, "the frame header layout is part of the wire format");
+
+// Why a header is refused, or null when it is valid.
+const char* validateHeader(const FrameHeader& header);
+
+// Sent by both ends first on every connection: it names the group (a hash of its store prefix
+// and a per-group random nonce that came through the store), the rank and the link.
+struct Hello {
+  uint32_t magic = kHelloMagic;
+  uint16_t version = kWireVersion;
+  uint16_t link = 0;
+  int32_t rank = 0;
+  uint32_t reserved = 0;
+  uint64_t group = 0;  // hashGroup(store prefix)
+  uint64_t nonce = 0;
+};
+static_assert(sizeof(Hello) == 32, "the handshake layout is part of the wire format");
+
+uint64_t hashGroup(const std::string& prefix);
+
+// What a received hello must say: from `group`/`nonce`, a rank in [minRank, maxRank] other than
+// `self`, a link below `links`. Returns why it is refused, empty when accepted.
+struct HelloExpectation {
+  uint64_t group = 0;
+  uint64_t nonce = 0;
+  int self = 0;
+  int minRank = 0;
+  int maxRank = 0;
+  int links = 1;
+};
+std::string checkHello(const void* bytes, size_t length, const HelloExpectation& expected,
+                       Hello* out);
+
+// Receives a frame's payload: the reader asks where each frame's payload goes once its header
+// is validated, and reports it complete. Throwing from either refuses the connection.
+class FrameSink {
+ public:
+  virtual ~FrameSink() = default;
+  // Where the payload of `header` goes (header.length bytes); null discards it.
+  virtual uint8_t* onHeader(const FrameHeader& header) = 0;
+  virtual void onFrame(const FrameHeader& header) = 0;
+};
+
+// The read state machine of one connection. The caller asks for the next place to put bytes
+// (the header, or straight into the payload's destination: no copy), reads into it from the
+// socket and reports how many arrived. feed() does the same from a byte buffer (fuzzers, tests).
+class FrameReader {
+ public:
+  struct Space {
+    uint8_t* data;
+    size_t bytes;
+  };
+  Space next();
+  // `bytes` arrived in next()'s space. Returns an empty string, or why the stream is refused
+  // (the connection must then be dropped; the reader is left unusable).
+  std::string advance(size_t bytes, FrameSink& sink);
+  std::string feed(const uint8_t* data, size_t bytes, FrameSink& sink);
+  // Whether a frame is partly read (its payload may be partly written where the sink said).
+  bool midFrame() const { return headerGot_ > 0 || inPayload_; }
+
+ private:
+  FrameHeader header_;
+  size_t headerGot_ = 0;
+  bool inPayload_ = false;
+  size_t payloadGot_ = 0;
+  uint8_t* target_ = nullptr;
+  uint8_t discard_[4096];
+};
+
+}  // namespace xccl::net::tcp

@@ -1,0 +1,128 @@
+// The TCP wire format's reader: valid frames come out whole, corrupt ones are refused with a
+// reason (the connection is dropped), never trusted.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "net/tcp/wire.h"
+
+namespace xccl::net::tcp {
+namespace {
+
+struct Recorder : FrameSink {
+  std::vector<FrameHeader> frames;
+  std::vector<uint8_t> payload = std::vector<uint8_t>(1 << 16);
+  uint8_t* onHeader(const FrameHeader& header) override {
+    return header.length <= payload.size() ? payload.data() : nullptr;
+  }
+  void onFrame(const FrameHeader& header) override { frames.push_back(header); }
+};
+
+std::vector<uint8_t> frame(const FrameHeader& header, const std::string& payload) {
+  std::vector<uint8_t> out(sizeof(header) + payload.size());
+  std::memcpy(out.data(), &header, sizeof(header));
+  std::memcpy(out.data() + sizeof(header), payload.data(), payload.size());
+  return out;
+}
+
+TEST(TcpWire, FramesSplitAnywhereComeOutWhole) {
+  FrameHeader chunk;
+  chunk.length = 5;
+  chunk.total = 10;
+  chunk.offset = 5;
+  chunk.seq = 7;
+  FrameHeader ack;
+  ack.type = FrameType::kAck;
+  ack.ack = 8;
+  auto bytes = frame(chunk, "hello");
+  auto more = frame(ack, "");
+  bytes.insert(bytes.end(), more.begin(), more.end());
+  for (size_t step : {size_t{1}, size_t{3}, size_t{71}, bytes.size()}) {
+    Recorder sink;
+    FrameReader reader;
+    for (size_t at = 0; at < bytes.size(); at += step) {
+      ASSERT_EQ(reader.feed(bytes.data() + at, std::min(step, bytes.size() - at), sink), "");
+    }
+    ASSERT_EQ(sink.frames.size(), 2u);
+    EXPECT_EQ(sink.frames[0].seq, 7u);
+    EXPECT_EQ(std::string(sink.payload.begin(), sink.payload.begin() + 5), "hello");
+    EXPECT_EQ(sink.frames[1].ack, 8u);
+    EXPECT_FALSE(reader.midFrame());
+  }
+}
+
+TEST(TcpWire, CorruptHeadersAreRefusedWithAReason) {
+  auto refused = [](FrameHeader header) {
+    Recorder sink;
+    FrameReader reader;
+    auto bytes = frame(header, "");
+    return reader.feed(bytes.data(), bytes.size(), sink);
+  };
+  FrameHeader h;
+  h.magic = 0x12345678;
+  EXPECT_EQ(refused(h), "bad frame magic");
+  h = {};
+  h.type = static_cast<FrameType>(99);
+  EXPECT_EQ(refused(h), "unknown frame type");
+  h = {};
+  h.total = 10;
+  h.offset = 8;
+  h.length = 5;
+  EXPECT_EQ(refused(h), "chunk outside its message");
+  h.offset = UINT64_MAX;
+  EXPECT_EQ(refused(h), "chunk outside its message");
+  h = {};
+  h.length = kMaxChunkBytes + 1;
+  h.total = h.length;
+  EXPECT_EQ(refused(h), "chunk longer than the largest chunk");
+  h = {};
+  h.type = FrameType::kAck;
+  h.length = 1;
+  EXPECT_EQ(refused(h), "payload on a frame that has none");
+}
+
+TEST(TcpWire, RandomBytesNeverCrashOrAllocate) {
+  std::mt19937 gen(7);
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<uint8_t> bytes(std::uniform_int_distribution<size_t>(0, 300)(gen));
+    for (auto& b : bytes) b = static_cast<uint8_t>(gen());
+    if (round % 2 == 0 && bytes.size() >= 4) std::memcpy(bytes.data(), &kFrameMagic, 4);
+    Recorder sink;
+    FrameReader reader;
+    (void)reader.feed(bytes.data(), bytes.size(), sink);
+    for (const auto& header : sink.frames) EXPECT_EQ(validateHeader(header), nullptr);
+  }
+}
+
+TEST(TcpWire, HandshakeNamesGroupRankAndLink) {
+  HelloExpectation expected{hashGroup("g"), 99, /*self=*/0, /*minRank=*/1, /*maxRank=*/3,
+                            /*links=*/2};
+  Hello hello;
+  hello.group = hashGroup("g");
+  hello.nonce = 99;
+  hello.rank = 2;
+  hello.link = 1;
+  Hello out;
+  EXPECT_EQ(checkHello(&hello, sizeof(hello), expected, &out), "");
+  EXPECT_EQ(out.rank, 2);
+  EXPECT_NE(checkHello(&hello, sizeof(hello) - 1, expected, nullptr), "");
+  Hello bad = hello;
+  bad.nonce = 98;
+  EXPECT_EQ(checkHello(&bad, sizeof(bad), expected, nullptr), "from another group or job");
+  bad = hello;
+  bad.group = hashGroup("h");
+  EXPECT_EQ(checkHello(&bad, sizeof(bad), expected, nullptr), "from another group or job");
+  bad = hello;
+  bad.rank = 0;
+  EXPECT_NE(checkHello(&bad, sizeof(bad), expected, nullptr), "");
+  bad = hello;
+  bad.link = 2;
+  EXPECT_EQ(checkHello(&bad, sizeof(bad), expected, nullptr), "for link 2");
+  bad = hello;
+  bad.magic = 0;
+  EXPECT_EQ(checkHello(&bad, sizeof(bad), expected, nullptr), "not an xccl handshake");
+}
+
+}  // namespace
+}  // namespace xccl::net::tcp

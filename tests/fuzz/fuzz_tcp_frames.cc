@@ -1,0 +1,48 @@
+// libFuzzer target: arbitrary bytes on a TCP link, cut into arbitrary reads, through the frame
+// reader (csrc/net/tcp/wire.h). Whatever arrives, the reader must refuse it with a reason or hand
+// out only frames that pass validation, writing payloads only inside the space it was given.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "net/tcp/wire.h"
+
+namespace {
+
+using xccl::net::tcp::FrameHeader;
+using xccl::net::tcp::FrameReader;
+using xccl::net::tcp::FrameSink;
+
+struct Sink : FrameSink {
+  // Like the transport: some payloads go to a buffer exactly the payload's size (so the
+  // sanitizer catches a write past it), some are discarded.
+  std::vector<uint8_t> buffer;
+  uint8_t* onHeader(const FrameHeader& header) override {
+    if (xccl::net::tcp::validateHeader(header) != nullptr) std::abort();
+    if (header.seq % 2 == 1) return nullptr;
+    buffer.assign(header.length, 0);
+    return buffer.data();
+  }
+  void onFrame(const FrameHeader& header) override {
+    if (header.type == xccl::net::tcp::FrameType::kData &&
+        (header.offset > header.total || header.length > header.total - header.offset)) {
+      std::abort();
+    }
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const size_t step = 1 + data[0] % 97;  // how the bytes are cut into reads
+  ++data;
+  --size;
+  Sink sink;
+  FrameReader reader;
+  for (size_t at = 0; at < size; at += step) {
+    if (!reader.feed(data + at, std::min(step, size - at), sink).empty()) break;
+  }
+  return 0;
+}
