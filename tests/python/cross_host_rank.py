@@ -6,15 +6,16 @@ torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT).
                                         # all_reduce 4 MiB ITERS times, each result checked;
                                         # rank 0 writes the iteration it reached to the file
 
-Prints one JSON line {"rank", "checks", "failures", "max_call_s"} and exits 0 when every check
-passed. Inputs are small integers, so every result is exact in every dtype and compared bit for
-bit.
+Prints one JSON line {"rank", "checks", "failures", "seconds", "host", "max_call_s"} and exits 0
+when every check passed. Inputs are small integers, so every result is exact in every dtype and
+compared bit for bit.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 from datetime import timedelta
@@ -179,6 +180,7 @@ def main() -> int:
     seconds = time.monotonic() - started  # the collectives' share of the run, for reading
     dist.destroy_process_group()
     result = {"rank": rank, "checks": chk.checks, "failures": chk.failures, "seconds": seconds}
+    result["host"] = socket.gethostname()  # what xccl told hosts apart by
     print(json.dumps({**result, "max_call_s": longest}), flush=True)
     return 1 if chk.failures else 0
 
