@@ -169,3 +169,35 @@ def test_link_down_mid_loop_loses_nothing(make_hosts, tmp_path):
     assert longest < 10.0, f"the longest all_reduce took {longest:.2f} s"
     logs = "".join(r["stderr"] for r in results)
     assert hosts_module.IFNAMES[1] in logs, f"no log names the failed link:\n{logs[-3000:]}"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    script = os.path.join(os.path.dirname(RANK_SCRIPT), "..", "..", "scripts", "netns_hosts.py")
+    return subprocess.run(
+        [sys.executable, script, *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_cli_builds_hosts_runs_as_them_takes_a_link_down_and_removes_them():
+    tag = f"t{os.getpid()}"
+    try:
+        made = _cli("--tag", tag, "up", "2")
+        assert made.returncode == 0, made.stderr
+        assert "host 1: nshost1" in made.stdout and "xnet1 10.231.1.2" in made.stdout
+        assert _cli("--tag", tag, "up", "2").returncode == 1  # exists already
+        # Host 1 is another host: its own hostname, and host 0 reachable over both links.
+        probe = (
+            "import socket\nprint(socket.gethostname())\n"
+            "for a in ('10.231.0.1', '10.231.1.1'):\n"
+            "    try: socket.create_connection((a, 9), timeout=5)\n"
+            "    except ConnectionRefusedError: print('refused', a)\n"  # reached; port 9 is shut
+        )
+        ran = _cli("--tag", tag, "run", "1", "--", sys.executable, "-c", probe)
+        assert ran.stdout.split("\n")[:3] == ["nshost1", "refused 10.231.0.1", "refused 10.231.1.1"]
+        assert _cli("--tag", tag, "link", "1", "1", "down").returncode == 0
+        state = _cli("--tag", tag, "run", "1", "--", "cat", "/sys/class/net/xnet1/operstate")
+        assert state.stdout.strip() == "down"
+        assert _cli("--tag", tag, "link", "1", "1", "up").returncode == 0
+    finally:
+        assert _cli("--tag", tag, "down").returncode == 0
+    assert hosts_module.existing(tag) is None
