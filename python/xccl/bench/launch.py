@@ -44,6 +44,10 @@ def main(argv=None) -> int:
         )
         return EXIT_USAGE
     try:
+        if args.netns_hosts:
+            from . import netns
+
+            return netns.main(args)
         if launched_by(os.environ):
             return _run_rank(
                 args,

@@ -87,6 +87,14 @@ def parse_ops(text: str) -> list:
     return list(dict.fromkeys(names))  # drop repeats, keep the order given
 
 
+def parse_nets(text: str) -> list:
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    unknown = [name for name in names if name not in ("tcp", "ofi")]
+    if unknown or not names:
+        raise ValueError(f"unknown net(s) {', '.join(unknown) or text!r}; known: tcp, ofi")
+    return names
+
+
 def _argparse_type(parse):
     def convert(text):
         try:
@@ -195,6 +203,23 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto: cuda:LOCAL_RANK under a launcher when GPUs exist, else cpu",
     )
+    # Across hosts made of network namespaces on this machine (bench/netns.py, needs root).
+    hosts = parser.add_argument_group("across namespace hosts (root)")
+    hosts.add_argument(
+        "--netns-hosts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="spread --nranks ranks over N hosts made of network namespaces on this machine "
+        "(2 links each) and measure xccl over each of --nets against gloo; one table",
+    )
+    hosts.add_argument(
+        "--nets",
+        type=_argparse_type(parse_nets),
+        default=["tcp"],
+        metavar="LIST",
+        help="with --netns-hosts: network engines to measure, comma list of tcp, ofi (default tcp)",
+    )
     how = parser.add_argument_group("how to measure")
     how.add_argument(
         "--iters",
@@ -285,5 +310,10 @@ def parse_args(argv) -> argparse.Namespace:
         parser.error("--simulate-hosts must be between 1 and --nranks")
     if args.target_time <= 0 or args.timeout <= 0 or args.time_limit <= 0:
         parser.error("--target-time, --timeout and --time-limit must be positive")
+    if args.netns_hosts:
+        if not 2 <= args.netns_hosts <= args.nranks:
+            parser.error("--netns-hosts needs 2 to --nranks hosts (every host runs a rank)")
+        if args.csv or args.plot or args.graph or args.device == "cuda":
+            parser.error("--netns-hosts measures CPU ranks and writes --json only")
     args.argv = list(argv)
     return args
