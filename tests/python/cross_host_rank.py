@@ -172,6 +172,8 @@ def main() -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("xccl", timeout=GROUP_TIMEOUT)
     chk, longest, started = Checker(rank), 0.0, time.monotonic()
+    # What carries this rank's messages: "shm+tcp" with a same-host peer, "tcp" alone on a host.
+    peers = dist.group.WORLD._get_backend(torch.device("cpu")).peer_transport
     if sys.argv[1] == "all":
         check_all_reduce(chk, rank, world, 0)
         check_movement(chk, rank, world)
@@ -181,6 +183,7 @@ def main() -> int:
     dist.destroy_process_group()
     result = {"rank": rank, "checks": chk.checks, "failures": chk.failures, "seconds": seconds}
     result["host"] = socket.gethostname()  # what xccl told hosts apart by
+    result["peer_transport"] = peers
     print(json.dumps({**result, "max_call_s": longest}), flush=True)
     return 1 if chk.failures else 0
 

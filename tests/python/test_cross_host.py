@@ -26,20 +26,6 @@ _unavailable = hosts_module.unavailable_reason()
 pytestmark = pytest.mark.skipif(_unavailable is not None, reason=str(_unavailable))
 
 
-def _registered(name: str) -> bool:
-    native = pytest.importorskip("xccl._native")
-    return any(entry[0] == name for entry in native.env_variables())
-
-
-def _needs(*names: str):
-    """Skips (naming the variable) where this build of xccl does not read a variable yet: the
-    cases below test the network engine chooser and the links failover, which other branches
-    bring; the guard goes once they are merged."""
-    missing = [name for name in names if not _registered(name)]
-    if missing:
-        pytest.skip(f"needs {', '.join(missing)} (not merged)")
-
-
 def _env(rank: int, world: int, local: int, local_world: int, extra: dict) -> dict:
     # The runner's own settings must not leak into the hosts.
     prefixes = ("XCCL_", "TORCHELASTIC_", "GLOO_")
@@ -127,14 +113,15 @@ MULTI_LINK = {"XCCL_NET_IFNAMES": ",".join(hosts_module.IFNAMES)}
     ids=["tcp-2x2", "ofi-2x2", "tcp-3hosts-1-2-1"],
 )
 def test_every_collective_across_hosts(make_hosts, tmp_path, net, layout):
-    """tcp also runs on a build that does not read XCCL_NET or XCCL_NET_IFNAMES yet: unknown
-    names are ignored there, and its only cross-host transport is TCP."""
-    if net == "ofi":
-        _needs("XCCL_NET")  # a build without it would run its TCP transport and pass wrongly
+    """Every collective exact, and each rank's messages carried by the engine asked for (shared
+    memory to a peer on its own host)."""
     hosts = make_hosts(len(layout))
     procs = start_ranks(hosts, layout, {"XCCL_NET": net, **MULTI_LINK}, ["all"], tmp_path)
     results = finish_ranks(procs, tmp_path, time.monotonic() + CASE_TIMEOUT_S)
     assert_all_passed(results, layout)
+    ranks_on = [count for count in layout for _ in range(count)]
+    expected = [f"shm+{net}" if count > 1 else net for count in ranks_on]
+    assert [r["peer_transport"] for r in results] == expected
 
 
 def _wait_for_iteration(path, at_least: int, procs: list, deadline: float) -> None:
@@ -152,7 +139,6 @@ def _wait_for_iteration(path, at_least: int, procs: list, deadline: float) -> No
 def test_link_down_mid_loop_loses_nothing(make_hosts, tmp_path):
     """Host 1's xnet1 goes down a fifth of the way into the loop and comes back at three
     fifths: every result exact, no error, the longest call bounded, the failure logged."""
-    _needs("XCCL_NET_IFNAMES")  # several links and failover
     hosts = make_hosts(2)
     progress = tmp_path / "progress"
     argv = ["linkdown", str(progress), str(LINKDOWN_ITERS)]
