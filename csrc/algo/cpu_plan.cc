@@ -51,9 +51,16 @@ CpuPlan planHierarchical(const CpuRequest& request, const GroupShape& shape,
   const Collective c = request.collective;
   CpuPlan plan;
   if (c == Collective::kAllReduce || c == Collective::kBarrier) {
-    // A TCP collective among the leaders, planned for H ranks; all_reduce is not chunked.
+    // A TCP collective among the leaders, planned for H ranks: barrier's, and all_reduce's where
+    // hosts have different rank counts. On hosts of equal size all_reduce exchanges each local
+    // rank's slice directly with its peers on the other hosts, pipelined in ring chunks.
     plan = planTcp(c, request.bytes, shape.hosts, tunables);
-    plan.reason = "hosts with several ranks: shared memory inside, TCP among one leader per host";
+    plan.reason = c == Collective::kBarrier
+                      ? "hosts with several ranks: shared memory inside, TCP among one leader per "
+                        "host"
+                      : "hosts with several ranks: shared memory inside, each local rank's slice "
+                        "between hosts (uneven hosts: TCP among one leader per host)";
+    if (c == Collective::kAllReduce) plan.ringChunkBytes = tunables.ringChunkBytes;
   } else {
     // broadcast and reduce chain the hosts' agents (a ring cut open at the root's host); the
     // others exchange directly between the hosts' agents; all pipelined in ring chunks.

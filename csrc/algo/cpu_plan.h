@@ -57,15 +57,16 @@ struct GroupShape {
 struct CpuPlan {
   CpuRoute route = CpuRoute::kTcp;
   // kTcp: kDirect or kRing. kShm: kOneShot or kTwoShot for all_reduce and reduce, kShm for the
-  // others. kHierarchical: the network pattern among the hosts' agents: all_reduce's and
-  // barrier's TCP algorithm among the leaders, kRing for broadcast's and reduce's chain, kDirect
-  // for the others.
+  // others. kHierarchical: the network pattern among the hosts' agents: barrier's TCP algorithm
+  // among the leaders, and all_reduce's where hosts differ in size (on hosts of equal size its
+  // slices travel directly between ranks), kRing for broadcast's and reduce's chain, kDirect for
+  // the others.
   Algorithm algorithm = Algorithm::kDirect;
-  // kHierarchical: the in-host reduce's kOneShot or kTwoShot for all_reduce, reduce and
-  // reduce_scatter; kShm for the others.
+  // kHierarchical: the in-host reduce's kOneShot or kTwoShot for reduce, reduce_scatter and
+  // all_reduce through the leaders (hosts of different sizes); kShm for the others.
   Algorithm hostAlgorithm = Algorithm::kShm;
-  // The pipelining unit where a ring runs, and of kHierarchical but all_reduce, all_to_all and
-  // barrier (XCCL_RING_CHUNK_BYTES); 0 otherwise.
+  // The pipelining unit where a ring runs, and of kHierarchical but all_to_all and barrier
+  // (XCCL_RING_CHUNK_BYTES); 0 otherwise.
   size_t ringChunkBytes = 0;
   // The rule that decided, in words (a literal: planning builds no string per call).
   const char* reason = "";
@@ -81,11 +82,12 @@ struct CpuPlan {
 //    every size from 8 B to 64 MiB, by 4x (small, 4 ranks on 2 cores) to 100x (small, 2 ranks).
 // 3. Across hosts with shared memory per host (kPerHost), every collective is kHierarchical at
 //    every size: no byte between two ranks of one host crosses the network, and what crosses it
-//    travels once per host rather than once per rank (all_reduce: an all_reduce among the H
-//    leaders, planned by rule 4 for H ranks; the others pipelined in ring chunks, see
-//    algo/hierarchical.h). Chosen for the bytes between hosts: with simulated hosts over
-//    loopback (docs/network.md) flat TCP still wins small broadcasts and all_to_all, where the
-//    "network" costs what shared memory does; not measured on real multi-host hardware yet.
+//    travels once per host rather than once per rank (all pipelined in ring chunks, see
+//    algo/hierarchical.h; all_reduce on hosts of different sizes: an all_reduce among the H
+//    leaders, planned by rule 4 for H ranks). Chosen for the bytes between hosts: with
+//    simulated hosts over loopback (docs/network.md) flat TCP still wins small broadcasts and
+//    all_to_all, where the "network" costs what shared memory does; not measured on real
+//    multi-host hardware yet.
 // 4. TCP: with one or two ranks, direct for all but all_reduce (a ring step is a direct
 //    exchange); otherwise direct up to smallMessageBytes, ring above. all_to_all, gather,
 //    scatter and barrier only have direct. Forcing kShm changes nothing where shared memory

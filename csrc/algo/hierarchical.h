@@ -2,11 +2,13 @@
 // kHierarchical route, algo/cpu_plan.h): shared memory inside each host (the host's segment of
 // net::Hierarchy), the network only between hosts, one agent per host talking to the others.
 // The agent is the host's leader (its lowest rank), or the root itself on the root's host for
-// the rooted collectives, which saves an in-host hop there.
+// the rooted collectives, which saves an in-host hop there. all_reduce on hosts of equal size
+// has no agent: every rank exchanges its slice of the host's sum with its peers on other hosts.
 //
 // Pipelined: messages are cut into chunks of the plan's ringChunkBytes, the network requests of
-// every chunk are posted up front, and the transport's progress thread moves chunk k+1 between
-// hosts while the agent runs the in-host step of chunk k (and the reverse on the sending side).
+// every chunk are posted up front (all_reduce: a window of rounds ahead), and the transport's
+// progress thread moves chunk k+1 between hosts while the agent runs the in-host step of chunk
+// k (and the reverse on the sending side).
 // Results are laid out by group rank whatever the hosts' sizes or the order of ranks on them.
 // Reductions combine the host's ranks first, then the hosts in a fixed order: every rank gets
 // the same bytes where several do (all_reduce), but not necessarily the flat path's rounding.

@@ -23,14 +23,13 @@ struct Window {
   size_t requestsEnd;
 };
 
-}  // namespace
-
 // Reduce to each host's leader over its segment, all_reduce among the leaders over the network
 // (AVG as a sum, divided there by the group size), broadcast from the leader over the segment.
 // Every rank gets the leaders' bytes, which are identical (the TCP algorithms combine in rank
-// order).
-void allReduce(const Runner& runner, const CpuPlan& plan, void* data, size_t count, DataType type,
-               ReduceOp op) {
+// order). Unpipelined: only for hosts with different rank counts, where no rank has a peer of
+// the same local index on every host.
+void allReduceThroughLeaders(const Runner& runner, const CpuPlan& plan, void* data, size_t count,
+                             DataType type, ReduceOp op) {
   const net::Hierarchy& h = *runner.hierarchy;
   const ReduceOp combiner = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   const std::optional<shm::Context> local = runner.hostContext(plan);
@@ -43,6 +42,99 @@ void allReduce(const Runner& runner, const CpuPlan& plan, void* data, size_t cou
     if (op == ReduceOp::kAvg) divide(type, data, count, runner.size());
   }
   if (local) shm::broadcast(*local, data, count * elementSize(type), 0);
+}
+
+bool evenHosts(const View& v) {
+  for (int g = 1; g < v.hosts(); ++g) {
+    if (v.ranksOn(g).size() != v.ranksOn(0).size()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// Hosts of k ranks each (else allReduceThroughLeaders). The message is cut into rounds of k
+// pieces of one chunk; in round r:
+//  1. an in-host reduce_scatter leaves piece i of the round, summed over the host, at local
+//     rank i (all k ranks reduce, two-shot style; a short last round is padded to k pieces);
+//  2. local rank i sends it to local rank i of every other host and combines the H host sums it
+//     then holds in host order (AVG: summed, then divided once by the group size);
+//  3. an in-host all_gather puts the round's k combined pieces in place on every rank.
+// Step 2 of round r completes after step 1 of round r + 1: the transport moves round r between
+// hosts while the segment reduces the next one. Every rank of a column combines the same host
+// sums in the same order, and the all_gather copies them: every rank gets the same bytes.
+// Pieces sent and received live in kWindow slots reused round after round (bounded memory that
+// stays in cache); receives are posted kWindow rounds ahead.
+void allReduce(const Runner& runner, const CpuPlan& plan, void* data, size_t count, DataType type,
+               ReduceOp op) {
+  if (count == 0) return;
+  const View v(runner, plan, opSignature(CollectiveKind::kAllReduce, type, op));
+  if (!evenHosts(v)) return allReduceThroughLeaders(runner, plan, data, count, type, op);
+  constexpr size_t kWindow = 4;
+  const ReduceOp combiner = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  const size_t es = elementSize(type), piece = std::max<size_t>(1, v.chunk / es);
+  const int hosts = v.hosts(), host = v.host(), index = v.localIndex(v.rank());
+  const size_t k = v.ranksOn(host).size(), round = k * piece;
+  const size_t rounds = detail::chunksOf(count, round);
+  auto* out = static_cast<uint8_t*>(data);
+  // Elements of round r (at r * round) and of each of its pieces.
+  const auto extent = [&](size_t r) { return std::min(round, count - r * round); };
+  const auto perRank = [&](size_t r) { return detail::chunksOf(extent(r), k); };
+  const size_t slotBytes = perRank(0) * es;  // the first round's pieces are the largest
+  const size_t slots = std::min(kWindow, rounds);
+
+  // Round r's host sum at mine[r % slots], host d's (after this one) at theirs[r % slots][d - 1].
+  std::vector<uint8_t> mine(slots * slotBytes), theirs(slots * (hosts - 1) * slotBytes);
+  std::vector<uint8_t> padded(extent(rounds - 1) == k * perRank(rounds - 1) ? 0 : round * es);
+  std::vector<uint8_t> sum(slotBytes);
+  const auto ours = [&](size_t r) { return mine.data() + r % slots * slotBytes; };
+  const auto from = [&](size_t r, int d) {
+    return theirs.data() + (r % slots * (hosts - 1) + d - 1) * slotBytes;
+  };
+  std::vector<int> peers;  // by host distance d - 1
+  for (int d = 1; d < hosts; ++d) peers.push_back(v.ranksOn(v.hostAfter(host, d))[index]);
+  std::vector<std::vector<net::RequestPtr>> recvs(rounds), sends(rounds);
+  const auto post = [&](size_t r) {
+    for (int d = 1; r < rounds && d < hosts; ++d) {
+      recvs[r].push_back(v.net.irecv(peers[d - 1], r, from(r, d), perRank(r) * es));
+    }
+  };
+  const auto scatterRound = [&](size_t r) {
+    if (r >= slots) v.net.wait(sends[r - slots]);  // its slot's previous piece went out
+    uint8_t* in = out + r * round * es;
+    if (extent(r) < k * perRank(r)) {
+      in = static_cast<uint8_t*>(std::memcpy(padded.data(), in, extent(r) * es));
+    }
+    if (v.local) {
+      shm::reduceScatter(*v.local, in, ours(r), perRank(r), type, combiner);
+    } else {
+      std::memcpy(ours(r), in, perRank(r) * es);
+    }
+    for (int peer : peers) sends[r].push_back(v.net.isend(peer, r, ours(r), perRank(r) * es));
+  };
+  const auto gatherRound = [&](size_t r) {
+    v.net.wait(recvs[r]);
+    std::vector<const void*> srcs(hosts);
+    for (int d = 0; d < hosts; ++d) srcs[v.hostAfter(host, d)] = d == 0 ? ours(r) : from(r, d);
+    reduceMany(type, combiner, sum.data(), srcs.data(), hosts, perRank(r));
+    post(r + slots);  // into the slot just read
+    if (op == ReduceOp::kAvg) divide(type, sum.data(), perRank(r), v.size());
+    const bool pad = extent(r) < k * perRank(r);
+    uint8_t* to = pad ? padded.data() : out + r * round * es;
+    if (v.local) {
+      shm::allGather(*v.local, sum.data(), to, std::vector<size_t>(k, perRank(r) * es));
+    } else {
+      std::memcpy(to, sum.data(), perRank(r) * es);
+    }
+    if (pad) std::memcpy(out + r * round * es, padded.data(), extent(r) * es);
+  };
+  for (size_t r = 0; r < slots; ++r) post(r);
+  for (size_t r = 0; r < rounds; ++r) {
+    scatterRound(r);
+    if (r > 0) gatherRound(r - 1);
+  }
+  gatherRound(rounds - 1);
+  for (size_t r = rounds > slots ? rounds - slots : 0; r < rounds; ++r) v.net.wait(sends[r]);
 }
 
 // 1. An in-host all_gather puts the host's parts in place (straight into `output` where the

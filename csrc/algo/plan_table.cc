@@ -52,8 +52,11 @@ void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>&
     for (size_t bytes : sized ? q.sizes : std::vector<size_t>{0}) {
       const CpuPlan plan = planCpu({c, perRankBytes(c, bytes, q.worldSize)}, shape, tunables);
       PlanRow row{collectiveName(c), bytes, cpuRouteName(plan.route), "", plan.reason};
-      const bool leadersRun = c == Collective::kAllReduce || c == Collective::kBarrier;
-      if (plan.route == CpuRoute::kHierarchical && leadersRun) {
+      if (plan.route == CpuRoute::kHierarchical && c == Collective::kAllReduce) {
+        // The table's hosts are of equal size: slices between hosts, not the leaders' fallback.
+        row.algorithm = "in-host reduce_scatter+all_gather, between hosts direct (" +
+                        formatBytes(plan.ringChunkBytes) + " chunks)";
+      } else if (plan.route == CpuRoute::kHierarchical && c == Collective::kBarrier) {
         row.algorithm = std::string("in-host ") + algorithmName(plan.hostAlgorithm) + ", leaders " +
                         tcpAlgorithm(plan.algorithm, plan);
       } else if (plan.route == CpuRoute::kHierarchical) {

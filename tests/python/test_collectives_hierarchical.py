@@ -30,12 +30,21 @@ COUNTS = (1, 3001)  # 3001 x 4 bytes: three chunks and a bit
 DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.bool, torch.complex64)
 
 
-@checks_test(CASES, min_checks=100, env=ENV)
+@checks_test(CASES, min_checks=200, env=ENV)
 def test_reductions(chk, rank, world):
     gloo = gloo_group()
     for dtype in DTYPES:
         for op in ops_for(dtype):
             for n in COUNTS:
+                what = f"all_reduce {op.label} {dtype_name(dtype)} n={n}"
+                x = rank_input(dtype, n, rank, op.pattern)
+                dist.all_reduce(x, op=op.make(dtype))
+                compare(chk, what, op, x, expected_reduction(op, dtype, n, world))
+                # Whatever the rounding, every rank holds rank 0's bytes.
+                mine = x.view(torch.uint8)
+                first = mine.clone()
+                dist.broadcast(first, src=0)
+                chk.equal(what + " same bytes on every rank", mine, first)
                 for root in sorted({0, world - 1}):
                     what = f"reduce root={root} {op.label} {dtype_name(dtype)} n={n}"
                     x = rank_input(dtype, n, rank, op.pattern)

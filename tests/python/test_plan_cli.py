@@ -80,6 +80,9 @@ def test_cpu_one_host_is_shared_memory_and_hosts_split_it(capsys):
     assert row(lines, "all_reduce", "16 MiB")[1] == "two_shot"
     lines = run(capsys, "--topo", vm, "--device", "cpu", "--world", "8", "--hosts", "2", "16M")
     assert row(lines, "all_reduce", "16 MiB")[0] == "hierarchical"
+    assert "reduce_scatter+all_gather, between hosts direct (512 KiB chunks)" in next(
+        line for line in lines if line.startswith("all_reduce ") and " 16 MiB " in line
+    )
     assert row(lines, "all_gather", "16 MiB")[:2] == ("hierarchical", "in-host")
     assert "between hosts direct (512 KiB chunks)" in next(
         line for line in lines if line.startswith("all_gather ") and " 16 MiB " in line

@@ -77,11 +77,12 @@ const Row kRows[] = {
      Algorithm::kRing, Algorithm::kShm, 512 * kKiB},
     {Collective::kScatter, 8, kShm4, Algorithm::kRing, kDefault2MiB, CpuRoute::kShm,
      Algorithm::kShm, Algorithm::kShm, 0},
-    // Hosts with several ranks: all_reduce hierarchical, the leaders' TCP algorithm planned for
-    // H ranks, the in-host reduce for this host's ranks; the other collectives hierarchical too,
+    // Hosts with several ranks: all_reduce hierarchical in ring chunks, the leaders' TCP
+    // algorithm (hosts of different sizes) planned for H ranks, the in-host reduce for this
+    // host's ranks; the other collectives hierarchical too,
     // pipelined in ring chunks (broadcast and reduce as a chain, the rest direct).
     {Collective::kAllReduce, 8, kTwoHostsOf4, kAuto, kDefault2MiB, CpuRoute::kHierarchical,
-     Algorithm::kDirect, Algorithm::kOneShot, 0},
+     Algorithm::kDirect, Algorithm::kOneShot, 512 * kKiB},
     {Collective::kAllReduce, 4 * kMiB, kTwoHostsOf4, kAuto, kDefault2MiB, CpuRoute::kHierarchical,
      Algorithm::kRing, Algorithm::kTwoShot, 512 * kKiB},
     {Collective::kAllReduce, 4 * kMiB, kFourHostsOf2, kAuto, kDefault2MiB, CpuRoute::kHierarchical,

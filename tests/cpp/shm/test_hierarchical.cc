@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <numeric>
 
@@ -22,6 +24,7 @@ constexpr size_t kSlot = 4096;
 constexpr size_t kChunk = 1000;  // small and odd: parts split into several uneven chunks
 
 using Layout = std::vector<std::string>;
+constexpr int kLayouts = 5;
 
 struct Ranks {
   int layout;  // index of the layout below
@@ -45,11 +48,13 @@ int32_t valueOf(int r, size_t i) { return static_cast<int32_t>((r * 131 + i * 7)
 uint8_t byteOf(int r, size_t i) { return static_cast<uint8_t>(r * 37 + i * 11 + 1); }
 
 void forEachLayout(const std::function<void(Ranks&)>& body) {
+  // Hosts of equal size (all_reduce's slices between hosts) and not (its leaders' fallback).
   const Layout layouts[] = {{"a", "b", "a", "b"},
                             {"a", "a", "b"},
                             {"a", "b", "a"},
-                            {"x", "y", "y", "z", "z"}};
-  for (int layout = 0; layout < 4; ++layout) {
+                            {"x", "y", "y", "z", "z"},
+                            {"a", "b", "c", "c", "b", "a"}};
+  for (int layout = 0; layout < kLayouts; ++layout) {
     const Layout& hosts = layouts[layout];
     const int world = static_cast<int>(hosts.size());
     testing::runTcpRanks(world, [&](int rank, net::Store& store,
@@ -138,6 +143,53 @@ TEST(Hierarchical, ReduceAndReduceScatterAreExact) {
   });
 }
 
+// all_reduce on int32 (exact for every op) with counts below one round, of more rounds than its
+// window of slots and with a short last round (kChunk / 4 elements per rank and round), and on
+// float32, whose sums round: every rank must hold the same bytes whatever its host.
+TEST(Hierarchical, AllReduceIsExactAndTheSameOnEveryRank) {
+  forEachLayout([](Ranks& g) {
+    const int n = g.world;
+    for (size_t count : {size_t{1}, size_t{5}, size_t{250}, size_t{4777}}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg}) {
+        std::vector<int32_t> data(count);
+        for (size_t i = 0; i < count; ++i) data[i] = valueOf(g.rank, i);
+        algo::allReduce(g.next(), data.data(), count, DataType::kInt32, op);
+        for (size_t i = 0; i < count; ++i) {
+          int64_t sum = 0, max = INT64_MIN, min = INT64_MAX;
+          for (int r = 0; r < n; ++r) {
+            sum += valueOf(r, i);
+            max = std::max<int64_t>(max, valueOf(r, i));
+            min = std::min<int64_t>(min, valueOf(r, i));
+          }
+          const int64_t want = op == ReduceOp::kSum   ? sum
+                               : op == ReduceOp::kMax ? max
+                               : op == ReduceOp::kMin ? min
+                                                      : sum / n;
+          ASSERT_EQ(data[i], want) << reduceOpName(op) << " count " << count << " at " << i;
+        }
+      }
+      // float32 of mixed magnitudes: the sum depends on the order of the additions, and must be
+      // the same everywhere.
+      const auto mixed = [](int r, size_t i) {
+        return std::ldexp(1.0f + static_cast<float>((r * 977 + i * 13) % 1000) / 1000.0f,
+                          static_cast<int>((r * 7 + i) % 21) - 10);
+      };
+      std::vector<float> sums(count);
+      for (size_t i = 0; i < count; ++i) sums[i] = mixed(g.rank, i);
+      algo::allReduce(g.next(), sums.data(), count, DataType::kFloat32, ReduceOp::kSum);
+      std::vector<float> rank0(sums);
+      algo::broadcast(g.next(), rank0.data(), count * sizeof(float), 0);
+      ASSERT_EQ(0, std::memcmp(sums.data(), rank0.data(), count * sizeof(float)))
+          << "count " << count;
+      for (size_t i = 0; i < count; ++i) {
+        double exact = 0;
+        for (int r = 0; r < n; ++r) exact += mixed(r, i);
+        ASSERT_NEAR(sums[i], exact, exact * 1e-6) << i;
+      }
+    }
+  });
+}
+
 TEST(Hierarchical, AllGatherEvenAndUnevenAndAllToAll) {
   forEachLayout([](Ranks& g) {
     const int n = g.world;
@@ -177,7 +229,7 @@ TEST(Hierarchical, AllGatherEvenAndUnevenAndAllToAll) {
 }
 
 TEST(Hierarchical, BarrierWaitsForEveryRank) {
-  std::atomic<int> arrived[4][3] = {};  // by layout and round
+  std::atomic<int> arrived[kLayouts][3] = {};  // by layout and round
   forEachLayout([&](Ranks& g) {
     for (std::atomic<int>& round : arrived[g.layout]) {
       if (g.rank == 0) std::this_thread::sleep_for(20ms);  // the last to arrive
