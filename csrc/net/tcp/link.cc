@@ -18,7 +18,8 @@ std::string Peer::describeLinks() const {
   std::ostringstream out;
   for (const auto& link : links) {
     if (link->index > 0) out << "; ";
-    out << "link " << link->index << " (" << (link->local.empty() ? "?" : link->local) << " -> "
+    out << "link " << link->index << " (" << link->via << " "
+        << (link->local.empty() ? "?" : link->local) << " -> "
         << (link->remote.empty() ? "?" : link->remote) << "): ";
     if (link->up) {
       out << "up";
