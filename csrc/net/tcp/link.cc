@@ -54,6 +54,9 @@ int pickLink(const Peer& peer) {
 }
 
 void assignChunk(Peer& peer, uint64_t seq, int index) {
+  // The next pick starts after this link: a socket that takes every chunk at once keeps its
+  // queue empty, and without this rotation every tie (all queues empty) went to link 0.
+  peer.nextPick = static_cast<unsigned>(index + 1);
   peer.chunk(seq).link = index;
   peer.links[index]->queue.push_back(seq);
 }
