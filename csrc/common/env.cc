@@ -66,8 +66,9 @@ const std::vector<Variable> kVariables = {
          "default: the address that reaches the store's host, else the hostname's address."),
     text("XCCL_NET_IFNAMES",
          "Comma-separated interfaces xccl's network engines use between hosts (each must exist "
-         "and have an IPv4 address, else group creation raises ValueError); default: chosen as "
-         "for XCCL_SOCKET_IFNAME."),
+         "and have an IPv4 address, else group creation raises ValueError); TCP links run over "
+         "each one a peer shares. Default: chosen as for XCCL_SOCKET_IFNAME, plus every other up "
+         "interface on a subnet the peer also has."),
     // net/factory.cc chooseEngine(); ranks on different engines could not reach each other.
     choice("XCCL_NET", "auto", {"auto", "ofi", "tcp"}, kGroupWide,
            "Network engine to ranks on other hosts: tcp (xccl's own), ofi (libfabric; an error "

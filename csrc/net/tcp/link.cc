@@ -18,7 +18,8 @@ std::string Peer::describeLinks() const {
   std::ostringstream out;
   for (const auto& link : links) {
     if (link->index > 0) out << "; ";
-    out << "link " << link->index << " (" << (link->local.empty() ? "?" : link->local) << " -> "
+    out << "link " << link->index << " (" << link->via << " "
+        << (link->local.empty() ? "?" : link->local) << " -> "
         << (link->remote.empty() ? "?" : link->remote) << "): ";
     if (link->up) {
       out << "up";
@@ -53,6 +54,9 @@ int pickLink(const Peer& peer) {
 }
 
 void assignChunk(Peer& peer, uint64_t seq, int index) {
+  // The next pick starts after this link: a socket that takes every chunk at once keeps its
+  // queue empty, and without this rotation every tie (all queues empty) went to link 0.
+  peer.nextPick = static_cast<unsigned>(index + 1);
   peer.chunk(seq).link = index;
   peer.links[index]->queue.push_back(seq);
 }

@@ -52,6 +52,10 @@ struct Link {
   bool broken = false;  // a write failed: shut down, the progress thread takes it down
   bool watchingWritable = false;
   std::string local, remote;  // addresses, for logs and errors
+  // Which interface pair it runs over (fixed at creation): the local interface's name
+  // ("xnet1"), the address it binds to when dialling, the peer's listener.
+  std::string via;
+  Address from, to;
   std::string lastError;      // why it last went down
   std::deque<uint64_t> queue;  // sequence numbers of chunks to write, in order
   std::deque<ControlFrame> control;

@@ -21,11 +21,11 @@ std::string socketName(int fd, bool local) {
 
 // One connection attempt, bounded by `deadline`: the socket, or invalid with `refused` set when
 // nothing listens there any more (the peer's process is gone).
-Socket dialOnce(const Address& peer, Deadline deadline, bool* refused) {
+Socket dialOnce(const Address& peer, const Address* from, Deadline deadline, bool* refused) {
   *refused = false;
   const auto* sa = reinterpret_cast<const sockaddr*>(&peer.storage);
   Socket s(::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!s.valid()) return {};
+  if (!s.valid() || (from != nullptr && !bindSource(s.fd(), *from))) return {};
   s.setNonBlocking();
   int err = ::connect(s.fd(), sa, peer.length) == 0 ? 0 : errno;
   if (err == EINPROGRESS) {
@@ -56,7 +56,7 @@ Hello TcpTransport::makeHello(int link) const {
 }
 
 HelloExpectation TcpTransport::expectHello(int minRank, int maxRank) const {
-  return {group_, nonce_, rank_, minRank, maxRank, links_};
+  return {group_, nonce_, rank_, minRank, maxRank, maxLinks_};
 }
 
 void TcpTransport::linkUp(int peer, int index, Socket socket, bool recovered) {
@@ -91,8 +91,8 @@ void TcpTransport::linkUp(int peer, int index, Socket socket, bool recovered) {
   }
   receiving_[peer].slots[index] = {};
   if (recovered) {
-    XCCL_WARN("tcp", "link ", index, " to rank ", peer, " (", local, " -> ", remote,
-              ") is up again");
+    XCCL_WARN("tcp", "link ", index, " to rank ", peer, " (", p.links[index]->via, " ", local,
+              " -> ", remote, ") is up again");
   }
   completeAll(completed);
 }
@@ -141,8 +141,8 @@ void TcpTransport::linkDown(int peer, int index, const std::string& why, bool qu
   p.links[index]->reader = FrameReader{};
   p.links[index]->readingSeq = UINT64_MAX;
   if (!quiet) {
-    XCCL_WARN("tcp", "link ", index, " to rank ", peer, " (", local, " -> ", remote,
-              ") is down: ", why, "; ", replayed, " unacknowledged chunk(s) ",
+    XCCL_WARN("tcp", "link ", index, " to rank ", peer, " (", p.links[index]->via, " ", local,
+              " -> ", remote, ") is down: ", why, "; ", replayed, " unacknowledged chunk(s) ",
               surviving > 0 ? detail::concat("replayed on ", surviving, " other link(s)")
                             : std::string("wait for a link to come back"));
   }
@@ -188,8 +188,13 @@ void TcpTransport::takeHandovers() {
 void TcpTransport::managerLoop() {
   std::vector<Clock::time_point> nextProbe(size_);
   while (!stopping_.load()) {
-    pollfd pfd{listener_.fd(), POLLIN, 0};
-    if (::poll(&pfd, 1, 20) == 1) acceptOneLink();
+    std::vector<pollfd> fds;
+    for (const Socket& l : listeners_) fds.push_back({l.fd(), POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), 20) > 0) {
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].revents != 0) acceptOneLink(listeners_[i]);
+      }
+    }
     const auto now = Clock::now();
     for (int peer = 0; peer < size_ && !stopping_.load(); ++peer) {
       if (!peers_[peer]) continue;
@@ -210,7 +215,7 @@ void TcpTransport::managerLoop() {
         // The peer dials us; all we can learn here is whether its process still listens.
         nextProbe[peer] = now + std::chrono::milliseconds(100);
         bool refused;
-        dialOnce(Address::parse(addresses_[peer]), now + linkTimeout_, &refused);
+        dialOnce(Address::parse(addresses_[peer]), nullptr, now + linkTimeout_, &refused);
         if (refused) handOver({peer, 0, Socket(), true});
       }
     }
@@ -220,7 +225,8 @@ void TcpTransport::managerLoop() {
 void TcpTransport::redial(int peer, int index) {
   const Deadline deadline = Clock::now() + linkTimeout_;
   bool refused;
-  Socket s = dialOnce(Address::parse(addresses_[peer]), deadline, &refused);
+  const Link& link = *peers_[peer]->links[index];  // `from` and `to` never change
+  Socket s = dialOnce(link.to, &link.from, deadline, &refused);
   std::string why;
   if (s.valid()) {
     try {
@@ -241,8 +247,8 @@ void TcpTransport::redial(int peer, int index) {
   peers_[peer]->links[index]->nextDial = Clock::now() + std::chrono::milliseconds(50);
 }
 
-void TcpTransport::acceptOneLink() {
-  int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+void TcpTransport::acceptOneLink(const Socket& listener) {
+  int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) return;
   Socket s(fd);
   s.setNoDelay();
@@ -255,8 +261,8 @@ void TcpTransport::acceptOneLink() {
     XCCL_DEBUG("tcp", "a connection from ", from, " closed before its handshake: ", e.what());
     return;
   }
-  const std::string why =
-      checkHello(&hello, sizeof(hello), expectHello(rank_ + 1, size_ - 1), nullptr);
+  std::string why = checkHello(&hello, sizeof(hello), expectHello(rank_ + 1, size_ - 1), nullptr);
+  if (why.empty() && hello.link >= peers_[hello.rank]->links.size()) why = "no such link";
   if (!why.empty()) {
     XCCL_WARN("tcp", "refused a connection from ", from, ": ", why);
     return;

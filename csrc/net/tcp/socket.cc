@@ -257,12 +257,27 @@ Socket listenOn(const Address& host, Address* bound) {
   return s;
 }
 
-Socket connectTo(const Address& peer, Deadline deadline) {
+bool bindSource(int fd, const Address& from) {
+  Address any = from;
+  auto* sa = reinterpret_cast<sockaddr*>(&any.storage);
+  if (sa->sa_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(sa)->sin6_port = 0;
+  } else {
+    reinterpret_cast<sockaddr_in*>(sa)->sin_port = 0;
+  }
+  return ::bind(fd, sa, any.length) == 0;
+}
+
+Socket connectTo(const Address& peer, Deadline deadline, const Address* from) {
   auto backoff = std::chrono::milliseconds(1);
   for (;;) {
     const auto* sa = reinterpret_cast<const sockaddr*>(&peer.storage);
     Socket s(XCCL_SYSCHECK(::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket"));
     s.setNonBlocking();
+    if (from != nullptr && !bindSource(s.fd(), *from)) {
+      XCCL_THROW(ErrorKind::kPeerFailure, "cannot bind to ", from->toString(), " to connect to ",
+                 peer.toString(), ": ", errnoText(errno));
+    }
     int rc = ::connect(s.fd(), sa, peer.length);
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
@@ -295,6 +310,30 @@ Socket acceptOne(const Socket& listener, Deadline deadline) {
       pollFor(listener.fd(), POLLIN, deadline, "accepting peer connections");
     } else if (errno != EINTR && errno != ECONNABORTED) {
       detail::throwSystemError(__FILE__, __LINE__, "accept", errno);
+    }
+  }
+}
+
+Socket acceptAny(const std::vector<Socket>& listeners, Deadline deadline) {
+  if (listeners.size() == 1) return acceptOne(listeners[0], deadline);
+  std::vector<pollfd> fds;
+  for (const Socket& l : listeners) fds.push_back({l.fd(), POLLIN, 0});
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      XCCL_THROW(ErrorKind::kTimeout, "timed out accepting peer connections");
+    }
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    if (n < 0 && errno != EINTR) detail::throwSystemError(__FILE__, __LINE__, "poll", errno);
+    for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      int fd = ::accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        Socket s(fd);
+        s.setNoDelay();
+        return s;
+      }
     }
   }
 }

@@ -49,10 +49,15 @@ struct Address {
 void tuneSocket(Socket& socket);
 // Listening socket on `host` (an interface address) with a kernel-chosen port.
 Socket listenOn(const Address& host, Address* bound);
-// Connects, retrying refused connections until `deadline` (the peer may still be starting).
-Socket connectTo(const Address& peer, Deadline deadline);
+// Connects, retrying refused connections until `deadline` (the peer may still be starting);
+// from `from`'s address (any port) when given, so the link leaves through that interface.
+Socket connectTo(const Address& peer, Deadline deadline, const Address* from = nullptr);
+// Binds `fd` to `from`'s address with a kernel-chosen port; false (errno set) if it cannot.
+bool bindSource(int fd, const Address& from);
 // Accepts one connection, waiting at most until `deadline`.
 Socket acceptOne(const Socket& listener, Deadline deadline);
+// Accepts one connection on whichever of `listeners` has one first, waiting until `deadline`.
+Socket acceptAny(const std::vector<Socket>& listeners, Deadline deadline);
 
 // The IPv4 address of each named interface, in order; kInvalidArgument naming the first name
 // that has none and the interfaces that do.

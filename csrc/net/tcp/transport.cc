@@ -44,12 +44,6 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& o
                      ? options.linkTimeout
                      : std::chrono::milliseconds(env::getInt("XCCL_NET_LINK_TIMEOUT_MS"));
   peerTimeout_ = options.timeout;
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    peers_[peer] = std::make_unique<Peer>(peer, links_);
-    receiving_[peer].seen.assign(kWindow / 64, 0);
-    receiving_[peer].slots.resize(links_);
-  }
   epollFd_ = XCCL_SYSCHECK(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
   wakeFd_ = XCCL_SYSCHECK(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "eventfd");
   epoll_event event{};
@@ -146,19 +140,44 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
   std::memcpy(&nonce_, published.data(), sizeof(nonce_));
   group_ = hashGroup(options.storePrefix);
 
-  Address bound;
-  listener_ = listenOn(options.listenAddress      ? *options.listenAddress
-                       : !options.ifnames.empty() ? interfaceAddresses(options.ifnames).front()
-                                                  : chooseListenAddress(options.storeHost),
-                       &bound);
-  XCCL_DEBUG("tcp", "listening on ", bound.toString(), " with ", links_, " link(s) per peer");
-  addresses_ = bootstrap.allGather("addr", bound.toString());
+  // This rank's interfaces (docs/network.md, "xccl's own TCP: streams, several NICs").
+  const bool named =
+      !options.localAddresses.empty() || (!options.listenAddress && !options.ifnames.empty());
+  std::vector<Address> chosen = options.localAddresses;
+  if (chosen.empty()) {
+    chosen = options.listenAddress ? std::vector<Address>{*options.listenAddress}
+             : !options.ifnames.empty()
+                 ? interfaceAddresses(options.ifnames)
+                 : std::vector<Address>{chooseListenAddress(options.storeHost)};
+  }
+  for (const Address& a : chosen) interfaces_.push_back(describeAddress(a));
+  // A loopback first choice means one host and no network to spread over.
+  if (!named && !isLoopback(chosen[0])) {
+    for (Interface& other : otherInterfaces(interfaces_)) interfaces_.push_back(std::move(other));
+  }
+  for (Interface& it : interfaces_) {
+    Address bound;
+    listeners_.push_back(listenOn(it.address, &bound));
+    it.address = bound;
+  }
+  std::vector<std::vector<Interface>> all(size_);
+  std::vector<bool> allNamed(size_);
+  const std::vector<std::string> lists =
+      bootstrap.allGather("addr", publishInterfaces(interfaces_, named));
+  for (int r = 0; r < size_; ++r) {
+    bool n;
+    all[r] = parseInterfaces(lists[r], &n);
+    allNamed[r] = n;
+    addresses_.push_back(all[r][0].address.toString());
+  }
+  createPeers(all, allNamed);
 
   // Higher ranks dial lower ranks, every link; the handshake names the group, rank and link.
   for (int peer = 0; peer < rank_; ++peer) {
-    for (int index = 0; index < links_; ++index) {
-      auto addr = Address::parse(addresses_[peer]);
-      Socket s = connectTo(addr, deadline);
+    for (auto& owned : peers_[peer]->links) {
+      const int index = owned->index;
+      const Address addr = owned->to;
+      Socket s = connectTo(addr, deadline, &owned->from);
       const Hello hello = makeHello(index);
       s.sendAll(&hello, sizeof(hello), deadline);
       Hello reply{};
@@ -172,8 +191,10 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
       linkUp(peer, index, std::move(s), /*recovered=*/false);
     }
   }
-  for (int accepted = 0; accepted < (size_ - 1 - rank_) * links_;) {
-    Socket s = acceptOne(listener_, deadline);
+  size_t expected = 0;
+  for (int peer = rank_ + 1; peer < size_; ++peer) expected += peers_[peer]->links.size();
+  for (size_t accepted = 0; accepted < expected;) {
+    Socket s = acceptAny(listeners_, deadline);
     Hello hello{};
     try {
       s.recvAll(&hello, sizeof(hello), deadline);
@@ -181,8 +202,8 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
       if (e.kind() == ErrorKind::kTimeout) throw;
       continue;  // a stray connection that hung up
     }
-    const std::string why =
-        checkHello(&hello, sizeof(hello), expectHello(rank_ + 1, size_ - 1), nullptr);
+    std::string why = checkHello(&hello, sizeof(hello), expectHello(rank_ + 1, size_ - 1), nullptr);
+    if (why.empty() && hello.link >= peers_[hello.rank]->links.size()) why = "no such link";
     if (!why.empty() || peers_[hello.rank]->links[hello.link]->up) {
       XCCL_WARN("tcp", "refused a connection while building the group: ",
                 why.empty() ? "a second connection for one link" : why);
@@ -192,6 +213,34 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
     s.sendAll(&reply, sizeof(reply), deadline);
     linkUp(hello.rank, hello.link, std::move(s), /*recovered=*/false);
     ++accepted;
+  }
+}
+
+void TcpTransport::createPeers(const std::vector<std::vector<Interface>>& interfaces,
+                               const std::vector<bool>& named) {
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    const bool dialing = rank_ > peer;  // higher ranks dial: pairs are (dialer's, acceptor's)
+    const auto pairs =
+        dialing ? pairInterfaces(interfaces_, interfaces[peer], named[rank_] && named[peer])
+                : pairInterfaces(interfaces[peer], interfaces_, named[rank_] && named[peer]);
+    auto p = std::make_unique<Peer>(peer, static_cast<int>(pairs.size()) * links_);
+    std::string over;
+    for (auto& link : p->links) {
+      const auto [dialer, acceptor] = pairs[link->index / links_];
+      const Interface& mine = interfaces_[dialing ? dialer : acceptor];
+      link->via = mine.name;
+      link->from = mine.address;
+      link->to = interfaces[peer][dialing ? acceptor : dialer].address;
+      if (link->index % links_ == 0) {
+        over += (over.empty() ? "" : ", ") + link->via + " " + mine.address.toString();
+      }
+    }
+    XCCL_DEBUG("tcp", "rank ", peer, ": ", p->links.size(), " link(s) over ", over);
+    maxLinks_ = std::max(maxLinks_, static_cast<int>(p->links.size()));
+    receiving_[peer].seen.assign(kWindow / 64, 0);
+    receiving_[peer].slots.resize(p->links.size());
+    peers_[peer] = std::move(p);
   }
 }
 

@@ -4,7 +4,8 @@
 // the receiver acknowledges it, so when a link fails (an error, or silence for
 // XCCL_NET_LINK_TIMEOUT_MS) its chunks are replayed on the surviving links, duplicates are dropped
 // and the application sees nothing; the link is redialled in the background and used again.
-// One progress thread (epoll) reads and writes; sends start on the caller's thread.
+// Links run over every interface pair two ranks share (interfaces.h); one progress thread
+// (epoll) reads and writes all of them, sends start on the caller's thread (docs/network.md).
 #pragma once
 
 #include <poll.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "net/store.h"
+#include "net/tcp/interfaces.h"
 #include "net/tcp/link.h"
 #include "net/tcp/socket.h"
 #include "net/transport.h"
@@ -33,11 +35,14 @@ struct TcpOptions {
   // CPUs for the progress thread, normally those near the NIC or GPU the rank uses
   // (topo::progressCpusFor); empty: the thread is not pinned. XCCL_PIN_PROGRESS=0 ignores it.
   std::vector<int> progressCpus;
-  int streams = 0;                           // links per peer; 0: XCCL_NET_STREAMS
+  int streams = 0;  // links per peer and interface pair; 0: XCCL_NET_STREAMS
   // NetOptions::ifnames: every name must be an interface with an IPv4 address (else
-  // kInvalidArgument at creation); without `listenAddress`, links use the first one's address.
-  // Striping over several interfaces is not implemented yet (docs/network.md).
+  // kInvalidArgument at creation). Without `listenAddress`, the rank listens on each one's
+  // address and links run over every pair of them it shares with a peer; empty: the listen
+  // address and every other up interface a peer shares a subnet with (interfaces.h).
   std::vector<std::string> ifnames;
+  // Tests: these local addresses stand for interfaces (named, like `ifnames`; first choice).
+  std::vector<Address> localAddresses;
   std::chrono::milliseconds linkTimeout{0};  // 0: XCCL_NET_LINK_TIMEOUT_MS
 };
 
@@ -63,7 +68,13 @@ class TcpTransport final : public Transport {
   bool peerFailed(int peer, std::string* why) override;
 
   // Links, for tests and diagnosis.
-  int linksPerPeer() const { return links_; }
+  int linksPerPeer() const { return links_; }  // per interface pair
+  int linkCount(int peer) const { return static_cast<int>(peers_.at(peer)->links.size()); }
+  // "xnet1 10.231.1.2:0": the local interface and address a link runs over.
+  std::string linkInterface(int peer, int link) const {
+    const Link& l = *peers_.at(peer)->links.at(link);
+    return l.via + " " + l.from.toString();
+  }
   struct LinkCounters {
     bool up;
     uint64_t chunksSent, chunksReceived, failures, recoveries;
@@ -146,7 +157,9 @@ class TcpTransport final : public Transport {
   void sendAcks();
   // links.cc: the link manager thread (accepts and redials) and the handshake.
   void managerLoop();
-  void acceptOneLink();
+  void acceptOneLink(const Socket& listener);
+  void createPeers(const std::vector<std::vector<Interface>>& interfaces,
+                   const std::vector<bool>& named);
   void redial(int peer, int index);
   Hello makeHello(int link) const;
   HelloExpectation expectHello(int minRank, int maxRank) const;
@@ -183,9 +196,11 @@ class TcpTransport final : public Transport {
   std::chrono::milliseconds peerTimeout_{std::chrono::minutes(5)};
   std::vector<std::unique_ptr<Peer>> peers_;  // index = peer; null for self
   std::vector<Receiving> receiving_;          // index = peer
-  std::vector<std::string> addresses_;        // every rank's listening address
+  std::vector<std::string> addresses_;        // every rank's first listening address
   uint64_t group_ = 0, nonce_ = 0;            // what every handshake must carry
-  Socket listener_;
+  int maxLinks_ = 1;                          // the most links any peer has
+  std::vector<Interface> interfaces_;         // this rank's, in the order it published them
+  std::vector<Socket> listeners_;             // one per interface
   int epollFd_ = -1;
   int wakeFd_ = -1;  // eventfd: stop, handovers or test hooks
   std::atomic<bool> stopping_{false};

@@ -1,5 +1,6 @@
 // TCP links: messages striped over several links per peer, and failover (a link killed or
 // silently blackholed mid-transfer) without a lost, duplicated or reordered byte.
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -277,4 +278,92 @@ TEST(TcpLinks, InterfaceNamesMustExist) {
 }
 
 }  // namespace
+
+// Two "interfaces" on loopback (127.0.0.1 and 127.0.0.2, TcpOptions::localAddresses): links run
+// over both, a large message's chunks travel on both, and one interface lost whole (all its
+// links, held down) mid-transfer costs no byte; released, it is redialled and used again.
+TEST(TcpLinks, TwoInterfacesShareChunksAndSurviveOneLost) {
+  net::tcp::TcpOptions options = linkOptions(2, 1000, "nics");
+  options.localAddresses = {net::tcp::Address::parse("127.0.0.1:0"),
+                            net::tcp::Address::parse("127.0.0.2:0")};
+  runLinked(2, options, [&](int rank, TcpTransport& t) {
+    const int peer = 1 - rank;
+    ASSERT_EQ(t.linkCount(peer), 4);
+    auto onSecond = [&](int link) { return t.linkInterface(peer, link).find("127.0.0.2"); };
+    for (int link = 0; link < 4; ++link) {
+      EXPECT_EQ(onSecond(link) != std::string::npos, link >= 2) << t.linkInterface(peer, link);
+    }
+    auto sentOver = [&](int first) { return sentOn(t, 1, first) + sentOn(t, 1, first + 1); };
+    transferWhile(t, rank, 1, [](int) {});
+    if (rank == 0) {
+      EXPECT_GT(sentOver(0), 0u);
+      EXPECT_GT(sentOver(2), 0u);
+    }
+    transferWhile(t, rank, 2, [&](int round) {
+      if (round != 0) return;
+      t.killLink(1, 2, /*stayDown=*/true);
+      t.killLink(1, 3, /*stayDown=*/true);
+    });
+    if (rank == 0) {
+      EXPECT_GE(t.linkCounters(1, 2).failures, 1u);
+      EXPECT_FALSE(t.linkCounters(1, 3).up);
+      t.killLink(1, 2);  // released: the peer's redial is accepted again
+      t.killLink(1, 3);
+    }
+    expectRecovered(t, rank, 2, net::Clock::now() + std::chrono::seconds(10));
+  });
+}
+
+net::tcp::Interface iface(const std::string& name, const std::string& address, int prefixBits) {
+  net::tcp::Interface out;
+  out.name = name;
+  out.address = net::tcp::Address::parse(address);
+  out.mask = prefixBits == 0 ? 0 : ~uint32_t{0} << (32 - prefixBits);
+  in_addr ip{};
+  EXPECT_EQ(::inet_pton(AF_INET, address.substr(0, address.rfind(':')).c_str(), &ip), 1);
+  out.network = ntohl(ip.s_addr) & out.mask;
+  return out;
+}
+
+// Both ends compute the pairs alike from the published lists (interfaces.h).
+TEST(TcpLinks, InterfacesPairBySubnetThenPosition) {
+  using net::tcp::pairInterfaces;
+  using Pairs = std::vector<std::pair<int, int>>;
+  // Namespace hosts: xnet0 and xnet1 on two subnets, listed in another order on one end.
+  const std::vector<net::tcp::Interface> host1 = {iface("xnet0", "10.231.0.2:1", 24),
+                                                  iface("xnet1", "10.231.1.2:1", 24)};
+  const std::vector<net::tcp::Interface> host0 = {iface("xnet1", "10.231.1.1:1", 24),
+                                                  iface("xnet0", "10.231.0.1:1", 24)};
+  EXPECT_EQ(pairInterfaces(host1, host0, true), (Pairs{{0, 1}, {1, 0}}));
+  // Named lists on subnets that do not match: by position.
+  const std::vector<net::tcp::Interface> a = {iface("ib0", "10.1.0.2:1", 24),
+                                              iface("ib1", "10.2.0.2:1", 24)};
+  const std::vector<net::tcp::Interface> b = {iface("ib0", "10.3.0.1:1", 24),
+                                              iface("ib1", "10.4.0.1:1", 24)};
+  EXPECT_EQ(pairInterfaces(a, b, true), (Pairs{{0, 0}, {1, 1}}));
+  // Discovered: the first choices always; a bridge numbered alike on two hosts never.
+  const std::vector<net::tcp::Interface> c = {iface("eth0", "10.0.0.2:1", 24),
+                                              iface("docker0", "172.17.0.1:1", 16),
+                                              iface("eth1", "10.9.0.2:1", 24)};
+  const std::vector<net::tcp::Interface> d = {iface("eth0", "10.0.0.1:1", 24),
+                                              iface("docker0", "172.17.0.1:1", 16),
+                                              iface("eth1", "10.9.0.1:1", 24)};
+  EXPECT_EQ(pairInterfaces(c, d, false), (Pairs{{0, 0}, {2, 2}}));
+  // ...but between two ranks of one host (equal first addresses) every shared address pairs.
+  EXPECT_EQ(pairInterfaces(c, c, false), (Pairs{{0, 0}, {1, 1}, {2, 2}}));
+  // One interface each (a plain host): one pair, whatever the subnets.
+  EXPECT_EQ(pairInterfaces({iface("eth0", "10.0.0.2:1", 24)}, {iface("en0", "10.5.0.1:1", 24)},
+                           false),
+            (Pairs{{0, 0}}));
+  // The published text round-trips.
+  bool named = false;
+  const auto parsed = net::tcp::parseInterfaces(net::tcp::publishInterfaces(c, true), &named);
+  ASSERT_EQ(parsed.size(), 3u);
+  EXPECT_TRUE(named);
+  EXPECT_EQ(parsed[1].name, "docker0");
+  EXPECT_EQ(parsed[1].address.toString(), "172.17.0.1:1");
+  EXPECT_EQ(parsed[1].mask, c[1].mask);
+  EXPECT_EQ(parsed[2].network, c[2].network);
+}
+
 }  // namespace xccl
