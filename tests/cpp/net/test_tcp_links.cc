@@ -134,7 +134,9 @@ void expectRecovered(TcpTransport& t, int rank, int link, net::Clock::time_point
   }
   const uint64_t before = rank == 0 ? sentOn(t, 1, link) : 0;
   transferWhile(t, rank, 1, [](int) {});
-  if (rank == 0) EXPECT_GT(sentOn(t, 1, link), before);
+  if (rank == 0) {
+    EXPECT_GT(sentOn(t, 1, link), before);
+  }
 }
 
 TEST(TcpLinks, KilledLinkLosesNothingAndComesBack) {
