@@ -2,10 +2,12 @@
 # The test command: checks the format (scripts/check_format.sh: clang-format, ruff), builds and
 # installs xccl against the installed torch, then runs the GoogleTest tiers (ctest), the HIP
 # compile check of the GPU side (scripts/check_hip.sh: needs hipcc and clang++-19, skips what a
-# missing one would compile) and the multi-process pytest suite; then the fast tier against torch
-# 2.13.0 (scripts/test_torch_tier.sh: a virtual environment of its own with that torch). Needs
-# torch, pytest, cmake, a C++ compiler, GoogleTest, clang-format-19, ruff and python3's venv
-# (.ci/run installs them, hipcc and clang-19, on a fresh machine), and pip access to torch 2.13.0.
+# missing one would compile), the multi-process pytest suite (root: it also builds hosts from
+# network namespaces) and a short run of each fuzz target (scripts/fuzz.sh); then the fast tier
+# against torch 2.13.0 (scripts/test_torch_tier.sh: a virtual environment of its own with that
+# torch). Needs torch, pytest, cmake, a C++ compiler, GoogleTest, clang-format-19, ruff,
+# libfabric, iproute2 and python3's venv (.ci/run installs them, hipcc, clang-19 and its fuzzer
+# runtime, on a fresh machine), and pip access to torch 2.13.0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,5 +19,14 @@ cmake --build build/cmake -j "$(nproc)"
 ctest --test-dir build/cmake --output-on-failure --timeout 600
 bash scripts/check_hip.sh
 python3 -m pytest tests/python -q -p no:cacheprovider
+# The fuzz targets of the TCP wire reader still build and find nothing in a short run (the long
+# runs are by hand: scripts/fuzz.sh TARGET SECONDS).
+for target in fuzz_tcp_frames fuzz_tcp_handshake; do
+  if ! bash scripts/fuzz.sh "$target" 20 > "build/$target.log" 2>&1; then
+    tail -n 40 "build/$target.log" >&2
+    exit 1
+  fi
+  grep '^Done' "build/$target.log"
+done
 # The oldest torch CI covers, built and tested in its own environment after the main one.
 bash scripts/test_torch_tier.sh 2.13.0
