@@ -5,9 +5,10 @@
 // forwards (process_group_ops.cc). The CPU side (cpu_side.h) checks a collective on the caller's
 // thread (ValueError, nothing sent) and hands it to enqueue(), which gives it the next sequence
 // number and runs it on the Executor over the group's transports: a shared-memory segment when
-// every rank is on one host, segments per host plus TCP between hosts for all_reduce of groups
-// spanning hosts (process_group_shm.cc), else TCP; algo::Runner runs what algo::planCpu plans per
-// call (algo/cpu_plan.h). Point-to-point always uses TCP. The GPU side (gpu_side.h), created by the
+// every rank is on one host, segments per host plus the network between hosts for groups
+// spanning hosts (process_group_shm.cc), else the network; algo::Runner runs what algo::planCpu
+// plans per call (algo/cpu_plan.h). Point-to-point goes over the transport net::createTransport
+// picked per peer (net/factory.h). The GPU side (gpu_side.h), created by the
 // first call on CUDA tensors, runs kernels or the vendor library, or calls the CPU side with host
 // copies. A communication failure or timeout aborts the TCP transport, which tells every peer
 // (their shared-memory waits see it through peerAlive), and leaves this group unusable (like NCCL);
@@ -76,8 +77,8 @@ class ProcessGroupXccl : public c10d::Backend {
   // The name this rank's shared-memory segment had (already unlinked; the host's segment in a
   // hierarchical group); empty without one.
   std::string shmSegmentName() const;
-  // How the group's collectives travel: "shm" (one host), "hierarchical" (all_reduce over
-  // segments per host and TCP between them, the rest TCP) or "tcp".
+  // How the group's collectives travel: "shm" (one host), "hierarchical" (segments per host
+  // and the network between them) or "tcp" (the network alone, whichever engine XCCL_NET picked).
   const char* transportName() const;
   // What carries messages to peers (net/factory.h): "shm" (every rank on this host), "shm+tcp"
   // (shared memory to this host's ranks, XCCL_NET's engine to the others), "tcp" or "ofi".

@@ -1,7 +1,7 @@
 // The shared memory behind shm::ShmTransport (point-to-point between the ranks of one host): one
 // file per host holding, per rank, a Mailbox (the word its progress thread sleeps on, its pid,
 // its abort notice) and, per ordered pair of ranks, a single-producer single-consumer byte ring.
-// The ring is a byte stream, like a TCP connection: frames (connection.h) of any size flow
+// The ring is a byte stream, like a TCP connection: frames (link.h) of any size flow
 // through it in pieces as the consumer frees space.
 //
 // Lifetime as for the collective segment (segment.h): local rank 0 creates the file under a
