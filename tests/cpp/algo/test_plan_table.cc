@@ -71,7 +71,7 @@ TEST(PlanTable, CpuRowsByLocality) {
   const std::vector<PlanRow> both = planTable(q, vm, {});
   EXPECT_EQ(find(both, "all_reduce", 16 * kMiB).route, "hierarchical");
   EXPECT_EQ(find(both, "all_reduce", 16 * kMiB).algorithm,
-            "in-host two_shot, leaders ring (512 KiB chunks)");
+            "in-host reduce_scatter+all_gather, between hosts direct (512 KiB chunks)");
   EXPECT_EQ(find(both, "all_gather", 16 * kMiB).route, "hierarchical");
   EXPECT_EQ(find(both, "all_gather", 16 * kMiB).algorithm,
             "in-host shm, between hosts direct (512 KiB chunks)");
