@@ -63,8 +63,8 @@ ShmTransport::ShmTransport(int rank, int size, const std::vector<int>& members,
       links_(size),
       pidfds_(size, -1),
       inflight_(size),
-      peerError_(size),
-      statusReplies_(size) {
+      health_(size),
+      status_(rank, size, mutex_, completed_) {
   for (size_t i = 0; i < members.size(); ++i) localOf_[members[i]] = static_cast<int>(i);
   const int me = localOf_[rank];
   for (int peer : members) {
@@ -117,7 +117,7 @@ bool ShmTransport::pump(std::vector<RequestPtr>* completed) {
     if (conn == nullptr) continue;
     {
       std::lock_guard<std::mutex> guard(mutex_);
-      if (peerError_[peer]) continue;
+      if (health_.peerErrorLocked(peer)) continue;
     }
     try {
       moved |= conn->flush(completed);
@@ -136,7 +136,7 @@ void ShmTransport::checkPeers() {
     if (!links_[peer]) continue;
     {
       std::lock_guard<std::mutex> guard(mutex_);
-      if (peerError_[peer]) continue;
+      if (health_.peerErrorLocked(peer)) continue;
     }
     Mailbox& box = boxes_->box(localOf_[peer]);
     if (box.aborted.load(std::memory_order_acquire) != 0) {
@@ -231,22 +231,10 @@ void ShmTransport::onPayload(int peer, const FrameHeader& header, const FrameTar
   switch (header.type) {
     case FrameType::kData: break;
     case FrameType::kWrite: onWriteDone(peer, header, slot); return;
-    case FrameType::kStatusQuery: {
-      std::function<std::string()> provider;
-      {
-        std::lock_guard<std::mutex> guard(mutex_);
-        provider = statusProvider_;
-      }
-      sendControl(peer, FrameType::kStatusReply, header.seq, 0, 0, provider ? provider() : "");
+    case FrameType::kStatusQuery:
+      sendControl(peer, FrameType::kStatusReply, header.seq, 0, 0, status_.answer());
       return;
-    }
-    case FrameType::kStatusReply: {
-      std::lock_guard<std::mutex> guard(mutex_);
-      if (header.seq == statusRound_)
-        statusReplies_[peer] = slot.control.empty() ? "?" : slot.control;
-      completed_.notify_all();
-      return;
-    }
+    case FrameType::kStatusReply: status_.reply(peer, header.seq, slot.control); return;
     case FrameType::kWriteAck: {
       std::lock_guard<std::mutex> guard(mutex_);
       auto it = writes_.find(header.id);

@@ -14,8 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "net/peer_health.h"
 #include "net/shm/link.h"
 #include "net/shm/ring.h"
+#include "net/status_board.h"
 #include "net/store.h"
 #include "net/transport.h"
 
@@ -98,7 +100,6 @@ class ShmTransport final : public Transport, private FrameSink {
   void sendControl(int peer, FrameType type, uint64_t seq, uint64_t id, uint32_t op,
                    const std::string& text);
   void completeAll(const std::vector<RequestPtr>& requests);
-  const Error* refusalLocked(int peer, TagSpace space) const;
   Link& link(int peer) const { return *links_[peer]; }
 
   const int rank_;
@@ -116,12 +117,8 @@ class ShmTransport final : public Transport, private FrameSink {
   std::condition_variable completed_;
   std::list<Posted> posted_;
   std::list<UnexpectedPtr> unexpected_;
-  std::vector<std::unique_ptr<Error>> peerError_;
-  std::unique_ptr<Error> collectiveError_;  // a peer aborted the communicator
-  std::unique_ptr<Error> abortError_;
-  std::function<std::string()> statusProvider_;
-  std::vector<std::string> statusReplies_;
-  uint64_t statusRound_ = 0;
+  PeerHealth health_;
+  StatusBoard status_;  // takes mutex_ itself
   // One-sided: registrations by key, writes awaiting their ack by id, signals by (peer, signal).
   std::map<uint64_t, std::pair<uint8_t*, size_t>> regions_;
   std::map<uint64_t, RequestPtr> writes_;

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "net/peer_health.h"
+#include "net/status_board.h"
 #include "net/store.h"
 #include "net/tcp/interfaces.h"
 #include "net/tcp/link.h"
@@ -185,7 +187,6 @@ class TcpTransport final : public Transport {
   template <typename Pred>
   void failReceivesLocked(const Error& error, Pred shouldFail);
   void completeAll(const std::vector<RequestPtr>& requests);
-  const Error* refusalLocked(int peer, TagSpace space) const;
   void stopThreads();
   static void lingerUntilClosed(std::vector<pollfd>& fds, Deadline deadline);
 
@@ -218,12 +219,8 @@ class TcpTransport final : public Transport {
   std::condition_variable completed_;
   std::list<Posted> posted_;
   std::list<UnexpectedPtr> unexpected_;
-  std::vector<std::unique_ptr<Error>> peerError_;  // index = peer; set once the peer failed
-  std::unique_ptr<Error> collectiveError_;         // set once a peer aborted the communicator
-  std::unique_ptr<Error> abortError_;              // set once abort() ran
-  std::function<std::string()> statusProvider_;    // guarded by mutex_; called outside it
-  std::vector<std::string> statusReplies_;         // index = peer; guarded by mutex_
-  uint64_t statusRound_ = 0;                       // replies count only for the latest query
+  PeerHealth health_;
+  StatusBoard status_;  // takes mutex_ itself
 };
 
 }  // namespace xccl::net::tcp

@@ -241,21 +241,10 @@ void TcpTransport::onControl(int peer, const FrameHeader& header, const std::str
                      detail::concat("rank ", peer, " aborted the communicator: ", text)),
                true);
       return;
-    case FrameType::kStatusQuery: {
-      std::function<std::string()> provider;
-      {
-        std::lock_guard<std::mutex> guard(mutex_);
-        provider = statusProvider_;
-      }
-      sendControl(peer, FrameType::kStatusReply, header.tagSeq, provider ? provider() : "");
+    case FrameType::kStatusQuery:
+      sendControl(peer, FrameType::kStatusReply, header.tagSeq, status_.answer());
       return;
-    }
-    case FrameType::kStatusReply: {
-      std::lock_guard<std::mutex> guard(mutex_);
-      if (header.tagSeq == statusRound_) statusReplies_[peer] = text.empty() ? "?" : text;
-      completed_.notify_all();
-      return;
-    }
+    case FrameType::kStatusReply: status_.reply(peer, header.tagSeq, text); return;
     default: return;  // acknowledgements were taken in onHeader
   }
 }
