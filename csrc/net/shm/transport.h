@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "net/peer_health.h"
+#include "net/receive_queues.h"
 #include "net/shm/link.h"
 #include "net/shm/ring.h"
 #include "net/status_board.h"
@@ -62,19 +63,6 @@ class ShmTransport final : public Transport, private FrameSink {
 
  private:
   class ShmRegistration;
-  struct Posted {
-    RequestPtr request;
-    uint8_t* data;
-  };
-  struct Unexpected {
-    int peer;
-    MessageTag tag;
-    std::vector<uint8_t> data;
-    bool complete = false;
-    RequestPtr waiter;  // a receive that matched while the payload was still arriving
-    uint8_t* waiterData = nullptr;
-  };
-  using UnexpectedPtr = std::shared_ptr<Unexpected>;
   // The frame being read from one peer (progress thread only).
   struct Inflight {
     RequestPtr request;
@@ -93,7 +81,6 @@ class ShmTransport final : public Transport, private FrameSink {
   void onPayload(int peer, const FrameHeader& header, const FrameTarget& target) override;
   FrameTarget matchDataLocked(int peer, const MessageTag& tag, uint64_t bytes, Inflight& slot);
   void onWriteDone(int peer, const FrameHeader& header, Inflight& slot);
-  void deliverUnexpected(const UnexpectedPtr& entry, const RequestPtr& request, uint8_t* data);
   void failPeer(int peer, const Error& error, bool failAllCollectives);
   void failEverythingLocked(const Error& error);
   void sendFrame(int peer, const FrameHeader& header, const void* payload, RequestPtr request);
@@ -115,8 +102,7 @@ class ShmTransport final : public Transport, private FrameSink {
   // Guards matching, peer health, one-sided state, status; waiters sleep on completed_.
   std::mutex mutex_;
   std::condition_variable completed_;
-  std::list<Posted> posted_;
-  std::list<UnexpectedPtr> unexpected_;
+  ReceiveQueues receives_;
   PeerHealth health_;
   StatusBoard status_;  // takes mutex_ itself
   // One-sided: registrations by key, writes awaiting their ack by id, signals by (peer, signal).

@@ -75,39 +75,7 @@ RequestPtr ShmTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
   XCCL_CHECK_ARG(peer == kAnySource || reaches(peer), "rank ", rank_, " cannot receive from rank ",
                  peer, " over shared memory (not a rank of this host)");
   auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/false, std::move(onDone));
-  UnexpectedPtr ready;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-      UnexpectedPtr entry = *it;
-      if (entry->waiter || !(peer == kAnySource || peer == entry->peer)) continue;
-      if (collectivesDiffer(tag, entry->tag)) {
-        unexpected_.erase(it);
-        return failed(request, collectiveMismatch(entry->peer, tag, entry->tag));
-      }
-      if (!(entry->tag == tag)) continue;
-      if (entry->data.size() != bytes) {
-        unexpected_.erase(it);
-        return failed(request, sizeMismatchError(entry->peer, tag, entry->data.size(), bytes));
-      }
-      if (!entry->complete) {
-        entry->waiter = request;
-        entry->waiterData = static_cast<uint8_t*>(data);
-        return request;
-      }
-      unexpected_.erase(it);
-      ready = entry;
-      break;
-    }
-    if (!ready) {
-      if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
-        return failed(request, *refusal);
-      }
-      posted_.push_back({request, static_cast<uint8_t*>(data)});
-      return request;
-    }
-  }
-  deliverUnexpected(ready, request, static_cast<uint8_t*>(data));
+  receives_.receive(request, static_cast<uint8_t*>(data), health_, mutex_, completed_);
   return request;
 }
 
@@ -202,22 +170,7 @@ void ShmTransport::failPeer(int peer, const Error& error, bool failAllCollective
   for (auto& r : sends) r->failLocked(error);
   if (slot.request) slot.request->failLocked(error);
   if (slot.unexpected && slot.unexpected->waiter) slot.unexpected->waiter->failLocked(error);
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    if (lost(it->request->peer(), it->request->tag())) {
-      it->request->failLocked(error);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
-    if (!(*it)->complete && lost((*it)->peer, (*it)->tag)) {
-      if ((*it)->waiter) (*it)->waiter->failLocked(error);
-      it = unexpected_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  receives_.failLocked(error, lost);
   for (auto it = writes_.begin(); it != writes_.end();) {
     if (it->second->peer() == peer) {
       it->second->failLocked(error);
@@ -234,11 +187,7 @@ void ShmTransport::failPeer(int peer, const Error& error, bool failAllCollective
 }
 
 void ShmTransport::failEverythingLocked(const Error& error) {
-  for (auto& p : posted_) p.request->failLocked(error);
-  posted_.clear();
-  for (auto& entry : unexpected_) {
-    if (entry->waiter) entry->waiter->failLocked(error);
-  }
+  receives_.failWaitingLocked(error);
   for (auto& slot : inflight_) {
     if (slot.request) slot.request->failLocked(error);
     if (slot.unexpected && slot.unexpected->waiter) slot.unexpected->waiter->failLocked(error);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "net/peer_health.h"
+#include "net/receive_queues.h"
 #include "net/status_board.h"
 #include "net/store.h"
 #include "net/tcp/interfaces.h"
@@ -90,20 +91,6 @@ class TcpTransport final : public Transport {
   std::string listenAddress() const { return addresses_.empty() ? "" : addresses_[rank_]; }
 
  private:
-  struct Posted {
-    RequestPtr request;
-    uint8_t* data;
-  };
-  // A message that arrived (or started to) before its receive was posted.
-  struct Unexpected {
-    int peer;
-    MessageTag tag;
-    std::vector<uint8_t> data;
-    bool complete = false;
-    RequestPtr waiter;  // a receive that matched while the payload was still arriving
-    uint8_t* waiterData = nullptr;
-  };
-  using UnexpectedPtr = std::shared_ptr<Unexpected>;
   // A message from a peer whose chunks are arriving (progress thread only).
   struct Incoming {
     RequestPtr request;
@@ -176,7 +163,6 @@ class TcpTransport final : public Transport {
   void matchMessage(int peer, const FrameHeader& header);
   void chunkArrived(int peer, Incoming& message, uint64_t length);
   void drainStash(int peer);
-  void deliverUnexpected(const UnexpectedPtr& entry, const RequestPtr& request, uint8_t* data);
   // transport_ops.cc: cutting a send into chunks on the peer's links, and failure handling.
   void enqueueLocked(Peer& p, const RequestPtr& request, const MessageTag& tag, const void* data,
                      size_t bytes, std::vector<RequestPtr>* completed);
@@ -184,8 +170,6 @@ class TcpTransport final : public Transport {
   void failAll(const Error& error);
   void sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload);
   void failEverythingLocked(const Error& error);
-  template <typename Pred>
-  void failReceivesLocked(const Error& error, Pred shouldFail);
   void completeAll(const std::vector<RequestPtr>& requests);
   void stopThreads();
   static void lingerUntilClosed(std::vector<pollfd>& fds, Deadline deadline);
@@ -217,8 +201,7 @@ class TcpTransport final : public Transport {
   // Lock order: mutex_ before a Peer::sendMutex, never the other way.
   std::mutex mutex_;
   std::condition_variable completed_;
-  std::list<Posted> posted_;
-  std::list<UnexpectedPtr> unexpected_;
+  ReceiveQueues receives_;
   PeerHealth health_;
   StatusBoard status_;  // takes mutex_ itself
 };

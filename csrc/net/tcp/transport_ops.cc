@@ -101,39 +101,7 @@ RequestPtr TcpTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
   XCCL_CHECK_ARG(peer == kAnySource || (peer >= 0 && peer < size_ && peer != rank_),
                  "cannot receive from rank ", peer, " on rank ", rank_, " of ", size_);
   auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/false, std::move(onDone));
-  UnexpectedPtr ready;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-      UnexpectedPtr entry = *it;
-      if (entry->waiter || !(peer == kAnySource || peer == entry->peer)) continue;
-      if (collectivesDiffer(tag, entry->tag)) {
-        unexpected_.erase(it);
-        return failed(request, collectiveMismatch(entry->peer, tag, entry->tag));
-      }
-      if (!(entry->tag == tag)) continue;
-      if (entry->data.size() != bytes) {
-        unexpected_.erase(it);
-        return failed(request, sizeMismatchError(entry->peer, tag, entry->data.size(), bytes));
-      }
-      if (!entry->complete) {
-        entry->waiter = request;
-        entry->waiterData = static_cast<uint8_t*>(data);
-        return request;
-      }
-      unexpected_.erase(it);
-      ready = entry;
-      break;
-    }
-    if (!ready) {
-      if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
-        return failed(request, *refusal);
-      }
-      posted_.push_back({request, static_cast<uint8_t*>(data)});
-      return request;
-    }
-  }
-  deliverUnexpected(ready, request, static_cast<uint8_t*>(data));
+  receives_.receive(request, static_cast<uint8_t*>(data), health_, mutex_, completed_);
   return request;
 }
 
@@ -180,27 +148,6 @@ void TcpTransport::completeAll(const std::vector<RequestPtr>& requests) {
   completed_.notify_all();
 }
 
-template <typename Pred>
-void TcpTransport::failReceivesLocked(const Error& error, Pred shouldFail) {
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    if (shouldFail(it->request->peer(), it->request->tag())) {
-      it->request->failLocked(error);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
-    const UnexpectedPtr& entry = *it;
-    if (!entry->complete && shouldFail(entry->peer, entry->tag)) {
-      if (entry->waiter) entry->waiter->failLocked(error);
-      it = unexpected_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 void TcpTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
   XCCL_INFO("tcp", error.what());
   Peer& p = *peers_[peer];
@@ -235,7 +182,7 @@ void TcpTransport::failPeer(int peer, const Error& error, bool failAllCollective
   }
   r.incoming.clear();
   r.stash.clear();
-  failReceivesLocked(error, [&](int from, const MessageTag& tag) {
+  receives_.failLocked(error, [&](int from, const MessageTag& tag) {
     return from == peer || (failAllCollectives && tag.space == TagSpace::kCollective);
   });
   completed_.notify_all();
@@ -248,7 +195,7 @@ void TcpTransport::failAll(const Error& error) {
 }
 
 void TcpTransport::failEverythingLocked(const Error& error) {
-  failReceivesLocked(error, [](int, const MessageTag&) { return true; });
+  receives_.failLocked(error, [](int, const MessageTag&) { return true; });
   for (auto& r : receiving_) {
     for (auto& message : r.incoming) {
       if (message.request) message.request->failLocked(error);
