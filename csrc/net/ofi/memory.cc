@@ -69,7 +69,7 @@ RequestPtr OfiTransport::iwrite(int peer, const void* data, size_t bytes, const 
                              "'s remote CQ data leaves for it; nothing was written")));
     return request;
   }
-  if (const Error* refusal = refusalLocked(peer, TagSpace::kPointToPoint)) {
+  if (const Error* refusal = health_.refusalLocked(peer, TagSpace::kPointToPoint)) {
     request->failLocked(*refusal);
     return request;
   }
@@ -106,7 +106,7 @@ RequestPtr OfiTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone
     request->completeLocked(peer);
     return request;
   }
-  if (const Error* refusal = refusalLocked(peer, TagSpace::kPointToPoint)) {
+  if (const Error* refusal = health_.refusalLocked(peer, TagSpace::kPointToPoint)) {
     request->failLocked(*refusal);
     return request;
   }

@@ -58,8 +58,8 @@ OfiTransport::OfiTransport(Store& store, int rank, int size, const NetOptions& o
       sendStream_(size),
       recvStream_(size),
       early_(size),
-      peerError_(size),
-      statusReplies_(size) {
+      health_(size),
+      status_(rank, size, mutex_, completed_) {
   XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
   XCCL_CHECK_ARG(size < (1 << 23), "the ofi transport takes at most 2^23 ranks, not ", size);
   {
@@ -203,7 +203,7 @@ void OfiTransport::progressLoop() {
       // Nothing escapes the progress thread: every request fails with the cause instead.
       Error error(ErrorKind::kSystem, detail::concat("ofi progress thread stopped: ", e.what()));
       std::lock_guard<std::mutex> guard(mutex_);
-      if (!abortError_) abortError_ = std::make_unique<Error>(error);
+      health_.failAllLocked(error);
       failEverythingLocked(error);
       return;
     }
@@ -324,21 +324,10 @@ void OfiTransport::deliver(const Header& header, const uint8_t* payload) {
                      detail::concat("rank ", source, " aborted the communicator: ", text)),
                true);
       return;
-    case Kind::kStatusQuery: {
-      std::function<std::string()> provider;
-      {
-        std::lock_guard<std::mutex> guard(mutex_);
-        provider = statusProvider_;
-      }
-      sendControl(source, Kind::kStatusReply, header.seq, provider ? provider() : "");
+    case Kind::kStatusQuery:
+      sendControl(source, Kind::kStatusReply, header.seq, status_.answer());
       return;
-    }
-    case Kind::kStatusReply: {
-      std::lock_guard<std::mutex> guard(mutex_);
-      if (header.seq == statusRound_) statusReplies_[source] = text.empty() ? "?" : text;
-      completed_.notify_all();
-      return;
-    }
+    case Kind::kStatusReply: status_.reply(source, header.seq, text); return;
   }
   XCCL_WARN("ofi", "rank ", source, " sent an unknown message kind ",
             static_cast<unsigned>(header.kind));

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "net/factory.h"
+#include "net/peer_health.h"
+#include "net/status_board.h"
 #include "net/store.h"
 #include "net/transport.h"
 
@@ -120,7 +122,6 @@ class OfiTransport final : public Transport {
   RequestPtr sendControl(int peer, Kind kind, uint64_t seq, const std::string& text);
   void failPeer(int peer, const Error& error, bool failAllCollectives);
   void failEverythingLocked(const Error& error);
-  const Error* refusalLocked(int peer, TagSpace space) const;
 
   const int rank_;
   const int size_;
@@ -153,12 +154,8 @@ class OfiTransport final : public Transport {
   std::list<Unexpected> unexpected_;
   std::list<WriteWait> writeWaits_;
   std::map<std::pair<int, uint64_t>, uint64_t> writesArrived_;  // signals before their wait
-  std::vector<std::unique_ptr<Error>> peerError_;
-  std::unique_ptr<Error> collectiveError_;
-  std::unique_ptr<Error> abortError_;
-  std::function<std::string()> statusProvider_;
-  std::vector<std::string> statusReplies_;
-  uint64_t statusRound_ = 0;
+  PeerHealth health_;
+  StatusBoard status_;  // takes mutex_ itself
 };
 
 }  // namespace xccl::net::ofi

@@ -22,21 +22,7 @@ RequestPtr failed(RequestPtr request, const Error& error) {
   return request;
 }
 
-Error sizeMismatch(int peer, const MessageTag& tag, uint64_t sent, size_t expected) {
-  return Error(ErrorKind::kPeerFailure, detail::concat("rank ", peer, " sent ", sent, " bytes for ",
-                                                       describe(tag), " where ", expected,
-                                                       " were expected (the ranks called different "
-                                                       "collectives, or with different sizes)"));
-}
-
 }  // namespace
-
-const Error* OfiTransport::refusalLocked(int peer, TagSpace space) const {
-  if (abortError_) return abortError_.get();
-  if (space == TagSpace::kCollective && collectiveError_) return collectiveError_.get();
-  if (peer != kAnySource && peerError_[peer]) return peerError_[peer].get();
-  return nullptr;
-}
 
 RequestPtr OfiTransport::sendMessage(int peer, Header header, const void* data,
                                      RequestPtr request) {
@@ -93,7 +79,9 @@ RequestPtr OfiTransport::isend(int peer, MessageTag tag, const void* data, size_
   auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
+    if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
+      return failed(request, *refusal);
+    }
   }
   Header header;
   header.kind = Kind::kData;
@@ -173,7 +161,7 @@ void OfiTransport::matchData(const Header& header, const uint8_t* payload) {
     posted_.erase(it);
     if (differ || matched->bytes() != header.bytes) {
       matched->failLocked(differ ? collectiveMismatch(peer, matched->tag(), tag)
-                                 : sizeMismatch(peer, tag, header.bytes, matched->bytes()));
+                                 : sizeMismatchError(peer, tag, header.bytes, matched->bytes()));
       if (!inlined) discardData(peer, header.dataId, header.bytes);
     } else if (inlined) {
       if (header.bytes > 0) std::memcpy(data, payload, header.bytes);
@@ -205,7 +193,7 @@ RequestPtr OfiTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
     if (differ || entry.bytes != bytes) {
       if (!inlined) discardData(entry.peer, entry.dataId, entry.bytes);
       return failed(request, differ ? collectiveMismatch(entry.peer, tag, entry.tag)
-                                    : sizeMismatch(entry.peer, tag, entry.bytes, bytes));
+                                    : sizeMismatchError(entry.peer, tag, entry.bytes, bytes));
     }
     if (inlined) {
       if (bytes > 0) std::memcpy(data, entry.payload.data(), bytes);
@@ -215,7 +203,9 @@ RequestPtr OfiTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
     }
     return request;
   }
-  if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
+  if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
+    return failed(request, *refusal);
+  }
   posted_.push_back({request, static_cast<uint8_t*>(data)});
   return request;
 }
@@ -229,8 +219,7 @@ void OfiTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadli
 void OfiTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
   XCCL_INFO("ofi", error.what());
   std::lock_guard<std::mutex> guard(mutex_);
-  if (!peerError_[peer]) peerError_[peer] = std::make_unique<Error>(error);
-  if (failAllCollectives && !collectiveError_) collectiveError_ = std::make_unique<Error>(error);
+  health_.markFailedLocked(peer, error, failAllCollectives);
   {
     std::lock_guard<std::mutex> ops(opsMutex_);
     for (Op* op : live_) {
@@ -279,9 +268,9 @@ void OfiTransport::abort(const std::string& reason) {
   std::vector<int> tell;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (abortError_) return;
+    if (health_.abortedLocked()) return;
     for (int peer = 0; peer < size_; ++peer) {
-      if (peer != rank_ && !peerError_[peer]) tell.push_back(peer);
+      if (peer != rank_ && !health_.peerErrorLocked(peer)) tell.push_back(peer);
     }
   }
   XCCL_INFO("ofi", "aborting: ", reason);
@@ -296,9 +285,8 @@ void OfiTransport::abort(const std::string& reason) {
     }
     return true;
   });
-  if (abortError_) return;
-  abortError_ = std::make_unique<Error>(ErrorKind::kAborted, "communicator aborted: " + reason);
-  failEverythingLocked(*abortError_);
+  if (!health_.abortLocked(reason)) return;
+  failEverythingLocked(*health_.abortedLocked());
   std::lock_guard<std::mutex> ops(opsMutex_);
   for (Op* op : live_) {
     // Received bytes must not land in buffers whose requests have failed.
@@ -308,45 +296,17 @@ void OfiTransport::abort(const std::string& reason) {
 
 bool OfiTransport::peerFailed(int peer, std::string* why) {
   std::lock_guard<std::mutex> guard(mutex_);
-  const Error* error = abortError_ ? abortError_.get() : peerError_[peer].get();
-  if (error != nullptr && why != nullptr) *why = error->what();
-  return error != nullptr;
+  return health_.failedLocked(peer, why);
 }
 
 void OfiTransport::setStatusProvider(std::function<std::string()> provider) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  statusProvider_ = std::move(provider);
+  status_.setProvider(std::move(provider));
 }
 
 std::vector<std::string> OfiTransport::queryStatus(Deadline deadline) {
-  std::vector<int> asked;
-  uint64_t round;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    round = ++statusRound_;
-    for (int peer = 0; peer < size_; ++peer) {
-      statusReplies_[peer].clear();
-      if (peer == rank_) continue;
-      if (peerError_[peer]) {
-        statusReplies_[peer] = "!" + std::string(peerError_[peer]->what());
-      } else if (!abortError_) {
-        asked.push_back(peer);
-      }
-    }
-  }
-  for (int peer : asked) sendControl(peer, Kind::kStatusQuery, round, "");
-  std::unique_lock<std::mutex> lock(mutex_);
-  completed_.wait_until(lock, deadline, [&] {
-    for (int peer : asked) {
-      if (statusReplies_[peer].empty()) return false;
-    }
-    return true;
+  return status_.query(deadline, health_, [&](int peer, uint64_t round) {
+    sendControl(peer, Kind::kStatusQuery, round, "");
   });
-  std::vector<std::string> replies = statusReplies_;
-  auto provider = statusProvider_;
-  lock.unlock();
-  replies[rank_] = provider ? provider() : "";
-  return replies;
 }
 
 }  // namespace xccl::net::ofi

@@ -63,8 +63,8 @@ ShmTransport::ShmTransport(int rank, int size, const std::vector<int>& members,
       links_(size),
       pidfds_(size, -1),
       inflight_(size),
-      peerError_(size),
-      statusReplies_(size) {
+      health_(size),
+      status_(rank, size, mutex_, completed_) {
   for (size_t i = 0; i < members.size(); ++i) localOf_[members[i]] = static_cast<int>(i);
   const int me = localOf_[rank];
   for (int peer : members) {
@@ -117,7 +117,7 @@ bool ShmTransport::pump(std::vector<RequestPtr>* completed) {
     if (conn == nullptr) continue;
     {
       std::lock_guard<std::mutex> guard(mutex_);
-      if (peerError_[peer]) continue;
+      if (health_.peerErrorLocked(peer)) continue;
     }
     try {
       moved |= conn->flush(completed);
@@ -136,7 +136,7 @@ void ShmTransport::checkPeers() {
     if (!links_[peer]) continue;
     {
       std::lock_guard<std::mutex> guard(mutex_);
-      if (peerError_[peer]) continue;
+      if (health_.peerErrorLocked(peer)) continue;
     }
     Mailbox& box = boxes_->box(localOf_[peer]);
     if (box.aborted.load(std::memory_order_acquire) != 0) {
@@ -195,34 +195,16 @@ FrameTarget ShmTransport::onHeader(int peer, const FrameHeader& header) {
 
 FrameTarget ShmTransport::matchDataLocked(int peer, const MessageTag& tag, uint64_t bytes,
                                           Inflight& slot) {
-  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-    const RequestPtr& wanted = it->request;
-    if (wanted->peer() != kAnySource && wanted->peer() != peer) continue;
-    if (collectivesDiffer(wanted->tag(), tag)) {
-      wanted->failLocked(collectiveMismatch(peer, wanted->tag(), tag));
-      posted_.erase(it);
-      completed_.notify_all();
-      return {};  // discarded: this rank is not running the collective it belongs to
-    }
-    if (!(wanted->tag() == tag)) continue;
-    RequestPtr request = std::move(it->request);
-    uint8_t* data = it->data;
-    posted_.erase(it);
-    if (request->bytes() != bytes) {
-      request->failLocked(sizeMismatchError(peer, tag, bytes, request->bytes()));
-      completed_.notify_all();
-      return {};
-    }
-    slot.request = std::move(request);
-    return {data};
+  PostedReceive matched;
+  switch (receives_.matchPostedLocked(peer, tag, bytes, &matched)) {
+    case ReceiveQueues::Match::kFailed: completed_.notify_all(); return {};  // discarded
+    case ReceiveQueues::Match::kMatched:
+      slot.request = std::move(matched.request);
+      return {matched.data};
+    case ReceiveQueues::Match::kNone: break;
   }
-  auto entry = std::make_shared<Unexpected>();
-  entry->peer = peer;
-  entry->tag = tag;
-  entry->data.resize(bytes);
-  unexpected_.push_back(entry);
-  slot.unexpected = entry;
-  return {entry->data.data()};
+  slot.unexpected = receives_.addUnexpectedLocked(peer, tag, bytes);
+  return {slot.unexpected->data.data()};
 }
 
 void ShmTransport::onPayload(int peer, const FrameHeader& header, const FrameTarget&) {
@@ -231,22 +213,10 @@ void ShmTransport::onPayload(int peer, const FrameHeader& header, const FrameTar
   switch (header.type) {
     case FrameType::kData: break;
     case FrameType::kWrite: onWriteDone(peer, header, slot); return;
-    case FrameType::kStatusQuery: {
-      std::function<std::string()> provider;
-      {
-        std::lock_guard<std::mutex> guard(mutex_);
-        provider = statusProvider_;
-      }
-      sendControl(peer, FrameType::kStatusReply, header.seq, 0, 0, provider ? provider() : "");
+    case FrameType::kStatusQuery:
+      sendControl(peer, FrameType::kStatusReply, header.seq, 0, 0, status_.answer());
       return;
-    }
-    case FrameType::kStatusReply: {
-      std::lock_guard<std::mutex> guard(mutex_);
-      if (header.seq == statusRound_)
-        statusReplies_[peer] = slot.control.empty() ? "?" : slot.control;
-      completed_.notify_all();
-      return;
-    }
+    case FrameType::kStatusReply: status_.reply(peer, header.seq, slot.control); return;
     case FrameType::kWriteAck: {
       std::lock_guard<std::mutex> guard(mutex_);
       auto it = writes_.find(header.id);
@@ -271,11 +241,12 @@ void ShmTransport::onPayload(int peer, const FrameHeader& header, const FrameTar
   RequestPtr waiter;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    slot.unexpected->complete = true;
-    waiter = slot.unexpected->waiter;
-    if (waiter) unexpected_.remove(slot.unexpected);
+    waiter = receives_.arrivedLocked(slot.unexpected);
   }
-  if (waiter) deliverUnexpected(slot.unexpected, waiter, slot.unexpected->waiterData);
+  if (waiter) {
+    ReceiveQueues::deliver(slot.unexpected, waiter, slot.unexpected->waiterData, mutex_,
+                           completed_);
+  }
 }
 
 // The bytes are in place (the copy out of the ring happened on this thread): the signal
@@ -297,14 +268,6 @@ void ShmTransport::onWriteDone(int peer, const FrameHeader& header, Inflight& sl
     XCCL_WARN("shm", slot.control);
   }
   sendControl(peer, FrameType::kWriteAck, 0, header.id, slot.refused ? 1 : 0, slot.control);
-}
-
-void ShmTransport::deliverUnexpected(const UnexpectedPtr& entry, const RequestPtr& request,
-                                     uint8_t* data) {
-  if (!entry->data.empty()) std::memcpy(data, entry->data.data(), entry->data.size());
-  std::lock_guard<std::mutex> guard(mutex_);
-  if (!request->done()) request->completeLocked(entry->peer);
-  completed_.notify_all();
 }
 
 }  // namespace xccl::net::shm

@@ -14,8 +14,11 @@
 #include <thread>
 #include <vector>
 
+#include "net/peer_health.h"
+#include "net/receive_queues.h"
 #include "net/shm/link.h"
 #include "net/shm/ring.h"
+#include "net/status_board.h"
 #include "net/store.h"
 #include "net/transport.h"
 
@@ -60,19 +63,6 @@ class ShmTransport final : public Transport, private FrameSink {
 
  private:
   class ShmRegistration;
-  struct Posted {
-    RequestPtr request;
-    uint8_t* data;
-  };
-  struct Unexpected {
-    int peer;
-    MessageTag tag;
-    std::vector<uint8_t> data;
-    bool complete = false;
-    RequestPtr waiter;  // a receive that matched while the payload was still arriving
-    uint8_t* waiterData = nullptr;
-  };
-  using UnexpectedPtr = std::shared_ptr<Unexpected>;
   // The frame being read from one peer (progress thread only).
   struct Inflight {
     RequestPtr request;
@@ -91,14 +81,12 @@ class ShmTransport final : public Transport, private FrameSink {
   void onPayload(int peer, const FrameHeader& header, const FrameTarget& target) override;
   FrameTarget matchDataLocked(int peer, const MessageTag& tag, uint64_t bytes, Inflight& slot);
   void onWriteDone(int peer, const FrameHeader& header, Inflight& slot);
-  void deliverUnexpected(const UnexpectedPtr& entry, const RequestPtr& request, uint8_t* data);
   void failPeer(int peer, const Error& error, bool failAllCollectives);
   void failEverythingLocked(const Error& error);
   void sendFrame(int peer, const FrameHeader& header, const void* payload, RequestPtr request);
   void sendControl(int peer, FrameType type, uint64_t seq, uint64_t id, uint32_t op,
                    const std::string& text);
   void completeAll(const std::vector<RequestPtr>& requests);
-  const Error* refusalLocked(int peer, TagSpace space) const;
   Link& link(int peer) const { return *links_[peer]; }
 
   const int rank_;
@@ -114,14 +102,9 @@ class ShmTransport final : public Transport, private FrameSink {
   // Guards matching, peer health, one-sided state, status; waiters sleep on completed_.
   std::mutex mutex_;
   std::condition_variable completed_;
-  std::list<Posted> posted_;
-  std::list<UnexpectedPtr> unexpected_;
-  std::vector<std::unique_ptr<Error>> peerError_;
-  std::unique_ptr<Error> collectiveError_;  // a peer aborted the communicator
-  std::unique_ptr<Error> abortError_;
-  std::function<std::string()> statusProvider_;
-  std::vector<std::string> statusReplies_;
-  uint64_t statusRound_ = 0;
+  ReceiveQueues receives_;
+  PeerHealth health_;
+  StatusBoard status_;  // takes mutex_ itself
   // One-sided: registrations by key, writes awaiting their ack by id, signals by (peer, signal).
   std::map<uint64_t, std::pair<uint8_t*, size_t>> regions_;
   std::map<uint64_t, RequestPtr> writes_;

@@ -32,13 +32,6 @@ class ShmTransport::ShmRegistration final : public Registration {
   const RemoteRegion remote_;
 };
 
-const Error* ShmTransport::refusalLocked(int peer, TagSpace space) const {
-  if (abortError_) return abortError_.get();
-  if (space == TagSpace::kCollective && collectiveError_) return collectiveError_.get();
-  if (peer != kAnySource && peerError_[peer]) return peerError_[peer].get();
-  return nullptr;
-}
-
 void ShmTransport::sendFrame(int peer, const FrameHeader& header, const void* payload,
                              RequestPtr request) {
   std::vector<RequestPtr> completed;
@@ -47,7 +40,7 @@ void ShmTransport::sendFrame(int peer, const FrameHeader& header, const void* pa
   } catch (const Error& e) {
     if (!request) return;
     std::lock_guard<std::mutex> guard(mutex_);
-    const Error* refusal = refusalLocked(peer, header.space);
+    const Error* refusal = health_.refusalLocked(peer, header.space);
     request->failLocked(refusal ? *refusal : e);
     completed_.notify_all();
     return;
@@ -63,7 +56,9 @@ RequestPtr ShmTransport::isend(int peer, MessageTag tag, const void* data, size_
   auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
+    if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
+      return failed(request, *refusal);
+    }
   }
   FrameHeader header;
   header.space = tag.space;
@@ -80,37 +75,7 @@ RequestPtr ShmTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
   XCCL_CHECK_ARG(peer == kAnySource || reaches(peer), "rank ", rank_, " cannot receive from rank ",
                  peer, " over shared memory (not a rank of this host)");
   auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/false, std::move(onDone));
-  UnexpectedPtr ready;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-      UnexpectedPtr entry = *it;
-      if (entry->waiter || !(peer == kAnySource || peer == entry->peer)) continue;
-      if (collectivesDiffer(tag, entry->tag)) {
-        unexpected_.erase(it);
-        return failed(request, collectiveMismatch(entry->peer, tag, entry->tag));
-      }
-      if (!(entry->tag == tag)) continue;
-      if (entry->data.size() != bytes) {
-        unexpected_.erase(it);
-        return failed(request, sizeMismatchError(entry->peer, tag, entry->data.size(), bytes));
-      }
-      if (!entry->complete) {
-        entry->waiter = request;
-        entry->waiterData = static_cast<uint8_t*>(data);
-        return request;
-      }
-      unexpected_.erase(it);
-      ready = entry;
-      break;
-    }
-    if (!ready) {
-      if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
-      posted_.push_back({request, static_cast<uint8_t*>(data)});
-      return request;
-    }
-  }
-  deliverUnexpected(ready, request, static_cast<uint8_t*>(data));
+  receives_.receive(request, static_cast<uint8_t*>(data), health_, mutex_, completed_);
   return request;
 }
 
@@ -161,7 +126,9 @@ RequestPtr ShmTransport::iwrite(int peer, const void* data, size_t bytes, const 
                                          dstOffset, " does not fit rank ", peer, "'s region of ",
                                          dst.bytes, " bytes")));
     }
-    if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
+    if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
+      return failed(request, *refusal);
+    }
     header.id = nextWriteId_++;
     writes_[header.id] = request;
   }
@@ -183,7 +150,9 @@ RequestPtr ShmTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone
     request->completeLocked(peer);
     return request;
   }
-  if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
+  if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
+    return failed(request, *refusal);
+  }
   signalWaiters_.push_back(request);
   return request;
 }
@@ -194,30 +163,14 @@ void ShmTransport::failPeer(int peer, const Error& error, bool failAllCollective
   Inflight slot = std::move(inflight_[peer]);
   inflight_[peer] = Inflight{};
   std::lock_guard<std::mutex> guard(mutex_);
-  if (!peerError_[peer]) peerError_[peer] = std::make_unique<Error>(error);
-  if (failAllCollectives && !collectiveError_) collectiveError_ = std::make_unique<Error>(error);
+  health_.markFailedLocked(peer, error, failAllCollectives);
   auto lost = [&](int from, const MessageTag& tag) {
     return from == peer || (failAllCollectives && tag.space == TagSpace::kCollective);
   };
   for (auto& r : sends) r->failLocked(error);
   if (slot.request) slot.request->failLocked(error);
   if (slot.unexpected && slot.unexpected->waiter) slot.unexpected->waiter->failLocked(error);
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    if (lost(it->request->peer(), it->request->tag())) {
-      it->request->failLocked(error);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
-    if (!(*it)->complete && lost((*it)->peer, (*it)->tag)) {
-      if ((*it)->waiter) (*it)->waiter->failLocked(error);
-      it = unexpected_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  receives_.failLocked(error, lost);
   for (auto it = writes_.begin(); it != writes_.end();) {
     if (it->second->peer() == peer) {
       it->second->failLocked(error);
@@ -234,11 +187,7 @@ void ShmTransport::failPeer(int peer, const Error& error, bool failAllCollective
 }
 
 void ShmTransport::failEverythingLocked(const Error& error) {
-  for (auto& p : posted_) p.request->failLocked(error);
-  posted_.clear();
-  for (auto& entry : unexpected_) {
-    if (entry->waiter) entry->waiter->failLocked(error);
-  }
+  receives_.failWaitingLocked(error);
   for (auto& slot : inflight_) {
     if (slot.request) slot.request->failLocked(error);
     if (slot.unexpected && slot.unexpected->waiter) slot.unexpected->waiter->failLocked(error);
@@ -254,8 +203,7 @@ void ShmTransport::failEverythingLocked(const Error& error) {
 void ShmTransport::abort(const std::string& reason) {
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (abortError_) return;
-    abortError_ = std::make_unique<Error>(ErrorKind::kAborted, "communicator aborted: " + reason);
+    if (!health_.abortLocked(reason)) return;
   }
   XCCL_INFO("shm", "aborting: ", reason);
   // The reason first, then the flag (release): a peer that sees the flag reads all of it. The
@@ -278,20 +226,17 @@ void ShmTransport::abort(const std::string& reason) {
     for (auto& r : conn->closeSends()) sends.push_back(std::move(r));
   }
   std::lock_guard<std::mutex> guard(mutex_);
-  for (auto& r : sends) r->failLocked(*abortError_);
-  failEverythingLocked(*abortError_);
+  for (auto& r : sends) r->failLocked(*health_.abortedLocked());
+  failEverythingLocked(*health_.abortedLocked());
 }
 
 bool ShmTransport::peerFailed(int peer, std::string* why) {
   std::lock_guard<std::mutex> guard(mutex_);
-  const Error* error = abortError_ ? abortError_.get() : peerError_[peer].get();
-  if (error != nullptr && why != nullptr) *why = error->what();
-  return error != nullptr;
+  return health_.failedLocked(peer, why);
 }
 
 void ShmTransport::setStatusProvider(std::function<std::string()> provider) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  statusProvider_ = std::move(provider);
+  status_.setProvider(std::move(provider));
 }
 
 void ShmTransport::sendControl(int peer, FrameType type, uint64_t seq, uint64_t id, uint32_t op,
@@ -310,32 +255,12 @@ void ShmTransport::sendControl(int peer, FrameType type, uint64_t seq, uint64_t 
 }
 
 std::vector<std::string> ShmTransport::queryStatus(Deadline deadline) {
-  std::vector<int> asked;
-  uint64_t round;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    round = ++statusRound_;
-    for (int peer = 0; peer < size_; ++peer) {
-      statusReplies_[peer].clear();
-      if (!reaches(peer)) continue;
-      if (peerError_[peer]) {
-        statusReplies_[peer] = "!" + std::string(peerError_[peer]->what());
-      } else if (!abortError_) {
-        asked.push_back(peer);
-      }
-    }
-  }
-  for (int peer : asked) sendControl(peer, FrameType::kStatusQuery, round, 0, 0, "");
-  std::unique_lock<std::mutex> lock(mutex_);
-  completed_.wait_until(lock, deadline, [&] {
-    return std::all_of(asked.begin(), asked.end(),
-                       [&](int peer) { return !statusReplies_[peer].empty(); });
-  });
-  std::vector<std::string> replies = statusReplies_;
-  auto provider = statusProvider_;
-  lock.unlock();
-  replies[rank_] = provider ? provider() : "";
-  return replies;
+  return status_.query(
+      deadline, health_,
+      [&](int peer, uint64_t round) {
+        sendControl(peer, FrameType::kStatusQuery, round, 0, 0, "");
+      },
+      [&](int peer) { return reaches(peer); });
 }
 
 }  // namespace xccl::net::shm

@@ -35,8 +35,8 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& o
       size_(size),
       peers_(size),
       receiving_(size),
-      peerError_(size),
-      statusReplies_(size) {
+      health_(size),
+      status_(rank, size, mutex_, completed_) {
   XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
   links_ =
       options.streams > 0 ? options.streams : static_cast<int>(env::getInt("XCCL_NET_STREAMS"));

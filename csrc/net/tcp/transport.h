@@ -16,6 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "net/peer_health.h"
+#include "net/receive_queues.h"
+#include "net/status_board.h"
 #include "net/store.h"
 #include "net/tcp/interfaces.h"
 #include "net/tcp/link.h"
@@ -88,20 +91,6 @@ class TcpTransport final : public Transport {
   std::string listenAddress() const { return addresses_.empty() ? "" : addresses_[rank_]; }
 
  private:
-  struct Posted {
-    RequestPtr request;
-    uint8_t* data;
-  };
-  // A message that arrived (or started to) before its receive was posted.
-  struct Unexpected {
-    int peer;
-    MessageTag tag;
-    std::vector<uint8_t> data;
-    bool complete = false;
-    RequestPtr waiter;  // a receive that matched while the payload was still arriving
-    uint8_t* waiterData = nullptr;
-  };
-  using UnexpectedPtr = std::shared_ptr<Unexpected>;
   // A message from a peer whose chunks are arriving (progress thread only).
   struct Incoming {
     RequestPtr request;
@@ -174,7 +163,6 @@ class TcpTransport final : public Transport {
   void matchMessage(int peer, const FrameHeader& header);
   void chunkArrived(int peer, Incoming& message, uint64_t length);
   void drainStash(int peer);
-  void deliverUnexpected(const UnexpectedPtr& entry, const RequestPtr& request, uint8_t* data);
   // transport_ops.cc: cutting a send into chunks on the peer's links, and failure handling.
   void enqueueLocked(Peer& p, const RequestPtr& request, const MessageTag& tag, const void* data,
                      size_t bytes, std::vector<RequestPtr>* completed);
@@ -182,10 +170,7 @@ class TcpTransport final : public Transport {
   void failAll(const Error& error);
   void sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload);
   void failEverythingLocked(const Error& error);
-  template <typename Pred>
-  void failReceivesLocked(const Error& error, Pred shouldFail);
   void completeAll(const std::vector<RequestPtr>& requests);
-  const Error* refusalLocked(int peer, TagSpace space) const;
   void stopThreads();
   static void lingerUntilClosed(std::vector<pollfd>& fds, Deadline deadline);
 
@@ -216,14 +201,9 @@ class TcpTransport final : public Transport {
   // Lock order: mutex_ before a Peer::sendMutex, never the other way.
   std::mutex mutex_;
   std::condition_variable completed_;
-  std::list<Posted> posted_;
-  std::list<UnexpectedPtr> unexpected_;
-  std::vector<std::unique_ptr<Error>> peerError_;  // index = peer; set once the peer failed
-  std::unique_ptr<Error> collectiveError_;         // set once a peer aborted the communicator
-  std::unique_ptr<Error> abortError_;              // set once abort() ran
-  std::function<std::string()> statusProvider_;    // guarded by mutex_; called outside it
-  std::vector<std::string> statusReplies_;         // index = peer; guarded by mutex_
-  uint64_t statusRound_ = 0;                       // replies count only for the latest query
+  ReceiveQueues receives_;
+  PeerHealth health_;
+  StatusBoard status_;  // takes mutex_ itself
 };
 
 }  // namespace xccl::net::tcp

@@ -18,13 +18,6 @@ RequestPtr failed(RequestPtr request, const Error& error) {
 
 }  // namespace
 
-const Error* TcpTransport::refusalLocked(int peer, TagSpace space) const {
-  if (abortError_) return abortError_.get();
-  if (space == TagSpace::kCollective && collectiveError_) return collectiveError_.get();
-  if (peer != kAnySource && peerError_[peer]) return peerError_[peer].get();
-  return nullptr;
-}
-
 RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_t bytes,
                                Completion onDone) {
   XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot send to rank ", peer,
@@ -32,7 +25,9 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
   auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
+    if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
+      return failed(request, *refusal);
+    }
   }
   Peer& p = *peers_[peer];
   std::vector<RequestPtr> completed;
@@ -45,7 +40,7 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
   if (refused) {
     // Lock order: mutex_ is never taken under a sendMutex (failAll takes them the other way).
     std::lock_guard<std::mutex> lock(mutex_);
-    const Error* refusal = refusalLocked(peer, tag.space);
+    const Error* refusal = health_.refusalLocked(peer, tag.space);
     return failed(request, refusal ? *refusal
                                    : Error(ErrorKind::kPeerFailure,
                                            detail::concat("rank ", peer, " has failed")));
@@ -106,43 +101,7 @@ RequestPtr TcpTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
   XCCL_CHECK_ARG(peer == kAnySource || (peer >= 0 && peer < size_ && peer != rank_),
                  "cannot receive from rank ", peer, " on rank ", rank_, " of ", size_);
   auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/false, std::move(onDone));
-  UnexpectedPtr ready;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-      UnexpectedPtr entry = *it;
-      if (entry->waiter || !(peer == kAnySource || peer == entry->peer)) continue;
-      if (collectivesDiffer(tag, entry->tag)) {
-        unexpected_.erase(it);
-        return failed(request, collectiveMismatch(entry->peer, tag, entry->tag));
-      }
-      if (!(entry->tag == tag)) continue;
-      if (entry->data.size() != bytes) {
-        unexpected_.erase(it);
-        return failed(request,
-                      Error(ErrorKind::kPeerFailure,
-                            detail::concat("rank ", entry->peer, " sent ", entry->data.size(),
-                                           " bytes for ", describe(tag), " where ", bytes,
-                                           " were expected (the ranks called "
-                                           "different collectives, or with different "
-                                           "sizes)")));
-      }
-      if (!entry->complete) {
-        entry->waiter = request;
-        entry->waiterData = static_cast<uint8_t*>(data);
-        return request;
-      }
-      unexpected_.erase(it);
-      ready = entry;
-      break;
-    }
-    if (!ready) {
-      if (const Error* refusal = refusalLocked(peer, tag.space)) return failed(request, *refusal);
-      posted_.push_back({request, static_cast<uint8_t*>(data)});
-      return request;
-    }
-  }
-  deliverUnexpected(ready, request, static_cast<uint8_t*>(data));
+  receives_.receive(request, static_cast<uint8_t*>(data), health_, mutex_, completed_);
   return request;
 }
 
@@ -189,27 +148,6 @@ void TcpTransport::completeAll(const std::vector<RequestPtr>& requests) {
   completed_.notify_all();
 }
 
-template <typename Pred>
-void TcpTransport::failReceivesLocked(const Error& error, Pred shouldFail) {
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    if (shouldFail(it->request->peer(), it->request->tag())) {
-      it->request->failLocked(error);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
-    const UnexpectedPtr& entry = *it;
-    if (!entry->complete && shouldFail(entry->peer, entry->tag)) {
-      if (entry->waiter) entry->waiter->failLocked(error);
-      it = unexpected_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 void TcpTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
   XCCL_INFO("tcp", error.what());
   Peer& p = *peers_[peer];
@@ -237,15 +175,14 @@ void TcpTransport::failPeer(int peer, const Error& error, bool failAllCollective
   }
   Receiving& r = receiving_[peer];
   std::lock_guard<std::mutex> guard(mutex_);
-  if (!peerError_[peer]) peerError_[peer] = std::make_unique<Error>(error);
-  if (failAllCollectives && !collectiveError_) collectiveError_ = std::make_unique<Error>(error);
+  health_.markFailedLocked(peer, error, failAllCollectives);
   for (auto& r : sends) r->failLocked(error);
   for (auto& message : r.incoming) {
     if (message.request) message.request->failLocked(error);
   }
   r.incoming.clear();
   r.stash.clear();
-  failReceivesLocked(error, [&](int from, const MessageTag& tag) {
+  receives_.failLocked(error, [&](int from, const MessageTag& tag) {
     return from == peer || (failAllCollectives && tag.space == TagSpace::kCollective);
   });
   completed_.notify_all();
@@ -253,12 +190,12 @@ void TcpTransport::failPeer(int peer, const Error& error, bool failAllCollective
 
 void TcpTransport::failAll(const Error& error) {
   std::lock_guard<std::mutex> guard(mutex_);
-  if (!abortError_) abortError_ = std::make_unique<Error>(error);
+  health_.failAllLocked(error);
   failEverythingLocked(error);
 }
 
 void TcpTransport::failEverythingLocked(const Error& error) {
-  failReceivesLocked(error, [](int, const MessageTag&) { return true; });
+  receives_.failLocked(error, [](int, const MessageTag&) { return true; });
   for (auto& r : receiving_) {
     for (auto& message : r.incoming) {
       if (message.request) message.request->failLocked(error);
@@ -281,8 +218,7 @@ void TcpTransport::abort(const std::string& reason) {
   std::lock_guard<std::mutex> lifecycle(lifecycleMutex_);
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (abortError_) return;
-    abortError_ = std::make_unique<Error>(ErrorKind::kAborted, "communicator aborted: " + reason);
+    if (!health_.abortLocked(reason)) return;
   }
   XCCL_INFO("tcp", "aborting: ", reason);
   // Stop the threads first so nothing below races with them.
@@ -310,19 +246,16 @@ void TcpTransport::abort(const std::string& reason) {
     }
   }
   std::lock_guard<std::mutex> guard(mutex_);
-  failEverythingLocked(*abortError_);
+  failEverythingLocked(*health_.abortedLocked());
 }
 
 bool TcpTransport::peerFailed(int peer, std::string* why) {
   std::lock_guard<std::mutex> guard(mutex_);
-  const Error* error = abortError_ ? abortError_.get() : peerError_[peer].get();
-  if (error != nullptr && why != nullptr) *why = error->what();
-  return error != nullptr;
+  return health_.failedLocked(peer, why);
 }
 
 void TcpTransport::setStatusProvider(std::function<std::string()> provider) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  statusProvider_ = std::move(provider);
+  status_.setProvider(std::move(provider));
 }
 
 void TcpTransport::sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload) {
@@ -344,34 +277,9 @@ void TcpTransport::sendControl(int peer, FrameType type, uint64_t seq, const std
 }
 
 std::vector<std::string> TcpTransport::queryStatus(Deadline deadline) {
-  std::vector<int> asked;
-  uint64_t round;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    round = ++statusRound_;
-    for (int peer = 0; peer < size_; ++peer) {
-      statusReplies_[peer].clear();
-      if (peer == rank_) continue;
-      if (peerError_[peer]) {
-        statusReplies_[peer] = "!" + std::string(peerError_[peer]->what());
-      } else if (!abortError_) {
-        asked.push_back(peer);
-      }
-    }
-  }
-  for (int peer : asked) sendControl(peer, FrameType::kStatusQuery, round, "");
-  std::unique_lock<std::mutex> lock(mutex_);
-  completed_.wait_until(lock, deadline, [&] {
-    for (int peer : asked) {
-      if (statusReplies_[peer].empty()) return false;
-    }
-    return true;
+  return status_.query(deadline, health_, [&](int peer, uint64_t round) {
+    sendControl(peer, FrameType::kStatusQuery, round, "");
   });
-  std::vector<std::string> replies = statusReplies_;
-  auto provider = statusProvider_;
-  lock.unlock();
-  replies[rank_] = provider ? provider() : "";
-  return replies;
 }
 
 }  // namespace xccl::net::tcp

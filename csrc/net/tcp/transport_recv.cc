@@ -17,13 +17,6 @@ MessageTag tagOf(const FrameHeader& header) {
   return {static_cast<TagSpace>(header.space), header.step, header.tagSeq, header.op};
 }
 
-Error sizeMismatch(int peer, const MessageTag& tag, size_t sent, size_t expected) {
-  return Error(ErrorKind::kPeerFailure, detail::concat("rank ", peer, " sent ", sent, " bytes for ",
-                                                       describe(tag), " where ", expected,
-                                                       " were expected (the ranks called different "
-                                                       "collectives, or with different sizes)"));
-}
-
 bool seen(const std::vector<uint64_t>& bits, uint64_t seq) {
   const uint64_t slot = seq % kWindow;
   return (bits[slot / 64] >> (slot % 64)) & 1;
@@ -136,33 +129,17 @@ void TcpTransport::matchMessage(int peer, const FrameHeader& header) {
   in.total = header.total;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    bool decided = false;
-    for (auto it = posted_.begin(); it != posted_.end() && !decided; ++it) {
-      if (!(it->request->peer() == kAnySource || it->request->peer() == peer)) continue;
-      if (collectivesDiffer(it->request->tag(), in.tag)) {
-        // Discarded: this rank is not running the collective the message belongs to.
-        it->request->failLocked(collectiveMismatch(peer, it->request->tag(), in.tag));
-      } else if (!(it->request->tag() == in.tag)) {
-        continue;
-      } else if (it->request->bytes() != in.total) {
-        it->request->failLocked(sizeMismatch(peer, in.tag, in.total, it->request->bytes()));
-      } else {
-        in.request = it->request;
-        in.data = it->data;
-      }
-      posted_.erase(it);
-      completed_.notify_all();
-      decided = true;
-      break;
+    PostedReceive matched;
+    const auto match = receives_.matchPostedLocked(peer, in.tag, in.total, &matched);
+    if (match == ReceiveQueues::Match::kMatched) {
+      in.request = std::move(matched.request);
+      in.data = matched.data;
     }
-    if (!decided) {
-      auto entry = std::make_shared<Unexpected>();
-      entry->peer = peer;
-      entry->tag = in.tag;
-      entry->data.resize(in.total);
-      unexpected_.push_back(entry);
-      in.unexpected = entry;
-      in.data = entry->data.data();
+    if (match != ReceiveQueues::Match::kNone) {
+      completed_.notify_all();  // a failed match leaves in.data null: the message is discarded
+    } else {
+      in.unexpected = receives_.addUnexpectedLocked(peer, in.tag, in.total);
+      in.data = in.unexpected->data.data();
     }
   }
   r.incoming.push_back(std::move(in));
@@ -184,13 +161,11 @@ void TcpTransport::chunkArrived(int peer, Incoming& message, uint64_t length) {
     if (message.request) {
       if (!message.request->done()) message.request->completeLocked(peer);
     } else if (entry) {
-      entry->complete = true;
-      waiter = entry->waiter;
-      if (waiter) unexpected_.remove(entry);
+      waiter = receives_.arrivedLocked(entry);
     }
     completed_.notify_all();
   }
-  if (waiter) deliverUnexpected(entry, waiter, entry->waiterData);
+  if (waiter) ReceiveQueues::deliver(entry, waiter, entry->waiterData, mutex_, completed_);
   while (!r.incoming.empty() && r.incoming.front().done) {
     r.incoming.pop_front();
     ++r.base;
@@ -241,31 +216,12 @@ void TcpTransport::onControl(int peer, const FrameHeader& header, const std::str
                      detail::concat("rank ", peer, " aborted the communicator: ", text)),
                true);
       return;
-    case FrameType::kStatusQuery: {
-      std::function<std::string()> provider;
-      {
-        std::lock_guard<std::mutex> guard(mutex_);
-        provider = statusProvider_;
-      }
-      sendControl(peer, FrameType::kStatusReply, header.tagSeq, provider ? provider() : "");
+    case FrameType::kStatusQuery:
+      sendControl(peer, FrameType::kStatusReply, header.tagSeq, status_.answer());
       return;
-    }
-    case FrameType::kStatusReply: {
-      std::lock_guard<std::mutex> guard(mutex_);
-      if (header.tagSeq == statusRound_) statusReplies_[peer] = text.empty() ? "?" : text;
-      completed_.notify_all();
-      return;
-    }
+    case FrameType::kStatusReply: status_.reply(peer, header.tagSeq, text); return;
     default: return;  // acknowledgements were taken in onHeader
   }
-}
-
-void TcpTransport::deliverUnexpected(const UnexpectedPtr& entry, const RequestPtr& request,
-                                     uint8_t* data) {
-  if (!entry->data.empty()) std::memcpy(data, entry->data.data(), entry->data.size());
-  std::lock_guard<std::mutex> guard(mutex_);
-  if (!request->done()) request->completeLocked(entry->peer);
-  completed_.notify_all();
 }
 
 }  // namespace xccl::net::tcp
