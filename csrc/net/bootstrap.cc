@@ -1,6 +1,7 @@
 #include "net/bootstrap.h"
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "common/error.h"
@@ -103,6 +104,16 @@ std::vector<std::string> Bootstrap::allGather(const std::string& key,
   std::vector<std::string> all;
   for (const Bytes& bytes : allGather(key, toBytes(mine))) all.push_back(toString(bytes));
   return all;
+}
+
+uint64_t Bootstrap::sharedToken(const std::string& key) const {
+  const uint64_t drawn = rank_ == 0 ? randomToken() : 0;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&drawn);
+  const Bytes published = broadcast(key, 0, Bytes(bytes, bytes + sizeof(drawn)));
+  XCCL_CHECK(published.size() == sizeof(drawn), "bad token '", keyOf(key, 0), "' in the store");
+  uint64_t token = 0;
+  std::memcpy(&token, published.data(), sizeof(token));
+  return token;
 }
 
 Bytes Bootstrap::broadcast(const std::string& key, int root, const Bytes& value) const {

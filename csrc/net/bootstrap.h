@@ -55,6 +55,9 @@ class Bootstrap {
   std::vector<std::string> allGather(const std::string& key, const std::string& mine) const;
   // `root` publishes `value` (ignored elsewhere); every rank returns it. kTimeout like allGather.
   Bytes broadcast(const std::string& key, int root, const Bytes& value) const;
+  // A random token drawn by rank 0 (randomToken()) that every rank returns: a group's nonce or
+  // session id, which strangers' connections and messages cannot match. kTimeout like allGather.
+  uint64_t sharedToken(const std::string& key) const;
   // Every rank says why it cannot go on ("" when it can) and learns what every rank said, so all
   // proceed or all fail alike. kTimeout like allGather.
   Agreement agree(const std::string& key, const std::string& failure) const;

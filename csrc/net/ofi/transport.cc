@@ -135,12 +135,7 @@ void OfiTransport::exchangeAddresses(Store& store, const NetOptions& options) {
   const Deadline deadline = Clock::now() + options.timeout;
   const Bootstrap bootstrap =
       Bootstrap(store, options.storePrefix, rank_, size_, options.timeout).until(deadline);
-  uint64_t session = rank_ == 0 ? randomToken() : 0;
-  const Bytes published = bootstrap.broadcast("session", 0,
-                                              Bytes(reinterpret_cast<uint8_t*>(&session),
-                                                    reinterpret_cast<uint8_t*>(&session + 1)));
-  XCCL_CHECK(published.size() == sizeof(session), "bad session token in the store");
-  std::memcpy(&session_, published.data(), sizeof(session_));
+  session_ = bootstrap.sharedToken("session");
 
   // Each rank publishes "<provider>\0<endpoint name>": ranks on different providers cannot talk.
   std::vector<uint8_t> name(256);

@@ -132,12 +132,7 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
   const Deadline deadline = Clock::now() + options.timeout;
   const Bootstrap bootstrap =
       Bootstrap(store, options.storePrefix, rank_, size_, options.timeout).until(deadline);
-  uint64_t nonce = rank_ == 0 ? randomToken() : 0;
-  const Bytes published = bootstrap.broadcast("nonce", 0,
-                                              Bytes(reinterpret_cast<uint8_t*>(&nonce),
-                                                    reinterpret_cast<uint8_t*>(&nonce + 1)));
-  XCCL_CHECK(published.size() == sizeof(nonce), "bad nonce in the store");
-  std::memcpy(&nonce_, published.data(), sizeof(nonce_));
+  nonce_ = bootstrap.sharedToken("nonce");
   group_ = hashGroup(options.storePrefix);
 
   // This rank's interfaces (docs/network.md, "xccl's own TCP: streams, several NICs").
