@@ -14,12 +14,6 @@ namespace xccl::net::tcp {
 
 class TcpTransport;
 
-// A registered range; its key is random, non-zero and unique among the transport's regions.
-struct Region {
-  uint8_t* data = nullptr;
-  size_t bytes = 0;
-};
-
 // Writer's side of one write, by (peer, message id), until it both has its answer and its chunks
 // are done with (acknowledged, or copied for small ones): the caller may reuse its buffer only
 // then, and the answer may come before the acknowledgement that covers the chunks.
