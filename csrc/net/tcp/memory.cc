@@ -2,13 +2,13 @@
 // completed by the target's kWriteAck) and the target's (chunks into registered memory, signals).
 #include "net/tcp/memory.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "common/logging.h"
 #include "net/tcp/transport.h"
 
 namespace xccl::net::tcp {
+
 TcpRegistration::~TcpRegistration() { owner_.deregister(remote_.key); }
 
 void TcpTransport::deregister(uint64_t key) {
@@ -52,23 +52,11 @@ RequestPtr TcpTransport::iwrite(int peer, const void* data, size_t bytes, const 
     }
     const uint64_t id = p.nextMessage;  // enqueueLocked gives the message this id
     writes_[{peer, id}].request = request;
-    // The chunks' own completion (acknowledged, or copied when small): the caller's bytes are
-    // no longer needed. Runs with mutex_ held, like every completion.
+    // The chunks' own completion (acknowledged, or copied when small), with mutex_ held like
+    // every completion.
     auto chunks = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true,
                                             [this, peer, id](const Request& done) {
-                                              auto it = writes_.find({peer, id});
-                                              if (it == writes_.end()) return;
-                                              if (done.state() == Request::State::kFailed) {
-                                                try {
-                                                  done.rethrowIfFailed();
-                                                } catch (const Error& e) {
-                                                  it->second.request->failLocked(e);
-                                                }
-                                                writes_.erase(it);
-                                                return;
-                                              }
-                                              it->second.chunksDone = true;
-                                              finishWriteLocked(peer, id);
+                                              chunksDoneLocked(peer, id, done);
                                             });
     FrameHeader header;
     header.type = FrameType::kWrite;
@@ -153,8 +141,9 @@ void TcpTransport::writeLanded(int peer, const Incoming& message) {
   if (message.refusal.empty()) {
     std::lock_guard<std::mutex> guard(mutex_);
     if (signals_.arrivedLocked(peer, message.tag.seq)) completed_.notify_all();
+  } else {
+    XCCL_WARN("tcp", message.refusal);
   }
-  if (!message.refusal.empty()) XCCL_WARN("tcp", message.refusal);
   FrameHeader header;
   header.type = FrameType::kWriteAck;
   header.tagSeq = message.id;
@@ -179,6 +168,23 @@ void TcpTransport::writeAnswered(int peer, const Incoming& answer) {
   it->second.answered = true;
   it->second.refusal.assign(answer.answer.begin(), answer.answer.end());
   finishWriteLocked(peer, answer.tag.seq);
+}
+
+// Writer: the write's chunks are done with (the caller's bytes are no longer needed), or failed.
+void TcpTransport::chunksDoneLocked(int peer, uint64_t id, const Request& chunks) {
+  auto it = writes_.find({peer, id});
+  if (it == writes_.end()) return;
+  if (chunks.state() == Request::State::kFailed) {
+    try {
+      chunks.rethrowIfFailed();
+    } catch (const Error& e) {
+      it->second.request->failLocked(e);
+    }
+    writes_.erase(it);
+    return;
+  }
+  it->second.chunksDone = true;
+  finishWriteLocked(peer, id);
 }
 
 void TcpTransport::finishWriteLocked(int peer, uint64_t id) {

@@ -25,7 +25,9 @@ struct PendingWrite {
 };
 
 // Deregisters under the transport's mutex, and waits until no chunk is being read into the range
-// (at most one chunk per link): a write arriving afterwards is refused by key, never written.
+// (at most one chunk per link; a link that stalls mid-chunk is taken down, and the chunk
+// abandoned, within XCCL_NET_LINK_TIMEOUT_MS): a write arriving afterwards is refused by key,
+// never written.
 class TcpRegistration final : public Registration {
  public:
   TcpRegistration(TcpTransport& owner, RemoteRegion remote) : owner_(owner), remote_(remote) {}

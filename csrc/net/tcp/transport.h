@@ -186,6 +186,7 @@ class TcpTransport final : public Transport {
   void unpin(Receiving::Slot& slot);
   void writeLanded(int peer, const Incoming& message);
   void writeAnswered(int peer, const Incoming& answer);
+  void chunksDoneLocked(int peer, uint64_t id, const Request& chunks);
   void finishWriteLocked(int peer, uint64_t id);
   void failWritesLocked(int peer, const Error& error);
   void deregister(uint64_t key);
