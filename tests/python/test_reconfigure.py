@@ -9,6 +9,7 @@ torch leaves to the user); every step checks all_reduce, broadcast, get_rank and
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 
@@ -289,3 +290,26 @@ def test_four_rank_reconfigure_time():
     print("4-rank reconfigure seconds (slowest member):", slowest)
     # The < 1 s target is a benchmark (docs/p2p.md); here only a loose bound on 2 shared cores.
     assert all(seconds < 20 for seconds in slowest.values()), slowest
+
+
+@needs_reconfigure
+def test_reconfigure_across_namespace_hosts(tmp_path):
+    """Two ranks on one namespace host and one on another: the membership of three is hierarchical
+    (shared memory per host, TCP between), the two on one host alone use one shared-memory
+    segment, and growing back rebuilds the hierarchy."""
+    cross_host = pytest.importorskip("test_cross_host")
+    if cross_host._unavailable is not None:
+        pytest.skip(str(cross_host._unavailable))
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reconfigure_rank.py")
+    with cross_host.hosts_module.Hosts(2) as hosts:
+        procs = cross_host.start_ranks(hosts, [2, 1], {"XCCL_NET": "tcp"}, [], tmp_path, script)
+        results = cross_host.finish_ranks(procs, tmp_path, time.monotonic() + 120)
+    assert [r["host"] for r in results] == ["nshost0", "nshost0", "nshost1"]
+    expected = {1: ("hierarchical", 3), 2: ("shm", 2), 3: ("hierarchical", 3)}
+    for result in results:
+        for step in result["steps"]:
+            transport, size = expected[step["uuid"]]
+            assert (step["transport"], step["size"]) == (transport, size), (result["rank"], step)
+            assert step["rank"] == result["rank"], step
+            assert step["sum"] == [size * (size + 1) / 2] * 4, step
+    assert [len(r["steps"]) for r in results] == [3, 3, 2]
