@@ -260,6 +260,37 @@ def test_shrink_group_excludes_a_killed_rank():
         assert outcome.value == {"size": 2, "rank": rank, "sum": [3.0] * 4}, outcome.value
 
 
+def _shrink_abort(rank, world):
+    """Rank 2 stays alive but never joins an all_reduce; SHRINK_ABORT ends that work at once."""
+    from torch.distributed.distributed_c10d import SHRINK_ABORT, _get_default_store
+
+    store = _get_default_store()
+    if rank == world - 1:
+        store.wait(["done"])
+        return {}
+    pending = dist.all_reduce(torch.ones(2), async_op=True)
+    began = time.perf_counter()
+    group = dist.shrink_group([world - 1], shrink_flags=SHRINK_ABORT)
+    try:
+        pending.wait()
+        error = "completed"
+    except Exception as e:  # noqa: BLE001 - the point
+        error = str(e)
+    total = torch.full((4,), float(rank + 1))
+    dist.all_reduce(total, group=group)
+    store.set("done", "1")
+    return {"error": error, "took": time.perf_counter() - began, "sum": total.tolist()}
+
+
+@pytest.mark.skipif(not HAS_SHRINK, reason="this torch has no torch.distributed.shrink_group")
+def test_shrink_abort_ends_work_that_waits_for_an_excluded_rank():
+    results = run(_shrink_abort, 3, timeout=120)
+    for result in results[:2]:
+        assert "abort() was called" in result["error"], result["error"]
+        assert result["took"] < 20, result["took"]  # well before the 30 s group timeout
+        assert result["sum"] == [3.0] * 4, result
+
+
 def _timed(rank, world, port):
     """4 processes: form 4, shrink to 3 (the last one sits out), grow back to 4; returns each
     reconfigure's seconds on this process."""
