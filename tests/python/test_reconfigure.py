@@ -292,8 +292,8 @@ def test_shrink_abort_ends_work_that_waits_for_an_excluded_rank():
 
 
 def _timed(rank, world, port):
-    """4 processes: form 4, shrink to 3 (the last one sits out), grow back to 4; returns each
-    reconfigure's seconds on this process."""
+    """4 processes: form 4, shrink to 3 (the last one sits out), grow back to 4 (handles given
+    as a set); returns each reconfigure's seconds on this process."""
     store = _store(port)
     _init(store, rank, world)
     times = {"form": _reconfigure(store, "a", 1, list(range(4)), rank)}
@@ -301,8 +301,12 @@ def _timed(rank, world, port):
     if rank < 3:
         times["shrink"] = _reconfigure(store, "b", 2, [0, 1, 2], rank)
         steps.append(_step([0, 1, 2], rank))
-    times["grow"] = _reconfigure(store, "c", 3, [3, 0, 1, 2], rank)
-    steps.append(_step([3, 0, 1, 2], rank))
+    # Grown back with a set of handles: xccl assigns ranks in the handles' sorted order.
+    handles = _exchange(store, "c", list(range(4)), rank)
+    began = time.perf_counter()
+    dist._reconfigure(uuid=3, handles=set(handles)).wait()
+    times["grow"] = time.perf_counter() - began
+    steps.append(_step(sorted(range(4), key=lambda m: handles[m]), rank))
     return {"times": times, "steps": steps}
 
 
