@@ -79,8 +79,14 @@ def _form_shrink_grow(rank, world, port):
     newcomer = rank == 3
     steps = {}
     if newcomer:
-        store.wait(["left"])
+        store.wait(["left", "formed 2"])
         _init(store, 0, 1)
+        # uuid 2 is the job's already (the two-member membership): refused, nothing changed.
+        try:
+            dist._reconfigure(uuid=2, handles=[dist._get_reconfigure_handle()])
+            steps["reused"] = "accepted"
+        except ValueError as e:
+            steps["reused"] = str(e)
     else:
         _init(store, rank, 3)
         try:
@@ -95,8 +101,13 @@ def _form_shrink_grow(rank, world, port):
             return steps
         _reconfigure(store, "b", 2, [0, 1], rank)
         steps["2"] = _step([0, 1], rank)
+        store.set("formed 2", "1")
     _reconfigure(store, "c", 3, [0, 1, 3], rank)
     steps["3b"] = _step([0, 1, 3], rank)
+    # Handles are stable: what each member published for every reconfigure is the same.
+    steps["handles"] = sorted(
+        {store.get(f"{t}/{rank}").decode() for t in "abc" if store.check([f"{t}/{rank}"])}
+    )
     dist.destroy_process_group()
     return steps
 
@@ -112,15 +123,18 @@ def test_form_shrink_and_grow_with_a_newcomer():
     for process, steps in enumerate(results):
         if process < 3:
             assert "torch.distributed._reconfigure first" in steps["before"], steps["before"]
+        if process < 2 or process == 3:
+            assert len(steps.pop("handles")) == 1, steps  # one handle for every reconfigure
         for name, step in steps.items():
-            if name == "before":
+            if name in ("before", "reused"):
                 continue
             assert step["rank"] == step["expected_rank"], (process, name, step)
             assert step["size"] == int(name[0]), (process, name, step)
             assert step["sum"] == step["expected_sum"], (process, name, step)
             assert step["broadcast"] == step["expected_broadcast"], (process, name, step)
     assert set(results[2]) == {"before", "3"}
-    assert set(results[3]) == {"3b"}
+    assert set(results[3]) == {"reused", "3b"}
+    assert "uuid 2 was already used in this job for another membership" in results[3]["reused"]
 
 
 def _refusals(rank, world, port):
