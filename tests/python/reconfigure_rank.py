@@ -3,7 +3,8 @@ inside a namespace host with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR
 
 Three ranks form a group by reconfigure, the last one sits out a reconfigure to the first two,
 then all three reconfigure back; each step records the transport and an all_reduce. Prints one
-JSON line {"rank", "host", "steps": [{"uuid", "rank", "size", "transport", "sum"}]}.
+JSON line {"rank", "host", "steps": [{"uuid", "rank", "size", "transport", "peer_transport",
+"sum"}]}.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def main() -> int:
                 "rank": dist.get_rank(),
                 "size": dist.get_world_size(),
                 "transport": backend.transport,
+                "peer_transport": backend.peer_transport,
                 "sum": total.tolist(),
             }
         )

@@ -342,7 +342,8 @@ def test_four_rank_reconfigure_time():
 
 
 @needs_reconfigure
-def test_reconfigure_across_namespace_hosts(tmp_path):
+@pytest.mark.parametrize("net", ["tcp", "ofi"])
+def test_reconfigure_across_namespace_hosts(tmp_path, net):
     """Two ranks on one namespace host and one on another: the membership of three is hierarchical
     (shared memory per host, TCP between), the two on one host alone use one shared-memory
     segment, and growing back rebuilds the hierarchy."""
@@ -351,7 +352,7 @@ def test_reconfigure_across_namespace_hosts(tmp_path):
         pytest.skip(str(cross_host._unavailable))
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reconfigure_rank.py")
     with cross_host.hosts_module.Hosts(2) as hosts:
-        procs = cross_host.start_ranks(hosts, [2, 1], {"XCCL_NET": "tcp"}, [], tmp_path, script)
+        procs = cross_host.start_ranks(hosts, [2, 1], {"XCCL_NET": net}, [], tmp_path, script)
         results = cross_host.finish_ranks(procs, tmp_path, time.monotonic() + 120)
     assert [r["host"] for r in results] == ["nshost0", "nshost0", "nshost1"]
     expected = {1: ("hierarchical", 3), 2: ("shm", 2), 3: ("hierarchical", 3)}
@@ -360,5 +361,8 @@ def test_reconfigure_across_namespace_hosts(tmp_path):
             transport, size = expected[step["uuid"]]
             assert (step["transport"], step["size"]) == (transport, size), (result["rank"], step)
             assert step["rank"] == result["rank"], step
+            # The lone rank on host 1 reaches its peers over XCCL_NET's engine alone.
+            peers = "shm" if size == 2 else net if result["rank"] == 2 else f"shm+{net}"
+            assert step["peer_transport"] == peers, (result["rank"], step)
             assert step["sum"] == [size * (size + 1) / 2] * 4, step
     assert [len(r["steps"]) for r in results] == [3, 3, 2]
