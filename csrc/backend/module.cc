@@ -38,6 +38,11 @@ PYBIND11_MODULE(_C, m) {
       .def_property(
           "timeout", [](const Options& o) { return o.timeout; },
           [](Options& o, std::chrono::milliseconds t) { o.timeout = t; })
+#if XCCL_TORCH_HAS_RECONFIGURE
+      .def_readwrite("enable_reconfigure", &Options::enable_reconfigure,
+                     "Connect nothing at creation: torch.distributed._reconfigure forms the "
+                     "membership (init_process_group(..., enable_reconfigure=True))")
+#endif
       .def("__copy__", [](const Options& o) { return copyOptions(o); })
       .def("__deepcopy__", [](const Options& o, py::dict) { return copyOptions(o); });
 
