@@ -173,9 +173,10 @@ class Transport {
   // waits in order; a signal that arrives before its wait is kept (counted), like an unexpected
   // message. Signal 0 means no signal: such a write completes no wait and is not counted (a
   // window issues many puts whose signal nobody waits for; counting them would grow a table
-  // forever), and iwaitWrite(peer, 0) throws kInvalidArgument. Over TCP and shared memory the
-  // writer's request completes once the target acknowledged the bytes in place; over libfabric
-  // once the provider completes the write. A transport without one-sided support throws
+  // forever), and iwaitWrite(peer, 0) throws kInvalidArgument. The writer's request completes
+  // only once the bytes are visible at the target (TCP and shared memory: the target's
+  // acknowledgement; libfabric: FI_DELIVERY_COMPLETE), so a write issued after another
+  // completed cannot overtake it. A transport without one-sided support throws
   // kInvalidArgument naming itself.
   virtual std::unique_ptr<Registration> registerMemory(void* data, size_t bytes);
   virtual RequestPtr iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,

@@ -53,13 +53,26 @@ long OfiTransport::postNow(Op* op) {
     case Op::Type::kSend:
       return fi_tsend(ep, op->data, op->bytes, op->desc, peerAddr_[op->peer], op->tag,
                       &op->context);
-    case Op::Type::kWrite:
-      if (!op->signalled) {
-        return fi_write(ep, op->data, op->bytes, op->desc, peerAddr_[op->peer], op->remoteAddress,
-                        op->remoteKey, &op->context);
-      }
-      return fi_writedata(ep, op->data, op->bytes, op->desc, op->cqData, peerAddr_[op->peer],
-                          op->remoteAddress, op->remoteKey, &op->context);
+    case Op::Type::kWrite: {
+      // FI_DELIVERY_COMPLETE: the write completes here only once its bytes are visible in the
+      // target's memory. The default (transmit complete) may report it when the bytes merely
+      // reached the target's provider, and a window's signal, sent after its puts completed,
+      // must not overtake them on providers that do not order RMA writes (efa).
+      iovec iov{const_cast<void*>(op->data), op->bytes};
+      fi_rma_iov rma{op->remoteAddress, op->bytes, op->remoteKey};
+      fi_msg_rma msg{};
+      msg.msg_iov = &iov;
+      msg.desc = &op->desc;
+      msg.iov_count = 1;
+      msg.addr = peerAddr_[op->peer];
+      msg.rma_iov = &rma;
+      msg.rma_iov_count = 1;
+      msg.context = &op->context;
+      // Signal 0 is no signal: no remote CQ data, so the target sees no completion at all.
+      msg.data = op->signalled ? op->cqData : 0;
+      const uint64_t flags = FI_DELIVERY_COMPLETE | (op->signalled ? FI_REMOTE_CQ_DATA : 0);
+      return fi_writemsg(ep, &msg, flags);
+    }
   }
   return -FI_EINVAL;
 }
