@@ -77,6 +77,10 @@ XcclWindow::XcclWindow(c10::intrusive_ptr<ProcessGroupXccl> group, uint64_t id)
                         shm.identity(), !shm.disabled);
     local_ = census.firstAbsent < 0 ? census.hosts.ranksOn(census.hosts.hostOf[rank_])
                                     : std::vector<int>{rank_};
+    unmapped_ = census.firstAbsent < 0
+                    ? "is on another host than rank " + std::to_string(rank_)
+                    : "is not mapped here: XCCL_SHM_DISABLE is set on rank " +
+                          std::to_string(census.firstAbsent) + ", so windows use the network";
   } catch (const Error& e) {
     throwTorchError(e.kind(), std::string("xccl new_window: ") + messageOf(e));
   }
@@ -89,7 +93,7 @@ XcclWindow::~XcclWindow() {
   }
   waitChanged_.notify_all();
   if (waiter_.joinable()) waiter_.join();
-  failLocalWaits("the window was destroyed");
+  failWaits("the window was destroyed");
 }
 
 void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
@@ -179,18 +183,18 @@ void XcclWindow::tensor_deregister() {
     std::lock_guard<std::mutex> guard(mutex_);
     registered_.reset();
     deregistered_ = true;
-    for (auto& slots : orphans_) slots.clear();
+    // orphans_ stay: their iwaitWrites are still posted and take the next signals of the
+    // window's signal value, whichever registration those belong to.
   }
-  failLocalWaits("tensor_deregister was called while it waited");
+  failWaits("tensor_deregister was called while it waited");
 }
 
 at::Tensor XcclWindow::map_remote_tensor(int64_t rank) {
   checkRank(rank, "map_remote_tensor");
   std::shared_ptr<Registered> reg = current("map_remote_tensor");
   const int peer = static_cast<int>(rank);
-  TORCH_CHECK_VALUE(reg->region->maps(peer), "xccl map_remote_tensor: rank ", peer,
-                    " is on another host than rank ", rank_,
-                    ", so its window cannot be mapped here (use put and signal)");
+  TORCH_CHECK_VALUE(reg->region->maps(peer), "xccl map_remote_tensor: rank ", peer, " ", unmapped_,
+                    "; its window cannot be mapped (use put and signal)");
   std::shared_ptr<net::shm::WindowMapping> mapping = reg->region->mapping(peer);
   const PeerWindow& window = reg->peers[peer];
   // The view holds the mapping: it stays valid after tensor_deregister or the window's end.

@@ -87,12 +87,15 @@ class XcclWindow final : public c10d::Window {
   // A transport iwaitWrite for a signal; kept when a synchronous wait_signal timed out, so the
   // signal it will consume is handed to the next wait_signal on that peer instead of being lost.
   struct SignalSlot;
-  // An asynchronous wait_signal for a rank of this host, served by waiterLoop().
-  struct LocalWait {
+  // An asynchronous wait_signal, watched by waiterLoop(): for a rank of this host it consumes
+  // the signal; for another host (`slot` set) the transport's completion completes the Work and
+  // the waiter only fails it at its deadline.
+  struct PendingWait {
     int peer;
     c10::intrusive_ptr<XcclWork> work;
     net::Deadline deadline;
     std::shared_ptr<net::shm::WindowRegion> region;
+    std::shared_ptr<SignalSlot> slot;
   };
 
   // The current registration; ValueError naming `opName` when there is none.
@@ -111,9 +114,14 @@ class XcclWindow final : public c10d::Window {
                      const at::Tensor& src) const;
   // Waits until every put to `peer` posted so far completed (other hosts): signal's fence.
   void fence(int peer, net::Deadline deadline, const std::string& what);
-  WorkPtr waitRemote(int peer, bool asyncOp, net::Deadline deadline);
+  WorkPtr waitRemote(const Registered& reg, int peer, bool asyncOp, net::Deadline deadline);
+  // Queues an async wait for waiterLoop(), starting the thread on first use.
+  void watch(PendingWait wait);
+  // Detaches `wait`'s Work from its slot (the slot goes back to orphans_); false when the
+  // signal already completed it.
+  bool detach(const PendingWait& wait);
   void waiterLoop();
-  void failLocalWaits(const std::string& why);
+  void failWaits(const std::string& why);
   c10::intrusive_ptr<XcclWork> newWork(c10d::OpType type, const char* opName,
                                        std::vector<at::Tensor> outputs = {}) const;
 
@@ -123,6 +131,7 @@ class XcclWindow final : public c10d::Window {
   const int size_;
   const uint64_t signalValue_;  // what this window's signals carry over the transport (never 0)
   std::vector<int> local_;      // ranks on this host whose windows are mapped (ascending)
+  std::string unmapped_;        // why the other ranks' windows are not mapped here
   uint64_t generation_ = 0;     // registrations so far: names their store keys
 
   mutable std::mutex mutex_;
@@ -136,7 +145,7 @@ class XcclWindow final : public c10d::Window {
   // Asynchronous wait_signal on this host: one thread per window, started by the first.
   std::mutex waitMutex_;
   std::condition_variable waitChanged_;
-  std::list<LocalWait> localWaits_;
+  std::list<PendingWait> waits_;
   bool stopping_ = false;
   std::thread waiter_;
 };

@@ -32,6 +32,11 @@ struct XcclWindow::SignalSlot {
   bool fired = false;
   std::string error;  // empty when the signal arrived
   c10::intrusive_ptr<XcclWork> work;  // an async wait_signal to complete when it fires
+
+  bool firedNow() {
+    std::lock_guard<std::mutex> guard(mutex);
+    return fired;
+  }
 };
 
 XcclWindow::WorkPtr XcclWindow::wait_signal(int64_t peerRank, bool asyncOp,
@@ -40,20 +45,14 @@ XcclWindow::WorkPtr XcclWindow::wait_signal(int64_t peerRank, bool asyncOp,
   std::shared_ptr<Registered> reg = current("wait_signal");
   const int peer = static_cast<int>(peerRank);
   const net::Deadline deadline = deadlineOf(opts.timeout);
-  if (!reg->region->maps(peer)) return waitRemote(peer, asyncOp, deadline);
+  if (!reg->region->maps(peer)) return waitRemote(*reg, peer, asyncOp, deadline);
   auto work = newWork(c10d::OpType::RECV, "wait_signal");
   if (reg->region->tryConsume(peer)) {
     work->succeed();
     return work;
   }
   if (asyncOp) {
-    {
-      std::lock_guard<std::mutex> guard(waitMutex_);
-      localWaits_.push_back(LocalWait{peer, work, deadline, reg->region});
-      if (!waiter_.joinable()) waiter_ = std::thread([this] { waiterLoop(); });
-    }
-    waitChanged_.notify_all();
-    reg->region->ring();  // the waiter may be asleep on the doorbell: look at the new wait
+    watch(PendingWait{peer, work, deadline, reg->region, nullptr});
     return work;
   }
   const std::string what = "window wait_signal";
@@ -67,7 +66,8 @@ XcclWindow::WorkPtr XcclWindow::wait_signal(int64_t peerRank, bool asyncOp,
   return work;
 }
 
-XcclWindow::WorkPtr XcclWindow::waitRemote(int peer, bool asyncOp, net::Deadline deadline) {
+XcclWindow::WorkPtr XcclWindow::waitRemote(const Registered& reg, int peer, bool asyncOp,
+                                           net::Deadline deadline) {
   auto work = newWork(c10d::OpType::RECV, "wait_signal");
   std::shared_ptr<SignalSlot> slot;
   {
@@ -109,6 +109,8 @@ XcclWindow::WorkPtr XcclWindow::waitRemote(int peer, bool asyncOp, net::Deadline
   std::unique_lock<std::mutex> lock(slot->mutex);
   if (asyncOp && !slot->fired) {
     slot->work = work;
+    lock.unlock();
+    watch(PendingWait{peer, work, deadline, reg.region, slot});  // for its deadline
     return work;
   }
   if (!slot->changed.wait_until(lock, deadline, [&] { return slot->fired; })) {
@@ -132,10 +134,10 @@ XcclWindow::WorkPtr XcclWindow::waitRemote(int peer, bool asyncOp, net::Deadline
 void XcclWindow::waiterLoop() {
   std::unique_lock<std::mutex> lock(waitMutex_);
   for (;;) {
-    waitChanged_.wait(lock, [this] { return stopping_ || !localWaits_.empty(); });
+    waitChanged_.wait(lock, [this] { return stopping_ || !waits_.empty(); });
     if (stopping_) return;
     // Every pending wait is on the same registration's region (deregistration fails them).
-    std::shared_ptr<net::shm::WindowRegion> region = localWaits_.front().region;
+    std::shared_ptr<net::shm::WindowRegion> region = waits_.front().region;
     const uint32_t seen = region->doorbell();
     net::Deadline next = net::Clock::now() + kWaiterSlice;
     struct Finished {
@@ -144,8 +146,23 @@ void XcclWindow::waiterLoop() {
       std::string error;  // empty: the signal arrived
     };
     std::vector<Finished> finished;
-    for (auto it = localWaits_.begin(); it != localWaits_.end();) {
+    for (auto it = waits_.begin(); it != waits_.end();) {
       Finished end{it->work, ErrorKind::kTimeout, ""};
+      if (it->slot) {
+        // Another host: the transport completes it; we only end it at its deadline.
+        const bool late = net::Clock::now() >= it->deadline;
+        if (late && detach(*it)) {
+          end.error = timedOut(it->peer, rank_);
+          finished.push_back(std::move(end));
+        }
+        if (late || it->slot->firedNow()) {
+          it = waits_.erase(it);
+        } else {
+          next = std::min(next, it->deadline);
+          ++it;
+        }
+        continue;
+      }
       bool done = it->region->tryConsume(it->peer);
       if (!done && net::Clock::now() >= it->deadline) {
         done = true;
@@ -162,13 +179,13 @@ void XcclWindow::waiterLoop() {
       }
       if (done) {
         finished.push_back(std::move(end));
-        it = localWaits_.erase(it);
+        it = waits_.erase(it);
       } else {
         next = std::min(next, it->deadline);
         ++it;
       }
     }
-    const bool more = !localWaits_.empty();
+    const bool more = !waits_.empty();
     lock.unlock();
     // Outside the lock: a Work's callbacks may call wait_signal again.
     for (Finished& end : finished) {
@@ -188,13 +205,37 @@ void XcclWindow::waiterLoop() {
   }
 }
 
-void XcclWindow::failLocalWaits(const std::string& why) {
-  std::list<LocalWait> waits;
+void XcclWindow::watch(PendingWait wait) {
+  std::shared_ptr<net::shm::WindowRegion> region = wait.region;
   {
     std::lock_guard<std::mutex> guard(waitMutex_);
-    waits.swap(localWaits_);
+    waits_.push_back(std::move(wait));
+    if (!waiter_.joinable()) waiter_ = std::thread([this] { waiterLoop(); });
   }
-  for (LocalWait& wait : waits) {
+  waitChanged_.notify_all();
+  region->ring();  // the waiter may be asleep on the doorbell: look at the new wait
+}
+
+bool XcclWindow::detach(const PendingWait& wait) {
+  {
+    std::lock_guard<std::mutex> guard(wait.slot->mutex);
+    if (wait.slot->fired || wait.slot->work != wait.work) return false;
+    wait.slot->work.reset();
+  }
+  // Still posted: the signal it will take goes to the next wait_signal on this peer.
+  std::lock_guard<std::mutex> guard(mutex_);
+  orphans_[wait.peer].push_front(wait.slot);
+  return true;
+}
+
+void XcclWindow::failWaits(const std::string& why) {
+  std::list<PendingWait> waits;
+  {
+    std::lock_guard<std::mutex> guard(waitMutex_);
+    waits.swap(waits_);
+  }
+  for (PendingWait& wait : waits) {
+    if (wait.slot && !detach(wait)) continue;  // the signal came: already completed
     wait.work->fail(ErrorKind::kAborted,
                     "xccl window wait_signal from rank " + std::to_string(wait.peer) + ": " + why);
   }
