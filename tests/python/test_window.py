@@ -6,6 +6,7 @@ writes across hosts. Skipped on torch without windows (2.13)."""
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pytest
@@ -46,6 +47,9 @@ def test_put_signal_wait_and_map(chk, rank, world):
     chk.true("an xccl window", isinstance(win, xccl._C.Window), type(win).__name__)
     chk.true("the tensor object is kept", t is before)
     chk.equal("contents kept at registration", t[-10:], torch.full((10,), rank + 0.5))
+    # Our window file is unlinked once every rank mapped it (its name carries our pid).
+    left = [f for f in os.listdir("/dev/shm") if f.startswith(f"xccl-w{os.getpid()}-")]
+    chk.equal("no window file left in /dev/shm", left, [])
     nxt, prev = (rank + 1) % world, (rank - 1) % world
     for step in range(3):
         # Each step a fresh value at our slot of the next rank's window, then one signal: the
