@@ -100,6 +100,12 @@ class Request {
 
 using RequestPtr = std::shared_ptr<Request>;
 
+// Fails `request` (the transport's lock held) and returns it: an operation refused when issued.
+inline RequestPtr failedRequest(RequestPtr request, const Error& error) {
+  request->failLocked(error);
+  return request;
+}
+
 // What a peer needs to write into memory registered with Transport::registerMemory: sent to it
 // by any means (a message, the store). Plain data, the same layout in every transport.
 struct RemoteRegion {

@@ -35,4 +35,9 @@ inline void runRanks(int size, const std::function<void(int, net::Transport&)>& 
   runRanks(size, loopbackOptions(), body);
 }
 
+inline net::MessageTag p2pTag(uint64_t tag) { return {net::TagSpace::kPointToPoint, 0, tag}; }
+inline net::Deadline soon(int ms = 10000) {
+  return net::Clock::now() + std::chrono::milliseconds(ms);
+}
+
 }  // namespace xccl::testing

@@ -99,22 +99,8 @@ RequestPtr OfiTransport::iwrite(int peer, const void* data, size_t bytes, const 
 RequestPtr OfiTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone) {
   XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot wait for a write from rank ",
                  peer, " on rank ", rank_, " of ", size_);
-  XCCL_CHECK_ARG(signal != 0, "iwaitWrite: signal 0 means no signal; no write completes it");
-  auto request =
-      std::make_shared<Request>(peer, MessageTag{}, 0, /*isSend=*/false, std::move(onDone));
   std::lock_guard<std::mutex> guard(mutex_);
-  auto arrived = writesArrived_.find({peer, signal});
-  if (arrived != writesArrived_.end()) {
-    if (--arrived->second == 0) writesArrived_.erase(arrived);
-    request->completeLocked(peer);
-    return request;
-  }
-  if (const Error* refusal = health_.refusalLocked(peer, TagSpace::kPointToPoint)) {
-    request->failLocked(*refusal);
-    return request;
-  }
-  writeWaits_.push_back({peer, signal, request});
-  return request;
+  return signals_.waitLocked(peer, signal, std::move(onDone), health_);
 }
 
 // Progress thread: a peer's write landed here (the provider reports the remote CQ data only
@@ -122,17 +108,8 @@ RequestPtr OfiTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone
 void OfiTransport::onSignal(uint64_t data) {
   const int peer = codec_->rankOf(data);
   const uint64_t signal = codec_->signalOf(data);
-  if (signal == 0) return;  // never sent (see iwrite); counting it would grow writesArrived_
   std::lock_guard<std::mutex> guard(mutex_);
-  for (auto it = writeWaits_.begin(); it != writeWaits_.end(); ++it) {
-    if (it->peer == peer && it->signal == signal) {
-      it->request->completeLocked(peer);
-      writeWaits_.erase(it);
-      completed_.notify_all();
-      return;
-    }
-  }
-  ++writesArrived_[{peer, signal}];
+  if (signals_.arrivedLocked(peer, signal)) completed_.notify_all();
 }
 
 }  // namespace xccl::net::ofi

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "net/factory.h"
+#include "net/one_sided.h"
 #include "net/peer_health.h"
 #include "net/status_board.h"
 #include "net/store.h"
@@ -91,12 +92,6 @@ class OfiTransport final : public Transport {
     RequestPtr request;
     uint8_t* data;
   };
-  struct WriteWait {
-    int peer;
-    uint64_t signal;
-    RequestPtr request;
-  };
-
   // transport.cc: setup, the progress thread, completions.
   void exchangeAddresses(Store& store, const NetOptions& options);
   void progressLoop();
@@ -152,8 +147,7 @@ class OfiTransport final : public Transport {
   std::vector<std::map<uint64_t, std::vector<uint8_t>>> early_;  // headers ahead of their turn
   std::list<Posted> posted_;
   std::list<Unexpected> unexpected_;
-  std::list<WriteWait> writeWaits_;
-  std::map<std::pair<int, uint64_t>, uint64_t> writesArrived_;  // signals before their wait
+  WriteSignals signals_;  // one-sided writes' signals, waited for or arrived first
   PeerHealth health_;
   StatusBoard status_;  // takes mutex_ itself
 };

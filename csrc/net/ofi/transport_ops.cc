@@ -241,22 +241,14 @@ void OfiTransport::failPeer(int peer, const Error& error, bool failAllCollective
       ++it;
     }
   }
-  for (auto it = writeWaits_.begin(); it != writeWaits_.end();) {
-    if (it->peer == peer) {
-      it->request->failLocked(error);
-      it = writeWaits_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  signals_.failLocked(peer, error);
   completed_.notify_all();
 }
 
 void OfiTransport::failEverythingLocked(const Error& error) {
   for (auto& p : posted_) p.request->failLocked(error);
   posted_.clear();
-  for (auto& w : writeWaits_) w.request->failLocked(error);
-  writeWaits_.clear();
+  signals_.failLocked(-1, error);
   std::lock_guard<std::mutex> ops(opsMutex_);
   for (Op* op : live_) {
     if (op->request) op->request->failLocked(error);

@@ -167,18 +167,14 @@ FrameTarget ShmTransport::onHeader(int peer, const FrameHeader& header) {
     }
     case FrameType::kWrite: {
       std::lock_guard<std::mutex> guard(mutex_);
-      auto it = regions_.find(header.key);
-      if (it == regions_.end() || header.offset > it->second.second ||
-          header.bytes > it->second.second - header.offset) {
+      std::string why;
+      uint8_t* at = regions_.findLocked(header.key, header.offset, header.bytes, &why);
+      if (at == nullptr) {
         slot.refused = true;
-        slot.control =
-            detail::concat("rank ", rank_, " refused a one-sided write of ", header.bytes,
-                           " bytes at offset ", header.offset,
-                           it == regions_.end() ? ": no registration has that key"
-                                                : ": it does not fit the registered region");
-        return {};
+        slot.control = detail::concat("rank ", rank_, " refused a one-sided write of ",
+                                      header.bytes, " bytes at offset ", header.offset, ": ", why);
       }
-      return {it->second.first + header.offset};
+      return {at};
     }
     case FrameType::kStatusQuery:
     case FrameType::kStatusReply:
@@ -252,18 +248,9 @@ void ShmTransport::onPayload(int peer, const FrameHeader& header, const FrameTar
 // The bytes are in place (the copy out of the ring happened on this thread): the signal
 // completes the oldest wait for it or is counted, then the writer learns its write landed.
 void ShmTransport::onWriteDone(int peer, const FrameHeader& header, Inflight& slot) {
-  if (!slot.refused && header.seq != 0) {  // signal 0: nobody waits, nothing is counted
+  if (!slot.refused) {
     std::lock_guard<std::mutex> guard(mutex_);
-    auto it = std::find_if(signalWaiters_.begin(), signalWaiters_.end(), [&](const RequestPtr& r) {
-      return r->peer() == peer && r->tag().seq == header.seq;
-    });
-    if (it != signalWaiters_.end()) {
-      (*it)->completeLocked(peer);
-      signalWaiters_.erase(it);
-      completed_.notify_all();
-    } else {
-      ++arrived_[{peer, header.seq}];
-    }
+    if (signals_.arrivedLocked(peer, header.seq)) completed_.notify_all();
   } else {
     XCCL_WARN("shm", slot.control);
   }

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "net/one_sided.h"
 #include "net/peer_health.h"
 #include "net/receive_queues.h"
 #include "net/shm/link.h"
@@ -106,11 +107,10 @@ class ShmTransport final : public Transport, private FrameSink {
   PeerHealth health_;
   StatusBoard status_;  // takes mutex_ itself
   // One-sided: registrations by key, writes awaiting their ack by id, signals by (peer, signal).
-  std::map<uint64_t, std::pair<uint8_t*, size_t>> regions_;
+  RegionTable regions_;
   std::map<uint64_t, RequestPtr> writes_;
   uint64_t nextWriteId_ = 1;
-  std::map<std::pair<int, uint64_t>, uint64_t> arrived_;  // signals that came before their wait
-  std::list<RequestPtr> signalWaiters_;                  // peer = the writer, tag.seq = signal
+  WriteSignals signals_;
 };
 
 }  // namespace xccl::net::shm

@@ -3,19 +3,9 @@
 #include <cstring>
 
 #include "common/logging.h"
-#include "net/bootstrap.h"
 #include "net/shm/transport.h"
 
 namespace xccl::net::shm {
-namespace {
-
-RequestPtr failed(RequestPtr request, const Error& error) {
-  request->failLocked(error);
-  return request;
-}
-
-}  // namespace
-
 // Deregisters under the transport's mutex, so a write frame arriving afterwards is refused
 // instead of landing in freed memory.
 class ShmTransport::ShmRegistration final : public Registration {
@@ -23,7 +13,7 @@ class ShmTransport::ShmRegistration final : public Registration {
   ShmRegistration(ShmTransport& owner, RemoteRegion remote) : owner_(owner), remote_(remote) {}
   ~ShmRegistration() override {
     std::lock_guard<std::mutex> guard(owner_.mutex_);
-    owner_.regions_.erase(remote_.key);
+    owner_.regions_.removeLocked(remote_.key);
   }
   RemoteRegion remote() const override { return remote_; }
 
@@ -57,7 +47,7 @@ RequestPtr ShmTransport::isend(int peer, MessageTag tag, const void* data, size_
   {
     std::lock_guard<std::mutex> guard(mutex_);
     if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
-      return failed(request, *refusal);
+      return failedRequest(request, *refusal);
     }
   }
   FrameHeader header;
@@ -95,13 +85,8 @@ void ShmTransport::completeAll(const std::vector<RequestPtr>& requests) {
 }
 
 std::unique_ptr<Registration> ShmTransport::registerMemory(void* data, size_t bytes) {
-  RemoteRegion remote{reinterpret_cast<uint64_t>(data), bytes, 0};
   std::lock_guard<std::mutex> guard(mutex_);
-  do {
-    remote.key = randomToken();
-  } while (remote.key == 0 || regions_.count(remote.key) != 0);
-  regions_[remote.key] = {static_cast<uint8_t*>(data), bytes};
-  return std::make_unique<ShmRegistration>(*this, remote);
+  return std::make_unique<ShmRegistration>(*this, regions_.addLocked(data, bytes));
 }
 
 RequestPtr ShmTransport::iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
@@ -120,14 +105,14 @@ RequestPtr ShmTransport::iwrite(int peer, const void* data, size_t bytes, const 
   {
     std::lock_guard<std::mutex> guard(mutex_);
     if (dstOffset > dst.bytes || bytes > dst.bytes - dstOffset) {
-      return failed(request,
-                    Error(ErrorKind::kInvalidArgument,
-                          detail::concat("a one-sided write of ", bytes, " bytes at offset ",
-                                         dstOffset, " does not fit rank ", peer, "'s region of ",
-                                         dst.bytes, " bytes")));
+      return failedRequest(request,
+                           Error(ErrorKind::kInvalidArgument,
+                                 detail::concat("a one-sided write of ", bytes, " bytes at offset ",
+                                                dstOffset, " does not fit rank ", peer,
+                                                "'s region of ", dst.bytes, " bytes")));
     }
     if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
-      return failed(request, *refusal);
+      return failedRequest(request, *refusal);
     }
     header.id = nextWriteId_++;
     writes_[header.id] = request;
@@ -141,21 +126,8 @@ RequestPtr ShmTransport::iwrite(int peer, const void* data, size_t bytes, const 
 RequestPtr ShmTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone) {
   XCCL_CHECK_ARG(reaches(peer), "rank ", rank_, " cannot wait for writes from rank ", peer,
                  " over shared memory (not a rank of this host)");
-  XCCL_CHECK_ARG(signal != 0, "iwaitWrite: signal 0 means no signal; no write completes it");
-  const MessageTag tag{TagSpace::kPointToPoint, 0, signal, 0};
-  auto request = std::make_shared<Request>(peer, tag, 0, /*isSend=*/false, std::move(onDone));
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = arrived_.find({peer, signal});
-  if (it != arrived_.end()) {
-    if (--it->second == 0) arrived_.erase(it);
-    request->completeLocked(peer);
-    return request;
-  }
-  if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
-    return failed(request, *refusal);
-  }
-  signalWaiters_.push_back(request);
-  return request;
+  return signals_.waitLocked(peer, signal, std::move(onDone), health_);
 }
 
 void ShmTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
@@ -180,10 +152,7 @@ void ShmTransport::failPeer(int peer, const Error& error, bool failAllCollective
       ++it;
     }
   }
-  signalWaiters_.remove_if([&](const RequestPtr& r) {
-    if (r->peer() == peer) r->failLocked(error);
-    return r->peer() == peer;
-  });
+  signals_.failLocked(peer, error);
   completed_.notify_all();
 }
 
@@ -196,8 +165,7 @@ void ShmTransport::failEverythingLocked(const Error& error) {
   }
   for (auto& w : writes_) w.second->failLocked(error);
   writes_.clear();
-  for (auto& r : signalWaiters_) r->failLocked(error);
-  signalWaiters_.clear();
+  signals_.failLocked(-1, error);
   completed_.notify_all();
 }
 

@@ -2,28 +2,18 @@
 // completed by the target's kWriteAck) and the target's (chunks into registered memory, signals).
 #include "net/tcp/memory.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "common/logging.h"
-#include "net/bootstrap.h"
 #include "net/tcp/transport.h"
 
 namespace xccl::net::tcp {
-namespace {
-
-RequestPtr failed(RequestPtr request, const Error& error) {
-  request->failLocked(error);
-  return request;
-}
-
-}  // namespace
 
 TcpRegistration::~TcpRegistration() { owner_.deregister(remote_.key); }
 
 void TcpTransport::deregister(uint64_t key) {
   std::unique_lock<std::mutex> lock(mutex_);
-  regions_.erase(key);
+  regions_.removeLocked(key);
   // A chunk being read into the range now was pinned before the key went: wait for it (one chunk
   // per link at most; an abandoned one is unpinned when its link goes down).
   completed_.wait(lock, [&] { return landing_.count(key) == 0; });
@@ -31,13 +21,8 @@ void TcpTransport::deregister(uint64_t key) {
 
 std::unique_ptr<Registration> TcpTransport::registerMemory(void* data, size_t bytes) {
   XCCL_CHECK_ARG(data != nullptr || bytes == 0, "registerMemory: null memory of ", bytes, " bytes");
-  RemoteRegion remote{reinterpret_cast<uint64_t>(data), bytes, 0};
   std::lock_guard<std::mutex> guard(mutex_);
-  do {
-    remote.key = randomToken();
-  } while (remote.key == 0 || regions_.count(remote.key) != 0);
-  regions_[remote.key] = {static_cast<uint8_t*>(data), bytes};
-  return std::make_unique<TcpRegistration>(*this, remote);
+  return std::make_unique<TcpRegistration>(*this, regions_.addLocked(data, bytes));
 }
 
 RequestPtr TcpTransport::iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
@@ -48,42 +33,30 @@ RequestPtr TcpTransport::iwrite(int peer, const void* data, size_t bytes, const 
   auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
   std::unique_lock<std::mutex> lock(mutex_);
   if (dstOffset > dst.bytes || bytes > dst.bytes - dstOffset) {
-    return failed(request,
-                  Error(ErrorKind::kInvalidArgument,
-                        detail::concat("a one-sided write of ", bytes, " bytes at offset ",
-                                       dstOffset, " does not fit rank ", peer, "'s region of ",
-                                       dst.bytes, " bytes; nothing was written")));
+    return failedRequest(request, Error(ErrorKind::kInvalidArgument,
+                                        detail::concat("a one-sided write of ", bytes,
+                                                       " bytes at offset ", dstOffset,
+                                                       " does not fit rank ", peer, "'s region of ",
+                                                       dst.bytes, " bytes; nothing was written")));
   }
   if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
-    return failed(request, *refusal);
+    return failedRequest(request, *refusal);
   }
   Peer& p = *peers_[peer];
   std::vector<RequestPtr> completed;
   {
     std::lock_guard<std::mutex> guard(p.sendMutex);  // lock order: mutex_, then sendMutex
     if (p.failed) {
-      return failed(request,
-                    Error(ErrorKind::kPeerFailure, detail::concat("rank ", peer, " has failed")));
+      return failedRequest(request, Error(ErrorKind::kPeerFailure,
+                                          detail::concat("rank ", peer, " has failed")));
     }
     const uint64_t id = p.nextMessage;  // enqueueLocked gives the message this id
     writes_[{peer, id}].request = request;
-    // The chunks' own completion (acknowledged, or copied when small): the caller's bytes are
-    // no longer needed. Runs with mutex_ held, like every completion.
+    // The chunks' own completion (acknowledged, or copied when small), with mutex_ held like
+    // every completion.
     auto chunks = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true,
                                             [this, peer, id](const Request& done) {
-                                              auto it = writes_.find({peer, id});
-                                              if (it == writes_.end()) return;
-                                              if (done.state() == Request::State::kFailed) {
-                                                try {
-                                                  done.rethrowIfFailed();
-                                                } catch (const Error& e) {
-                                                  it->second.request->failLocked(e);
-                                                }
-                                                writes_.erase(it);
-                                                return;
-                                              }
-                                              it->second.chunksDone = true;
-                                              finishWriteLocked(peer, id);
+                                              chunksDoneLocked(peer, id, done);
                                             });
     FrameHeader header;
     header.type = FrameType::kWrite;
@@ -103,39 +76,19 @@ RequestPtr TcpTransport::iwrite(int peer, const void* data, size_t bytes, const 
 RequestPtr TcpTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone) {
   XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot wait for a write from rank ",
                  peer, " on rank ", rank_, " of ", size_);
-  XCCL_CHECK_ARG(signal != 0, "iwaitWrite: signal 0 means no signal; no write completes it");
-  const MessageTag tag{TagSpace::kPointToPoint, 0, signal, 0};
-  auto request = std::make_shared<Request>(peer, tag, 0, /*isSend=*/false, std::move(onDone));
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = arrived_.find({peer, signal});
-  if (it != arrived_.end()) {
-    if (--it->second == 0) arrived_.erase(it);
-    request->completeLocked(peer);
-    return request;
-  }
-  if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
-    return failed(request, *refusal);
-  }
-  signalWaiters_.push_back(request);
-  return request;
+  return signals_.waitLocked(peer, signal, std::move(onDone), health_);
 }
 
 // Target, progress thread: the first chunk of a write is known. It is checked whole, so a write
 // that does not fit writes nothing; its chunks are then read and dropped.
 void TcpTransport::admitWrite(int peer, Incoming& message) {
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = regions_.find(message.key);
-  if (it == regions_.end()) {
+  std::string why;
+  if (regions_.findLocked(message.key, message.target, message.total, &why) == nullptr) {
     message.refusal =
         detail::concat("rank ", rank_, " refused a one-sided write of ", message.total,
-                       " bytes at offset ", message.target, " from rank ", peer,
-                       ": no registration has that key (never registered, or deregistered)");
-  } else if (message.target > it->second.bytes ||
-             message.total > it->second.bytes - message.target) {
-    message.refusal =
-        detail::concat("rank ", rank_, " refused a one-sided write of ", message.total,
-                       " bytes at offset ", message.target, " from rank ", peer,
-                       ": it does not fit the registered region of ", it->second.bytes, " bytes");
+                       " bytes at offset ", message.target, " from rank ", peer, ": ", why);
   }
 }
 
@@ -143,15 +96,14 @@ void TcpTransport::admitWrite(int peer, Incoming& message) {
 // registration went meanwhile. mutex_ held.
 uint8_t* TcpTransport::landingLocked(Incoming& message, const FrameHeader& header) {
   if (!message.refusal.empty()) return nullptr;
-  auto it = regions_.find(message.key);
-  if (it == regions_.end()) {
-    message.refusal = detail::concat("rank ", rank_,
-                                     " deregistered the memory while a one-sided "
-                                     "write of ",
-                                     message.total, " bytes into it arrived");
-    return nullptr;
+  std::string why;  // admitWrite checked the range: only the key can have gone since
+  uint8_t* at =
+      regions_.findLocked(message.key, message.target + header.offset, header.length, &why);
+  if (at == nullptr) {
+    message.refusal = detail::concat("rank ", rank_, " deregistered the memory while a one-sided ",
+                                     "write of ", message.total, " bytes into it arrived");
   }
-  return it->second.data + message.target + header.offset;  // admitWrite checked the range
+  return at;
 }
 
 uint8_t* TcpTransport::pinChunk(Receiving::Slot& slot, Incoming& message,
@@ -186,21 +138,12 @@ void TcpTransport::unpin(Receiving::Slot& slot) {
 // Target, progress thread: every chunk of the write was read. Its bytes are in place, so its
 // signal completes the oldest wait for it (or is counted); then the writer gets the answer.
 void TcpTransport::writeLanded(int peer, const Incoming& message) {
-  const uint64_t signal = message.tag.seq;
-  if (message.refusal.empty() && signal != 0) {  // signal 0: nobody waits, nothing is counted
+  if (message.refusal.empty()) {
     std::lock_guard<std::mutex> guard(mutex_);
-    auto it = std::find_if(signalWaiters_.begin(), signalWaiters_.end(), [&](const RequestPtr& r) {
-      return r->peer() == peer && r->tag().seq == signal;
-    });
-    if (it != signalWaiters_.end()) {
-      (*it)->completeLocked(peer);
-      signalWaiters_.erase(it);
-      completed_.notify_all();
-    } else {
-      ++arrived_[{peer, signal}];
-    }
+    if (signals_.arrivedLocked(peer, message.tag.seq)) completed_.notify_all();
+  } else {
+    XCCL_WARN("tcp", message.refusal);
   }
-  if (!message.refusal.empty()) XCCL_WARN("tcp", message.refusal);
   FrameHeader header;
   header.type = FrameType::kWriteAck;
   header.tagSeq = message.id;
@@ -227,6 +170,23 @@ void TcpTransport::writeAnswered(int peer, const Incoming& answer) {
   finishWriteLocked(peer, answer.tag.seq);
 }
 
+// Writer: the write's chunks are done with (the caller's bytes are no longer needed), or failed.
+void TcpTransport::chunksDoneLocked(int peer, uint64_t id, const Request& chunks) {
+  auto it = writes_.find({peer, id});
+  if (it == writes_.end()) return;
+  if (chunks.state() == Request::State::kFailed) {
+    try {
+      chunks.rethrowIfFailed();
+    } catch (const Error& e) {
+      it->second.request->failLocked(e);
+    }
+    writes_.erase(it);
+    return;
+  }
+  it->second.chunksDone = true;
+  finishWriteLocked(peer, id);
+}
+
 void TcpTransport::finishWriteLocked(int peer, uint64_t id) {
   auto it = writes_.find({peer, id});
   if (it == writes_.end() || !it->second.chunksDone || !it->second.answered) return;
@@ -250,11 +210,7 @@ void TcpTransport::failWritesLocked(int peer, const Error& error) {
       ++it;
     }
   }
-  signalWaiters_.remove_if([&](const RequestPtr& r) {
-    if (peer >= 0 && r->peer() != peer) return false;
-    r->failLocked(error);
-    return true;
-  });
+  signals_.failLocked(peer, error);
 }
 
 }  // namespace xccl::net::tcp

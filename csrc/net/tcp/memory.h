@@ -14,12 +14,6 @@ namespace xccl::net::tcp {
 
 class TcpTransport;
 
-// A registered range; its key is random, non-zero and unique among the transport's regions.
-struct Region {
-  uint8_t* data = nullptr;
-  size_t bytes = 0;
-};
-
 // Writer's side of one write, by (peer, message id), until it both has its answer and its chunks
 // are done with (acknowledged, or copied for small ones): the caller may reuse its buffer only
 // then, and the answer may come before the acknowledgement that covers the chunks.
@@ -31,7 +25,9 @@ struct PendingWrite {
 };
 
 // Deregisters under the transport's mutex, and waits until no chunk is being read into the range
-// (at most one chunk per link): a write arriving afterwards is refused by key, never written.
+// (at most one chunk per link; a link that stalls mid-chunk is taken down, and the chunk
+// abandoned, within XCCL_NET_LINK_TIMEOUT_MS): a write arriving afterwards is refused by key,
+// never written.
 class TcpRegistration final : public Registration {
  public:
   TcpRegistration(TcpTransport& owner, RemoteRegion remote) : owner_(owner), remote_(remote) {}

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "net/one_sided.h"
 #include "net/peer_health.h"
 #include "net/receive_queues.h"
 #include "net/status_board.h"
@@ -185,6 +186,7 @@ class TcpTransport final : public Transport {
   void unpin(Receiving::Slot& slot);
   void writeLanded(int peer, const Incoming& message);
   void writeAnswered(int peer, const Incoming& answer);
+  void chunksDoneLocked(int peer, uint64_t id, const Request& chunks);
   void finishWriteLocked(int peer, uint64_t id);
   void failWritesLocked(int peer, const Error& error);
   void deregister(uint64_t key);
@@ -231,13 +233,11 @@ class TcpTransport final : public Transport {
   PeerHealth health_;
   StatusBoard status_;  // takes mutex_ itself
   // One-sided (memory.cc): registrations by key; how many chunks are being read into each right
-  // now (a deregistration waits for none); writes awaiting their answer by (peer, message id);
-  // signals by (peer, signal) that came before their wait, and the waits posted before theirs.
-  std::map<uint64_t, Region> regions_;
+  // now (a deregistration waits for none); writes awaiting their answer by (peer, message id).
+  RegionTable regions_;
   std::map<uint64_t, int> landing_;
   std::map<std::pair<int, uint64_t>, PendingWrite> writes_;
-  std::map<std::pair<int, uint64_t>, uint64_t> arrived_;
-  std::list<RequestPtr> signalWaiters_;  // peer = the writer, tag.seq = signal
+  WriteSignals signals_;
 };
 
 }  // namespace xccl::net::tcp

@@ -9,15 +9,6 @@
 #include "net/tcp/transport.h"
 
 namespace xccl::net::tcp {
-namespace {
-
-RequestPtr failed(RequestPtr request, const Error& error) {
-  request->failLocked(error);
-  return request;
-}
-
-}  // namespace
-
 RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_t bytes,
                                Completion onDone) {
   XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot send to rank ", peer,
@@ -26,7 +17,7 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
   {
     std::lock_guard<std::mutex> guard(mutex_);
     if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
-      return failed(request, *refusal);
+      return failedRequest(request, *refusal);
     }
   }
   Peer& p = *peers_[peer];
@@ -48,9 +39,9 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
     // Lock order: mutex_ is never taken under a sendMutex (failAll takes them the other way).
     std::lock_guard<std::mutex> lock(mutex_);
     const Error* refusal = health_.refusalLocked(peer, tag.space);
-    return failed(request, refusal ? *refusal
-                                   : Error(ErrorKind::kPeerFailure,
-                                           detail::concat("rank ", peer, " has failed")));
+    return failedRequest(request, refusal ? *refusal
+                                          : Error(ErrorKind::kPeerFailure,
+                                                  detail::concat("rank ", peer, " has failed")));
   }
   completeAll(completed);
   return request;

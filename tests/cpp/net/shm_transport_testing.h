@@ -33,9 +33,4 @@ inline void runShmRanks(int size, const std::function<void(int, net::Transport&)
   });
 }
 
-inline net::MessageTag p2pTag(uint64_t tag) { return {net::TagSpace::kPointToPoint, 0, tag}; }
-inline net::Deadline soon(int ms = 10000) {
-  return net::Clock::now() + std::chrono::milliseconds(ms);
-}
-
 }  // namespace xccl::testing

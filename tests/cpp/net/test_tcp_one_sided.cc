@@ -6,12 +6,9 @@
 namespace xccl {
 namespace {
 
-using net::MessageTag;
-using net::TagSpace;
 using testing::runRanks;
-
-MessageTag p2p(uint64_t tag) { return {TagSpace::kPointToPoint, 0, tag}; }
-net::Deadline soon(int ms = 20000) { return net::Clock::now() + std::chrono::milliseconds(ms); }
+using testing::soon;
+constexpr auto p2p = testing::p2pTag;
 
 TEST(TcpOneSided, ContractAtTwoAndThreeRanks) {
   for (int size : {2, 3}) {
