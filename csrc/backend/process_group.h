@@ -172,6 +172,8 @@ class ProcessGroupXccl : public c10d::Backend {
   // One-sided windows on CPU tensors (window.h; process_group_window.cc). new_window is
   // collective, like tensor_register.
   bool supportsWindow() const override { return true; }
+  // Whether shutdown() already destroyed the transport (windows' registrations went with it).
+  bool transportGone() const { return transport_ == nullptr; }
   c10::intrusive_ptr<c10d::Window> new_window(
       const std::optional<at::Tensor>& tensor = std::nullopt) override;
 #endif

@@ -94,6 +94,12 @@ XcclWindow::~XcclWindow() {
   waitChanged_.notify_all();
   if (waiter_.joinable()) waiter_.join();
   failWaits("the window was destroyed");
+  // After the group's shutdown (destroy_process_group) its transport is gone, and with it every
+  // registration's state: nothing is left to deregister from, and the registration must not try.
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (registered_ && registered_->registration && group_->transportGone()) {
+    (void)registered_->registration.release();
+  }
 }
 
 void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {

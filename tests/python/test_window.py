@@ -432,3 +432,38 @@ def test_across_simulated_hosts_over_ofi(chk, rank, world):
 @checks_test(HOSTS, min_checks=10, env={"XCCL_NET": "tcp"})
 def test_across_simulated_hosts_over_tcp(chk, rank, world):
     across_hosts(chk, rank, world, 1, (rank + 2) % world)
+
+
+def _window_outlives_group(rank, world):
+    import gc
+
+    t = torch.zeros(8)
+    win = dist._new_window(t)
+    nxt, prev = (rank + 1) % world, (rank - 1) % world
+    win.put(torch.full((2,), 1.0 + rank), nxt, 0, False)
+    win.signal(nxt, False)
+    win.wait_signal(prev, False)
+    seen = t[:2].tolist()
+    dist.barrier()
+    dist.destroy_process_group()  # without tensor_deregister: the window outlives the group
+    try:
+        win.put(torch.ones(2), nxt, 0, False)
+        error = "no error"
+    except RuntimeError as e:
+        error = str(e)
+    del win
+    gc.collect()
+    return seen, error
+
+
+def test_window_outliving_its_group_fails_cleanly():
+    """destroy_process_group with a window still registered across hosts (simulated, TCP): later
+    calls raise, and dropping the window afterwards neither crashes nor corrupts the process."""
+    outcomes = spawn(
+        _window_outlives_group, 3, transport="hierarchical", env={"XCCL_NET": "tcp"}, timeout=60
+    )
+    assert all(o.ok for o in outcomes), describe(outcomes)
+    for rank, o in enumerate(outcomes):
+        seen, error = o.value
+        assert seen == [1.0 + (rank - 1) % 3] * 2, seen
+        assert "shut down" in error, error
