@@ -189,10 +189,21 @@ class ProcessGroupXccl : public c10d::Backend {
 #if XCCL_TORCH_HAS_MEMORY_STATS
   std::unordered_map<std::string, uint64_t> getMemoryStats() override { return memoryStats(); }
 #endif
+#if XCCL_TORCH_HAS_WINDOW
+  // One-sided windows on CPU tensors (window.h; process_group_window.cc). new_window is
+  // collective, like tensor_register.
+  bool supportsWindow() const override { return true; }
+  // Whether shutdown() already destroyed the transport (windows' registrations went with it).
+  bool transportGone() const { return transport_ == nullptr; }
+  c10::intrusive_ptr<c10d::Window> new_window(
+      const std::optional<at::Tensor>& tensor = std::nullopt) override;
+#endif
 
  private:
   // The CPU side runs on this group's engine: enqueue() and its state, the transport, the batch.
   friend class CpuSide;
+  // Windows use the transport, the store, the executor's completion thread and peerAlive.
+  friend class XcclWindow;
 
   using Body = std::function<void(const algo::Runner&)>;
 
@@ -320,6 +331,8 @@ class ProcessGroupXccl : public c10d::Backend {
   bool coalescing_ = false;
   bool gpuCoalescing_ = false;
   std::vector<c10::intrusive_ptr<XcclWork>> coalesced_;
+
+  std::atomic<uint64_t> windows_{0};  // new_window calls so far: names each window's store keys
 
   std::once_flag allocatorOnce_;
   std::shared_ptr<class PoolAllocator> allocator_;  // getMemAllocator(), made on first use
