@@ -7,6 +7,7 @@ This one command is the whole job: it starts a TCPStore on loopback and three pr
 "prefill" worker and a "decode" worker at once and a second decode worker later, and exits 0
 when every decode worker found exactly the pages it was sent (non-zero otherwise). Each worker
 is this file run with --role; on a cluster they would be separate jobs sharing the store.
+Needs torch 2.14 or later (its window and reconfigure APIs).
 
 Each worker owns one KV cache, [NUM_PAGES, PAGE_ELEMS] bfloat16, and registers it as its window
 (torch.distributed._new_window): peers' puts land in that tensor itself. A transfer is

@@ -58,6 +58,11 @@ class Pair:
     Made collectively by every rank once per run; close() is collective too."""
 
     def __init__(self, me, shapes: list):
+        if not hasattr(dist, "_new_window"):
+            raise RuntimeError(
+                f"{' and '.join(ONE_SIDED)} need torch's window API (torch 2.14 or later); "
+                f"this is torch {torch.__version__}"
+            )
         self.me = me
         self.target = me.world - 1
         self.role = "writer" if me.rank == WRITER else "target" if me.rank == self.target else None
