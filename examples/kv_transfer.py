@@ -83,7 +83,7 @@ def serve(window, cache, request: int, pages: int, decode: int) -> None:
     cache[src_pages] = request_kv(request, pages)
     # 2. one call for all pages; 3. the signal publishes them. Synchronous calls return Work
     # that is already complete; async_op=True would return Work to wait on later instead.
-    put_pages(window, cache, src_pages.tolist(), decode, dst_pages.tolist(), PAGE_ELEMS)
+    put_pages(window, cache, src_pages, decode, dst_pages, PAGE_ELEMS)
     window.signal(decode, False)
 
 

@@ -102,7 +102,12 @@ class Pair:
     def _put_pages(self, shape: dict, salt: int) -> tuple:
         from ..window import put_pages
 
-        src_pages, dst_pages = method.scattered_pages(shape["pages"], salt)
+        # As tensors made once: a transfer engine keeps its page tables as tensors, and a list
+        # would be converted on every call.
+        src_pages, dst_pages = (
+            torch.tensor(pages, dtype=torch.int64)
+            for pages in method.scattered_pages(shape["pages"], salt)
+        )
         window, src, target, elems = self.window, self.src, self.target, shape["page_elems"]
         call = lambda: _done(put_pages(window, src, src_pages, target, dst_pages, elems))  # noqa: E731
         return self._loop(call, None, True)
