@@ -14,6 +14,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXCCL_G
   -DXCCL_FUZZ=ON >/dev/null
 cmake --build "$build" --target "$target" -j2
 mkdir -p "$build/corpus/$target" "$build/findings/$target"
+python3 "$root/tests/fuzz/make_seeds.py" "$target" "$build/corpus/$target"
 cd "$build/findings/$target"
 exec "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
   -print_final_stats=1 "$build/corpus/$target"

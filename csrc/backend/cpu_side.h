@@ -20,7 +20,8 @@ class ProcessGroupXccl;
 
 class CpuSide final : public Side {
  public:
-  // The group owns its CPU side and outlives it; rank and size never change.
+  // The group owns its CPU side and outlives it; one per membership (reconfigure() builds a new
+  // one), so rank and size never change.
   explicit CpuSide(ProcessGroupXccl& group);
 
   // Side's operations (side.h); defined in the files named at the top.

@@ -6,6 +6,7 @@
 
 #include "backend/flight_recorder.h"
 #include "backend/process_group.h"
+#include "backend/window.h"
 #include "backend/work.h"
 
 namespace py = pybind11;
@@ -38,6 +39,11 @@ PYBIND11_MODULE(_C, m) {
       .def_property(
           "timeout", [](const Options& o) { return o.timeout; },
           [](Options& o, std::chrono::milliseconds t) { o.timeout = t; })
+#if XCCL_TORCH_HAS_RECONFIGURE
+      .def_readwrite("enable_reconfigure", &Options::enable_reconfigure,
+                     "Connect nothing at creation: torch.distributed._reconfigure forms the "
+                     "membership (init_process_group(..., enable_reconfigure=True))")
+#endif
       .def("__copy__", [](const Options& o) { return copyOptions(o); })
       .def("__deepcopy__", [](const Options& o, py::dict) { return copyOptions(o); });
 
@@ -65,6 +71,18 @@ PYBIND11_MODULE(_C, m) {
                              "What carries messages to peers: 'shm' (every rank on this host), "
                              "'shm+tcp' or 'shm+ofi' (shared memory to this host's ranks, "
                              "XCCL_NET's engine to the others), 'tcp' or 'ofi'");
+
+#if XCCL_TORCH_HAS_WINDOW
+  // torch's Window with xccl's extra writes; dist._new_window returns this class on xccl groups.
+  // python/xccl/window.py wraps the extras (page lists as tensors, docstrings).
+  py::class_<XcclWindow, c10d::Window, c10::intrusive_ptr<XcclWindow>>(m, "Window")
+      .def("_put_pages", &XcclWindow::putPages, py::arg("src"), py::arg("src_pages"),
+           py::arg("dst_rank"), py::arg("dst_pages"), py::arg("page_elems"), py::arg("async_op"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("_put_strided", &XcclWindow::putStrided, py::arg("src"), py::arg("dst_rank"),
+           py::arg("target_offset_nelems"), py::arg("dst_row_stride_nelems"), py::arg("async_op"),
+           py::call_guard<py::gil_scoped_release>());
+#endif
 
   m.def(
       "_set_vendor_factory",

@@ -1,7 +1,5 @@
 #include "backend/process_group.h"
 
-#include <Python.h>
-
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -10,6 +8,7 @@
 #include <cstdio>
 
 #include "backend/flight_recorder.h"
+#include "backend/gil.h"
 #include "backend/machine.h"
 #include "backend/store_adapter.h"
 #include "backend/torch_error.h"
@@ -52,26 +51,6 @@ std::vector<std::string> netIfnames() {
   return names;
 }
 
-// Releases the GIL for a scope if this thread holds it, and takes it back at the end. For waits on
-// the backend's own threads: when Python drops a tensor that a queued call still references,
-// torch hands the Python object to the C++ tensor, and the thread that drops that reference last
-// (our worker, when the call ends) must take the GIL to free it. A thread holding the GIL while
-// it joins that worker (the destructor runs where Python dropped the group) would wait forever.
-class GilReleasedIfHeld {
- public:
-  GilReleasedIfHeld() {
-    if (Py_IsInitialized() && PyGILState_Check()) state_ = PyEval_SaveThread();
-  }
-  ~GilReleasedIfHeld() {
-    if (state_ != nullptr) PyEval_RestoreThread(state_);
-  }
-  GilReleasedIfHeld(const GilReleasedIfHeld&) = delete;
-  GilReleasedIfHeld& operator=(const GilReleasedIfHeld&) = delete;
-
- private:
-  PyThreadState* state_ = nullptr;
-};
-
 }  // namespace
 
 const topo::Topology& thisMachine() {
@@ -95,45 +74,52 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
     tunables_ = algo::Tunables::fromEnvironment();
     if (!options_->algorithm.empty()) tunables_.forced = algo::parseAlgorithm(options_->algorithm);
     StoreAdapter adapter(store_, "xccl/");
-    // Building the group (settings agreement, TCP mesh) waits for every rank: bounded by
-    // XCCL_CONNECT_TIMEOUT_MS when set, else by the group timeout.
-    const std::chrono::milliseconds setupTimeout =
-        env::getString("XCCL_CONNECT_TIMEOUT_MS").empty()
-            ? options_->timeout
-            : std::chrono::milliseconds(env::getInt("XCCL_CONNECT_TIMEOUT_MS"));
-    if (size > 1) {
-      // What decides routes and algorithms must be equal on every rank, or ranks would take
-      // different paths through one collective and deadlock: every rank fails alike instead,
-      // naming the setting and which ranks have which value.
-      net::Settings settings = env::groupWideSettings();
-      settings.emplace_back("ProcessGroupXccl.Options.algorithm", options_->algorithm);
-      net::agreeOnSettings(adapter, "settings", rank, size, settings, setupTimeout);
-    }
-    // Per peer: shared memory on this host, XCCL_NET's engine to other hosts (net/factory.h).
-    net::NetOptions net;
-    net.storeHost = options_->storeHost;
-    net.timeout = setupTimeout;
-    // The interface TCP listens on (it makes the same choice from storeHost), to pin near its NIC.
-    net.progressCpus = progressCpus(net::tcp::chooseListenAddress(options_->storeHost));
-    net.ifnames = netIfnames();
-    transport_ = net::createTransport(adapter, rank, size, net);
-    setUpSharedMemory(adapter);
+    // A group created for reconfigure connects nothing: reconfigure() forms its membership.
+    if (!startUnconnected(adapter)) connectMembership(adapter, setupTimeout());
   } catch (const Error& e) {
     throwTorchError(e.kind(), e.what());
   }
+  describeToRecorder();  // a dump names this rank's file even before its first operation
+  init();
+  XCCL_INFO("backend", "group '", options_->group_name, "' rank ", rank, " of ", size,
+            handle_.empty() ? " ready (collectives over " : " waiting for reconfigure (",
+            transportName(), ", messages to peers over ", peerTransportName(), ")");
+}
+
+std::chrono::milliseconds ProcessGroupXccl::setupTimeout() const {
+  // Building a membership (settings agreement, TCP mesh) waits for every rank: bounded by
+  // XCCL_CONNECT_TIMEOUT_MS when set, else by the group timeout.
+  return env::getString("XCCL_CONNECT_TIMEOUT_MS").empty()
+             ? timeout()
+             : std::chrono::milliseconds(env::getInt("XCCL_CONNECT_TIMEOUT_MS"));
+}
+
+void ProcessGroupXccl::connectMembership(net::Store& store, std::chrono::milliseconds timeout) {
+  executor_ = std::make_unique<Executor>();
+  cpu_ = std::make_unique<CpuSide>(*this);
+  if (size_ > 1) {
+    // What decides routes and algorithms must be equal on every rank, or ranks would take
+    // different paths through one collective and deadlock: every rank fails alike instead,
+    // naming the setting and which ranks have which value.
+    net::Settings settings = env::groupWideSettings();
+    settings.emplace_back("ProcessGroupXccl.Options.algorithm", options_->algorithm);
+    net::agreeOnSettings(store, "settings", rank_, size_, settings, timeout);
+  }
+  // Per peer: shared memory on this host, XCCL_NET's engine to other hosts (net/factory.h).
+  net::NetOptions net;
+  net.storeHost = options_->storeHost;
+  net.timeout = timeout;
+  // The interface TCP listens on (it makes the same choice from storeHost), to pin near its NIC.
+  net.progressCpus = progressCpus(net::tcp::chooseListenAddress(options_->storeHost));
+  net.ifnames = netIfnames();
+  transport_ = net::createTransport(store, rank_, size_, net);
+  setUpSharedMemory(store);
   transport_->setStatusProvider([this] {
     // Peers ask only after a timeout: this rank's flight recorder dump joins theirs. Off this
     // (progress) thread, which must answer at once.
     FlightRecorder::get().requestWrite();
     return statusText();
   });
-  describeToRecorder();  // a dump names this rank's file even before its first operation
-  executor_ = std::make_unique<Executor>();
-  cpu_ = std::make_unique<CpuSide>(*this);
-  init();
-  XCCL_INFO("backend", "group '", options_->group_name, "' rank ", rank, " of ", size,
-            " ready (collectives over ", transportName(), ", messages to peers over ",
-            transport_->name(), ")");
 }
 
 ProcessGroupXccl::~ProcessGroupXccl() { shutdown(); }
@@ -159,6 +145,9 @@ void ProcessGroupXccl::checkUsable(const char* opName) const {
                                              "failure: " +
                                              brokenReason_);
   }
+  TORCH_CHECK(transport_, "xccl ", opName,
+              ": this group was created with enable_reconfigure=True and has no members yet; "
+              "call torch.distributed._reconfigure first");
 }
 
 void ProcessGroupXccl::markBroken(const std::string& reason) {
@@ -170,7 +159,7 @@ void ProcessGroupXccl::markBroken(const std::string& reason) {
   }
   XCCL_WARN("backend", reason);
   beforeAbort();
-  transport_->abort(reason);
+  if (transport_) transport_->abort(reason);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::enqueue(
@@ -320,6 +309,19 @@ void ProcessGroupXccl::shutdown() {
     std::lock_guard<std::mutex> guard(stateMutex_);
     if (shutDown_) return;
     shutDown_ = true;
+  }
+  dropMembership("");
+}
+
+void ProcessGroupXccl::dropMembership(const std::string& reason) {
+  if (!reason.empty()) {
+    {
+      std::lock_guard<std::mutex> guard(stateMutex_);
+      brokenReason_ = reason;  // queued work fails with it (enqueue's task checks)
+      broken_.store(true);
+    }
+    // In-flight work and posted point-to-point wake up and fail (peers learn it as well).
+    if (transport_) transport_->abort(reason);
   }
   GilReleasedIfHeld noGil;  // the joins below wait for threads that may need the GIL
   // A dump a peer asked for (statusProvider above) finishes before the process may exit.

@@ -12,7 +12,10 @@
 // first call on CUDA tensors, runs kernels or the vendor library, or calls the CPU side with host
 // copies. A communication failure or timeout aborts the TCP transport, which tells every peer
 // (their shared-memory waits see it through peerAlive), and leaves this group unusable (like NCCL);
-// argument errors leave it usable.
+// argument errors leave it usable. Everything that depends on the membership (rank_, size_, the
+// transports, the segment, the sides, the sequence numbers) is built by connectMembership(); a
+// group created with enable_reconfigure builds it only when reconfigure() forms a membership, and
+// rebuilds it at each reconfigure (process_group_reconfigure.cc).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -23,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "algo/context.h"
@@ -69,6 +73,20 @@ class ProcessGroupXccl : public c10d::Backend {
       const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
   void abort() override;
   void shutdown() override;
+  // Dynamic membership (process_group_reconfigure.cc; docs/p2p.md): shrink() builds a new group
+  // of the survivors; reconfigure() replaces this group's membership in place.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(
+      const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+      const c10::intrusive_ptr<c10d::Backend::Options>& optsOverride) override;
+#if XCCL_TORCH_HAS_RECONFIGURE
+  bool supportsReconfigure() const override { return true; }
+  c10d::ReconfigureHandle get_reconfigure_handle() const override;
+  c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+#endif
+  // 0 for the membership a group is created with, +1 at each reconfigure: what belongs to one
+  // membership (a window) compares it to refuse use after the membership changed.
+  uint64_t membershipEpoch() const { return membershipEpoch_.load(); }
 #if XCCL_TORCH_HAS_ABORT_HOOK
   // Hooks run before the group fails (a timeout, an error, abort()); see beforeAbort().
   void registerAbortHook(int64_t hookId, c10d::AbortHook hook) override;
@@ -82,11 +100,14 @@ class ProcessGroupXccl : public c10d::Backend {
   const char* transportName() const;
   // What carries messages to peers (net/factory.h): "shm" (every rank on this host), "shm+tcp"
   // (shared memory to this host's ranks, XCCL_NET's engine to the others), "tcp" or "ofi".
-  const char* peerTransportName() const { return transport_->name(); }
+  const char* peerTransportName() const { return transport_ ? transport_->name() : "none"; }
   // The group's tunables (algo/tunables.h), read once at creation; every plan uses them.
   const algo::Tunables& tunables() const { return tunables_; }
   // For the GPU side (gpu_path.h).
-  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
+  // The store of the current membership: the group's, or a reconfigure's under its own prefix.
+  const c10::intrusive_ptr<c10d::Store>& store() const {
+    return membershipStore_ ? membershipStore_ : store_;
+  }
   std::chrono::milliseconds timeout() const { return effectiveTimeout(c10d::kUnsetTimeout); }
   std::string groupName() const { return options_->group_name; }
   // Whether the transport saw some peer fail (its connection closed: the process died or
@@ -168,10 +189,19 @@ class ProcessGroupXccl : public c10d::Backend {
 #if XCCL_TORCH_HAS_MEMORY_STATS
   std::unordered_map<std::string, uint64_t> getMemoryStats() override { return memoryStats(); }
 #endif
+#if XCCL_TORCH_HAS_WINDOW
+  // One-sided windows on CPU tensors (window.h; process_group_window.cc). new_window is
+  // collective, like tensor_register.
+  bool supportsWindow() const override { return true; }
+  c10::intrusive_ptr<c10d::Window> new_window(
+      const std::optional<at::Tensor>& tensor = std::nullopt) override;
+#endif
 
  private:
   // The CPU side runs on this group's engine: enqueue() and its state, the transport, the batch.
   friend class CpuSide;
+  // Windows use the transport, the store, the executor's completion thread and peerAlive.
+  friend class XcclWindow;
 
   using Body = std::function<void(const algo::Runner&)>;
 
@@ -194,6 +224,17 @@ class ProcessGroupXccl : public c10d::Backend {
   }
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds requested) const;
   void checkUsable(const char* opName) const;
+  // Builds what depends on the membership (rank_, size_): the executor, the CPU side, the
+  // transports and shared memory, through `store` (keys unique to this membership). Collective
+  // over the members; the constructor's and reconfigure()'s.
+  void connectMembership(net::Store& store, std::chrono::milliseconds setupTimeout);
+  std::chrono::milliseconds setupTimeout() const;  // XCCL_CONNECT_TIMEOUT_MS or the timeout
+  // With enable_reconfigure: draws this member's handle and returns true (the constructor
+  // then connects nothing); otherwise false.
+  bool startUnconnected(net::Store& store);
+  // Ends the current membership: queued and in-flight work fails with `reason` (or is finished,
+  // when `reason` is empty: shutdown), then the sides, transports and segments are torn down.
+  void dropMembership(const std::string& reason);
   // After a failed collective: remember why, and tell the peers by aborting the transport.
   void markBroken(const std::string& reason);
   // After a timeout in collective `seq`: asks every peer where it is and says which ranks
@@ -271,12 +312,25 @@ class ProcessGroupXccl : public c10d::Backend {
   // split(): how many children each member list got so far (names their store prefix).
   std::map<std::vector<int>, int> splitCounts_;
 
+  // Dynamic membership (process_group_reconfigure.cc). handle_ is empty unless the group was
+  // created with enable_reconfigure; reconfigureMutex_ serialises reconfigure() and shrink().
+  std::mutex reconfigureMutex_;
+  std::string job_;  // the job token every member's handle carries (net/membership.h)
+  std::string handle_;  // this member's handle, stable across reconfigures
+  std::set<int64_t> usedUuids_;
+  std::string membershipName_ = "initial";  // names the membership in shrink()'s store prefix
+  int shrinks_ = 0;  // shrink() calls so far (names the child's store prefix)
+  std::atomic<uint64_t> membershipEpoch_{0};
+  c10::intrusive_ptr<c10d::Store> membershipStore_;  // null until the first reconfigure
+
   // batch_isend_irecv and torch's coalescing manager: Works started between startCoalescing and
   // endCoalescing. A batch is all CPU (its Works collected here) or all CUDA (gpuCoalescing_:
   // the GPU side's vendor group coalesces it).
   bool coalescing_ = false;
   bool gpuCoalescing_ = false;
   std::vector<c10::intrusive_ptr<XcclWork>> coalesced_;
+
+  std::atomic<uint64_t> windows_{0};  // new_window calls so far: names each window's store keys
 
   std::once_flag allocatorOnce_;
   std::shared_ptr<class PoolAllocator> allocator_;  // getMemAllocator(), made on first use

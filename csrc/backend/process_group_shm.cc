@@ -17,6 +17,8 @@ void ProcessGroupXccl::setUpSharedMemory(net::Store& store) {
   // `store` is this group's (torch prefixes it per group), so the keys are unique per group.
   options.storePrefix = "shm";
   options.timeout = options_->timeout;
+  // A membership that reconfigure() may replace lends no pool tensors: they would outlive it.
+  if (!handle_.empty()) options.poolBytes = 0;
   std::string why;
   segment_ = net::shm::Segment::create(store, rank_, size_, options, &why);
   if (segment_) return;

@@ -165,7 +165,12 @@ class Transport {
   // kInvalidArgument, nothing written) and, once the bytes are visible at the target, completes
   // the target's iwaitWrite(rank(), signal). Writes with equal signals from one source complete
   // waits in order; a signal that arrives before its wait is kept (counted), like an unexpected
-  // message. A transport without one-sided support throws kInvalidArgument naming itself.
+  // message. Signal 0 means no signal: such a write completes no wait and is not counted (a
+  // window issues many puts whose signal nobody waits for; counting them would grow a table
+  // forever), and iwaitWrite(peer, 0) throws kInvalidArgument. Over TCP and shared memory the
+  // writer's request completes once the target acknowledged the bytes in place; over libfabric
+  // once the provider completes the write. A transport without one-sided support throws
+  // kInvalidArgument naming itself.
   virtual std::unique_ptr<Registration> registerMemory(void* data, size_t bytes);
   virtual RequestPtr iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
                             uint64_t dstOffset, uint64_t signal, Completion onDone = nullptr);

@@ -14,7 +14,8 @@ _env.apply_defaults()
 
 import torch  # noqa: E402,F401  (loads libtorch before the extension that links it)
 
-from xccl import _C  # noqa: E402
+# window: put_pages and put_strided on torch's one-sided windows (xccl.window).
+from xccl import _C, window  # noqa: E402,F401
 from xccl._C import Options  # noqa: E402
 from xccl._registration import BACKEND_NAME  # noqa: E402
 from xccl._registration import install as _install  # noqa: E402

@@ -61,6 +61,8 @@ def create_backend(dist_opts, pg_options=None):
     options.timeout = timeout
     options.group_name = dist_opts.group_id
     options.global_ranks_in_group = list(dist_opts.global_ranks_in_group)
+    if getattr(dist_opts, "enable_reconfigure", False):
+        options.enable_reconfigure = True  # torch 2.14+: reconfigure forms the membership
     if not options.store_host:
         options.store_host = _store_host(dist_opts.store)
     return _C.ProcessGroupXccl(dist_opts.store, dist_opts.group_rank, dist_opts.group_size, options)

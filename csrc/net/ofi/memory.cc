@@ -82,6 +82,8 @@ RequestPtr OfiTransport::iwrite(int peer, const void* data, size_t bytes, const 
   // FI_MR_VIRT_ADDR: the target address is virtual; otherwise it is an offset into the region.
   op->remoteAddress = (virtAddr_ ? dst.address : 0) + dstOffset;
   op->remoteKey = dst.key;
+  // Signal 0 is no signal: a plain fi_write, which raises no completion at the target at all.
+  op->signalled = signal != 0;
   op->cqData = codec_->encode(rank_, signal);
   try {
     op->desc = localDesc(op, data, bytes);
@@ -97,6 +99,7 @@ RequestPtr OfiTransport::iwrite(int peer, const void* data, size_t bytes, const 
 RequestPtr OfiTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone) {
   XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot wait for a write from rank ",
                  peer, " on rank ", rank_, " of ", size_);
+  XCCL_CHECK_ARG(signal != 0, "iwaitWrite: signal 0 means no signal; no write completes it");
   auto request =
       std::make_shared<Request>(peer, MessageTag{}, 0, /*isSend=*/false, std::move(onDone));
   std::lock_guard<std::mutex> guard(mutex_);
@@ -119,6 +122,7 @@ RequestPtr OfiTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone
 void OfiTransport::onSignal(uint64_t data) {
   const int peer = codec_->rankOf(data);
   const uint64_t signal = codec_->signalOf(data);
+  if (signal == 0) return;  // never sent (see iwrite); counting it would grow writesArrived_
   std::lock_guard<std::mutex> guard(mutex_);
   for (auto it = writeWaits_.begin(); it != writeWaits_.end(); ++it) {
     if (it->peer == peer && it->signal == signal) {

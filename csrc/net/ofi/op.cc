@@ -54,6 +54,10 @@ long OfiTransport::postNow(Op* op) {
       return fi_tsend(ep, op->data, op->bytes, op->desc, peerAddr_[op->peer], op->tag,
                       &op->context);
     case Op::Type::kWrite:
+      if (!op->signalled) {
+        return fi_write(ep, op->data, op->bytes, op->desc, peerAddr_[op->peer], op->remoteAddress,
+                        op->remoteKey, &op->context);
+      }
       return fi_writedata(ep, op->data, op->bytes, op->desc, op->cqData, peerAddr_[op->peer],
                           op->remoteAddress, op->remoteKey, &op->context);
   }

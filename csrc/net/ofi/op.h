@@ -19,7 +19,7 @@ struct Op {
     kSend,        // a header (with inline payload) or a large payload
     kDataRecv,    // a large payload into the user's buffer
     kDiscard,     // a large payload nobody takes (mismatch): received into nothing
-    kWrite,       // fi_writedata
+    kWrite,       // fi_writedata (fi_write without a signal)
   } type;
   int peer = -1;
   RequestPtr request;     // completed or failed with this op (may be null)
@@ -31,6 +31,7 @@ struct Op {
   std::shared_ptr<void> region;  // keeps the MemoryRegion behind `desc` alive
   void* desc = nullptr;
   uint64_t remoteAddress = 0, remoteKey = 0, cqData = 0;  // kWrite
+  bool signalled = true;  // kWrite: with remote CQ data (fi_writedata), else fi_write
   int postError = 0;  // the libfabric error posting failed with, to report from the progress thread
 };
 

@@ -8,15 +8,10 @@
 // sees the other's write (Dekker): either the writer wakes, or the sleeper sees the new flag and
 // does not sleep (futex_wait itself also refuses to sleep when the word changed). A missed wake
 // would only cost one slice anyway.
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <climits>
 
 #include "common/error.h"
+#include "net/shm/futex.h"
 #include "net/shm/layout.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -47,18 +42,6 @@ constexpr auto kSlice = std::chrono::milliseconds(5);
 // Signed distance: correct across the 2^32 wrap as long as ranks are within 2^31 steps (they
 // are within two).
 bool atOrPast(uint32_t value, uint32_t step) { return static_cast<int32_t>(value - step) >= 0; }
-
-void futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout) {
-  timespec ts{static_cast<time_t>(timeout.count() / 1000000000),
-              static_cast<long>(timeout.count() % 1000000000)};
-  // Not FUTEX_PRIVATE: the word is shared between processes. EAGAIN (the word changed), EINTR
-  // and ETIMEDOUT all just mean "look again".
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void futexWakeAll(std::atomic<uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
 
 std::string rankList(const std::vector<int>& ranks) {
   std::string text = "[";

@@ -252,7 +252,7 @@ void ShmTransport::onPayload(int peer, const FrameHeader& header, const FrameTar
 // The bytes are in place (the copy out of the ring happened on this thread): the signal
 // completes the oldest wait for it or is counted, then the writer learns its write landed.
 void ShmTransport::onWriteDone(int peer, const FrameHeader& header, Inflight& slot) {
-  if (!slot.refused) {
+  if (!slot.refused && header.seq != 0) {  // signal 0: nobody waits, nothing is counted
     std::lock_guard<std::mutex> guard(mutex_);
     auto it = std::find_if(signalWaiters_.begin(), signalWaiters_.end(), [&](const RequestPtr& r) {
       return r->peer() == peer && r->tag().seq == header.seq;

@@ -141,6 +141,7 @@ RequestPtr ShmTransport::iwrite(int peer, const void* data, size_t bytes, const 
 RequestPtr ShmTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone) {
   XCCL_CHECK_ARG(reaches(peer), "rank ", rank_, " cannot wait for writes from rank ", peer,
                  " over shared memory (not a rank of this host)");
+  XCCL_CHECK_ARG(signal != 0, "iwaitWrite: signal 0 means no signal; no write completes it");
   const MessageTag tag{TagSpace::kPointToPoint, 0, signal, 0};
   auto request = std::make_shared<Request>(peer, tag, 0, /*isSend=*/false, std::move(onDone));
   std::lock_guard<std::mutex> guard(mutex_);

@@ -157,7 +157,7 @@ bool flushLink(Peer& peer, Link& link, int epollFd, std::vector<RequestPtr>* com
     link.writing = false;
     link.lastSent = Clock::now();
     link.currentControl.reset();
-    if (link.current.type == FrameType::kData) {
+    if (isMessage(link.current.type)) {
       Chunk& chunk = peer.chunk(link.current.seq);
       --chunk.writing;
       if (chunk.onWritten) completed->push_back(std::move(chunk.onWritten));

@@ -117,7 +117,7 @@ void TcpTransport::linkDown(int peer, int index, const std::string& why, bool qu
     remote = link.remote;
     ::epoll_ctl(epollFd_, EPOLL_CTL_DEL, link.socket.fd(), nullptr);
     link.socket.close();  // writers hold sendMutex, so none is using the descriptor now
-    if (link.writing && link.current.type == FrameType::kData) --p.chunk(link.current.seq).writing;
+    if (link.writing && isMessage(link.current.type)) --p.chunk(link.current.seq).writing;
     link.writing = false;
     link.currentControl.reset();
     link.queue.clear();
@@ -137,6 +137,7 @@ void TcpTransport::linkDown(int peer, int index, const std::string& why, bool qu
     flushPeer(p, &completed);
   }
   Receiving::Slot& slot = receiving_[peer].slots[index];
+  unpin(slot);  // the chunk it was reading into registered memory is abandoned
   slot = {};
   p.links[index]->reader = FrameReader{};
   p.links[index]->readingSeq = UINT64_MAX;

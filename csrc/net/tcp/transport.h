@@ -6,11 +6,13 @@
 // and the application sees nothing; the link is redialled in the background and used again.
 // Links run over every interface pair two ranks share (interfaces.h); one progress thread
 // (epoll) reads and writes all of them, sends start on the caller's thread (docs/network.md).
+// One-sided writes are messages of their own frame type on the same links (memory.h).
 #pragma once
 
 #include <poll.h>
 
 #include <list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -22,6 +24,7 @@
 #include "net/store.h"
 #include "net/tcp/interfaces.h"
 #include "net/tcp/link.h"
+#include "net/tcp/memory.h"
 #include "net/tcp/socket.h"
 #include "net/transport.h"
 
@@ -69,6 +72,10 @@ class TcpTransport final : public Transport {
   void setStatusProvider(std::function<std::string()> provider) override;
   std::vector<std::string> queryStatus(Deadline deadline) override;
   bool peerFailed(int peer, std::string* why) override;
+  std::unique_ptr<Registration> registerMemory(void* data, size_t bytes) override;
+  RequestPtr iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
+                    uint64_t dstOffset, uint64_t signal, Completion onDone = nullptr) override;
+  RequestPtr iwaitWrite(int peer, uint64_t signal, Completion onDone = nullptr) override;
 
   // Links, for tests and diagnosis.
   int linksPerPeer() const { return links_; }  // per interface pair
@@ -91,14 +98,20 @@ class TcpTransport final : public Transport {
   std::string listenAddress() const { return addresses_.empty() ? "" : addresses_[rank_]; }
 
  private:
+  friend class TcpRegistration;
   // A message from a peer whose chunks are arriving (progress thread only).
   struct Incoming {
     RequestPtr request;
-    uint8_t* data = nullptr;  // where chunks go; null: discarded
+    uint8_t* data = nullptr;  // where chunks go; null: discarded (kWrite: looked up per chunk)
     UnexpectedPtr unexpected;
-    MessageTag tag;
+    MessageTag tag;  // kWrite: seq is the signal; kWriteAck: seq is the write's message id
     uint64_t total = 0, got = 0;
     bool done = false;
+    FrameType type = FrameType::kData;
+    uint64_t id = 0;               // the sender's message id
+    uint64_t key = 0, target = 0;  // kWrite: the registration and where the write starts in it
+    std::string refusal;           // kWrite: why it is refused (its chunks are then discarded)
+    std::vector<uint8_t> answer;   // kWriteAck: the refusal, empty for success
   };
   // A chunk of a message whose predecessors are not known yet: matched after them (FIFO).
   struct Stashed {
@@ -120,6 +133,7 @@ class TcpTransport final : public Transport {
       bool stashing = false;
       Stashed pending;  // when stashing
       std::vector<uint8_t> control;
+      uint64_t landing = 0;  // the registration this chunk is being read into (landing_)
     };
     std::vector<Slot> slots;
   };
@@ -163,9 +177,21 @@ class TcpTransport final : public Transport {
   void matchMessage(int peer, const FrameHeader& header);
   void chunkArrived(int peer, Incoming& message, uint64_t length);
   void drainStash(int peer);
+  // memory.cc: the target's and the writer's side of one-sided writes.
+  void admitWrite(int peer, Incoming& message);
+  uint8_t* landingLocked(Incoming& message, const FrameHeader& header);
+  uint8_t* pinChunk(Receiving::Slot& slot, Incoming& message, const FrameHeader& header);
+  void landStashed(Incoming& message, const Stashed& chunk);
+  void unpin(Receiving::Slot& slot);
+  void writeLanded(int peer, const Incoming& message);
+  void writeAnswered(int peer, const Incoming& answer);
+  void finishWriteLocked(int peer, uint64_t id);
+  void failWritesLocked(int peer, const Error& error);
+  void deregister(uint64_t key);
   // transport_ops.cc: cutting a send into chunks on the peer's links, and failure handling.
-  void enqueueLocked(Peer& p, const RequestPtr& request, const MessageTag& tag, const void* data,
-                     size_t bytes, std::vector<RequestPtr>* completed);
+  // `header` holds what every chunk of the message carries (type, tag or write fields).
+  void enqueueLocked(Peer& p, const RequestPtr& request, FrameHeader header, const void* data,
+                     size_t bytes, std::vector<RequestPtr>* completed, bool flush = true);
   void failPeer(int peer, const Error& error, bool failAllCollectives);
   void failAll(const Error& error);
   void sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload);
@@ -204,6 +230,14 @@ class TcpTransport final : public Transport {
   ReceiveQueues receives_;
   PeerHealth health_;
   StatusBoard status_;  // takes mutex_ itself
+  // One-sided (memory.cc): registrations by key; how many chunks are being read into each right
+  // now (a deregistration waits for none); writes awaiting their answer by (peer, message id);
+  // signals by (peer, signal) that came before their wait, and the waits posted before theirs.
+  std::map<uint64_t, Region> regions_;
+  std::map<uint64_t, int> landing_;
+  std::map<std::pair<int, uint64_t>, PendingWrite> writes_;
+  std::map<std::pair<int, uint64_t>, uint64_t> arrived_;
+  std::list<RequestPtr> signalWaiters_;  // peer = the writer, tag.seq = signal
 };
 
 }  // namespace xccl::net::tcp

@@ -35,7 +35,14 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
   {
     std::lock_guard<std::mutex> guard(p.sendMutex);
     refused = p.failed;
-    if (!refused) enqueueLocked(p, request, tag, data, bytes, &completed);
+    if (!refused) {
+      FrameHeader header;
+      header.space = static_cast<uint16_t>(tag.space);
+      header.step = tag.step;
+      header.op = tag.op;
+      header.tagSeq = tag.seq;
+      enqueueLocked(p, request, header, data, bytes, &completed);
+    }
   }
   if (refused) {
     // Lock order: mutex_ is never taken under a sendMutex (failAll takes them the other way).
@@ -49,15 +56,10 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
   return request;
 }
 
-void TcpTransport::enqueueLocked(Peer& p, const RequestPtr& request, const MessageTag& tag,
-                                 const void* data, size_t bytes,
-                                 std::vector<RequestPtr>* completed) {
+void TcpTransport::enqueueLocked(Peer& p, const RequestPtr& request, FrameHeader header,
+                                 const void* data, size_t bytes, std::vector<RequestPtr>* completed,
+                                 bool flush) {
   {
-    FrameHeader header;
-    header.space = static_cast<uint16_t>(tag.space);
-    header.step = tag.step;
-    header.op = tag.op;
-    header.tagSeq = tag.seq;
     header.message = p.nextMessage++;
     header.total = bytes;
     const auto* base = static_cast<const uint8_t*>(data);
@@ -92,7 +94,7 @@ void TcpTransport::enqueueLocked(Peer& p, const RequestPtr& request, const Messa
     } else {
       p.sent.push_back({request, p.nextSeq});  // complete once acknowledged
     }
-    flushPeer(p, completed);  // the cheap path: as much as the sockets take now
+    if (flush) flushPeer(p, completed);  // the cheap path: as much as the sockets take now
   }
 }
 
@@ -174,9 +176,12 @@ void TcpTransport::failPeer(int peer, const Error& error, bool failAllCollective
     p.sent.clear();
   }
   Receiving& r = receiving_[peer];
+  // Its links are closed: no chunk is read into registered memory any more.
+  for (auto& slot : r.slots) unpin(slot);
   std::lock_guard<std::mutex> guard(mutex_);
   health_.markFailedLocked(peer, error, failAllCollectives);
   for (auto& r : sends) r->failLocked(error);
+  failWritesLocked(peer, error);
   for (auto& message : r.incoming) {
     if (message.request) message.request->failLocked(error);
   }
@@ -211,6 +216,10 @@ void TcpTransport::failEverythingLocked(const Error& error) {
     for (auto& message : peer->sent) message.request->failLocked(error);
     peer->sent.clear();
   }
+  failWritesLocked(-1, error);
+  // Called once the progress thread stopped (abort) or is leaving (failAll): it reads into no
+  // registered memory any more, so deregistrations need not wait.
+  landing_.clear();
   completed_.notify_all();
 }
 

@@ -40,7 +40,7 @@ uint8_t* TcpTransport::onHeader(int peer, Link& link, const FrameHeader& header)
     r.lastAck = header.ack;
     completeAll(completed);
   }
-  if (header.type != FrameType::kData) {
+  if (!isMessage(header.type)) {
     slot.control.resize(header.length);
     return slot.control.data();
   }
@@ -69,6 +69,7 @@ uint8_t* TcpTransport::onHeader(int peer, Link& link, const FrameHeader& header)
     return slot.pending.bytes.data();
   }
   Incoming* message = knownMessage(peer, header);
+  if (message->type == FrameType::kWrite) return pinChunk(slot, *message, header);
   return message->data == nullptr ? nullptr : message->data + header.offset;
 }
 
@@ -81,12 +82,13 @@ void TcpTransport::onFrame(int peer, Link& link, const FrameHeader& header) {
     peers_[peer]->saidBye = true;
     return closedAfterBye(peer, link.index);
   }
-  if (header.type != FrameType::kData) {
+  if (!isMessage(header.type)) {
     std::string text(slot.control.begin(), slot.control.end());
     slot.control.clear();
     return onControl(peer, header, text);
   }
   link.readingSeq = UINT64_MAX;
+  unpin(slot);  // the payload is in place
   if (slot.duplicate) return;
   link.chunksReceived.fetch_add(1, std::memory_order_relaxed);
   Peer& p = *peers_[peer];
@@ -116,7 +118,8 @@ TcpTransport::Incoming* TcpTransport::knownMessage(int peer, const FrameHeader& 
   if (header.message == r.nextKnown) matchMessage(peer, header);
   if (header.message < r.base) throw std::runtime_error("chunk of a finished message");
   Incoming& message = r.incoming[header.message - r.base];
-  if (message.total != header.total || !(message.tag == tagOf(header)) || message.done) {
+  if (message.total != header.total || !(message.tag == tagOf(header)) || message.done ||
+      message.type != header.type || message.key != header.key || message.target != header.target) {
     throw std::runtime_error("chunk disagrees with its message");
   }
   return &message;
@@ -127,7 +130,15 @@ void TcpTransport::matchMessage(int peer, const FrameHeader& header) {
   Incoming in;
   in.tag = tagOf(header);
   in.total = header.total;
-  {
+  in.type = header.type;
+  in.id = header.message;
+  in.key = header.key;
+  in.target = header.target;
+  if (header.type == FrameType::kWrite) {
+    admitWrite(peer, in);
+  } else if (header.type == FrameType::kWriteAck) {
+    in.answer.resize(header.total);  // bounded by validateHeader
+  } else {
     std::lock_guard<std::mutex> guard(mutex_);
     PostedReceive matched;
     const auto match = receives_.matchPostedLocked(peer, in.tag, in.total, &matched);
@@ -143,6 +154,8 @@ void TcpTransport::matchMessage(int peer, const FrameHeader& header) {
     }
   }
   r.incoming.push_back(std::move(in));
+  Incoming& placed = r.incoming.back();
+  if (placed.type == FrameType::kWriteAck) placed.data = placed.answer.data();  // after the move
   ++r.nextKnown;
 }
 
@@ -152,8 +165,11 @@ void TcpTransport::chunkArrived(int peer, Incoming& message, uint64_t length) {
   if (message.got < message.total) return;
   message.done = true;
   // The sender of a large message waits for its acknowledgement; small ones completed once
-  // written, and their acknowledgement can ride on later traffic or the heartbeat.
-  if (message.total > kInlineBytes) r.ackDue = true;
+  // written, and their acknowledgement can ride on later traffic or the heartbeat. A writer
+  // waits for it whatever the size.
+  if (message.total > kInlineBytes || message.type == FrameType::kWrite) r.ackDue = true;
+  if (message.type == FrameType::kWrite) writeLanded(peer, message);
+  if (message.type == FrameType::kWriteAck) writeAnswered(peer, message);
   RequestPtr waiter;
   UnexpectedPtr entry = message.unexpected;
   {
@@ -183,7 +199,9 @@ void TcpTransport::drainStash(int peer) {
       r.stash.pop_back();
       r.stashedBytes -= chunk.header.length;
       Incoming* message = knownMessage(peer, chunk.header);
-      if (message->data != nullptr && !chunk.bytes.empty()) {
+      if (message->type == FrameType::kWrite) {
+        landStashed(*message, chunk);
+      } else if (message->data != nullptr && !chunk.bytes.empty()) {
         std::memcpy(message->data + chunk.header.offset, chunk.bytes.data(), chunk.bytes.size());
       }
       chunkArrived(peer, *message, chunk.header.length);

@@ -10,11 +10,19 @@ const char* validateHeader(const FrameHeader& header) {
   if (header.magic != kFrameMagic) return "bad frame magic";
   switch (header.type) {
     case FrameType::kData:
+    case FrameType::kWrite:
+    case FrameType::kWriteAck:
       if (header.length == 0 && header.total != 0) return "empty chunk of a non-empty message";
       if (header.length > kMaxChunkBytes) return "chunk longer than the largest chunk";
       if (header.total > kMaxMessageBytes) return "message longer than the largest message";
       if (header.offset > header.total || header.length > header.total - header.offset) {
         return "chunk outside its message";
+      }
+      if (header.type == FrameType::kWrite && header.target > kMaxMessageBytes) {
+        return "write beyond the largest region";  // so target + total cannot overflow
+      }
+      if (header.type == FrameType::kWriteAck && header.total > kMaxControlBytes) {
+        return "write acknowledgement too long";
       }
       return nullptr;
     case FrameType::kAck:

@@ -6,6 +6,9 @@
 // offset, message length, tag) and a per-peer sequence number, so chunks may travel on any link
 // and a chunk replayed after a link failure is recognised as a duplicate. Every frame also
 // carries the sender's cumulative acknowledgement (all sequence numbers below it arrived).
+// One-sided writes (Transport::iwrite) are messages too, of their own frame type: their chunks
+// travel, are acknowledged and replayed exactly like a send's, and land in registered memory
+// instead of a posted receive; the target answers each with a kWriteAck message (docs/network.md).
 #pragma once
 
 #include <cstddef>
@@ -14,9 +17,9 @@
 
 namespace xccl::net::tcp {
 
-constexpr uint32_t kFrameMagic = 0x58434c33;  // "XCL3"
+constexpr uint32_t kFrameMagic = 0x58434c34;  // "XCL4"
 constexpr uint32_t kHelloMagic = 0x58434c48;  // "XCLH"
-constexpr uint16_t kWireVersion = 3;
+constexpr uint16_t kWireVersion = 4;
 // Longest chunk payload a peer may send; chunks are cut at kChunkBytes, this bounds a reader.
 constexpr uint32_t kMaxChunkBytes = 4u << 20;
 // Longest control payload (abort reasons, status texts).
@@ -31,6 +34,12 @@ enum class FrameType : uint8_t {
   kStatusQuery = 4,  // "where are you?", answered by the progress thread (no payload)
   kStatusReply = 5,  // payload: the status provider's text
   kBye = 6,          // the sender is closing every link on purpose (its group is destroyed)
+  // One chunk of a one-sided write: `key` names the target's registration, the message lands at
+  // `target` bytes into it, `tagSeq` is the signal (0: none).
+  kWrite = 7,
+  // One chunk of the target's answer to a write: `tagSeq` is the write's message id, the payload
+  // is empty when the bytes are in place, else why the write was refused (nothing was written).
+  kWriteAck = 8,
 };
 
 struct FrameHeader {
@@ -43,13 +52,20 @@ struct FrameHeader {
   uint32_t length = 0;   // payload bytes of this frame
   uint32_t reserved2 = 0;
   uint64_t tagSeq = 0;   // MessageTag::seq; for control frames, the status round
-  uint64_t message = 0;  // per-peer message id (kData)
-  uint64_t offset = 0;   // where the payload goes in the message (kData)
-  uint64_t total = 0;    // the whole message's bytes (kData)
-  uint64_t seq = 0;      // per-peer chunk sequence number (kData)
+  uint64_t message = 0;  // per-peer message id (kData, kWrite, kWriteAck: messages)
+  uint64_t offset = 0;   // where the payload goes in the message (messages)
+  uint64_t total = 0;    // the whole message's bytes (messages)
+  uint64_t seq = 0;      // per-peer chunk sequence number (messages)
   uint64_t ack = 0;      // cumulative: every chunk with seq < ack arrived
+  uint64_t key = 0;      // kWrite: the registration's key
+  uint64_t target = 0;   // kWrite: where the message starts in the registered region
 };
-static_assert(sizeof(FrameHeader) == 72, "the frame header layout is part of the wire format");
+static_assert(sizeof(FrameHeader) == 88, "the frame header layout is part of the wire format");
+
+// Whether frames of `type` are chunks of a message (sequenced, acknowledged, replayed).
+inline bool isMessage(FrameType type) {
+  return type == FrameType::kData || type == FrameType::kWrite || type == FrameType::kWriteAck;
+}
 
 // Why a header is refused, or null when it is valid.
 const char* validateHeader(const FrameHeader& header);

@@ -86,16 +86,24 @@ TEST(Routed, StatusAbortAndOneSidedWrites) {
     auto registration = t.registerMemory(target.data(), target.size() * 4);
     const net::RemoteRegion mine = registration->remote();
     EXPECT_NE(mine.hostKey, 0u);
-    // Everyone learns rank 0's region (a real caller would send it in a message).
+    EXPECT_NE(mine.key, 0u);  // TCP's: one-sided writes from other hosts go over it
+    // Rank 0's region goes to its host mate and to a rank of the other host.
     net::RemoteRegion region0 = mine;
-    if (rank == 0) t.wait({t.isend(1, p2pTag(8), &mine, sizeof(mine))}, soon(), "region");
-    if (rank == 1) t.wait({t.irecv(0, p2pTag(8), &region0, sizeof(region0))}, soon(), "region");
-    if (rank == 1) {
-      const uint32_t value = 42;
-      t.wait({t.iwrite(0, &value, 4, region0, 8, 5, nullptr)}, soon(), "write");
+    if (rank == 0) {
+      t.wait({t.isend(1, p2pTag(8), &mine, sizeof(mine)),
+              t.isend(2, p2pTag(8), &mine, sizeof(mine))},
+             soon(), "region");
+    }
+    if (rank == 1 || rank == 2) {
+      t.wait({t.irecv(0, p2pTag(8), &region0, sizeof(region0))}, soon(), "region");
+      const uint32_t value = 41 + rank;
+      const uint64_t overNetwork = routed.sentOverNetwork();
+      t.wait({t.iwrite(0, &value, 4, region0, 4 + 4 * rank, 4 + rank, nullptr)}, soon(), "write");
+      EXPECT_EQ(routed.sentOverNetwork(), overNetwork + (rank == 2 ? 1 : 0));
     } else if (rank == 0) {
-      t.wait({t.iwaitWrite(1, 5, nullptr)}, soon(), "signal");
-      EXPECT_EQ(target[2], 42u);
+      t.wait({t.iwaitWrite(1, 5, nullptr), t.iwaitWrite(2, 6, nullptr)}, soon(), "signals");
+      EXPECT_EQ(target[2], 42u);  // over shared memory
+      EXPECT_EQ(target[3], 43u);  // over TCP
       for (int peer = 1; peer < kRanks; ++peer) {  // their providers are set
         t.wait({t.irecv(peer, p2pTag(7), nullptr, 0)}, soon(), "ready");
       }

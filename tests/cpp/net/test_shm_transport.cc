@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "net/shm/transport.h"
+#include "one_sided_testing.h"
 #include "shm/shm_testing.h"
 #include "shm_transport_testing.h"
 
@@ -168,44 +169,13 @@ TEST(ShmTransport, AbortReachesPeers) {
   });
 }
 
-// Writes land in the registered memory and complete waits in order, also when the signal
-// comes first; a write past the region is refused by the writer and, when the writer was lied
-// to about the size, by the target, which writes nothing.
+// The one-sided contract shared with the other transports (one_sided_testing.h).
 TEST(ShmTransport, OneSidedWrites) {
-  net::MemoryStore store;
-  std::vector<std::unique_ptr<net::Transport>> ts(2);
-  testing::runThreads(2, [&](int rank) { ts[rank] = testing::makeShm(store, rank, 2); });
-  std::vector<uint32_t> target(1024, 0);
-  auto registration = ts[1]->registerMemory(target.data(), target.size() * 4);
-  const net::RemoteRegion region = registration->remote();
-  EXPECT_NE(region.key, 0u);
-  std::vector<uint32_t> source(256);
-  std::iota(source.begin(), source.end(), 1u);
-  auto w1 = ts[0]->iwrite(1, source.data(), 1024, region, 512, /*signal=*/9, nullptr);
-  ts[0]->wait({w1}, soon(), "write");  // before the wait is posted: the signal is kept
-  auto s1 = ts[1]->iwaitWrite(0, 9, nullptr);
-  ts[1]->wait({s1}, soon(), "signal");
-  EXPECT_EQ(target[128], 1u);
-  EXPECT_EQ(target[128 + 255], 256u);
-  EXPECT_EQ(target[127], 0u);
-
-  auto local = ts[0]->iwrite(1, source.data(), 1024, region, 4096 - 512, 1, nullptr);
-  EXPECT_EQ(testing::errorKindOf([&] { ts[0]->wait({local}, soon(), "w"); }),
-            ErrorKind::kInvalidArgument);
-  net::RemoteRegion lie = region;
-  lie.bytes = 1 << 20;
-  auto remote = ts[0]->iwrite(1, source.data(), 1024, lie, 8192, 2, nullptr);
-  EXPECT_EQ(testing::errorKindOf([&] { ts[0]->wait({remote}, soon(), "w"); }),
-            ErrorKind::kInvalidArgument);
-  EXPECT_NE(remote->errorMessage().find("does not fit"), std::string::npos)
-      << remote->errorMessage();
-  auto unsignalled = ts[1]->iwaitWrite(0, 2, nullptr);
-  EXPECT_EQ(testing::errorKindOf([&] { ts[1]->wait({unsignalled}, soon(100), "w"); }),
-            ErrorKind::kTimeout);
-  registration.reset();
-  auto gone = ts[0]->iwrite(1, source.data(), 4, region, 0, 3, nullptr);
-  EXPECT_EQ(testing::errorKindOf([&] { ts[0]->wait({gone}, soon(), "w"); }),
-            ErrorKind::kInvalidArgument);
+  for (int size : {2, 3}) {
+    runShmRanks(size, [&](int rank, net::Transport& t) {
+      testing::checkOneSidedWrites(rank, size, t, {});
+    });
+  }
 }
 
 double threadCpuSeconds(clockid_t clock) {

@@ -80,6 +80,39 @@ TEST(TcpWire, CorruptHeadersAreRefusedWithAReason) {
   h.type = FrameType::kAck;
   h.length = 1;
   EXPECT_EQ(refused(h), "payload on a frame that has none");
+  // One-sided writes: chunks like any message's, and a target and answer within bounds.
+  h = {};
+  h.type = FrameType::kWrite;
+  h.total = 10;
+  h.offset = 8;
+  h.length = 5;
+  EXPECT_EQ(refused(h), "chunk outside its message");
+  h.offset = 5;
+  h.target = kMaxMessageBytes + 1;
+  EXPECT_EQ(refused(h), "write beyond the largest region");
+  h = {};
+  h.type = FrameType::kWriteAck;
+  h.total = kMaxControlBytes + 1;
+  h.length = 1;
+  EXPECT_EQ(refused(h), "write acknowledgement too long");
+}
+
+TEST(TcpWire, WriteFramesComeOutWithTheirTarget) {
+  FrameHeader write;
+  write.type = FrameType::kWrite;
+  write.length = 4;
+  write.total = 4;
+  write.key = 0xfeed;
+  write.target = 1 << 20;
+  write.tagSeq = 9;
+  Recorder sink;
+  FrameReader reader;
+  auto bytes = frame(write, "abcd");
+  ASSERT_EQ(reader.feed(bytes.data(), bytes.size(), sink), "");
+  ASSERT_EQ(sink.frames.size(), 1u);
+  EXPECT_EQ(sink.frames[0].key, 0xfeedu);
+  EXPECT_EQ(sink.frames[0].target, 1u << 20);
+  EXPECT_EQ(std::string(sink.payload.begin(), sink.payload.begin() + 4), "abcd");
 }
 
 TEST(TcpWire, RandomBytesNeverCrashOrAllocate) {

@@ -1,0 +1,260 @@
+// TcpTransport's one-sided writes (memory.h): registration, the writer's side (a kWrite message,
+// completed by the target's kWriteAck) and the target's (chunks into registered memory, signals).
+#include "net/tcp/memory.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/logging.h"
+#include "net/bootstrap.h"
+#include "net/tcp/transport.h"
+
+namespace xccl::net::tcp {
+namespace {
+
+RequestPtr failed(RequestPtr request, const Error& error) {
+  request->failLocked(error);
+  return request;
+}
+
+}  // namespace
+
+TcpRegistration::~TcpRegistration() { owner_.deregister(remote_.key); }
+
+void TcpTransport::deregister(uint64_t key) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  regions_.erase(key);
+  // A chunk being read into the range now was pinned before the key went: wait for it (one chunk
+  // per link at most; an abandoned one is unpinned when its link goes down).
+  completed_.wait(lock, [&] { return landing_.count(key) == 0; });
+}
+
+std::unique_ptr<Registration> TcpTransport::registerMemory(void* data, size_t bytes) {
+  XCCL_CHECK_ARG(data != nullptr || bytes == 0, "registerMemory: null memory of ", bytes, " bytes");
+  RemoteRegion remote{reinterpret_cast<uint64_t>(data), bytes, 0};
+  std::lock_guard<std::mutex> guard(mutex_);
+  do {
+    remote.key = randomToken();
+  } while (remote.key == 0 || regions_.count(remote.key) != 0);
+  regions_[remote.key] = {static_cast<uint8_t*>(data), bytes};
+  return std::make_unique<TcpRegistration>(*this, remote);
+}
+
+RequestPtr TcpTransport::iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
+                                uint64_t dstOffset, uint64_t signal, Completion onDone) {
+  XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot write to rank ", peer,
+                 " from rank ", rank_, " of ", size_);
+  const MessageTag tag{TagSpace::kPointToPoint, 0, signal, 0};
+  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (dstOffset > dst.bytes || bytes > dst.bytes - dstOffset) {
+    return failed(request,
+                  Error(ErrorKind::kInvalidArgument,
+                        detail::concat("a one-sided write of ", bytes, " bytes at offset ",
+                                       dstOffset, " does not fit rank ", peer, "'s region of ",
+                                       dst.bytes, " bytes; nothing was written")));
+  }
+  if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
+    return failed(request, *refusal);
+  }
+  Peer& p = *peers_[peer];
+  std::vector<RequestPtr> completed;
+  {
+    std::lock_guard<std::mutex> guard(p.sendMutex);  // lock order: mutex_, then sendMutex
+    if (p.failed) {
+      return failed(request,
+                    Error(ErrorKind::kPeerFailure, detail::concat("rank ", peer, " has failed")));
+    }
+    const uint64_t id = p.nextMessage;  // enqueueLocked gives the message this id
+    writes_[{peer, id}].request = request;
+    // The chunks' own completion (acknowledged, or copied when small): the caller's bytes are
+    // no longer needed. Runs with mutex_ held, like every completion.
+    auto chunks = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true,
+                                            [this, peer, id](const Request& done) {
+                                              auto it = writes_.find({peer, id});
+                                              if (it == writes_.end()) return;
+                                              if (done.state() == Request::State::kFailed) {
+                                                try {
+                                                  done.rethrowIfFailed();
+                                                } catch (const Error& e) {
+                                                  it->second.request->failLocked(e);
+                                                }
+                                                writes_.erase(it);
+                                                return;
+                                              }
+                                              it->second.chunksDone = true;
+                                              finishWriteLocked(peer, id);
+                                            });
+    FrameHeader header;
+    header.type = FrameType::kWrite;
+    header.tagSeq = signal;
+    header.key = dst.key;
+    header.target = dstOffset;
+    enqueueLocked(p, chunks, header, data, bytes, &completed, /*flush=*/false);
+    // The answer finds its entry now; the sockets are written without mutex_, which the
+    // progress thread needs for every chunk it reads.
+    lock.unlock();
+    flushPeer(p, &completed);
+  }
+  completeAll(completed);
+  return request;
+}
+
+RequestPtr TcpTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone) {
+  XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot wait for a write from rank ",
+                 peer, " on rank ", rank_, " of ", size_);
+  XCCL_CHECK_ARG(signal != 0, "iwaitWrite: signal 0 means no signal; no write completes it");
+  const MessageTag tag{TagSpace::kPointToPoint, 0, signal, 0};
+  auto request = std::make_shared<Request>(peer, tag, 0, /*isSend=*/false, std::move(onDone));
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = arrived_.find({peer, signal});
+  if (it != arrived_.end()) {
+    if (--it->second == 0) arrived_.erase(it);
+    request->completeLocked(peer);
+    return request;
+  }
+  if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
+    return failed(request, *refusal);
+  }
+  signalWaiters_.push_back(request);
+  return request;
+}
+
+// Target, progress thread: the first chunk of a write is known. It is checked whole, so a write
+// that does not fit writes nothing; its chunks are then read and dropped.
+void TcpTransport::admitWrite(int peer, Incoming& message) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = regions_.find(message.key);
+  if (it == regions_.end()) {
+    message.refusal =
+        detail::concat("rank ", rank_, " refused a one-sided write of ", message.total,
+                       " bytes at offset ", message.target, " from rank ", peer,
+                       ": no registration has that key (never registered, or deregistered)");
+  } else if (message.target > it->second.bytes ||
+             message.total > it->second.bytes - message.target) {
+    message.refusal =
+        detail::concat("rank ", rank_, " refused a one-sided write of ", message.total,
+                       " bytes at offset ", message.target, " from rank ", peer,
+                       ": it does not fit the registered region of ", it->second.bytes, " bytes");
+  }
+}
+
+// Where a chunk of an admitted write goes, or null (discarded) when the write is refused or its
+// registration went meanwhile. mutex_ held.
+uint8_t* TcpTransport::landingLocked(Incoming& message, const FrameHeader& header) {
+  if (!message.refusal.empty()) return nullptr;
+  auto it = regions_.find(message.key);
+  if (it == regions_.end()) {
+    message.refusal = detail::concat("rank ", rank_,
+                                     " deregistered the memory while a one-sided "
+                                     "write of ",
+                                     message.total, " bytes into it arrived");
+    return nullptr;
+  }
+  return it->second.data + message.target + header.offset;  // admitWrite checked the range
+}
+
+uint8_t* TcpTransport::pinChunk(Receiving::Slot& slot, Incoming& message,
+                                const FrameHeader& header) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  uint8_t* at = landingLocked(message, header);
+  // Pinned until the payload is in place (onFrame) or abandoned (linkDown, failPeer): the
+  // registration cannot go while the socket writes into it.
+  if (at != nullptr && header.length > 0) {
+    slot.landing = message.key;
+    ++landing_[message.key];
+  }
+  return at;
+}
+
+void TcpTransport::landStashed(Incoming& message, const Stashed& chunk) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  uint8_t* at = landingLocked(message, chunk.header);
+  if (at != nullptr && !chunk.bytes.empty())
+    std::memcpy(at, chunk.bytes.data(), chunk.bytes.size());
+}
+
+void TcpTransport::unpin(Receiving::Slot& slot) {
+  if (slot.landing == 0) return;
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = landing_.find(slot.landing);
+  if (it != landing_.end() && --it->second == 0) landing_.erase(it);
+  slot.landing = 0;
+  completed_.notify_all();
+}
+
+// Target, progress thread: every chunk of the write was read. Its bytes are in place, so its
+// signal completes the oldest wait for it (or is counted); then the writer gets the answer.
+void TcpTransport::writeLanded(int peer, const Incoming& message) {
+  const uint64_t signal = message.tag.seq;
+  if (message.refusal.empty() && signal != 0) {  // signal 0: nobody waits, nothing is counted
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = std::find_if(signalWaiters_.begin(), signalWaiters_.end(), [&](const RequestPtr& r) {
+      return r->peer() == peer && r->tag().seq == signal;
+    });
+    if (it != signalWaiters_.end()) {
+      (*it)->completeLocked(peer);
+      signalWaiters_.erase(it);
+      completed_.notify_all();
+    } else {
+      ++arrived_[{peer, signal}];
+    }
+  }
+  if (!message.refusal.empty()) XCCL_WARN("tcp", message.refusal);
+  FrameHeader header;
+  header.type = FrameType::kWriteAck;
+  header.tagSeq = message.id;
+  // Short (a message of ours), so it is copied and sent like any small message: replayed if a
+  // link fails, never lost while the peer lives.
+  const std::string answer = message.refusal.substr(0, kInlineBytes);
+  Peer& p = *peers_[peer];
+  std::vector<RequestPtr> completed;
+  {
+    std::lock_guard<std::mutex> guard(p.sendMutex);
+    if (p.failed) return;
+    enqueueLocked(p, nullptr, header, answer.data(), answer.size(), &completed);
+  }
+  completeAll(completed);
+}
+
+// Writer, progress thread: the target's answer to write `answer.tag.seq`.
+void TcpTransport::writeAnswered(int peer, const Incoming& answer) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = writes_.find({peer, answer.tag.seq});
+  if (it == writes_.end()) return;  // failed meanwhile
+  it->second.answered = true;
+  it->second.refusal.assign(answer.answer.begin(), answer.answer.end());
+  finishWriteLocked(peer, answer.tag.seq);
+}
+
+void TcpTransport::finishWriteLocked(int peer, uint64_t id) {
+  auto it = writes_.find({peer, id});
+  if (it == writes_.end() || !it->second.chunksDone || !it->second.answered) return;
+  PendingWrite& write = it->second;
+  if (write.refusal.empty()) {
+    write.request->completeLocked(peer);
+  } else {
+    write.request->failLocked(Error(ErrorKind::kInvalidArgument, write.refusal));
+  }
+  writes_.erase(it);
+  completed_.notify_all();
+}
+
+// Fails the writes to and the signal waits on `peer` (every peer when -1). mutex_ held.
+void TcpTransport::failWritesLocked(int peer, const Error& error) {
+  for (auto it = writes_.begin(); it != writes_.end();) {
+    if (peer < 0 || it->first.first == peer) {
+      it->second.request->failLocked(error);
+      it = writes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  signalWaiters_.remove_if([&](const RequestPtr& r) {
+    if (peer >= 0 && r->peer() != peer) return false;
+    r->failLocked(error);
+    return true;
+  });
+}
+
+}  // namespace xccl::net::tcp
