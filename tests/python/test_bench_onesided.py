@@ -138,8 +138,9 @@ def test_netns_merge_keeps_each_engines_baselines_and_judges_put_against_its_sen
     lines = onesided_report.netns_table(rows, "t").splitlines()
     assert lines[1].split() == [
         "size", "put/tcp", "send/recv/tcp", "put/send_recv", "put/ofi", "send/recv/ofi",
-        "put/send_recv", "gloo", "send/recv",
+        "put/send_recv", "gloo", "send/recv", "check",
     ]  # fmt: skip
+    assert lines[2].split()[-1] == "PASS"
     summary = onesided_report.netns_summary(rows)
     assert (
         summary[0].startswith("tcp: put/send_recv at >= 1 MiB: worst 1.05") and "met" in summary[0]

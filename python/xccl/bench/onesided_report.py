@@ -176,6 +176,8 @@ def netns_table(rows: list, title: str = "") -> str:
     for net in nets:
         header += [f"{op}/{net}", f"{LABELS.get(base, base)}/{net}", f"{op}/{base}"]
     header += ["gloo send/recv"] if first["gloo"] else []
+    checked = any(side.get("check") for row in rows for side in row["nets"].values())
+    header += ["check"] if checked else []
     table = [header]
     for row in rows:
         cells = _size_cells(row)
@@ -186,6 +188,9 @@ def netns_table(rows: list, title: str = "") -> str:
                 _ratio((row["ratios"].get(net) or {}).get(f"{op}/{base}")),
             ]
         cells += [_gbps(row["gloo"])] if first["gloo"] else []
+        if checked:  # the tested op's check, over every engine
+            passed = all(side.get("check") == "PASS" for side in row["nets"].values())
+            cells.append("PASS" if passed else "FAIL")
         table.append(cells)
     return _aligned(table, title)
 

@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--minbytes",
         "-b",
         dest="min_bytes",
-        help=f"smallest message (default {DEFAULT_MIN}; suffixes K, M, G)",
+        help=f"smallest message (default {DEFAULT_MIN}, put {PUT_MIN}; suffixes K, M, G)",
     )
     # --maxbytes and -e (nccl-tests' names) also work after torchrun, whose parser rejects
     # --max as an ambiguous abbreviation of its own --max-restarts.
@@ -164,7 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--maxbytes",
         "-e",
         dest="max_bytes",
-        help=f"largest message (default {DEFAULT_MAX}; under torchrun spell it --maxbytes or -e)",
+        help=f"largest message (default {DEFAULT_MAX}, put {PUT_MAX}; under torchrun spell it "
+        "--maxbytes or -e)",
     )
     what.add_argument(
         "--factor",
@@ -193,8 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help=f"put_pages: pages per transfer (default: {PAGES_TOTAL}B of pages per page size; "
-        "issue 12's target case: --pages 1000 with 64 KiB pages)",
+        help=f"put_pages: pages per call (default: {format_size(parse_size(PAGES_TOTAL))} of "
+        "pages per page size; the target case of docs/p2p.md: --pages 1000 --page-sizes 64K)",
     )
     what.add_argument(
         "--dtype", choices=sorted(DTYPES), default="float32", help="element type (default float32)"
