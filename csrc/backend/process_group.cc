@@ -81,9 +81,14 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
   }
   describeToRecorder();  // a dump names this rank's file even before its first operation
   init();
+  if (!handle_.empty()) {
+    XCCL_INFO("backend", "group '", options_->group_name,
+              "' created for reconfigure: no members until torch.distributed._reconfigure");
+    return;
+  }
   XCCL_INFO("backend", "group '", options_->group_name, "' rank ", rank, " of ", size,
-            handle_.empty() ? " ready (collectives over " : " waiting for reconfigure (",
-            transportName(), ", messages to peers over ", peerTransportName(), ")");
+            " ready (collectives over ", transportName(), ", messages to peers over ",
+            transport_->name(), ")");
 }
 
 std::chrono::milliseconds ProcessGroupXccl::setupTimeout() const {

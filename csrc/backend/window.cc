@@ -18,9 +18,11 @@
 namespace xccl::backend {
 namespace {
 
-// Signals of window `id` carry this over the transport: never 0 (a put's "no signal"), and
-// unlike any other window's of the group.
-constexpr uint64_t kSignalBase = uint64_t{0x57494e} << 40;  // "WIN"
+// Signals of window `id` carry kSignalBase | id over the transport: never 0 (a put's "no
+// signal"), unlike any other window's of the group (for 2^24 windows), and within 32 bits,
+// since a provider's remote CQ data may carry no more (tcp;ofi_rxm leaves 48).
+constexpr uint64_t kSignalBase = uint64_t{0x57} << 24;  // "W"
+constexpr uint64_t kSignalIds = uint64_t{1} << 24;
 
 // One rank's registration as every rank learns it: dtype, shape and its RemoteRegion.
 std::string describe(const at::Tensor& tensor, const net::RemoteRegion& remote) {
@@ -61,7 +63,7 @@ XcclWindow::XcclWindow(c10::intrusive_ptr<ProcessGroupXccl> group, uint64_t id)
       id_(id),
       rank_(group_->getRank()),
       size_(group_->getSize()),
-      signalValue_(kSignalBase | id),
+      signalValue_(kSignalBase | (id % kSignalIds)),
       pending_(size_),
       orphans_(size_) {
   // Which ranks share this host, as the group's shared-memory transport decides (one rank's
@@ -91,6 +93,7 @@ XcclWindow::~XcclWindow() {
 }
 
 void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
+  group_->checkUsable("tensor_register");
   // Arguments are checked on every rank and agreed on first, so a bad one raises ValueError on
   // all ranks instead of leaving the others in the collective until the timeout.
   std::string bad;
@@ -202,6 +205,8 @@ c10d::WindowAttr XcclWindow::get_attr(int64_t peerRank) {
 }
 
 std::shared_ptr<XcclWindow::Registered> XcclWindow::current(const char* opName) const {
+  // A group shut down (its transport gone) or broken by a failed collective refuses windows too.
+  group_->checkUsable(opName);
   std::lock_guard<std::mutex> guard(mutex_);
   TORCH_CHECK_VALUE(registered_ != nullptr, "xccl window ", opName, ": ",
                     deregistered_ ? "the window's tensor was deregistered (tensor_deregister); "

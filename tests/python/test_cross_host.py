@@ -34,8 +34,9 @@ def _env(rank: int, world: int, local: int, local_world: int, extra: dict) -> di
     return {**env, "OMP_NUM_THREADS": "1", "XCCL_LOG_LEVEL": "warn", **extra}
 
 
-def start_ranks(hosts, layout: list, extra: dict, argv: list, folder) -> list:
-    """layout[h] ranks on host h, numbered host by host; each rank's output goes to files."""
+def start_ranks(hosts, layout: list, extra: dict, argv: list, folder, script=RANK_SCRIPT) -> list:
+    """layout[h] ranks on host h, numbered host by host, each running `script` (by default
+    cross_host_rank.py) with `argv`; each rank's output goes to files."""
     procs, rank = [], 0
     world = sum(layout)
     for host, count in enumerate(layout):
@@ -44,7 +45,7 @@ def start_ranks(hosts, layout: list, extra: dict, argv: list, folder) -> list:
             err = open(folder / f"rank{rank}.err", "w")  # noqa: SIM115
             proc = hosts.popen(
                 host,
-                [sys.executable, RANK_SCRIPT, *argv],
+                [sys.executable, script, *argv],
                 env=_env(rank, world, local, count, extra),
                 stdout=out,
                 stderr=err,

@@ -9,6 +9,7 @@ torch leaves to the user); every step checks all_reduce, broadcast, get_rank and
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 
@@ -78,8 +79,14 @@ def _form_shrink_grow(rank, world, port):
     newcomer = rank == 3
     steps = {}
     if newcomer:
-        store.wait(["left"])
+        store.wait(["left", "formed 2"])
         _init(store, 0, 1)
+        # uuid 2 is the job's already (the two-member membership): refused, nothing changed.
+        try:
+            dist._reconfigure(uuid=2, handles=[dist._get_reconfigure_handle()])
+            steps["reused"] = "accepted"
+        except ValueError as e:
+            steps["reused"] = str(e)
     else:
         _init(store, rank, 3)
         try:
@@ -94,8 +101,13 @@ def _form_shrink_grow(rank, world, port):
             return steps
         _reconfigure(store, "b", 2, [0, 1], rank)
         steps["2"] = _step([0, 1], rank)
+        store.set("formed 2", "1")
     _reconfigure(store, "c", 3, [0, 1, 3], rank)
     steps["3b"] = _step([0, 1, 3], rank)
+    # Handles are stable: what each member published for every reconfigure is the same.
+    steps["handles"] = sorted(
+        {store.get(f"{t}/{rank}").decode() for t in "abc" if store.check([f"{t}/{rank}"])}
+    )
     dist.destroy_process_group()
     return steps
 
@@ -111,15 +123,18 @@ def test_form_shrink_and_grow_with_a_newcomer():
     for process, steps in enumerate(results):
         if process < 3:
             assert "torch.distributed._reconfigure first" in steps["before"], steps["before"]
+        if process < 2 or process == 3:
+            assert len(steps.pop("handles")) == 1, steps  # one handle for every reconfigure
         for name, step in steps.items():
-            if name == "before":
+            if name in ("before", "reused"):
                 continue
             assert step["rank"] == step["expected_rank"], (process, name, step)
             assert step["size"] == int(name[0]), (process, name, step)
             assert step["sum"] == step["expected_sum"], (process, name, step)
             assert step["broadcast"] == step["expected_broadcast"], (process, name, step)
     assert set(results[2]) == {"before", "3"}
-    assert set(results[3]) == {"3b"}
+    assert set(results[3]) == {"reused", "3b"}
+    assert "uuid 2 was already used in this job for another membership" in results[3]["reused"]
 
 
 def _refusals(rank, world, port):
@@ -259,9 +274,40 @@ def test_shrink_group_excludes_a_killed_rank():
         assert outcome.value == {"size": 2, "rank": rank, "sum": [3.0] * 4}, outcome.value
 
 
+def _shrink_abort(rank, world):
+    """Rank 2 stays alive but never joins an all_reduce; SHRINK_ABORT ends that work at once."""
+    from torch.distributed.distributed_c10d import SHRINK_ABORT, _get_default_store
+
+    store = _get_default_store()
+    if rank == world - 1:
+        store.wait(["done"])
+        return {}
+    pending = dist.all_reduce(torch.ones(2), async_op=True)
+    began = time.perf_counter()
+    group = dist.shrink_group([world - 1], shrink_flags=SHRINK_ABORT)
+    try:
+        pending.wait()
+        error = "completed"
+    except Exception as e:  # noqa: BLE001 - the point
+        error = str(e)
+    total = torch.full((4,), float(rank + 1))
+    dist.all_reduce(total, group=group)
+    store.set("done", "1")
+    return {"error": error, "took": time.perf_counter() - began, "sum": total.tolist()}
+
+
+@pytest.mark.skipif(not HAS_SHRINK, reason="this torch has no torch.distributed.shrink_group")
+def test_shrink_abort_ends_work_that_waits_for_an_excluded_rank():
+    results = run(_shrink_abort, 3, timeout=120)
+    for result in results[:2]:
+        assert "abort() was called" in result["error"], result["error"]
+        assert result["took"] < 20, result["took"]  # well before the 30 s group timeout
+        assert result["sum"] == [3.0] * 4, result
+
+
 def _timed(rank, world, port):
-    """4 processes: form 4, shrink to 3 (the last one sits out), grow back to 4; returns each
-    reconfigure's seconds on this process."""
+    """4 processes: form 4, shrink to 3 (the last one sits out), grow back to 4 (handles given
+    as a set); returns each reconfigure's seconds on this process."""
     store = _store(port)
     _init(store, rank, world)
     times = {"form": _reconfigure(store, "a", 1, list(range(4)), rank)}
@@ -269,8 +315,12 @@ def _timed(rank, world, port):
     if rank < 3:
         times["shrink"] = _reconfigure(store, "b", 2, [0, 1, 2], rank)
         steps.append(_step([0, 1, 2], rank))
-    times["grow"] = _reconfigure(store, "c", 3, [3, 0, 1, 2], rank)
-    steps.append(_step([3, 0, 1, 2], rank))
+    # Grown back with a set of handles: xccl assigns ranks in the handles' sorted order.
+    handles = _exchange(store, "c", list(range(4)), rank)
+    began = time.perf_counter()
+    dist._reconfigure(uuid=3, handles=set(handles)).wait()
+    times["grow"] = time.perf_counter() - began
+    steps.append(_step(sorted(range(4), key=lambda m: handles[m]), rank))
     return {"times": times, "steps": steps}
 
 
@@ -289,3 +339,30 @@ def test_four_rank_reconfigure_time():
     print("4-rank reconfigure seconds (slowest member):", slowest)
     # The < 1 s target is a benchmark (docs/p2p.md); here only a loose bound on 2 shared cores.
     assert all(seconds < 20 for seconds in slowest.values()), slowest
+
+
+@needs_reconfigure
+@pytest.mark.parametrize("net", ["tcp", "ofi"])
+def test_reconfigure_across_namespace_hosts(tmp_path, net):
+    """Two ranks on one namespace host and one on another: the membership of three is hierarchical
+    (shared memory per host, TCP between), the two on one host alone use one shared-memory
+    segment, and growing back rebuilds the hierarchy."""
+    cross_host = pytest.importorskip("test_cross_host")
+    if cross_host._unavailable is not None:
+        pytest.skip(str(cross_host._unavailable))
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reconfigure_rank.py")
+    with cross_host.hosts_module.Hosts(2) as hosts:
+        procs = cross_host.start_ranks(hosts, [2, 1], {"XCCL_NET": net}, [], tmp_path, script)
+        results = cross_host.finish_ranks(procs, tmp_path, time.monotonic() + 120)
+    assert [r["host"] for r in results] == ["nshost0", "nshost0", "nshost1"]
+    expected = {1: ("hierarchical", 3), 2: ("shm", 2), 3: ("hierarchical", 3)}
+    for result in results:
+        for step in result["steps"]:
+            transport, size = expected[step["uuid"]]
+            assert (step["transport"], step["size"]) == (transport, size), (result["rank"], step)
+            assert step["rank"] == result["rank"], step
+            # The lone rank on host 1 reaches its peers over XCCL_NET's engine alone.
+            peers = "shm" if size == 2 else net if result["rank"] == 2 else f"shm+{net}"
+            assert step["peer_transport"] == peers, (result["rank"], step)
+            assert step["sum"] == [size * (size + 1) / 2] * 4, step
+    assert [len(r["steps"]) for r in results] == [3, 3, 2]

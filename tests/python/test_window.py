@@ -304,18 +304,96 @@ def _dead_peer(rank, world):
     t = torch.zeros(16)
     win = dist._new_window(t)
     dist.barrier()
-    if rank == 1:
+    if rank == 2:
         kill_self()
     try:
-        win.wait_signal(1, False)
+        win.wait_signal(2, False)
+        return "no error"
     except RuntimeError as e:
-        return str(e)
-    return "no error"
+        error = str(e)
+    # Between the live ranks the window still works.
+    other = 1 - rank
+    win.put(torch.full((3,), 7.0 + rank), other, 0, False)
+    win.signal(other, False)
+    win.wait_signal(other, False)
+    return error, t[:3].tolist()
 
 
 def test_dead_peer_fails_the_wait_naming_it():
-    outcomes = spawn(_dead_peer, 2, timeout=60, pg_timeout=30)
-    assert outcomes[1].exitcode is not None and outcomes[1].exitcode < 0, describe(outcomes)
-    assert outcomes[0].ok, describe(outcomes)
-    assert "rank 1" in outcomes[0].value, outcomes[0].value
-    assert outcomes[0].elapsed < 25, f"noticed only after {outcomes[0].elapsed:.1f} s"
+    outcomes = spawn(_dead_peer, 3, timeout=60, pg_timeout=30)
+    assert outcomes[2].exitcode is not None and outcomes[2].exitcode < 0, describe(outcomes)
+    for rank in (0, 1):
+        assert outcomes[rank].ok, describe(outcomes)
+        error, values = outcomes[rank].value
+        assert "rank 2" in error, error
+        assert values == [7.0 + 1 - rank] * 3, values
+        assert outcomes[rank].elapsed < 25, f"noticed only after {outcomes[rank].elapsed:.1f} s"
+
+
+def across_hosts(chk, rank, world, shift=1, same_host=None):
+    """Ranks on two hosts: the rank `shift` ahead is on the other host, so every put, page, row
+    and signal of this ring crosses the network engine; `same_host` (a rank of our host, or
+    None) stays mapped. Also run by window_hosts_rank.py across namespace hosts."""
+    import xccl.window
+
+    t = torch.zeros(world * N)
+    win = dist._new_window(t)
+    nxt, prev = (rank + shift) % world, (rank - shift) % world
+    for step in range(3):
+        # Async puts not waited on: the signal alone must carry them (it fences them).
+        win.put(_data(rank, step, N // 2), nxt, rank * N, True)
+        win.put(_data(rank, step + 50, N // 2), nxt, rank * N + N // 2, True)
+        win.signal(nxt, False)
+        win.wait_signal(prev, False)
+        got = t[prev * N : (prev + 1) * N]
+        want = torch.cat([_data(prev, step, N // 2), _data(prev, step + 50, N // 2)])
+        chk.equal(f"step {step}: prev's async puts carried by its signal", got, want)
+        dist.barrier()
+    chk.raises(
+        "map_remote_tensor of another host's rank",
+        lambda: win.map_remote_tensor(nxt),
+        types=(ValueError,),
+        match="another host",
+    )
+    if same_host is not None:
+        view = win.map_remote_tensor(same_host)
+        chk.equal("map_remote_tensor of our host's rank", view.numel(), world * N)
+    # Pages and strided rows across, one Work each, and an async wait_signal across.
+    page = 50
+    src = torch.arange(world * N, dtype=torch.float32) + 100_000 * rank
+    waiting = win.wait_signal(prev, True)
+    dist.barrier()
+    work = xccl.window.put_pages(win, src, [7, 1, 2], nxt, [0, 5, 6], page, async_op=True)
+    xccl.window.put_strided(win, src.reshape(-1, 100)[::3, :30], nxt, 1000, 40)
+    win.signal(nxt, False)
+    chk.true("async wait_signal across hosts", waiting.wait(timedelta(seconds=30)))
+    work.wait()
+    theirs = torch.arange(world * N, dtype=torch.float32) + 100_000 * prev
+    chk.equal("page 7 -> 0", t[0:page], theirs[7 * page : 8 * page])
+    chk.equal("pages 1, 2 -> 5, 6", t[5 * page : 7 * page], theirs[page : 3 * page])
+    rows = theirs.reshape(-1, 100)[::3, :30]
+    chk.equal("strided row 0", t[1000:1030], rows[0])
+    chk.equal("strided row 3", t[1120:1150], rows[3])
+    chk.raises(
+        "put past the end, across hosts",
+        lambda: win.put(torch.ones(2), nxt, world * N - 1, False),
+        types=(ValueError,),
+        match="do not fit",
+    )
+    dist.barrier()
+    win.tensor_deregister()
+
+
+# Two hosts simulated on this one (XCCL_SHM_HOST_ID: even and odd ranks), the network engine
+# between them; test_window_hosts.py does the same across namespace hosts.
+HOSTS = transport_cases(tcp_worlds=(), hierarchical_worlds=(4,), worlds=())
+
+
+@checks_test(HOSTS, min_checks=10, env={"XCCL_NET": "ofi"})
+def test_across_simulated_hosts_over_ofi(chk, rank, world):
+    across_hosts(chk, rank, world, 1, (rank + 2) % world)
+
+
+@checks_test(HOSTS, min_checks=10, env={"XCCL_NET": "tcp"})
+def test_across_simulated_hosts_over_tcp(chk, rank, world):
+    across_hosts(chk, rank, world, 1, (rank + 2) % world)
