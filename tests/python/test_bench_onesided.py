@@ -115,12 +115,13 @@ def test_tables_and_verdicts_name_the_targets():
     assert lines[3].split()[:2] == ["1", "MiB"] and lines[3].split()[-1] == "PASS"
     summary = onesided_report.summary_lines(records)
     assert (
-        "put/memcpy at >= 1 MiB: worst 0.50 at 4 MiB (target >= 0.8, same host: NOT met)" in summary
+        "put/memcpy at >= 1 MiB: worst 0.500 at 4 MiB (target >= 0.8, same host: NOT met)"
+        in summary
     )
     pages = [_pages_record(1000, 64 * KiB, 1.1e-3, 1e-3), _pages_record(100, 16 * KiB, 2e-3, 1e-3)]
     summary = onesided_report.summary_lines(pages)
     assert any(line.startswith("put_pages/put: geomean") for line in summary)
-    assert "put_pages/put: worst 0.91 at 1000 x 64 KiB" in summary[-1] and summary[-1].endswith(
+    assert "put_pages/put: worst 0.909 at 1000 x 64 KiB" in summary[-1] and summary[-1].endswith(
         ": met)"
     )
     header = onesided_report.format_table(pages).splitlines()[0].split()
@@ -143,9 +144,9 @@ def test_netns_merge_keeps_each_engines_baselines_and_judges_put_against_its_sen
     assert lines[2].split()[-1] == "PASS"
     summary = onesided_report.netns_summary(rows)
     assert (
-        summary[0].startswith("tcp: put/send_recv at >= 1 MiB: worst 1.05") and "met" in summary[0]
+        summary[0].startswith("tcp: put/send_recv at >= 1 MiB: worst 1.050") and "met" in summary[0]
     )
-    assert summary[1].startswith("ofi: put/send_recv at >= 1 MiB: worst 0.50")
+    assert summary[1].startswith("ofi: put/send_recv at >= 1 MiB: worst 0.500")
     assert summary[1].endswith("NOT met)")
 
 
