@@ -138,6 +138,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reconfigure(const c10d::Reconfi
   entered_.store(0);
   completed_.store(0);
   enteredOp_.store("none");
+  // Windows are numbered per membership, under its store prefix: a newcomer's first window and
+  // the old members' next one must get the same number and keys.
+  windows_.store(0);
   membershipName_ = name;
   // The GPU side's exchanges (store()) get keys of this membership's own.
   membershipStore_ = c10::make_intrusive<c10d::PrefixStore>(name, store_);

@@ -70,7 +70,7 @@ XcclWindow::XcclWindow(c10::intrusive_ptr<ProcessGroupXccl> group, uint64_t id)
   // XCCL_SHM_DISABLE turns it off for all): their windows are mapped, the others' reached
   // through the transport.
   const net::shm::Options shm = net::shm::Options::fromEnvironment();
-  StoreAdapter store(group_->store_, "xccl/win/" + std::to_string(id_) + "/");
+  StoreAdapter store(group_->store(), "xccl/win/" + std::to_string(id_) + "/");
   try {
     const net::Census census =
         net::takeCensus(bootstrapOf(store, rank_, size_, "new", group_->timeout()), "hosts",
@@ -118,7 +118,7 @@ void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
     if (registered_) bad = "a tensor is already registered (call tensor_deregister first)";
   }
   const std::string step = std::to_string(++generation_);
-  StoreAdapter store(group_->store_, "xccl/win/" + std::to_string(id_) + "/reg" + step + "/");
+  StoreAdapter store(group_->store(), "xccl/win/" + std::to_string(id_) + "/reg" + step + "/");
   const net::Bootstrap bootstrap = bootstrapOf(store, rank_, size_, "", group_->timeout())
                                        .until(net::Clock::now() + group_->timeout());
   try {
@@ -172,8 +172,8 @@ void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
 
 void XcclWindow::tensor_deregister() {
   std::shared_ptr<Registered> reg = current("tensor_deregister");
-  StoreAdapter store(group_->store_, "xccl/win/" + std::to_string(id_) + "/dereg" +
-                                         std::to_string(generation_) + "/");
+  StoreAdapter store(group_->store(), "xccl/win/" + std::to_string(id_) + "/dereg" +
+                                          std::to_string(generation_) + "/");
   try {
     // Our puts in flight end first; then every rank agrees, so nobody writes any more once the
     // memory leaves the transport and the peers' mappings go.

@@ -8,6 +8,7 @@ iterations a size gets.
 from __future__ import annotations
 
 import math
+import random
 
 # Timed iterations when --iters is not given: at least enough for a p10/p90 to mean something,
 # at most enough that tiny messages do not spend seconds per size.
@@ -31,8 +32,8 @@ def busbw_factor(op: str, nranks: int) -> float:
         return 2.0 * (n - 1) / n
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
         return (n - 1) / n
-    if op == "broadcast":
-        return 1.0
+    if op in ("broadcast", "put", "put_pages"):
+        return 1.0  # one-sided ops: the bytes cross one link once, from writer to target
     raise ValueError(f"unknown op {op!r}")
 
 
@@ -80,6 +81,35 @@ def size_plan(ops, sizes, itemsize: int, nranks: int) -> list:
                 seen.add(shape["bytes"])
                 plan.append((op, shape))
     return plan
+
+
+def one_sided_plan(ops, put_sizes, page_sizes, pages, itemsize: int, total: int) -> list:
+    """(op, shape) pairs of the one-sided ops, in the order of `ops`. put: one contiguous write
+    per size. put_pages: per page size, `pages` pages (default: as many as fill `total` bytes);
+    shape["count"] is every page's elements together, so "bytes" is what one call moves."""
+    plan = []
+    if "put" in ops:
+        counts = dict.fromkeys(size // itemsize for size in put_sizes if size >= itemsize)
+        plan += [
+            ("put", {"count": n, "bytes": n * itemsize, "input": n, "output": n}) for n in counts
+        ]
+    if "put_pages" in ops:
+        for page_bytes in dict.fromkeys(size - size % itemsize for size in page_sizes):
+            if page_bytes == 0:
+                continue
+            n = pages or max(1, total // page_bytes)
+            count = n * (page_bytes // itemsize)
+            shape = {"count": count, "bytes": count * itemsize, "input": count, "output": count}
+            plan.append(("put_pages", {**shape, "pages": n, "page_elems": page_bytes // itemsize}))
+    return sorted(plan, key=lambda entry: list(ops).index(entry[0]))
+
+
+def scattered_pages(pages: int, seed: int) -> tuple:
+    """(source pages, destination pages): two independent shuffles of range(pages), so page i
+    goes from source page src[i] to destination page dst[i] and neither side is contiguous, as
+    when a prefill worker's KV pages land in the pages a decode worker has free."""
+    generator = random.Random(seed)
+    return generator.sample(range(pages), pages), generator.sample(range(pages), pages)
 
 
 def percentile(values, q: float) -> float:
@@ -155,6 +185,28 @@ def split_rounds(iters: int, rounds: int) -> list:
     rounds = max(1, min(rounds, iters))
     base, extra = divmod(iters, rounds)
     return [base + (1 if i < extra else 0) for i in range(rounds)]
+
+
+def side_record(op: str, shape: dict, name: str, mine: list) -> dict:
+    """One side of a record from every rank's results for it (measure's values, by rank)."""
+    stats = max_across_ranks([m["stats"] for m in mine])
+    algbw, busbw = bandwidths(op, shape["bytes"], stats["median"], len(mine))
+    checks = [m["check"] for m in mine]
+    return {
+        "name": name,
+        "iters": mine[0]["iters"],
+        "warmup": mine[0]["warmup"],
+        **{f"{key}_us": round6(stats[key] * 1e6) for key in STAT_KEYS},
+        "algbw_gbps": round6(algbw),
+        "busbw_gbps": round6(busbw),
+        "check": None if checks[0] is None else ("PASS" if all(checks) else "FAIL"),
+        "rank_median_us": [round6(m["stats"]["median"] * 1e6) for m in mine],
+    }
+
+
+def round6(value: float | None) -> float | None:
+    """Six significant digits: more than any timer here resolves, and readable CSV/JSON."""
+    return None if value is None else float(f"{value:.6g}")
 
 
 def speedup(reference_s: float | None, backend_s: float | None) -> float | None:

@@ -22,7 +22,8 @@ import tempfile
 import time
 
 from . import hosts as hosts_module
-from .options import format_size
+from . import onesided_report
+from .options import ONE_SIDED, format_size
 
 NETS = ("tcp", "ofi")
 FAILURE_GRACE_S = 10.0  # as launch.py: the others report their own error, then are ended
@@ -62,7 +63,11 @@ def main(args) -> int:
                     runs[net] = json.load(f)
     records = merge(runs)
     for op in args.ops:
-        print(format_table([r for r in records if r["op"] == op], title(op, args)) + "\n")
+        table = onesided_report.netns_table if op in ONE_SIDED else format_table
+        print(table([r for r in records if r["op"] == op], title(op, args)) + "\n")
+    lines = onesided_report.netns_summary([r for r in records if r["op"] in ONE_SIDED])
+    if lines:
+        print("\n".join(["One-sided across hosts:"] + ["  " + line for line in lines]))
     if args.json:
         meta = {**next(iter(runs.values()))["meta"], "netns_hosts": args.netns_hosts}
         meta.update(nets=list(args.nets), argv=args.argv)
@@ -144,17 +149,22 @@ def _wait(procs: list, time_limit: float) -> int:
 def merge(runs: dict) -> list:
     """One record per op and size from each engine's run: {"op", "bytes", "nranks", "dtype",
     "nets": {net: backend side}, "gloo": the reference side with the lowest median,
-    "speedup": {net: gloo median / engine median}}."""
+    "speedup": {net: gloo median / engine median}}; one-sided records (onesided_report.py) also
+    keep "pages", "page_bytes", and their "baselines" and "ratios" by net."""
     merged = {}
     for net, run in runs.items():
         for record in run["results"]:
-            key = (record["op"], record["bytes"])
+            key = (record["op"], record["bytes"], record.get("page_bytes"))
             row = merged.setdefault(
                 key,
                 {k: record[k] for k in ("op", "bytes", "count", "dtype", "nranks")}
                 | {"nets": {}, "gloo": None},
             )
             row["nets"][net] = record["backend"]
+            if "ratios" in record:
+                row.update(pages=record["pages"], page_bytes=record["page_bytes"])
+                row.setdefault("baselines", {})[net] = record["baselines"]
+                row.setdefault("ratios", {})[net] = record["ratios"]
             reference = record.get("reference")
             if reference and (
                 row["gloo"] is None or reference["median_us"] < row["gloo"]["median_us"]
@@ -170,10 +180,15 @@ def merge(runs: dict) -> list:
 
 
 def title(op: str, args) -> str:
-    return (
-        f"# {op}  {args.dtype}, {args.nranks} ranks on {args.netns_hosts} namespace hosts "
-        f"{layout(args.nranks, args.netns_hosts)}: busbw GB/s; x gloo = gloo time / xccl time"
+    where = (
+        f"{args.dtype}, {args.nranks} ranks on {args.netns_hosts} namespace hosts "
+        f"{layout(args.nranks, args.netns_hosts)}"
     )
+    if op in ONE_SIDED:
+        return (
+            f"# {op}  {where}, rank 0 -> rank {args.nranks - 1}: GB/s; ratio = {op} GB/s / theirs"
+        )
+    return f"# {op}  {where}: busbw GB/s; x gloo = gloo time / xccl time"
 
 
 def format_table(records: list, heading: str = "") -> str:

@@ -6,6 +6,9 @@ import argparse
 import re
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+# One-sided ops (bench/onesided.py): rank 0 writes into the last rank's window. Only when named:
+# the default and "all" stay the collectives, whose runs and tables they would change.
+ONE_SIDED = ("put", "put_pages")
 
 # Bytes per element of each dtype the tool accepts (checked against torch at run time).
 DTYPES = {
@@ -26,6 +29,15 @@ DTYPES = {
 DEFAULT_MIN = "8"
 DEFAULT_MAX = "64M"
 DEFAULT_FACTOR = 4
+
+# put's own default sweep when no size option is given: 4 KiB to 64 MiB, the range of KV-cache
+# pages and layers that one-sided transfers move (issue 12's targets start at 1 MiB).
+PUT_MIN = "4K"
+PUT_MAX = "64M"
+# put_pages: page sizes, and the bytes of pages per size when --pages does not fix the count
+# (64 MiB: 1024 pages of 64 KiB, next to the target case of 1000).
+PAGE_SIZES = "16K,64K,256K"
+PAGES_TOTAL = "64M"
 
 # --timing: "batch" synchronises the device once per BATCH_CALLS calls, so a GPU call's time
 # excludes the host round trip of a synchronize that an application would not pay per call.
@@ -81,9 +93,10 @@ def parse_ops(text: str) -> list:
     names = [name.strip() for name in text.split(",") if name.strip()]
     if names == ["all"]:
         return list(OPS)
-    unknown = [name for name in names if name not in OPS]
+    known = OPS + ONE_SIDED
+    unknown = [name for name in names if name not in known]
     if unknown or not names:
-        raise ValueError(f"unknown op(s) {', '.join(unknown) or text!r}; known: {', '.join(OPS)}")
+        raise ValueError(f"unknown op(s) {', '.join(unknown) or text!r}; known: {', '.join(known)}")
     return list(dict.fromkeys(names))  # drop repeats, keep the order given
 
 
@@ -106,15 +119,11 @@ def _argparse_type(parse):
     return convert
 
 
-def _add_size(group, *names: str, dest: str, default: str, help: str) -> None:
-    """A message-size option (SIZE, suffixes K, M, G); `default` is given as text."""
+def _add_size(group, *names: str, dest: str, help: str) -> None:
+    """A message-size option (SIZE, suffixes K, M, G). Its default is None, filled in by
+    parse_args, which needs to know whether any size was given (put has sizes of its own)."""
     group.add_argument(
-        *names,
-        dest=dest,
-        type=_argparse_type(parse_size),
-        default=parse_size(default),
-        metavar="SIZE",
-        help=help,
+        *names, dest=dest, type=_argparse_type(parse_size), default=None, metavar="SIZE", help=help
     )
 
 
@@ -134,7 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--ops",
         type=_argparse_type(parse_ops),
         default=list(OPS),
-        help=f"comma list (default all: {','.join(OPS)})",
+        help=f"comma list (default all: {','.join(OPS)}); also the one-sided "
+        f"{' and '.join(ONE_SIDED)}, only when named (rank 0 writes into the last rank's window; "
+        "compared with send/recv, the reference's send/recv, one core's memcpy and one "
+        "contiguous put of the same bytes)",
     )
     _add_size(
         what,
@@ -142,8 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--minbytes",
         "-b",
         dest="min_bytes",
-        default=DEFAULT_MIN,
-        help=f"smallest message (default {DEFAULT_MIN}; suffixes K, M, G)",
+        help=f"smallest message (default {DEFAULT_MIN}, put {PUT_MIN}; suffixes K, M, G)",
     )
     # --maxbytes and -e (nccl-tests' names) also work after torchrun, whose parser rejects
     # --max as an ambiguous abbreviation of its own --max-restarts.
@@ -153,8 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--maxbytes",
         "-e",
         dest="max_bytes",
-        default=DEFAULT_MAX,
-        help=f"largest message (default {DEFAULT_MAX}; under torchrun spell it --maxbytes or -e)",
+        help=f"largest message (default {DEFAULT_MAX}, put {PUT_MAX}; under torchrun spell it "
+        "--maxbytes or -e)",
     )
     what.add_argument(
         "--factor",
@@ -170,6 +181,21 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="LIST",
         help="explicit comma list of sizes (e.g. 8,1K,256M), instead of --min, --max and --factor",
+    )
+    what.add_argument(
+        "--page-sizes",
+        type=_argparse_type(parse_sizes),
+        default=parse_sizes(PAGE_SIZES),
+        metavar="LIST",
+        help=f"put_pages: page sizes, comma list (default {PAGE_SIZES})",
+    )
+    what.add_argument(
+        "--pages",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"put_pages: pages per call (default: {format_size(parse_size(PAGES_TOTAL))} of "
+        "pages per page size; the target case of docs/p2p.md: --pages 1000 --page-sizes 64K)",
     )
     what.add_argument(
         "--dtype", choices=sorted(DTYPES), default="float32", help="element type (default float32)"
@@ -248,8 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="call",
         help="call: each call timed alone, with a device synchronize after it on "
         f"CUDA (default); batch: {BATCH_CALLS} calls back to back per "
-        "synchronize, the time divided among them (nccl-tests' way; the "
-        "same as call on CPU)",
+        "synchronize, the time divided among them (nccl-tests' way; on CPU the "
+        "same as call, except that put and put_pages signal once per batch)",
     )
     how.add_argument(
         "--graph",
@@ -293,11 +319,27 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.sizes is None:
-        try:
+    sized = any(v is not None for v in (args.sizes, args.min_bytes, args.max_bytes))
+    args.min_bytes = parse_size(DEFAULT_MIN) if args.min_bytes is None else args.min_bytes
+    args.max_bytes = parse_size(DEFAULT_MAX) if args.max_bytes is None else args.max_bytes
+    try:
+        if args.sizes is None:
             args.sizes = size_series(args.min_bytes, args.max_bytes, args.factor)
-        except ValueError as error:
-            parser.error(str(error))
+        # put sweeps its own range unless a size option says otherwise (then both use it).
+        args.put_sizes = (
+            args.sizes
+            if sized
+            else size_series(parse_size(PUT_MIN), parse_size(PUT_MAX), args.factor)
+        )
+    except ValueError as error:
+        parser.error(str(error))
+    if args.pages is not None and args.pages < 1:
+        parser.error("--pages must be positive")
+    if any(op in ONE_SIDED for op in args.ops) and (args.graph or args.device == "cuda"):
+        parser.error(
+            f"{' and '.join(ONE_SIDED)} measure windows on CPU tensors: no --graph, "
+            "no --device cuda"
+        )
     if args.graph < 0:
         parser.error("--graph must be >= 0")
     if args.graph and args.device == "cpu":

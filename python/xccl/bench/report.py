@@ -199,8 +199,9 @@ def summary_line(op: str, records: list) -> str | None:
 def csv_rows(records: list, device: str = "") -> list:
     rows = []
     for record in records:
-        for role in ("backend", "reference"):
-            side = record.get(role)
+        # One-sided records (onesided_report.py) add their baselines, a row per role.
+        roles = {"backend": record.get("backend"), "reference": record.get("reference")}
+        for role, side in {**roles, **record.get("baselines", {})}.items():
             if not side:
                 continue
             row = {

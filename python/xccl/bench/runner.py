@@ -19,8 +19,8 @@ import torch.distributed as dist
 
 import xccl  # registers the "xccl" backend with torch.distributed
 
-from . import method, report
-from .options import BATCH_CALLS, DTYPES, format_size
+from . import method, onesided, onesided_report, report
+from .options import BATCH_CALLS, DTYPES, ONE_SIDED, format_size
 
 CONTROL_BACKEND = "gloo"  # barriers and result gathering: CPU tensors, works beside any backend
 CHECK_SENTINEL = 99  # output buffers hold this before a checked call: no exact result equals it
@@ -152,17 +152,19 @@ class Rank:
             passed[side.role] = bool(torch.equal(out.cpu(), expected))
         return passed
 
-    def time_calls(self, call, iters: int) -> list:
+    def time_calls(self, call, iters: int, close=None, batch: int | None = None) -> list:
         """Per-call wall times. On CUDA a device synchronize follows each call (--timing call)
         or each batch of calls (--timing batch: one sample per batch, its time / its calls),
-        so a time covers the collective, not just its launch."""
+        so a time covers the collective, not just its launch. `close` replaces the
+        synchronize (one-sided ops: the signal that completes a put), `batch` the batch size."""
+        close, batch = close or self.sync, batch or self.batch
         times, done = [], 0
         while done < iters:
-            calls = min(self.batch, iters - done)
+            calls = min(batch, iters - done)
             start = time.perf_counter()
             for _ in range(calls):
                 call()
-            self.sync()
+            close()
             times.append((time.perf_counter() - start) / calls)
             done += calls
         return times
@@ -202,51 +204,62 @@ class Rank:
         if args.graph:
             calls = {side.role: self.capture(calls[side.role], args.graph) for side in self.sides}
             per_call = args.graph
+        timed = self.interleave({role: (call, None, None) for role, call in calls.items()})
+        return {
+            role: {
+                "stats": method.summarize([t / per_call for t in result["times"]]),
+                "iters": result["iters"],
+                "warmup": result["warmup"],
+                "check": passed.get(role),
+            }
+            for role, result in timed.items()
+        }
+
+    def interleave(self, loops: dict) -> dict:
+        """Times each loop (role -> (call, close, batch), see time_calls) in interleaved
+        blocks; returns role -> {"times", "iters", "warmup"}. Every rank passes the same roles
+        in the same order, and the loop sizes come from values reduced over ranks."""
+        args, roles = self.args, list(loops)
+
+        def timing(i: int, iters: int) -> list:
+            call, close, batch = loops[roles[i]]
+            return self.time_calls(call, iters, close, batch)
 
         # Estimate one call's time to size the loops: two calls per side (the first pays for
         # lazy set-up), then, for calls short enough that one sample is mostly noise, the median
         # of a few more. The slowest rank's estimate sizes every rank's loops identically.
         estimates = []
-        for side in self.sides:
+        for i in range(len(roles)):
             self.barrier()
-            calls[side.role]()
-            self.sync()
-            estimates.append(self.time_calls(calls[side.role], 1)[0])
+            timing(i, 1)
+            estimates.append(timing(i, 1)[0])
         estimates = self.agreed_max(estimates)
         if any(e < args.target_time / 50 for e in estimates):
-            for i, side in enumerate(self.sides):
+            for i in range(len(roles)):
                 if estimates[i] < args.target_time / 50:
                     self.barrier()
-                    samples = self.time_calls(calls[side.role], method.PROBE_CALLS)
-                    estimates[i] = method.percentile(samples, 50)
+                    estimates[i] = method.percentile(timing(i, method.PROBE_CALLS), 50)
             estimates = self.agreed_max(estimates)
         iters = [method.plan_iterations(e, args.target_time, args.iters) for e in estimates]
         warmups = [method.plan_warmup(e, args.target_time, args.warmup) for e in estimates]
-        for side, warmup in zip(self.sides, warmups):
-            self.time_calls(calls[side.role], warmup)
+        for i, warmup in enumerate(warmups):
+            timing(i, warmup)
 
         rounds = method.round_count(iters)
         blocks = [method.split_rounds(n, rounds) for n in iters]
-        times = {side.role: [] for side in self.sides}
+        times = {role: [] for role in roles}
         for index in range(rounds):
             # Alternate who goes first, so neither always runs right after the barrier.
-            order = list(range(len(self.sides)))
+            order = list(range(len(roles)))
             if index % 2:
                 order.reverse()
             for i in order:
                 if index < len(blocks[i]):
                     self.barrier()
-                    times[self.sides[i].role] += self.time_calls(
-                        calls[self.sides[i].role], blocks[i][index]
-                    )
+                    times[roles[i]] += timing(i, blocks[i][index])
         return {
-            side.role: {
-                "stats": method.summarize([t / per_call for t in times[side.role]]),
-                "iters": n,
-                "warmup": w,
-                "check": passed.get(side.role),
-            }
-            for side, n, w in zip(self.sides, iters, warmups)
+            role: {"times": times[role], "iters": n, "warmup": w}
+            for role, n, w in zip(roles, iters, warmups)
         }
 
     def record(self, op: str, shape: dict, gathered: list) -> dict:
@@ -260,30 +273,14 @@ class Rank:
             "reference": None,
         }
         for side in self.sides:
-            mine = [ranks[side.role] for ranks in gathered]
-            stats = method.max_across_ranks([m["stats"] for m in mine])
-            algbw, busbw = method.bandwidths(op, shape["bytes"], stats["median"], self.world)
-            checks = [m["check"] for m in mine]
-            entry[side.role] = {
-                "name": side.name,
-                "iters": mine[0]["iters"],
-                "warmup": mine[0]["warmup"],
-                **{f"{key}_us": _round(stats[key] * 1e6) for key in method.STAT_KEYS},
-                "algbw_gbps": _round(algbw),
-                "busbw_gbps": _round(busbw),
-                "check": None if checks[0] is None else ("PASS" if all(checks) else "FAIL"),
-                "rank_median_us": [_round(m["stats"]["median"] * 1e6) for m in mine],
-            }
+            entry[side.role] = method.side_record(
+                op, shape, side.name, [r[side.role] for r in gathered]
+            )
         reference = entry["reference"]
-        entry["speedup"] = _round(
+        entry["speedup"] = method.round6(
             method.speedup(reference and reference["median_us"], entry["backend"]["median_us"])
         )
         return entry
-
-
-def _round(value: float | None) -> float | None:
-    """Six significant digits: more than any timer here resolves, and readable CSV/JSON."""
-    return None if value is None else float(f"{value:.6g}")
 
 
 def metadata(args, world: int, device: torch.device, sides: list) -> dict:
@@ -312,6 +309,7 @@ def metadata(args, world: int, device: torch.device, sides: list) -> dict:
             "max_iters": method.MAX_ITERS,
             "interleaved": "per size, alternating blocks of iterations",
             "busbw_factors": {op: method.busbw_factor(op, world) for op in args.ops},
+            **onesided.metadata(args),
             "bytes": "all_reduce/broadcast buffer, all_gather output, reduce_scatter/all_to_all "
             "input",
             "check": args.check,
@@ -353,7 +351,15 @@ def run(args, rank: int, world: int, local_rank: int, init_method: str, launched
 
 def _run_sizes(me: Rank, meta: dict) -> int:
     args, lead = me.args, me.rank == 0
-    plan = method.size_plan(args.ops, args.sizes, me.itemsize, me.world)
+    collectives = [op for op in args.ops if op not in ONE_SIDED]
+    plan = method.size_plan(collectives, args.sizes, me.itemsize, me.world)
+    plan += onesided.plan(args, me.itemsize)
+    # Collective: the window every one-sided size writes into exists once, for the whole run.
+    pair = (
+        onesided.Pair(me, [shape for op, shape in plan if op in ONE_SIDED])
+        if any(op in ONE_SIDED for op, _ in plan)
+        else None
+    )
     progress = report.Progress(len(plan), enabled=lead and not args.no_progress)
     versus = f" vs {meta['reference']}" if meta["reference"] else ""
     progress.note(
@@ -366,21 +372,25 @@ def _run_sizes(me: Rank, meta: dict) -> int:
         for shape in (shape for name, shape in plan if name == op):
             progress.step(f"{op} {format_size(shape['bytes'])}")
             salt += 1
+            owner = pair if op in ONE_SIDED else me
             try:
-                results = me.measure(op, shape, salt)
+                results = owner.measure(op, shape, salt)
             except Exception as error:
                 raise RuntimeError(
                     f"{op} at {format_size(shape['bytes'])}: {type(error).__name__}: {error}"
                 ) from error
             gathered = [None] * me.world
             dist.all_gather_object(gathered, results)
-            mine.append(me.record(op, shape, gathered))
+            mine.append(owner.record(op, shape, gathered))
             progress.advance()
         records += mine
         if lead:
             progress.clear()
-            print(report.format_table(mine, report.op_title(op, meta)) + "\n", flush=True)
+            tables = onesided_report if op in ONE_SIDED else report
+            print(tables.format_table(mine, tables.op_title(op, meta)) + "\n", flush=True)
             progress.note(f"xccl bench: {op} done ({time.monotonic() - started:.0f} s)")
+    if pair:
+        pair.close()
     if lead:
         progress.clear()
         _finish(args, records, meta)
@@ -394,10 +404,15 @@ def _finish(args, records: list, meta: dict) -> None:
     lines = [
         line
         for op in args.ops
-        if (line := report.summary_line(op, [r for r in records if r["op"] == op]))
+        if op not in ONE_SIDED
+        and (line := report.summary_line(op, [r for r in records if r["op"] == op]))
     ]
     if lines:
         print("Summary (speedup = reference time / tested time; > 1 means faster):")
+        print("\n".join("  " + line for line in lines))
+    lines = onesided_report.summary_lines([r for r in records if r["op"] in ONE_SIDED])
+    if lines:
+        print("One-sided (bandwidth ratios, same bytes, same run):")
         print("\n".join("  " + line for line in lines))
     if args.check:
         failures = [
