@@ -33,6 +33,8 @@ XCCL_GPU=OFF XCCL_BUILD_DIR="build/torch$version" \
   tests/python/test_collectives_movement.py \
   tests/python/test_collectives_groups.py \
   tests/python/test_p2p.py \
+  tests/python/test_reconfigure.py \
+  tests/python/test_window.py \
   tests/python/test_ddp.py \
   tests/python/test_device_mesh.py
 echo "scripts/test_torch_tier.sh: torch $installed tier took $((SECONDS - started)) s"

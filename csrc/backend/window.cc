@@ -24,6 +24,10 @@ namespace {
 constexpr uint64_t kSignalBase = uint64_t{0x57} << 24;  // "W"
 constexpr uint64_t kSignalIds = uint64_t{1} << 24;
 
+constexpr const char* kStale =
+    "the group was reconfigured after this window was created, which ended the window with its "
+    "membership; create a new one (torch.distributed._new_window)";
+
 // One rank's registration as every rank learns it: dtype, shape and its RemoteRegion.
 std::string describe(const at::Tensor& tensor, const net::RemoteRegion& remote) {
   std::ostringstream out;
@@ -64,6 +68,7 @@ XcclWindow::XcclWindow(c10::intrusive_ptr<ProcessGroupXccl> group, uint64_t id)
       rank_(group_->getRank()),
       size_(group_->getSize()),
       signalValue_(kSignalBase | (id % kSignalIds)),
+      epoch_(group_->membershipEpoch()),
       pending_(size_),
       orphans_(size_) {
   // Which ranks share this host, as the group's shared-memory transport decides (one rank's
@@ -94,16 +99,18 @@ XcclWindow::~XcclWindow() {
   waitChanged_.notify_all();
   if (waiter_.joinable()) waiter_.join();
   failWaits("the window was destroyed");
-  // After the group's shutdown (destroy_process_group) its transport is gone, and with it every
-  // registration's state: nothing is left to deregister from, and the registration must not try.
+  // After the group's shutdown (destroy_process_group) or a reconfigure its transport is gone,
+  // and with it every registration's state: nothing is left to deregister from, and the
+  // registration must not try.
   std::lock_guard<std::mutex> guard(mutex_);
-  if (registered_ && registered_->registration && group_->transportGone()) {
+  if (registered_ && registered_->registration && (group_->transportGone() || stale())) {
     (void)registered_->registration.release();
   }
 }
 
 void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
   group_->checkUsable("tensor_register");
+  TORCH_CHECK_VALUE(!stale(), "xccl window tensor_register: ", kStale);
   // Arguments are checked on every rank and agreed on first, so a bad one raises ValueError on
   // all ranks instead of leaving the others in the collective until the timeout.
   std::string bad;
@@ -171,6 +178,15 @@ void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
 }
 
 void XcclWindow::tensor_deregister() {
+  if (stale()) {
+    // The membership the registration was agreed in is gone, so there is no one to agree with:
+    // deregistering is local. The registration's transport went with the membership.
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (registered_ && registered_->registration) (void)registered_->registration.release();
+    registered_.reset();
+    deregistered_ = true;
+    return;
+  }
   std::shared_ptr<Registered> reg = current("tensor_deregister");
   StoreAdapter store(group_->store(), "xccl/win/" + std::to_string(id_) + "/dereg" +
                                           std::to_string(generation_) + "/");
@@ -217,6 +233,7 @@ c10d::WindowAttr XcclWindow::get_attr(int64_t peerRank) {
 std::shared_ptr<XcclWindow::Registered> XcclWindow::current(const char* opName) const {
   // A group shut down (its transport gone) or broken by a failed collective refuses windows too.
   group_->checkUsable(opName);
+  TORCH_CHECK_VALUE(!stale(), "xccl window ", opName, ": ", kStale);
   std::lock_guard<std::mutex> guard(mutex_);
   TORCH_CHECK_VALUE(registered_ != nullptr, "xccl window ", opName, ": ",
                     deregistered_ ? "the window's tensor was deregistered (tensor_deregister); "
@@ -224,6 +241,8 @@ std::shared_ptr<XcclWindow::Registered> XcclWindow::current(const char* opName) 
                                   : "no tensor is registered (tensor_register first)");
   return registered_;
 }
+
+bool XcclWindow::stale() const { return group_->membershipEpoch() != epoch_; }
 
 void XcclWindow::checkRank(int64_t rank, const char* opName) const {
   TORCH_CHECK_VALUE(rank >= 0 && rank < size_, "xccl window ", opName, ": rank ", rank,

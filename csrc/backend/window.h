@@ -101,6 +101,8 @@ class XcclWindow final : public c10d::Window {
   // The current registration; ValueError naming `opName` when there is none.
   std::shared_ptr<Registered> current(const char* opName) const;
   void checkRank(int64_t rank, const char* opName) const;
+  // Whether the group was reconfigured since this window was created (see epoch_).
+  bool stale() const;
   // DistBackendError naming `peer` (a rank of this host) when it is known to have failed.
   void checkAlive(int peer) const;
   net::Deadline deadlineOf(std::chrono::milliseconds requested) const;
@@ -130,6 +132,9 @@ class XcclWindow final : public c10d::Window {
   const int rank_;
   const int size_;
   const uint64_t signalValue_;  // what this window's signals carry over the transport (never 0)
+  // The group's membership (ProcessGroupXccl::membershipEpoch) this window was created in: a
+  // reconfigure since then ended it, with the transport its registration belongs to.
+  const uint64_t epoch_;
   std::vector<int> local_;      // ranks on this host whose windows are mapped (ascending)
   std::string unmapped_;        // why the other ranks' windows are not mapped here
   uint64_t generation_ = 0;     // registrations so far: names their store keys

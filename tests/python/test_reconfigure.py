@@ -209,6 +209,58 @@ def test_work_of_the_old_membership_fails_clearly():
         assert step["broadcast"] == step["expected_broadcast"], step
 
 
+def _window_across_reconfigure(rank, world, port):
+    """A window belongs to its membership: after a reconfigure the old one refuses every call
+    (ValueError), deregisters locally, and a new window on the new membership works."""
+    store = _store(port)
+    _init(store, rank, world)
+    _reconfigure(store, "a", 1, [0, 1], rank)
+    cache = torch.zeros(8)
+    old = dist._new_window(cache)
+    if rank == 0:
+        old.put(torch.full((8,), 3.0), 1, 0, False)
+        old.signal(1, False)
+    else:
+        old.wait_signal(0, False)
+    before = cache.tolist()
+    _reconfigure(store, "b", 2, [1, 0], rank)  # the same members, ranks swapped
+    refused = {}
+    for name, call in {
+        "put": lambda: old.put(torch.ones(8), 1 - dist.get_rank(), 0, False),
+        "signal": lambda: old.signal(1 - dist.get_rank(), False),
+        "map_remote_tensor": lambda: old.map_remote_tensor(1 - dist.get_rank()),
+    }.items():
+        try:
+            call()
+            refused[name] = "accepted"
+        except ValueError as e:
+            refused[name] = str(e)
+    old.tensor_deregister()  # local: its membership is gone
+    new = dist._new_window(cache)
+    if dist.get_rank() == 0:
+        new.put(torch.full((8,), 5.0), 1, 0, False)
+        new.signal(1, False)
+    else:
+        new.wait_signal(0, False)
+    after = cache.tolist()
+    new.tensor_deregister()
+    dist.destroy_process_group()
+    return {"before": before, "refused": refused, "after": after, "new_rank": 1 - rank}
+
+
+@pytest.mark.skipif(not hasattr(dist, "_new_window"), reason="this torch has no windows")
+@needs_reconfigure
+def test_a_window_ends_with_its_membership():
+    server = _served_store()
+    results = run(_window_across_reconfigure, 2, server.port, init=False, timeout=120)
+    for process, result in enumerate(results):
+        assert result["before"] == ([0.0] * 8 if process == 0 else [3.0] * 8), result
+        for name, text in result["refused"].items():
+            assert "reconfigured after this window was created" in text, (name, text)
+        # After the swap process 0 is rank 1: it received the new window's put.
+        assert result["after"] == ([5.0] * 8 if result["new_rank"] == 1 else [3.0] * 8), result
+
+
 def _member_dies(rank, world, port):
     """Rank 2 dies before reconfigure uuid 2: the others fail within its timeout naming it, stay
     failed, then succeed with a fresh uuid without it."""
