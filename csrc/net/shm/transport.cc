@@ -64,7 +64,8 @@ ShmTransport::ShmTransport(int rank, int size, const std::vector<int>& members,
       pidfds_(size, -1),
       inflight_(size),
       health_(size),
-      status_(rank, size, mutex_, completed_) {
+      status_(rank, size, mutex_, completed_),
+      landing_(size, 0) {
   for (size_t i = 0; i < members.size(); ++i) localOf_[members[i]] = static_cast<int>(i);
   const int me = localOf_[rank];
   for (int peer : members) {
@@ -169,6 +170,7 @@ FrameTarget ShmTransport::onHeader(int peer, const FrameHeader& header) {
       std::lock_guard<std::mutex> guard(mutex_);
       std::string why;
       uint8_t* at = regions_.findLocked(header.key, header.offset, header.bytes, &why);
+      if (at != nullptr && header.bytes > 0) landing_[peer] = header.key;
       if (at == nullptr) {
         slot.refused = true;
         slot.control = detail::concat("rank ", rank_, " refused a one-sided write of ",
@@ -250,7 +252,10 @@ void ShmTransport::onPayload(int peer, const FrameHeader& header, const FrameTar
 void ShmTransport::onWriteDone(int peer, const FrameHeader& header, Inflight& slot) {
   if (!slot.refused) {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (signals_.arrivedLocked(peer, header.seq)) completed_.notify_all();
+    landing_[peer] = 0;
+    // Always: a deregistration may be waiting for this copy to end (ShmRegistration).
+    completed_.notify_all();
+    signals_.arrivedLocked(peer, header.seq);
   } else {
     XCCL_WARN("shm", slot.control);
   }

@@ -111,6 +111,10 @@ class ShmTransport final : public Transport, private FrameSink {
   std::map<uint64_t, RequestPtr> writes_;
   uint64_t nextWriteId_ = 1;
   WriteSignals signals_;
+  // By peer: the key of the registration a write from it is being copied into right now (0:
+  // none). Set and cleared by the progress thread under mutex_; deregistration waits until no
+  // peer lands in its memory, since the copy out of the ring runs without the lock.
+  std::vector<uint64_t> landing_;
 };
 
 }  // namespace xccl::net::shm

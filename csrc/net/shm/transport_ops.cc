@@ -1,5 +1,6 @@
 // ShmTransport's caller-facing operations, one-sided writes and failure handling (creation and
 // the progress thread are in transport.cc).
+#include <algorithm>
 #include <cstring>
 
 #include "common/logging.h"
@@ -7,13 +8,18 @@
 
 namespace xccl::net::shm {
 // Deregisters under the transport's mutex, so a write frame arriving afterwards is refused
-// instead of landing in freed memory.
+// instead of landing in freed memory, then waits for a write already being copied into it (the
+// progress thread copies out of the ring without the lock) to finish or its peer to fail.
 class ShmTransport::ShmRegistration final : public Registration {
  public:
   ShmRegistration(ShmTransport& owner, RemoteRegion remote) : owner_(owner), remote_(remote) {}
   ~ShmRegistration() override {
-    std::lock_guard<std::mutex> guard(owner_.mutex_);
+    std::unique_lock<std::mutex> lock(owner_.mutex_);
     owner_.regions_.removeLocked(remote_.key);
+    owner_.completed_.wait(lock, [&] {
+      return owner_.stop_.load() || std::find(owner_.landing_.begin(), owner_.landing_.end(),
+                                              remote_.key) == owner_.landing_.end();
+    });
   }
   RemoteRegion remote() const override { return remote_; }
 
@@ -136,6 +142,7 @@ void ShmTransport::failPeer(int peer, const Error& error, bool failAllCollective
   Inflight slot = std::move(inflight_[peer]);
   inflight_[peer] = Inflight{};
   std::lock_guard<std::mutex> guard(mutex_);
+  landing_[peer] = 0;  // the link is dropped: nothing more is copied from this peer
   health_.markFailedLocked(peer, error, failAllCollectives);
   auto lost = [&](int from, const MessageTag& tag) {
     return from == peer || (failAllCollectives && tag.space == TagSpace::kCollective);

@@ -123,4 +123,41 @@ inline void checkOneSidedWrites(int rank, int size, net::Transport& t, const One
   syncFromPrev(105);
 }
 
+// Rank 1 deregisters while rank 0's 32 MiB write to it arrives: once deregistration returned,
+// nothing more is written into the memory (a write already being copied finishes first), and the
+// writer's request ends: landed before, or refused as deregistered.
+inline void checkDeregistrationDuringWrite(int rank, net::Transport& t) {
+  auto soon = [] { return net::Clock::now() + std::chrono::seconds(20); };
+  auto tag = [](uint64_t seq) { return net::MessageTag{net::TagSpace::kPointToPoint, 0, seq}; };
+  const size_t bytes = 32 << 20;
+  std::vector<uint8_t> memory(bytes, 0);
+  auto registration = t.registerMemory(memory.data(), bytes);
+  net::RemoteRegion region = registration->remote();
+  int go = 1;
+  if (rank == 1) {
+    t.wait({t.isend(0, tag(1), &region, sizeof(region))}, soon(), "region");
+    // Deregister as soon as the write's first bytes are here, while the rest is still arriving
+    // (a message from the writer would come after the whole write on an ordered transport).
+    const auto giveUp = soon();
+    while (__atomic_load_n(&memory[0], __ATOMIC_ACQUIRE) == 0 && net::Clock::now() < giveUp) {
+      std::this_thread::yield();
+    }
+    registration.reset();
+    const std::vector<uint8_t> after = memory;
+    t.wait({t.irecv(0, tag(3), &go, 4)}, soon(), "ended");
+    EXPECT_TRUE(memory == after) << "bytes landed after deregistration";
+  } else {
+    std::vector<uint8_t> source(bytes, 0xab);
+    t.wait({t.irecv(1, tag(1), &region, sizeof(region))}, soon(), "region");
+    auto write = t.iwrite(1, source.data(), bytes, region, 0, 5);
+    try {
+      t.wait({write}, soon(), "write");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("deregistered"), std::string::npos) << e.what();
+    }
+    t.wait({t.isend(1, tag(3), &go, 4)}, soon(), "ended");
+  }
+}
+
 }  // namespace xccl::testing

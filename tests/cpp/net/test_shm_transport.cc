@@ -178,6 +178,13 @@ TEST(ShmTransport, OneSidedWrites) {
   }
 }
 
+// The target deregisters while a write streams through the ring (one_sided_testing.h).
+TEST(ShmTransport, DeregisteringDuringAWriteWaitsForItsCopy) {
+  runShmRanks(2, [&](int rank, net::Transport& t) {
+    testing::checkDeregistrationDuringWrite(rank, t);
+  });
+}
+
 double threadCpuSeconds(clockid_t clock) {
   timespec ts{};
   clock_gettime(clock, &ts);

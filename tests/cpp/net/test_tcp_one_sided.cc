@@ -43,36 +43,10 @@ TEST(TcpOneSided, WriteSurvivesALinkFailure) {
   });
 }
 
-// The target deregisters while a write arrives: once deregistration returned, nothing more is
-// written into the memory, and the writer's request ends (landed before, or refused).
+// The target deregisters while a write arrives (one_sided_testing.h).
 TEST(TcpOneSided, DeregisteringDuringAWriteStopsIt) {
-  runRanks(2, [&](int rank, net::Transport& t) {
-    const size_t bytes = 32 << 20;
-    std::vector<uint8_t> memory(bytes, 0);
-    auto registration = t.registerMemory(memory.data(), bytes);
-    net::RemoteRegion region = registration->remote();
-    int go = 1;
-    if (rank == 1) {
-      t.wait({t.isend(0, p2p(1), &region, sizeof(region))}, soon(), "region");
-      t.wait({t.irecv(0, p2p(2), &go, 4)}, soon(), "started");
-      registration.reset();
-      const std::vector<uint8_t> after = memory;
-      t.wait({t.irecv(0, p2p(3), &go, 4)}, soon(), "ended");
-      EXPECT_TRUE(memory == after) << "bytes landed after deregistration";
-    } else {
-      std::vector<uint8_t> source(bytes, 0xab);
-      t.wait({t.irecv(1, p2p(1), &region, sizeof(region))}, soon(), "region");
-      auto write = t.iwrite(1, source.data(), bytes, region, 0, 5);
-      t.wait({t.isend(1, p2p(2), &go, 4)}, soon(), "started");
-      try {
-        t.wait({write}, soon(), "write");
-      } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
-        EXPECT_NE(std::string(e.what()).find("deregistered"), std::string::npos) << e.what();
-      }
-      t.wait({t.isend(1, p2p(3), &go, 4)}, soon(), "ended");
-    }
-  });
+  runRanks(2,
+           [&](int rank, net::Transport& t) { testing::checkDeregistrationDuringWrite(rank, t); });
 }
 
 // A writer that goes away fails the waits for its signals, naming it; writes to it fail too.
