@@ -58,13 +58,61 @@ def frame_seeds():
     }
 
 
+SHM_MAGIC = 0x58434C50  # csrc/net/shm/link.h kFrameMagic
+SHM_DATA, SHM_STATUS_QUERY, SHM_STATUS_REPLY, SHM_WRITE, SHM_WRITE_ACK = range(1, 6)
+
+
+def shm_frame(kind, payload=b"", *, seq=0, bytes_=None, key=0, offset=0, ident=0):
+    """A shm FrameHeader (64 bytes) and its payload."""
+    size = len(payload) if bytes_ is None else bytes_
+    # magic, type, space (point-to-point), step, op, seq, bytes, key, offset, id, reserved
+    header = struct.pack("<IHHII6Q", SHM_MAGIC, kind, 1, 0, 0, seq, size, key, offset, ident, 0)
+    assert len(header) == 64  # sizeof(FrameHeader)
+    return header + payload
+
+
+def shm_ring_seeds():
+    """Scripts for tests/fuzz/fuzz_shm_ring.cc: capacity (2 bytes), start index (8), then ops."""
+
+    def script(capacity, start, *ops):
+        return struct.pack("<HQ", capacity - 16, start) + b"".join(ops)
+
+    def peer_writes(data):  # op 4: the peer writes these stream bytes
+        return bytes([4]) + struct.pack("<H", len(data)) + data
+
+    read = bytes([6])
+    frames = shm_frame(SHM_DATA, b"hello world", seq=1) + shm_frame(
+        SHM_STATUS_REPLY, b"at 3", seq=4
+    )
+    big = shm_frame(SHM_WRITE, bytes(300), seq=2, key=7, offset=64)
+    return {
+        "frames": script(256, 0, peer_writes(frames), read),
+        "wrapping": script(100, 2**64 - 40, peer_writes(frames), read, peer_writes(frames), read),
+        "chunked": script(128, 5, peer_writes(big[:100]), read, peer_writes(big[100:]), read),
+        "head_jump": script(
+            64,
+            0,
+            peer_writes(shm_frame(SHM_DATA, bytes_=1000)),
+            bytes([0]) + struct.pack("<Q", 4096),
+            read,
+        ),
+        "tail_ahead": script(
+            64, 9, bytes([1]) + struct.pack("<Q", 10), bytes([7]) + b"\x10\x00\x20\x00"
+        ),
+        "send": script(200, 0, bytes([7]) + b"\x00\x01\x40\x00", bytes([7]) + b"\x10\x00\xff\x00"),
+    }
+
+
 def main():
     target, folder = sys.argv[1], pathlib.Path(sys.argv[2])
-    seeds = {"fuzz_tcp_frames": frame_seeds}.get(target)
+    seeds = {"fuzz_tcp_frames": frame_seeds, "fuzz_shm_ring": shm_ring_seeds}.get(target)
     if seeds is None:
         return
     folder.mkdir(parents=True, exist_ok=True)
     for name, body in seeds().items():
+        if target == "fuzz_shm_ring":  # a script, not a byte stream to cut
+            (folder / f"seed-{name}").write_bytes(body)
+            continue
         for step in (1, 13, 96):  # one byte, odd cuts, most of a header per read
             (folder / f"seed-{name}-{step}").write_bytes(bytes([step - 1]) + body)
 

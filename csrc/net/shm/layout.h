@@ -59,6 +59,17 @@ struct Layout {
     l.totalBytes = l.poolsOffset + static_cast<size_t>(size) * poolBytes;
     return l;
   }
+  // As of(), for sizes from the store: false when any offset overflows.
+  static bool checkedOf(int size, size_t slotBytes, size_t poolBytes, Layout* l) {
+    const size_t n = static_cast<size_t>(size);
+    size_t slots, pools;
+    l->flagsOffset = kPageBytes;
+    l->slotsOffset = l->flagsOffset + roundUp(n * sizeof(RankFlag), kPageBytes);
+    return !__builtin_mul_overflow(2 * n, slotBytes, &slots) &&
+           !__builtin_mul_overflow(n, poolBytes, &pools) &&
+           !__builtin_add_overflow(l->slotsOffset, slots, &l->poolsOffset) &&
+           !__builtin_add_overflow(l->poolsOffset, pools, &l->totalBytes);
+  }
   size_t slotsOf(int rank, size_t slotBytes) const { return slotsOffset + 2 * rank * slotBytes; }
 };
 

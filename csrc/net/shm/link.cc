@@ -19,7 +19,7 @@ void Link::enqueue(const FrameHeader& header, const void* payload, RequestPtr re
     // Only the frame at the front may write: the stream must stay in order.
     if (sendQueue_.size() == 1) wrote = flushLocked(completed);
   }
-  if (wrote) boxes_.wake(peerLocal_);
+  if (wrote) ringDoorbell(peerBox_);
 }
 
 bool Link::flush(std::vector<RequestPtr>* completed) {
@@ -28,7 +28,7 @@ bool Link::flush(std::vector<RequestPtr>* completed) {
     std::lock_guard<std::mutex> guard(sendMutex_);
     wrote = flushLocked(completed);
   }
-  if (wrote) boxes_.wake(peerLocal_);
+  if (wrote) ringDoorbell(peerBox_);
   return wrote;
 }
 
@@ -66,8 +66,10 @@ bool Link::readAvailable(FrameSink& sink) {
       headerGot_ += n;
       if (headerGot_ < sizeof(FrameHeader)) break;
       headerGot_ = 0;
-      XCCL_CHECK(readHeader_.magic == kFrameMagic, "corrupt frame from rank ", peer_,
-                 " in shared memory (magic ", readHeader_.magic, ")");
+      if (readHeader_.magic != kFrameMagic) {
+        XCCL_THROW(ErrorKind::kPeerFailure, "corrupt frame from rank ", peer_,
+                   " in shared memory (magic ", readHeader_.magic, ")");
+      }
       target_ = sink.onHeader(peer_, readHeader_);
       inPayload_ = true;
       payloadGot_ = 0;
@@ -86,8 +88,16 @@ bool Link::readAvailable(FrameSink& sink) {
     target_ = FrameTarget{};
     sink.onPayload(peer_, header, target);
   }
-  if (moved) boxes_.wake(peerLocal_);  // space freed for the peer's producer
+  if (moved) ringDoorbell(peerBox_);  // space freed for the peer's producer
   return moved;
+}
+
+bool Link::readIdle() noexcept {
+  try {
+    return in_.readable() == 0;
+  } catch (...) {
+    return true;
+  }
 }
 
 std::vector<RequestPtr> Link::closeSends() {

@@ -56,25 +56,27 @@ class FrameSink {
 
 class Link {
  public:
-  // `peerLocal` is the peer's index in `boxes`: its doorbell is rung after writing (data for
-  // it) and after reading (space for it).
-  Link(int peer, Ring out, Ring in, const Mailboxes& boxes, int peerLocal)
-      : peer_(peer), out_(out), in_(in), boxes_(boxes), peerLocal_(peerLocal) {}
+  // `peerBox` is the peer's mailbox: its doorbell is rung after writing (data for it) and after
+  // reading (space for it).
+  Link(int peer, Ring out, Ring in, Mailbox& peerBox)
+      : peer_(peer), out_(out.withPeer(peer)), in_(in.withPeer(peer)), peerBox_(peerBox) {}
 
   int peer() const { return peer_; }
 
   // Queues a frame and writes what fits at once from the calling thread; the progress thread
   // writes the rest. `request` is appended to `completed` once its last byte is in the ring.
-  // Throws kPeerFailure once closed.
+  // Throws kPeerFailure once closed, or when the peer corrupted the ring (the progress thread's
+  // next flush then fails the peer).
   void enqueue(const FrameHeader& header, const void* payload, RequestPtr request,
                std::vector<RequestPtr>* completed);
   // Progress thread: writes queued frames; true when it moved bytes.
   bool flush(std::vector<RequestPtr>* completed);
-  // Progress thread: reads what the peer wrote; true when it moved bytes.
+  // Progress thread: reads what the peer wrote; true when it moved bytes. Throws (the peer is
+  // then failed) on a corrupt ring or frame, and whatever the sink throws.
   bool readAvailable(FrameSink& sink);
   // Whether the ring from the peer is empty (a dead peer's ring is drained before it counts as
-  // lost: it may have sent its last messages and exited).
-  bool readIdle() { return in_.readable() == 0; }
+  // lost: it may have sent its last messages and exited). A corrupt ring counts as empty.
+  bool readIdle() noexcept;
   // Refuses further sends and returns the queued ones (for failing them).
   std::vector<RequestPtr> closeSends();
 
@@ -89,8 +91,7 @@ class Link {
 
   const int peer_;
   Ring out_, in_;
-  const Mailboxes& boxes_;
-  const int peerLocal_;
+  Mailbox& peerBox_;
 
   std::mutex sendMutex_;  // guards sendQueue_ and closed_; held while writing (one producer)
   std::deque<PendingSend> sendQueue_;

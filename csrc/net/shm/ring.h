@@ -1,29 +1,20 @@
-// The shared memory behind shm::ShmTransport (point-to-point between the ranks of one host): one
-// file per host holding, per rank, a Mailbox (the word its progress thread sleeps on, its pid,
-// its abort notice) and, per ordered pair of ranks, a single-producer single-consumer byte ring.
-// The ring is a byte stream, like a TCP connection: frames (link.h) of any size flow
-// through it in pieces as the consumer frees space.
+// The byte rings behind shm::ShmTransport: per ordered pair of ranks of one host a
+// single-producer single-consumer ring in the host's shared file (mailboxes.h), and per rank a
+// Mailbox (the word its progress thread sleeps on, its pid, its abort notice). The ring is a
+// byte stream, like a TCP connection: frames (link.h) of any size flow through it in pieces as
+// the consumer frees space.
 //
-// Lifetime as for the collective segment (segment.h): local rank 0 creates the file under a
-// random name, every rank maps it, and the name is unlinked once every rank confirmed its
-// mapping, before create() returns.
+// Both indices live in memory the peer can write. Every operation loads each index once, checks
+// that `head - tail` lies in [0, capacity] and copies only within the ring: a peer that
+// corrupts them is refused with an error naming it, never read or written past.
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <string>
-
-#include "net/store.h"
 
 namespace xccl::net::shm {
 
-// Bytes of one ring when they fit: halved (down to kMinRingBytes) until every ordered pair's
-// ring fits in a quarter of /dev/shm's free space, which leaves room for the collective segment.
-constexpr size_t kRingBytes = size_t{1} << 20;
-constexpr size_t kMinRingBytes = size_t{64} << 10;
 constexpr size_t kAbortReasonBytes = 512;
 
 // One per rank. Anybody with work for this rank's progress thread (data in a ring to it, space
@@ -37,6 +28,11 @@ struct alignas(128) Mailbox {
   char reason[kAbortReasonBytes];
 };
 
+// Bumps `box`'s doorbell and wakes its progress thread if it sleeps.
+void ringDoorbell(Mailbox& box);
+// Sleeps on `box`'s doorbell while it still reads `seen`, at most `timeoutNs`.
+void sleepOnDoorbell(Mailbox& box, uint32_t seen, int64_t timeoutNs);
+
 // `head` counts bytes ever produced (only the producer stores it), `tail` bytes ever consumed
 // (only the consumer): a 64-bit count never wraps, so full and empty are never confused.
 struct RingIndices {
@@ -49,6 +45,12 @@ class Ring {
   Ring() = default;
   Ring(RingIndices* indices, uint8_t* data, size_t capacity)
       : indices_(indices), data_(data), capacity_(capacity) {}
+  // The same ring, naming group rank `peer` (the other end) in its errors.
+  Ring withPeer(int peer) const {
+    Ring r = *this;
+    r.peer_ = peer;
+    return r;
+  }
 
   // Producer only: copies as much of `bytes` as fits and publishes it (release); returns it.
   size_t write(const void* data, size_t bytes);
@@ -56,45 +58,20 @@ class Ring {
   size_t readable() const;
   size_t read(void* out, size_t bytes);
   size_t skip(size_t bytes);
+  // All of these throw kPeerFailure when the indices are corrupt.
+
+  // The shared indices themselves (what a peer can write; for tests and the fuzzer).
+  RingIndices& indices() const { return *indices_; }
+  size_t capacity() const { return capacity_; }
 
  private:
+  size_t used(uint64_t head, uint64_t tail) const;
   void copyOut(uint64_t from, uint8_t* out, size_t bytes) const;
 
   RingIndices* indices_ = nullptr;
   uint8_t* data_ = nullptr;
   size_t capacity_ = 0;
-};
-
-// The mapped file of one host's ranks (local ranks 0..size-1).
-class Mailboxes {
- public:
-  // Collective over the store among the host's ranks. Returns nullptr with *why when the file
-  // cannot be made or mapped on some rank (then on every rank alike).
-  static std::unique_ptr<Mailboxes> create(Store& store, const std::string& prefix, int rank,
-                                           int size, std::chrono::milliseconds timeout,
-                                           std::string* why);
-  ~Mailboxes();
-  Mailboxes(const Mailboxes&) = delete;
-  Mailboxes& operator=(const Mailboxes&) = delete;
-
-  Mailbox& box(int rank) const { return boxes_[rank]; }
-  Ring ring(int from, int to) const;
-  size_t ringBytes() const { return ringBytes_; }
-  // Bumps `rank`'s doorbell and wakes its progress thread if it sleeps.
-  void wake(int rank) const;
-  // Sleeps on this rank's doorbell while it still reads `seen`, at most `timeout`.
-  void sleep(int rank, uint32_t seen, std::chrono::nanoseconds timeout) const;
-
- private:
-  Mailboxes(int size, size_t ringBytes) : size_(size), ringBytes_(ringBytes) {}
-
-  const int size_;
-  const size_t ringBytes_;
-  uint8_t* base_ = nullptr;
-  size_t mappedBytes_ = 0;
-  Mailbox* boxes_ = nullptr;
-  RingIndices* indices_ = nullptr;
-  uint8_t* rings_ = nullptr;
+  int peer_ = -1;
 };
 
 }  // namespace xccl::net::shm

@@ -16,6 +16,7 @@
 #include "net/bootstrap.h"
 #include "net/hosts.h"
 #include "net/shm/layout.h"
+#include "net/shm/peer_file.h"
 #include "topo/host.h"
 
 namespace xccl::net::shm {
@@ -127,6 +128,30 @@ int createFile(const std::string& name, int size, size_t slotBytes, size_t poolB
   return fd;
 }
 
+// The other ranks: "+<slot bytes> <pool bytes> <name>" as rank 0 published it, checked before
+// anything is opened (sizes rank 0 could have chosen, a layout that does not overflow), then the
+// file itself (peer_file.h). The descriptor, or -1 and why.
+int openPublished(const std::string& published, int size, size_t* slotBytes, size_t* poolBytes,
+                  std::string* name, std::string* why) {
+  const std::string_view text(published);
+  const size_t space = text.find(' '), second = text.find(' ', space + 1);
+  uint64_t slot = 0, pool = 0;
+  Layout layout{};
+  if (text.empty() || text[0] != '+' || second == std::string_view::npos ||
+      !parseCount(text.substr(1, space - 1), &slot) ||
+      !parseCount(text.substr(space + 1, second - space - 1), &pool) || slot < kMinSlotBytes ||
+      slot % kPageBytes != 0 || pool % kPageBytes != 0 ||
+      !Layout::checkedOf(size, slot, pool, &layout)) {
+    *why = "rank 0 published a malformed segment (expected \"+<slot bytes> <pool bytes> <name>\" "
+           "with whole pages that fit a file)";
+    return -1;
+  }
+  *slotBytes = slot;
+  *poolBytes = pool;
+  *name = published.substr(second + 1);
+  return openPeerFile(*name, kNamePrefix, layout.totalBytes, why);
+}
+
 // Why the ranks of `census` cannot share one segment, looking at ranks in order: the first that
 // disabled shared memory or is not on rank 0's host; "" when none.
 std::string whyNotOneHost(const Census& census) {
@@ -199,16 +224,11 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
                                         : "-" + why));
   } else {
     const std::string published = toString(bootstrap.broadcast("name", 0, {}));
-    if (published[0] == '-') {
+    if (!published.empty() && published[0] == '-') {
       *whyUnavailable = "rank 0: " + published.substr(1);
       return nullptr;
     }
-    const size_t space = published.find(' '), second = published.find(' ', space + 1);
-    slotBytes = std::stoull(published.substr(1, space - 1));
-    poolBytes = std::stoull(published.substr(space + 1, second - space - 1));
-    name = published.substr(second + 1);
-    fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0) why = detail::concat("shm_open(", name, ") failed: ", errnoText(errno));
+    fd = openPublished(published, size, &slotBytes, &poolBytes, &name, &why);
   }
   if (rank == 0 && fd < 0) {
     *whyUnavailable = why;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "common/logging.h"
 #include "common/thread_affinity.h"
@@ -32,6 +33,12 @@ bool exited(int pidfd) {
   if (pidfd < 0) return false;
   pollfd p{pidfd, POLLIN, 0};
   return ::poll(&p, 1, 0) == 1;
+}
+
+Error frameFailure(int peer, const std::string& what) {
+  return Error(ErrorKind::kPeerFailure,
+               detail::concat("handling what rank ", peer,
+                              " sent over shared memory failed (a corrupt frame?): ", what));
 }
 
 }  // namespace
@@ -72,7 +79,7 @@ ShmTransport::ShmTransport(int rank, int size, const std::vector<int>& members,
     if (peer == rank) continue;
     const int other = localOf_[peer];
     links_[peer] = std::make_unique<Link>(peer, boxes_->ring(me, other), boxes_->ring(other, me),
-                                          *boxes_, other);
+                                          boxes_->box(other));
     pidfds_[peer] = watchProcess(boxes_->box(other).pid.load(std::memory_order_acquire));
   }
 }
@@ -100,12 +107,20 @@ void ShmTransport::progressLoop() {
     // Loaded before the pass: anything that arrives during it changes the word, so the sleep
     // below returns at once instead of missing it.
     const uint32_t seen = boxes_->box(me).doorbell.load(std::memory_order_seq_cst);
-    const bool moved = pump(&completed);
-    completeAll(completed);
-    completed.clear();
-    if (Clock::now() - lastCheck >= kSlice) {
-      checkPeers();
-      lastCheck = Clock::now();
+    bool moved = false;
+    // pump() contains each peer's failures; what is left (memory exhausted while failing one)
+    // must not end the process either: every waiter gets the reason.
+    try {
+      moved = pump(&completed);
+      completeAll(completed);
+      completed.clear();
+      if (Clock::now() - lastCheck >= kSlice) {
+        checkPeers();
+        lastCheck = Clock::now();
+      }
+    } catch (...) {
+      completed.clear();
+      failEverything("the shared-memory progress thread failed");
     }
     if (!moved && !stop_.load()) boxes_->sleep(me, seen, kSlice);
   }
@@ -120,11 +135,17 @@ bool ShmTransport::pump(std::vector<RequestPtr>* completed) {
       std::lock_guard<std::mutex> guard(mutex_);
       if (health_.peerErrorLocked(peer)) continue;
     }
+    // Anything a peer's frames make fail (a corrupt ring, an allocation for an absurd size)
+    // fails that peer alone; its waiters rethrow the reason, the other peers keep going.
     try {
       moved |= conn->flush(completed);
       moved |= conn->readAvailable(*this);
     } catch (const Error& e) {
       failPeer(peer, e, false);
+    } catch (const std::exception& e) {
+      failPeer(peer, frameFailure(peer, e.what()), false);
+    } catch (...) {
+      failPeer(peer, frameFailure(peer, "an unknown exception"), false);
     }
   }
   return moved;

@@ -18,7 +18,7 @@
 #include "net/peer_health.h"
 #include "net/receive_queues.h"
 #include "net/shm/link.h"
-#include "net/shm/ring.h"
+#include "net/shm/mailboxes.h"
 #include "net/status_board.h"
 #include "net/store.h"
 #include "net/transport.h"
@@ -84,6 +84,9 @@ class ShmTransport final : public Transport, private FrameSink {
   void onWriteDone(int peer, const FrameHeader& header, Inflight& slot);
   void failPeer(int peer, const Error& error, bool failAllCollectives);
   void failEverythingLocked(const Error& error);
+  // From a catch block of the progress thread: fails every waiter with `what` and the caught
+  // exception's text. Never throws.
+  void failEverything(const std::string& what) noexcept;
   void sendFrame(int peer, const FrameHeader& header, const void* payload, RequestPtr request);
   void sendControl(int peer, FrameType type, uint64_t seq, uint64_t id, uint32_t op,
                    const std::string& text);

@@ -2,6 +2,7 @@
 // the progress thread are in transport.cc).
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "common/logging.h"
 #include "net/shm/transport.h"
@@ -174,6 +175,22 @@ void ShmTransport::failEverythingLocked(const Error& error) {
   writes_.clear();
   signals_.failLocked(-1, error);
   completed_.notify_all();
+}
+
+void ShmTransport::failEverything(const std::string& what) noexcept {
+  try {
+    std::string text = what;
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      text += detail::concat(": ", e.what());
+    } catch (...) {
+    }
+    std::lock_guard<std::mutex> guard(mutex_);
+    failEverythingLocked(Error(ErrorKind::kInternal, text));
+  } catch (...) {
+    // Out of memory even for the message: the waiters' deadlines still bound them.
+  }
 }
 
 void ShmTransport::abort(const std::string& reason) {

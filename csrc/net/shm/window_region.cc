@@ -7,10 +7,12 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <limits>
 
 #include "common/error.h"
 #include "net/shm/futex.h"
 #include "net/shm/layout.h"
+#include "net/shm/peer_file.h"
 
 namespace xccl::net::shm {
 namespace {
@@ -29,10 +31,11 @@ size_t headerBytes(int size) {
 }
 
 // "xccl-w<pid>-<64 random bits>": recognisable as xccl's (kNamePrefix), O_EXCL-safe.
+constexpr const char* kWindowFilePrefix = "xccl-w";
 std::string newName() {
   char text[64];
-  std::snprintf(text, sizeof(text), "%sw%d-%016" PRIx64, kNamePrefix, static_cast<int>(::getpid()),
-                randomToken());
+  std::snprintf(text, sizeof(text), "%s%d-%016" PRIx64, kWindowFilePrefix,
+                static_cast<int>(::getpid()), randomToken());
   return text;
 }
 
@@ -75,11 +78,26 @@ std::shared_ptr<WindowMapping> makeOwn(const std::string& name, size_t total, si
   return mapping;
 }
 
-std::shared_ptr<WindowMapping> mapPeer(const std::string& name, size_t total, size_t header,
+// `published` is "<total bytes> <name>" as `peer` put it in the store: checked (a file at least
+// the header long, of the form xccl gives window files), then the file itself (peer_file.h)
+// before it is mapped.
+std::shared_ptr<WindowMapping> mapPeer(int peer, const std::string& published, size_t header,
                                        std::string* why) {
-  const int fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CLOEXEC, 0);
+  const size_t space = published.find(' ');
+  uint64_t total = 0;
+  if (space == std::string::npos ||
+      !parseCount(std::string_view(published).substr(0, space), &total) || total < header ||
+      total > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) {
+    *why = detail::concat("rank ", peer,
+                          " published a malformed window file (expected \"<bytes> <name>\" with at "
+                          "least ",
+                          header, " bytes)");
+    return nullptr;
+  }
+  const std::string name = published.substr(space + 1);
+  const int fd = openPeerFile(name, kWindowFilePrefix, total, why);
   if (fd < 0) {
-    *why = detail::concat("shm_open(", name, ") failed: ", errnoText(errno));
+    *why = detail::concat("rank ", peer, "'s window file: ", *why);
     return nullptr;
   }
   std::shared_ptr<WindowMapping> mapping = mapFile(fd, total, header, why);
@@ -132,9 +150,7 @@ std::unique_ptr<WindowRegion> WindowRegion::create(const Bootstrap& bootstrap,
   if (made.ok() && here) {
     for (int peer : local) {
       if (peer == rank) continue;
-      const size_t space = files[peer].find(' ');
-      const size_t total = std::stoull(files[peer].substr(0, space));
-      region->mappings_[peer] = mapPeer(files[peer].substr(space + 1), total, header, &why);
+      region->mappings_[peer] = mapPeer(peer, files[peer], header, &why);
       if (!region->mappings_[peer]) break;
     }
   }
