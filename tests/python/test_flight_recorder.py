@@ -347,7 +347,7 @@ def _planted_symlink(rank, world, dump_dir):
     planted = f"{path}.tmp{os.getpid()}"
     os.symlink(victim, planted)
     written = xccl.dump_flight_recorder(prefix)
-    with open(victim) as f:
+    with open(victim, "rb") as f:
         victim_text = f.read()
     with open(path, "rb") as f:
         entries = pickle.load(f)["entries"]
@@ -368,7 +368,7 @@ def test_dump_never_follows_a_planted_symlink_and_is_private():
         values = run(_planted_symlink, 2, dump_dir, timeout=60)
     for rank, v in enumerate(values):
         assert v["written"] == os.path.join(dump_dir, f"trace_{rank}"), v
-        assert v["victim"] == "keep me", f"rank {rank}: the symlink's target was overwritten"
+        assert v["victim"] == b"keep me", f"rank {rank}: the link's target was overwritten"
         assert v["still a link to it"], v
         assert v["mode"] == "0o600", v
         assert v["regular file"] and v["entries"] == ["xccl:all_reduce"], v
