@@ -5,7 +5,8 @@
 // timeout and only then releases everyone, so either all ranks pass or none does. Rank 0 names
 // the ranks that did not arrive in torch's own words ("Rank 1 failed to pass monitoredBarrier in
 // 2000 ms", "Ranks 1, 3 failed ..." with wait_all_ranks), which code matching gloo's message
-// relies on.
+// relies on. When rank 0's own timeout ran out before it could wait for a rank that had not
+// arrived, it blames itself as gloo does ("Rank 0 timed out in monitoredBarrier after 0 ms.").
 //
 // Unlike gloo, the other ranks do not wait out the group timeout after rank 0 gave up: rank 0's
 // failure marks the group unusable (like any xccl timeout), and aborting its transport carries
@@ -72,13 +73,37 @@ void CpuSide::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRan
   // Rank 0. All arrivals are awaited together, so the whole wait is bounded by one timeout even
   // with wait_all_ranks (gloo waits up to the full timeout for each missing rank in turn).
   const net::Deadline deadline = net::Clock::now() + timeout;
+  // Rank 0's own time ran out before it could wait for a rank that had not answered (a timeout
+  // of 0, or rank 0 held up): no peer used the time, so rank 0 is the one that timed out, in
+  // gloo's words, followed by the ranks it was still waiting for.
+  auto timedOut = [&](const std::vector<int>& passed, const std::vector<int>& waiting,
+                      const char* doing) {
+    std::string message = "Rank 0 timed out in monitoredBarrier after " +
+                          std::to_string(timeout.count()) + " ms.\n" +
+                          (passed.empty() ? std::string("No ranks successfully processed in "
+                                                        "monitoredBarrier.")
+                                          : "Successfully processed ranks: " + joinRanks(passed)) +
+                          "\nStill " + doing + " ranks: " + joinRanks(waiting);
+    group_.markBroken(message);
+    throwTorchError(ErrorKind::kTimeout, message);
+  };
   // Waits for each peer's request in rank order; returns the ranks whose request failed or did
   // not complete by the deadline, and adds a line per such rank to `details`.
-  auto awaitEach = [&](const std::vector<net::RequestPtr>& requests, std::string* details) {
-    std::vector<int> missing;
+  auto awaitEach = [&](const std::vector<net::RequestPtr>& requests, std::string* details,
+                       const char* doing) {
+    std::vector<int> missing, passed;
     for (int peer = 1; peer < size_; ++peer) {
+      const net::RequestPtr& request = requests[peer - 1];
+      if (missing.empty() && !request->done() && net::Clock::now() >= deadline) {
+        std::vector<int> waiting;
+        for (int r = peer; r < size_; ++r) {
+          if (!requests[r - 1]->done()) waiting.push_back(r);
+        }
+        timedOut(passed, waiting, doing);
+      }
       try {
-        transport.wait({requests[peer - 1]}, deadline, what);
+        transport.wait({request}, deadline, what);
+        passed.push_back(peer);
       } catch (const std::exception& e) {
         missing.push_back(peer);
         *details += (details->empty() ? "" : "\n") + std::string(e.what());
@@ -100,7 +125,7 @@ void CpuSide::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRan
     arrivals.push_back(transport.irecv(peer, tag(kArrived), nullptr, 0));
   }
   std::string detail;
-  std::vector<int> missing = awaitEach(arrivals, &detail);
+  std::vector<int> missing = awaitEach(arrivals, &detail, "waiting for the arrival of");
   if (!missing.empty()) fail(missing, detail);
   // Everyone arrived: release them all. A rank that died since fails its release, and it is
   // named like a missing one (gloo waits for the releases the same way).
@@ -108,7 +133,7 @@ void CpuSide::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRan
   for (int peer = 1; peer < size_; ++peer) {
     releases.push_back(transport.isend(peer, tag(kRelease), nullptr, 0));
   }
-  missing = awaitEach(releases, &detail);
+  missing = awaitEach(releases, &detail, "releasing");
   if (!missing.empty()) fail(missing, detail);
 }
 

@@ -134,10 +134,13 @@ void FlightRecorder::finished(uint64_t id, bool completed) {
   }
 }
 
-void FlightRecorder::requestWrite() {
-  if (!enabled()) return;
+bool FlightRecorder::requestWrite() {
+  if (!enabled()) return false;
   {
     std::lock_guard<std::mutex> guard(requestMutex_);
+    const auto now = std::chrono::steady_clock::now();
+    if (lastRequested_ && now - *lastRequested_ < kRequestInterval) return false;
+    lastRequested_ = now;
     ++pendingWrites_;
     // A forked child has no writer thread even if its parent started one.
     if (writerPid_ != ::getpid()) {
@@ -146,6 +149,7 @@ void FlightRecorder::requestWrite() {
     }
   }
   requestChanged_.notify_all();
+  return true;
 }
 
 void FlightRecorder::awaitWrites(std::chrono::milliseconds bound) {

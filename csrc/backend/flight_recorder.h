@@ -39,6 +39,12 @@ class FlightRecorder {
  public:
   // What record() returns when recording is off; every method accepts it and does nothing.
   static constexpr uint64_t kNoRecord = UINT64_MAX;
+  // Peers ask for a dump with every status query after one of their timeouts: one timeout of a
+  // group brings a query from each peer within the spread of their timeouts (seconds), and a
+  // hostile or looping peer could ask without end. One dump per 10 s keeps the first, which
+  // shows the hang, and bounds the disk and CPU spent; a later hang is a group timeout apart
+  // (minutes by default), so its dump is still written.
+  static constexpr std::chrono::seconds kRequestInterval{10};
 
   // The process-wide recorder. Never destroyed: a dump may run while the process exits.
   static FlightRecorder& get();
@@ -83,8 +89,9 @@ class FlightRecorder {
   static std::string defaultPrefix();
 
   // Has write() run soon on the recorder's own thread; returns at once. For the transport's
-  // progress thread, which must not block (a peer's timeout asks this rank to dump).
-  void requestWrite();
+  // progress thread, which must not block (a peer's timeout asks this rank to dump). At most
+  // one request per kRequestInterval is taken (true); the others are dropped (false).
+  bool requestWrite();
   // Waits up to `bound` for requested writes to finish (before the process may exit).
   void awaitWrites(std::chrono::milliseconds bound);
 
@@ -131,6 +138,7 @@ class FlightRecorder {
   std::condition_variable requestChanged_;
   int writerPid_ = -1;  // the process that started the writer thread
   int pendingWrites_ = 0;  // requested and not yet written (coalesced into one write)
+  std::optional<std::chrono::steady_clock::time_point> lastRequested_;  // the last request taken
 };
 
 }  // namespace xccl::backend

@@ -89,18 +89,33 @@ bool makeDirectories(const std::string& path) {
 }
 
 // Writes `data` to `path` through a temporary file renamed over it; false with `*why` set.
+// The temporary file gets a fresh random name in the target's folder, created exclusively at
+// mode 0600 (mkostemp): a name an attacker could predict, and plant a symlink at, is never
+// opened, and the dump (which names the job's ranks and calls) is readable by its owner only.
 bool writeFile(const std::string& path, const std::string& data, std::string* why) {
-  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
-  FILE* file = std::fopen(temporary.c_str(), "wb");
-  if (file == nullptr) {
+  std::string temporary = path + ".tmpXXXXXX";
+  const int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
+  if (fd < 0) {
     *why = std::strerror(errno);
     return false;
   }
-  bool ok = std::fwrite(data.data(), 1, data.size(), file) == data.size();
-  ok = (std::fclose(file) == 0) && ok;
+  bool ok = true;
+  for (size_t done = 0; ok && done < data.size();) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      ok = false;
+    }
+  }
+  int err = ok ? 0 : errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
   if (ok && std::rename(temporary.c_str(), path.c_str()) == 0) return true;
-  *why = std::strerror(errno);
-  std::remove(temporary.c_str());
+  *why = std::strerror(ok ? errno : err);
+  ::unlink(temporary.c_str());
   return false;
 }
 

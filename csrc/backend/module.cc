@@ -167,6 +167,17 @@ PYBIND11_MODULE(_C, m) {
       "Writes the dump to prefix (default: torch's) + global rank; the path, or '' if not "
       "written.");
   m.def(
+      "_flight_recorder_request_write",
+      [](double waitSeconds) {
+        const bool taken = FlightRecorder::get().requestWrite();
+        FlightRecorder::get().awaitWrites(
+            std::chrono::milliseconds(static_cast<int64_t>(waitSeconds * 1000)));
+        return taken;
+      },
+      py::arg("wait_s"), py::call_guard<py::gil_scoped_release>(),
+      "What a peer's status query does (for tests): asks the recorder's thread for a dump, then "
+      "waits up to wait_s for it; whether the request was taken (one per interval).");
+  m.def(
       "_flight_recorder_capacity", [] { return FlightRecorder::get().capacity(); },
       "Entries the flight recorder keeps (TORCH_FR_BUFFER_SIZE); 0 when it is off.");
 

@@ -111,7 +111,12 @@ class XcclWindow final : public c10d::Window {
   WorkPtr write(const char* opName, const Registered& reg, int dst,
                 const std::vector<WindowPiece>& pieces, std::vector<at::Tensor> keep, bool asyncOp,
                 net::Deadline deadline);
-  // The element size and window size of `dst`, checking `src`'s dtype against it.
+  // ValueError unless every piece ends within `dst`'s window as mapped here or registered with
+  // the transport (window_ops.cc).
+  void checkFits(const char* opName, const Registered& reg, int dst,
+                 const std::vector<WindowPiece>& pieces) const;
+  // The element size of `dst`'s window, checking `src`'s dtype against it and that its size in
+  // bytes fits int64.
   size_t checkTarget(const char* opName, const Registered& reg, int dst,
                      const at::Tensor& src) const;
   // Waits until every put to `peer` posted so far completed (other hosts): signal's fence.

@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "backend/process_group.h"
@@ -31,17 +33,68 @@ void append(std::vector<WindowPiece>& pieces, const uint8_t* src, size_t dstOffs
 }
 
 // The page numbers in a list given as a 1-D int64 CPU tensor (python/xccl/window.py converts
-// lists), each checked against `count` pages.
-const int64_t* pageList(const at::Tensor& pages, const char* which, int64_t count) {
+// lists), copied first and each checked against `count` pages: the caller's tensor may change
+// under us (the GIL is released), so only the copy that was checked is used.
+std::vector<int64_t> pageList(const at::Tensor& pages, const char* which, int64_t count) {
   TORCH_CHECK_VALUE(pages.device().is_cpu() && pages.scalar_type() == at::kLong &&
                         pages.dim() == 1 && pages.is_contiguous(),
                     "xccl put_pages: ", which, " must be a list of ints or a 1-D int64 CPU tensor");
-  const int64_t* data = pages.data_ptr<int64_t>();
-  for (int64_t i = 0; i < pages.numel(); ++i) {
-    TORCH_CHECK_VALUE(data[i] >= 0 && data[i] < count, "xccl put_pages: ", which, "[", i,
-                      "] = ", data[i], " is outside the ", count, " pages there");
+  const int64_t* data = pages.const_data_ptr<int64_t>();
+  std::vector<int64_t> list(data, data + pages.numel());
+  for (size_t i = 0; i < list.size(); ++i) {
+    TORCH_CHECK_VALUE(list[i] >= 0 && list[i] < count, "xccl put_pages: ", which, "[", i,
+                      "] = ", list[i], " is outside the ", count, " pages there");
   }
-  return data;
+  return list;
+}
+
+// `a * b`, or ValueError naming `what` when it does not fit int64 (every user number is checked
+// before it becomes an address).
+int64_t product(int64_t a, int64_t b, const char* opName, const char* what) {
+  int64_t out = 0;
+  TORCH_CHECK_VALUE(!__builtin_mul_overflow(a, b, &out), "xccl ", opName, ": ", what, " (", a,
+                    " * ", b, ") does not fit in 64 bits");
+  return out;
+}
+
+// Whether the bytes [a, a + aBytes) and [b, b + bBytes) share any byte.
+bool overlaps(const uint8_t* a, size_t aBytes, const uint8_t* b, size_t bBytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
+}
+
+// Copies `pieces` into `into`, reading every source as it was before the call even when the
+// sources lie in the target memory (a put from a view of the window, ours or a peer's from
+// map_remote_tensor). One piece is a memmove; several are staged first when the span of the
+// sources meets the span written, since one piece's write could overwrite a later one's source.
+void copyInto(uint8_t* into, const std::vector<WindowPiece>& pieces) {
+  if (pieces.empty()) return;
+  uintptr_t srcLow = UINTPTR_MAX, srcHigh = 0, dstLow = UINTPTR_MAX, dstHigh = 0;
+  for (const WindowPiece& piece : pieces) {
+    const auto from = reinterpret_cast<uintptr_t>(piece.src);
+    const auto to = reinterpret_cast<uintptr_t>(into + piece.dstOffset);
+    srcLow = std::min(srcLow, from);
+    srcHigh = std::max(srcHigh, from + piece.bytes);
+    dstLow = std::min(dstLow, to);
+    dstHigh = std::max(dstHigh, to + piece.bytes);
+  }
+  if (srcLow >= dstHigh || dstLow >= srcHigh) {
+    for (const WindowPiece& piece : pieces) {
+      std::memcpy(into + piece.dstOffset, piece.src, piece.bytes);
+    }
+  } else if (pieces.size() == 1) {
+    std::memmove(into + pieces[0].dstOffset, pieces[0].src, pieces[0].bytes);
+  } else {
+    std::vector<uint8_t> staged;
+    for (const WindowPiece& piece : pieces) {
+      staged.insert(staged.end(), piece.src, piece.src + piece.bytes);
+    }
+    const uint8_t* from = staged.data();
+    for (const WindowPiece& piece : pieces) {
+      std::memcpy(into + piece.dstOffset, from, piece.bytes);
+      from += piece.bytes;
+    }
+  }
 }
 
 }  // namespace
@@ -55,7 +108,13 @@ size_t XcclWindow::checkTarget(const char* opName, const Registered& reg, int ds
   const PeerWindow& window = reg.peers[dst];
   TORCH_CHECK_VALUE(src.scalar_type() == window.dtype, "xccl window ", opName, ": the source is ",
                     src.scalar_type(), " but rank ", dst, "'s window is ", window.dtype);
-  return src.element_size();
+  // The window's size in bytes fits int64, so any element offset within it converts to bytes
+  // without overflow (the size came from the peer through the store).
+  const auto elem = static_cast<int64_t>(src.element_size());
+  TORCH_CHECK_VALUE(window.numel >= 0, "xccl window ", opName, ": rank ", dst,
+                    " registered a window of ", window.numel, " elements");
+  product(window.numel, elem, opName, "the target window's bytes");
+  return static_cast<size_t>(elem);
 }
 
 XcclWindow::WorkPtr XcclWindow::put(const at::Tensor& tensor, int64_t dstRank,
@@ -70,19 +129,27 @@ XcclWindow::WorkPtr XcclWindow::put(const at::Tensor& tensor, int64_t dstRank,
                         tensor.numel() <= windowNumel - targetOffsetNelems,
                     "xccl window put: ", tensor.numel(), " elements at offset ", targetOffsetNelems,
                     " do not fit rank ", dst, "'s window of ", windowNumel, " elements");
+  // Both within the window, whose bytes fit int64 (checkTarget).
   const size_t dstOffset = static_cast<size_t>(targetOffsetNelems) * elem;
+  const size_t bytes = static_cast<size_t>(tensor.numel()) * elem;
   const net::Deadline deadline = deadlineOf(opts.timeout);
   // A non-contiguous source goes in row-major order, as tensor.contiguous() would give it: into
   // this host's peer straight from its strides (copy_ into a view of the target), to another
-  // host through a contiguous copy.
+  // host, or when the source's memory is the target's own (a view of the window), through a
+  // contiguous copy, so no element is read after it was overwritten.
   if (!tensor.is_contiguous() && reg->region->maps(dst)) {
-    checkAlive(dst);
-    at::Tensor target = at::from_blob(reg->region->mapping(dst)->data() + dstOffset, tensor.sizes(),
-                                      tensor.options());
-    target.copy_(tensor);
-    auto work = newWork(c10d::OpType::SEND, "put", {tensor});
-    work->succeed();
-    return work;
+    uint8_t* into = reg->region->mapping(dst)->data();
+    const c10::Storage& storage = tensor.storage();
+    if (!overlaps(static_cast<const uint8_t*>(storage.data()), storage.nbytes(), into + dstOffset,
+                  bytes)) {
+      checkFits("put", *reg, dst, {{nullptr, dstOffset, bytes}});
+      checkAlive(dst);
+      at::Tensor target = at::from_blob(into + dstOffset, tensor.sizes(), tensor.options());
+      target.copy_(tensor);
+      auto work = newWork(c10d::OpType::SEND, "put", {tensor});
+      work->succeed();
+      return work;
+    }
   }
   at::Tensor src = tensor.contiguous();
   std::vector<WindowPiece> pieces;
@@ -101,14 +168,21 @@ XcclWindow::WorkPtr XcclWindow::putPages(const at::Tensor& src, const at::Tensor
   TORCH_CHECK_VALUE(pageElems > 0, "xccl put_pages: page_elems must be positive, not ", pageElems);
   TORCH_CHECK_VALUE(srcPages.numel() == dstPages.numel(), "xccl put_pages: src_pages has ",
                     srcPages.numel(), " pages but dst_pages ", dstPages.numel());
-  const int64_t* from = pageList(srcPages, "src_pages", src.numel() / pageElems);
-  const int64_t* to = pageList(dstPages, "dst_pages", reg->peers[dst].numel / pageElems);
-  const size_t pageBytes = static_cast<size_t>(pageElems) * elem;
+  const int64_t pageBytes =
+      product(pageElems, static_cast<int64_t>(elem), "put_pages", "page_elems in bytes");
+  const std::vector<int64_t> from = pageList(srcPages, "src_pages", src.numel() / pageElems);
+  const std::vector<int64_t> to =
+      pageList(dstPages, "dst_pages", reg->peers[dst].numel / pageElems);
   const auto* base = static_cast<const uint8_t*>(src.const_data_ptr());
   std::vector<WindowPiece> pieces;
-  pieces.reserve(srcPages.numel());
-  for (int64_t i = 0; i < srcPages.numel(); ++i) {
-    append(pieces, base + from[i] * pageBytes, to[i] * pageBytes, pageBytes);
+  pieces.reserve(from.size());
+  for (size_t i = 0; i < from.size(); ++i) {
+    // A page index below count = numel / pageElems ends within its tensor: no overflow left,
+    // but the products are checked all the same.
+    const int64_t srcOffset = product(from[i], pageBytes, "put_pages", "a source page's offset");
+    const int64_t dstOffset = product(to[i], pageBytes, "put_pages", "a target page's offset");
+    append(pieces, base + srcOffset, static_cast<size_t>(dstOffset),
+           static_cast<size_t>(pageBytes));
   }
   return write("put_pages", *reg, dst, pieces, {src}, asyncOp, deadlineOf(c10d::kUnsetTimeout));
 }
@@ -127,34 +201,54 @@ XcclWindow::WorkPtr XcclWindow::putStrided(const at::Tensor& src, int64_t dstRan
                     "xccl put_strided: each source row must be contiguous (stride(1) == 1)");
   TORCH_CHECK_VALUE(rows <= 1 || dstRowStrideNelems >= cols, "xccl put_strided: rows of ", cols,
                     " elements need dst_row_stride_nelems >= ", cols, ", not ", dstRowStrideNelems);
+  // The last row ends at offset + (rows - 1) * stride + cols: every step checked, since a
+  // stride near 2^63 wraps to an end inside the window and would write before it.
   const int64_t windowNumel = reg->peers[dst].numel;
-  const int64_t end =
-      rows == 0 ? targetOffsetNelems : targetOffsetNelems + (rows - 1) * dstRowStrideNelems + cols;
-  TORCH_CHECK_VALUE(targetOffsetNelems >= 0 && end <= windowNumel, "xccl put_strided: ", rows,
-                    " rows of ", cols, " elements at offset ", targetOffsetNelems, ", stride ",
-                    dstRowStrideNelems, " end at element ", end, ", past rank ", dst,
-                    "'s window of ", windowNumel, " elements");
+  int64_t end = targetOffsetNelems;
+  const bool overflow = rows > 0 && (__builtin_mul_overflow(rows - 1, dstRowStrideNelems, &end) ||
+                                     __builtin_add_overflow(end, cols, &end) ||
+                                     __builtin_add_overflow(end, targetOffsetNelems, &end));
+  TORCH_CHECK_VALUE(targetOffsetNelems >= 0 && !overflow && end <= windowNumel,
+                    "xccl put_strided: ", rows, " rows of ", cols, " elements at offset ",
+                    targetOffsetNelems, ", stride ", dstRowStrideNelems, " end ",
+                    overflow ? std::string("past element 2^63")
+                             : "at element " + std::to_string(end),
+                    ", past rank ", dst, "'s window of ", windowNumel, " elements");
+  // Every row now lies within the window (bytes fit int64) and within the source tensor.
   const auto* base = static_cast<const uint8_t*>(src.const_data_ptr());
+  const size_t rowBytes = static_cast<size_t>(cols) * elem;
   std::vector<WindowPiece> pieces;
   for (int64_t i = 0; i < rows; ++i) {
-    append(pieces, base + i * src.stride(0) * elem,
-           (targetOffsetNelems + i * dstRowStrideNelems) * elem, cols * elem);
+    append(pieces, base + static_cast<size_t>(i * src.stride(0)) * elem,
+           static_cast<size_t>(targetOffsetNelems + i * dstRowStrideNelems) * elem, rowBytes);
   }
   return write("put_strided", *reg, dst, pieces, {src}, asyncOp, deadlineOf(c10d::kUnsetTimeout));
+}
+
+void XcclWindow::checkFits(const char* opName, const Registered& reg, int dst,
+                           const std::vector<WindowPiece>& pieces) const {
+  // The target's real size: its mapping here, or what it registered with the transport.
+  const size_t size =
+      reg.region->maps(dst) ? reg.region->mapping(dst)->bytes() : reg.peers[dst].remote.bytes;
+  for (const WindowPiece& piece : pieces) {
+    size_t end = 0;
+    TORCH_CHECK_VALUE(!__builtin_add_overflow(piece.dstOffset, piece.bytes, &end) && end <= size,
+                      "xccl window ", opName, ": ", piece.bytes, " bytes at byte ", piece.dstOffset,
+                      " do not fit rank ", dst, "'s window of ", size, " bytes");
+  }
 }
 
 XcclWindow::WorkPtr XcclWindow::write(const char* opName, const Registered& reg, int dst,
                                       const std::vector<WindowPiece>& pieces,
                                       std::vector<at::Tensor> keep, bool asyncOp,
                                       net::Deadline deadline) {
+  // The callers checked already; this holds whatever a caller or a peer's numbers got wrong.
+  checkFits(opName, reg, dst, pieces);
   auto work = newWork(c10d::OpType::SEND, opName, keep);
   if (reg.region->maps(dst)) {
     // This host: copies straight into the peer's mapping, done before we return.
     checkAlive(dst);
-    uint8_t* into = reg.region->mapping(dst)->data();
-    for (const WindowPiece& piece : pieces) {
-      std::memcpy(into + piece.dstOffset, piece.src, piece.bytes);
-    }
+    copyInto(reg.region->mapping(dst)->data(), pieces);
     work->succeed();
     return work;
   }

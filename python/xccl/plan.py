@@ -30,7 +30,7 @@ _UNITS = {
 
 def parse_size(text: str) -> int:
     """ "4096", "64K", "1MiB", "2g": bytes (binary units); raises ValueError otherwise."""
-    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    match = re.fullmatch(r"\s*([0-9]+)\s*([a-zA-Z]*)\s*", text)
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
         raise ValueError(f"not a size: {text!r} (e.g. 4096, 64K, 1MiB, 2G)")

@@ -33,7 +33,9 @@ def _page_tensor(pages: Pages, name: str) -> torch.Tensor:
             raise ValueError(
                 f"xccl put_pages: {name} must be a 1-D int64 CPU tensor or a list of ints"
             )
-        return pages.contiguous()
+        # A copy, made while we hold the GIL: the call releases it, and another thread must not
+        # change indices between their check and their use.
+        return pages.clone(memory_format=torch.contiguous_format)
     return torch.tensor(list(pages), dtype=torch.int64)
 
 

@@ -185,3 +185,58 @@ def test_provider_topology_file(fake):
 def test_gfx_names_from_kfd(fake, version, arch):
     fake.kfd_gpu(1, 0x03, version)
     assert detect(fake)[0].gpu_arch == arch
+
+
+# Numbers that str.isdigit() (or int()) takes but a plain decimal is not: "²" and "8²" (isdigit
+# True, int raises), other scripts' digits, more digits than int() converts, signs, exponents.
+HOSTILE_NUMBERS = ["²", "8²", "٣", "１２", "4" * 5000, "-3", "+4", "1e3", "0x10", "8 8"]
+
+
+@pytest.mark.parametrize("value", HOSTILE_NUMBERS, ids=range(len(HOSTILE_NUMBERS)))
+def test_job_shape_takes_only_ascii_numbers(value):
+    environ = {
+        name: value
+        for name in ("LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "SLURM_JOB_NUM_NODES")
+    }
+    environ["SLURM_NTASKS_PER_NODE"] = value + "(x2)"
+    assert env.job_shape(environ) == (None, None)
+    # A good value after a hostile one is still found.
+    assert env.job_shape({"LOCAL_WORLD_SIZE": value, "MPI_LOCALNRANKS": "4"}) == (None, 4)
+
+
+def test_hostile_bar_resource_is_skipped(fake):
+    fake.kfd_gpu(1, 0x23, 90010)
+    fake.pci(
+        "0000:23:00.0",
+        0x1002,
+        0x038000,
+        mem_info_vram_total=f"{64 << 30}\n",
+        resource="²0 0x0000038fffffffff 0x0\n0x0000038000000000 0x0000038fffffffff 0x0\n",
+    )
+    facts, _ = detect(fake)
+    assert facts.large_bar is True  # the good line still counts
+
+
+def test_import_xccl_survives_hostile_numbers():
+    import os
+    import subprocess
+    import sys
+
+    environ = dict(os.environ)
+    for name in ("LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "NCCL_IB_RETRY_CNT"):
+        environ[name] = "²"
+    environ["SLURM_NTASKS_PER_NODE"] = "²(x2)"
+    done = subprocess.run(
+        [sys.executable, "-c", "import xccl"],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("value", HOSTILE_NUMBERS, ids=range(len(HOSTILE_NUMBERS)))
+def test_retry_count_check_takes_only_ascii_numbers(value):
+    facts = env.Facts(nodes=2, gpu_vendor="amd", gpu_arch="gfx942", gpu_count=8)
+    assert env.check_user_settings({"NCCL_IB_RETRY_CNT": value}, facts) == []

@@ -331,3 +331,67 @@ def test_subgroup_entries_name_their_group_and_global_ranks():
         assert trace["pg_config"][name] == {"name": name, "desc": desc, "ranks": "[1, 2]"}
         assert entry["profiling_name"] == "xccl:all_reduce"
         assert entry["collective_seq_id"] == 1
+
+
+def _planted_symlink(rank, world, dump_dir):
+    import xccl
+
+    dist.all_reduce(torch.ones(3))
+    prefix = os.path.join(dump_dir, "trace_")
+    path = f"{prefix}{rank}"
+    # The temporary name a dump used to take (".tmp" + pid), planted as a symlink to a file of
+    # ours: following it would overwrite that file with the dump.
+    victim = os.path.join(dump_dir, f"victim_{rank}")
+    with open(victim, "w") as f:
+        f.write("keep me")
+    planted = f"{path}.tmp{os.getpid()}"
+    os.symlink(victim, planted)
+    written = xccl.dump_flight_recorder(prefix)
+    with open(victim, "rb") as f:
+        victim_text = f.read()
+    with open(path, "rb") as f:
+        entries = pickle.load(f)["entries"]
+    return {
+        "written": written,
+        "victim": victim_text,
+        "still a link to it": os.path.islink(planted) and os.readlink(planted) == victim,
+        "mode": oct(os.stat(path).st_mode & 0o777),
+        "regular file": os.path.isfile(path) and not os.path.islink(path),
+        "entries": [e["profiling_name"] for e in entries],
+        "left": sorted(n for n in os.listdir(dump_dir) if n.startswith(f"trace_{rank}.tmp")),
+        "planted": os.path.basename(planted),
+    }
+
+
+def test_dump_never_follows_a_planted_symlink_and_is_private():
+    with tempfile.TemporaryDirectory(prefix="xccl-fr-") as dump_dir:
+        values = run(_planted_symlink, 2, dump_dir, timeout=60)
+    for rank, v in enumerate(values):
+        assert v["written"] == os.path.join(dump_dir, f"trace_{rank}"), v
+        assert v["victim"] == b"keep me", f"rank {rank}: the link's target was overwritten"
+        assert v["still a link to it"], v
+        assert v["mode"] == "0o600", v
+        assert v["regular file"] and v["entries"] == ["xccl:all_reduce"], v
+        # Only the planted link remains: no temporary file of ours is left behind.
+        assert v["left"] == [v["planted"]], v
+
+
+def _burst(rank, world):
+    from xccl import _C
+
+    dist.all_reduce(torch.ones(3))
+    # What every peer's status query does after its timeout: 30 queries in a burst.
+    taken = [_C._flight_recorder_request_write(2.0) for _ in range(30)]
+    dist.barrier()
+    return taken
+
+
+def test_peer_requests_write_at_most_one_dump_per_interval():
+    with tempfile.TemporaryDirectory(prefix="xccl-fr-") as dump_dir:
+        env = {"TORCH_FR_DUMP_TEMP_FILE": f"{dump_dir}/burst_", "XCCL_LOG_LEVEL": "info"}
+        outcomes = spawn(_burst, 2, env=env, timeout=120)
+        assert all(o.ok for o in outcomes), describe(outcomes)
+        for o in outcomes:
+            assert o.value == [True] + [False] * 29, f"rank {o.rank}: {o.value}"
+            assert o.log.count("flight recorder dump written to") == 1, o.log[-3000:]
+            assert os.path.exists(f"{dump_dir}/burst_{o.rank}")

@@ -137,3 +137,46 @@ def test_monitored_barrier_names_a_rank_that_died_without_waiting_the_timeout():
         assert o.ok, describe(outcomes)
         failures, checks = o.value
         assert not failures and checks == (3 if o.rank == 0 else 2), f"rank {o.rank}: {failures}"
+
+
+def _rank0_runs_out(rank, world):
+    """Rank 0's own timeout ends before any peer could arrive (timeout 0, peers late)."""
+    chk = Checker(rank)
+    if rank == 0:
+        error = chk.raises(
+            "monitored_barrier with timeout 0",
+            lambda: dist.monitored_barrier(timeout=timedelta(0)),
+            (RuntimeError,),
+        )
+        text = str(error)
+        chk.true(
+            "rank 0 says it timed out itself, in gloo's words",
+            "Rank 0 timed out in monitoredBarrier after 0 ms" in text,
+            text[:400],
+        )
+        chk.true(
+            "and which ranks it was still waiting for",
+            f"ranks: {', '.join(map(str, range(1, world)))}" in text,
+            text[:400],
+        )
+        chk.true("no peer is blamed", "failed to pass monitoredBarrier" not in text, text[:400])
+    else:
+        time.sleep(1.0)  # arrive after rank 0 gave up
+        error = chk.raises(
+            "monitored_barrier after rank 0 gave up",
+            lambda: dist.monitored_barrier(timeout=timedelta(seconds=10)),
+            (RuntimeError,),
+        )
+        chk.true(
+            "a peer gets rank 0's reason",
+            "Rank 0 timed out in monitoredBarrier" in str(error),
+            str(error)[:400],
+        )
+    return result(chk)
+
+
+def test_monitored_barrier_blames_rank0_when_its_own_timeout_expires():
+    values = run(_rank0_runs_out, 3, timeout=90)
+    failures = [f"rank {r}: {f}" for r, (fs, _) in enumerate(values) for f in fs]
+    assert not failures, "\n".join(failures)
+    assert [checks for _, checks in values] == [4, 2, 2]

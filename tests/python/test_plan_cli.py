@@ -106,3 +106,9 @@ def test_bad_input_is_a_usage_error(capsys):
     assert "not a size" in capsys.readouterr().err
     assert cli.main(["plan", "--topo", os.path.join(FIXTURE_DIR, "missing.json")]) == 2
     assert plan.parse_size("64KiB") == 65536 and plan.format_size(3 << 30) == "3 GiB"
+
+
+@pytest.mark.parametrize("text", ["٣K", "１２", "²", "8²M"])
+def test_parse_size_takes_only_ascii_digits(text):
+    with pytest.raises(ValueError, match="not a size"):
+        plan.parse_size(text)

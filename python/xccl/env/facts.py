@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import socket
 import struct
 import sys
@@ -125,13 +126,24 @@ def list_dir(root: str, path: str) -> list:
         return []
 
 
+# ASCII digits only, at most 18 (below 2**63): str.isdigit() accepts "²", which int() refuses,
+# int() accepts other scripts' digits ("٣"), and a few thousand digits exceed int()'s limit.
+# Each of those would raise at import from a variable or file nobody checked.
+_ASCII_INT = re.compile(r"[0-9]{1,18}")
+
+
+def ascii_int(text: str) -> int | None:
+    """The value of ``text`` if it is a plain decimal number (ASCII digits), else None."""
+    return int(text) if _ASCII_INT.fullmatch(text) else None
+
+
 def _first_int(environ: Mapping[str, str], names: Sequence[str]) -> int | None:
     for name in names:
         text = environ.get(name, "").strip()
         # SLURM_NTASKS_PER_NODE may read "8(x2)"
-        digits = text.split("(")[0]
-        if digits.isdigit() and int(digits) > 0:
-            return int(digits)
+        value = ascii_int(text.split("(")[0])
+        if value:
+            return value
     return None
 
 
@@ -237,7 +249,10 @@ def _amd_gpu_details(root: str, bdfs: Iterable[str]) -> tuple:
         for line in (read_text(root, base + "/resource") or "").splitlines():
             parts = line.split()
             if len(parts) >= 2:
-                start, end = int(parts[0], 16), int(parts[1], 16)
+                try:
+                    start, end = int(parts[0], 16), int(parts[1], 16)
+                except ValueError:
+                    continue
                 if end > start:
                     biggest = max(biggest, end - start + 1)
         if vram:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
-from .facts import Facts, detect_facts
+from .facts import Facts, ascii_int, detect_facts
 from .rules import AWS_EFA, NO_DEFAULTS_VAR, PLATFORMS, RULES, detect_platform
 
 # Set by apply_defaults() when it acts on os.environ; read by `python -m xccl env`.
@@ -143,8 +143,8 @@ def check_user_settings(environ: Mapping[str, str], facts: Facts) -> list:
             "training (AMD's 4-node example uses 40, not 112)",
             "ROCm prerequisite-system-validation; ROCm workload.rst",
         )
-    retry = environ.get("NCCL_IB_RETRY_CNT", "")
-    if retry.isdigit() and int(retry) > 7:
+    retry = ascii_int(environ.get("NCCL_IB_RETRY_CNT", ""))
+    if retry is not None and retry > 7:
         flag(
             "NCCL_IB_RETRY_CNT",
             "the IB retry field is 3 bits; values above 7 are out of range",

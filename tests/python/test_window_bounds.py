@@ -1,0 +1,168 @@
+"""Windows under hostile numbers (docs/p2p.md, "Windows"): put, put_pages and put_strided with
+offsets, strides, page indices and page sizes near 2**63, where an unchecked product or sum wraps
+to an address inside (or before) the target's mapping. Each must be a ValueError naming the
+sizes, with nothing written on any rank. Also: puts whose source is the target memory itself (a
+view of one's own window) read every element as it was before the call."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+from dist_harness import checks_test
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(dist, "_new_window"), reason="this torch has no one-sided windows (torch 2.14+)"
+)
+
+I64_MAX = 2**63 - 1
+WINDOW = 16  # float64 elements in each rank's window
+
+
+def _hostile_cases(win):
+    import xccl.window
+
+    src = torch.full((2, 2), 7.0, dtype=torch.float64)
+    page = torch.full((8,), 7.0, dtype=torch.float64)
+    row = torch.full((1, 4), 7.0, dtype=torch.float64)
+    return [
+        # The issue's reproducer: the last row's end, 0 + 1 * (2**63 - 2) + 2, wraps to -2**63
+        # and the second row would land 16 bytes before rank 1's mapping.
+        (
+            "put_strided stride 2**63 - 2",
+            lambda: xccl.window.put_strided(win, src, 1, 0, 2**63 - 2),
+            f"2 rows of 2 elements at offset 0, stride {2**63 - 2}",
+        ),
+        (
+            "put_strided (rows - 1) * stride past 2**63",
+            lambda: xccl.window.put_strided(
+                win, torch.ones(3, 4, dtype=torch.float64), 1, 0, 2**62
+            ),
+            f"window of {WINDOW} elements",
+        ),
+        (
+            "put_strided offset + span past 2**63",
+            lambda: xccl.window.put_strided(win, src, 1, I64_MAX - 1, 4),
+            f"offset {I64_MAX - 1}",
+        ),
+        (
+            "put_strided rows * cols of an expanded source",
+            lambda: xccl.window.put_strided(win, row.expand(2**60, 4), 1, 0, 16),
+            f"{2**60} rows of 4 elements",
+        ),
+        (
+            "put_strided one row at offset 2**63 - 1",
+            lambda: xccl.window.put_strided(win, row, 1, I64_MAX, 4),
+            "past",
+        ),
+        (
+            "put_strided negative offset",
+            lambda: xccl.window.put_strided(win, row, 1, -(2**63), 4),
+            "offset",
+        ),
+        ("put offset 2**63 - 1", lambda: win.put(page, 1, I64_MAX, False), f"offset {I64_MAX}"),
+        ("put offset -2**63", lambda: win.put(page, 1, -(2**63), False), "offset"),
+        ("put offset -1", lambda: win.put(page, 1, -1, False), "offset"),
+        (
+            "put_pages target page 2**63 - 1",
+            lambda: xccl.window.put_pages(win, page, [0], 1, [I64_MAX], 8),
+            "outside",
+        ),
+        (
+            "put_pages source page 2**62",
+            lambda: xccl.window.put_pages(win, page, [2**62], 1, [0], 8),
+            "src_pages",
+        ),
+        (
+            "put_pages page -2**63",
+            lambda: xccl.window.put_pages(win, page, [0], 1, [-(2**63)], 8),
+            "outside",
+        ),
+        (
+            "put_pages page_elems 2**63 - 1",
+            lambda: xccl.window.put_pages(win, page, [0], 1, [0], I64_MAX),
+            "page_elems",
+        ),
+        (
+            "put_pages page_elems 2**61 (bytes past 2**63), no pages",
+            lambda: xccl.window.put_pages(win, page, [], 1, [], 2**61),
+            "page_elems",
+        ),
+    ]
+
+
+@checks_test((2,), min_checks=2)
+def test_hostile_numbers_raise_and_write_nothing(chk, rank, world):
+    t = torch.zeros(WINDOW, dtype=torch.float64)
+    win = dist._new_window(t)
+    dist.barrier()
+    if rank == 0:
+        for name, call, text in _hostile_cases(win):
+            chk.raises(name, call, types=(ValueError,), match=text)
+    dist.barrier()
+    chk.equal("rank's window unchanged", t, torch.zeros(WINDOW, dtype=torch.float64))
+    dist.barrier()  # every rank looked before the good put below
+    # The signal words right before the data (where the reproducer's second row went) are
+    # intact: a put and signal still pair up.
+    if rank == 0:
+        win.put(torch.full((4,), 5.0, dtype=torch.float64), 1, 0, False)
+        win.signal(1, False)
+    else:
+        win.wait_signal(0, False)
+        chk.equal("the window works after", t[:4], torch.full((4,), 5.0, dtype=torch.float64))
+    dist.barrier()
+    win.tensor_deregister()
+
+
+@checks_test((2,), min_checks=5)
+def test_overlapping_self_puts_read_the_source_first(chk, rank, world):
+    import xccl.window
+
+    n = 64
+    t = torch.zeros(n, dtype=torch.float64)
+    win = dist._new_window(t)
+
+    def reset():
+        t.copy_(torch.arange(n, dtype=torch.float64) + 1000 * rank)
+        return t.clone()
+
+    # One contiguous run, moved up by 8 elements within itself: a memmove.
+    orig = reset()
+    win.put(t[0:48], rank, 8, False)
+    expected = orig.clone()
+    expected[8:56] = orig[0:48]
+    chk.equal("put of a view of the own window, shifted", t, expected)
+
+    # A non-contiguous view of the window written over itself, in row-major order.
+    orig = reset()
+    view = t[0:32].view(16, 2).t()
+    win.put(view, rank, 0, False)
+    expected = orig.clone()
+    expected[0:32] = orig[0:32].view(16, 2).t().reshape(-1)
+    chk.equal("non-contiguous put of the own window over itself", t, expected)
+
+    # Rows of the window to a wider stride: row 0 lands on row 1's source.
+    orig = reset()
+    xccl.window.put_strided(win, t[0:24].view(3, 8), rank, 4, 10)
+    expected = orig.clone()
+    for i in range(3):
+        expected[4 + 10 * i : 12 + 10 * i] = orig[8 * i : 8 * i + 8]
+    chk.equal("put_strided of the own rows to a wider stride", t, expected)
+
+    # Pages 0, 1, 2 to pages 1, 3, 5: page 0's write lands on page 1's source.
+    orig = reset()
+    xccl.window.put_pages(win, t, [0, 1, 2], rank, [1, 3, 5], 8)
+    expected = orig.clone()
+    for s, d in zip([0, 1, 2], [1, 3, 5]):
+        expected[8 * d : 8 * d + 8] = orig[8 * s : 8 * s + 8]
+    chk.equal("put_pages of the own pages onto each other", t, expected)
+
+    # The page lists the C++ call reads are copies made while the GIL is held: another thread
+    # changing the caller's tensor (the call releases the GIL) cannot change a checked index.
+    pages = torch.tensor([0, 1], dtype=torch.int64)
+    chk.true(
+        "put_pages copies a page tensor",
+        xccl.window._page_tensor(pages, "src_pages").data_ptr() != pages.data_ptr(),
+    )
+    dist.barrier()
+    win.tensor_deregister()
