@@ -62,8 +62,10 @@ const std::vector<Variable> kVariables = {
     choice("XCCL_LOG_LEVEL", "warn", {"error", "warn", "info", "debug"}, kPerRank,
            "Log verbosity: error, warn, info, debug."),
     text("XCCL_SOCKET_IFNAME",
-         "Interface (or comma-separated list) whose address the TCP transport listens on; "
-         "default: the address that reaches the store's host, else the hostname's address."),
+         "Interface (or comma-separated list of alternatives: the first that exists) whose "
+         "address the TCP transport listens on; set alone it is also the only interface TCP "
+         "links run over, as if XCCL_NET_IFNAMES named it. Default: the address that reaches the "
+         "store's host, else the hostname's address."),
     text("XCCL_NET_IFNAMES",
          "Comma-separated interfaces xccl's network engines use between hosts (each must exist "
          "and have an IPv4 address, else group creation raises ValueError); TCP links run over "

@@ -127,7 +127,10 @@ void TcpTransport::stopThreads() {
 }
 
 void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
-  interfaceAddresses(options.ifnames);  // a bad name fails at once, before any peer waits
+  // XCCL_SOCKET_IFNAME alone limits the interfaces as XCCL_NET_IFNAMES does (linkIfnames).
+  const std::vector<std::string> ifnames =
+      options.listenAddress ? options.ifnames : linkIfnames(options.ifnames);
+  interfaceAddresses(ifnames);  // a bad name fails at once, before any peer waits
   if (size_ == 1) return;
   const Deadline deadline = Clock::now() + options.timeout;
   const Bootstrap bootstrap =
@@ -137,13 +140,12 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
 
   // This rank's interfaces (docs/network.md, "xccl's own TCP: streams, several NICs").
   const bool named =
-      !options.localAddresses.empty() || (!options.listenAddress && !options.ifnames.empty());
+      !options.localAddresses.empty() || (!options.listenAddress && !ifnames.empty());
   std::vector<Address> chosen = options.localAddresses;
   if (chosen.empty()) {
     chosen = options.listenAddress ? std::vector<Address>{*options.listenAddress}
-             : !options.ifnames.empty()
-                 ? interfaceAddresses(options.ifnames)
-                 : std::vector<Address>{chooseListenAddress(options.storeHost)};
+             : !ifnames.empty()    ? interfaceAddresses(ifnames)
+                                   : std::vector<Address>{chooseListenAddress(options.storeHost)};
   }
   for (const Address& a : chosen) interfaces_.push_back(describeAddress(a));
   // A loopback first choice means one host and no network to spread over.
