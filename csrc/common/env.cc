@@ -89,6 +89,11 @@ const std::vector<Variable> kVariables = {
     integer("XCCL_NET_LINK_TIMEOUT_MS", "1000", 10, 3600000, 1, kPerRank,
             "A TCP link that carries nothing (not even a heartbeat) for this long is taken down "
             "and its unacknowledged data replayed on the peer's other links."),
+    // net/net_key.cc readKeyFile() checks the file (owner, mode, 32 B to 64 KiB).
+    text("XCCL_NET_KEY_FILE",
+         "A file holding the secret TCP links authenticate with (the same file on every rank; "
+         "a regular file owned by the user, mode 600, 32 bytes to 64 KiB). Default: rank 0 draws "
+         "a key for each group and shares it through the store."),
     // algo/tunables.cc parseAlgorithm() accepts these; ranks on different algorithms deadlock.
     choice("XCCL_ALGO", "auto", {"auto", "direct", "ring", "shm"}, kGroupWide,
            "Force an algorithm for every collective that has it: direct or ring (TCP, even where "
