@@ -62,8 +62,10 @@ const std::vector<Variable> kVariables = {
     choice("XCCL_LOG_LEVEL", "warn", {"error", "warn", "info", "debug"}, kPerRank,
            "Log verbosity: error, warn, info, debug."),
     text("XCCL_SOCKET_IFNAME",
-         "Interface (or comma-separated list) whose address the TCP transport listens on; "
-         "default: the address that reaches the store's host, else the hostname's address."),
+         "Interface (or comma-separated list of alternatives: the first that exists) whose "
+         "address the TCP transport listens on; set alone it is also the only interface TCP "
+         "links run over, as if XCCL_NET_IFNAMES named it. Default: the address that reaches the "
+         "store's host, else the hostname's address."),
     text("XCCL_NET_IFNAMES",
          "Comma-separated interfaces xccl's network engines use between hosts (each must exist "
          "and have an IPv4 address, else group creation raises ValueError); TCP links run over "
@@ -87,6 +89,11 @@ const std::vector<Variable> kVariables = {
     integer("XCCL_NET_LINK_TIMEOUT_MS", "1000", 10, 3600000, 1, kPerRank,
             "A TCP link that carries nothing (not even a heartbeat) for this long is taken down "
             "and its unacknowledged data replayed on the peer's other links."),
+    // net/net_key.cc readKeyFile() checks the file (owner, mode, 32 B to 64 KiB).
+    text("XCCL_NET_KEY_FILE",
+         "A file holding the secret TCP links authenticate with (the same file on every rank; "
+         "a regular file owned by the user, mode 600, 32 bytes to 64 KiB). Default: rank 0 draws "
+         "a key for each group and shares it through the store."),
     // algo/tunables.cc parseAlgorithm() accepts these; ranks on different algorithms deadlock.
     choice("XCCL_ALGO", "auto", {"auto", "direct", "ring", "shm"}, kGroupWide,
            "Force an algorithm for every collective that has it: direct or ring (TCP, even where "

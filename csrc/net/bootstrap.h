@@ -19,7 +19,8 @@
 
 namespace xccl::net {
 
-// 64 random bits from std::random_device: the TCP mesh's secret, segment names, process tokens.
+// 64 random bits from std::random_device: segment names, process tokens (the TCP links' secrets
+// come from getrandom: net_key.h).
 uint64_t randomToken();
 
 // What every rank said in one agree(): the same on every rank.

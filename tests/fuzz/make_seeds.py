@@ -5,6 +5,8 @@ from well-formed frames of every type (csrc/net/tcp/wire.h) and mutates them fro
 An input's first byte says how the rest is cut into reads (tests/fuzz/fuzz_tcp_frames.cc).
 """
 
+import hashlib
+import hmac
 import pathlib
 import struct
 import sys
@@ -103,14 +105,70 @@ def shm_ring_seeds():
     }
 
 
+HELLO_MAGIC, WIRE_VERSION = 0x58434C48, 5  # kHelloMagic, kWireVersion
+OFFER, CHALLENGE, PROOF = 1, 2, 3  # HelloStep
+FUZZ_KEY = bytes([7]) * 32  # fuzz_tcp_handshake.cc fuzzTerms()
+ACCEPTOR_NONCE, DIALER_NONCE = bytes([0xA5]) * 16, bytes([0x5A]) * 16
+
+
+def group_id(prefix: bytes, token: bytes) -> bytes:
+    """wire.cc groupId()."""
+    label = b"xccl tcp group\0"
+    return hashlib.sha256(label + struct.pack("<Q", len(prefix)) + prefix + token).digest()[:16]
+
+
+FUZZ_GROUP = group_id(b"fuzz", b"token")
+
+
+def hello_mac(by_acceptor, dialer, acceptor, link, dialer_nonce, acceptor_nonce):
+    """wire.cc HelloExchange::mac()."""
+    label = b"xccl tcp acceptor\0" if by_acceptor else b"xccl tcp dialer\0"
+    text = label + struct.pack("<H", WIRE_VERSION) + FUZZ_GROUP
+    text += struct.pack("<iii", dialer, acceptor, link) + dialer_nonce + acceptor_nonce
+    return hmac.new(FUZZ_KEY, text, hashlib.sha256).digest()
+
+
+def hello(step, rank, link, nonce=bytes(16), mac=bytes(32), group=FUZZ_GROUP):
+    body = struct.pack("<IHHiB3x", HELLO_MAGIC, WIRE_VERSION, link, rank, step)
+    out = body + group + nonce + mac
+    assert len(out) == 80  # sizeof(Hello)
+    return out
+
+
+def handshake_seeds():
+    """The first byte: 0 to the acceptor, 1 to the dialer (+2: made plausible)."""
+    dialer, acceptor, link, nonce = 3, 1, 2, bytes(range(16))
+    proof_mac = hello_mac(False, dialer, acceptor, link, nonce, ACCEPTOR_NONCE)
+    offer = hello(OFFER, dialer, link, nonce)
+    proof = hello(PROOF, dialer, link, mac=proof_mac)
+    challenge_mac = hello_mac(True, 5, 1, 3, DIALER_NONCE, ACCEPTOR_NONCE)
+    challenge = hello(CHALLENGE, 1, 3, ACCEPTOR_NONCE, challenge_mac)
+    return {
+        "accepted": b"\x00" + offer + proof,
+        "plausible": b"\x02" + offer + proof[:40],
+        "bad-proof": b"\x00" + offer + hello(PROOF, dialer, link, mac=bytes(32)),
+        "other-group": b"\x00" + hello(OFFER, dialer, link, nonce, group=bytes(16)),
+        "challenge": b"\x01" + challenge,
+        "forged-challenge": b"\x03" + hello(CHALLENGE, 1, 3, ACCEPTOR_NONCE),
+    }
+
+
+# Targets whose seed is one whole input (a script or a tagged message), not a stream to cut.
+WHOLE_INPUTS = {"fuzz_shm_ring", "fuzz_tcp_handshake"}
+
+
 def main():
     target, folder = sys.argv[1], pathlib.Path(sys.argv[2])
-    seeds = {"fuzz_tcp_frames": frame_seeds, "fuzz_shm_ring": shm_ring_seeds}.get(target)
+    seeds = {
+        "fuzz_tcp_frames": frame_seeds,
+        "fuzz_tcp_handshake": handshake_seeds,
+        "fuzz_shm_ring": shm_ring_seeds,
+    }.get(target)
     if seeds is None:
         return
     folder.mkdir(parents=True, exist_ok=True)
     for name, body in seeds().items():
-        if target == "fuzz_shm_ring":  # a script, not a byte stream to cut
+        if target in WHOLE_INPUTS:
             (folder / f"seed-{name}").write_bytes(body)
             continue
         for step in (1, 13, 96):  # one byte, odd cuts, most of a header per read

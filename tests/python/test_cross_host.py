@@ -159,6 +159,22 @@ def test_link_down_mid_loop_loses_nothing(make_hosts, tmp_path):
     assert hosts_module.IFNAMES[1] in logs, f"no log names the failed link:\n{logs[-3000:]}"
 
 
+def test_socket_ifname_alone_limits_links_to_it(make_hosts, tmp_path):
+    """XCCL_SOCKET_IFNAME alone limits TCP's listeners and links to its interface, as
+    XCCL_NET_IFNAMES does: every link runs over xnet1 although xnet0 reaches the peer too."""
+    hosts = make_hosts(2)
+    chosen, other = hosts_module.IFNAMES[1], hosts_module.IFNAMES[0]
+    extra = {"XCCL_NET": "tcp", "XCCL_SOCKET_IFNAME": chosen, "XCCL_LOG_LEVEL": "debug"}
+    procs = start_ranks(hosts, [1, 1], extra, ["all"], tmp_path)
+    results = finish_ranks(procs, tmp_path, time.monotonic() + CASE_TIMEOUT_S)
+    assert_all_passed(results, [1, 1])
+    for result in results:
+        # createPeers' debug line: "rank P: N link(s) over IF ADDR, IF ADDR".
+        lines = [line for line in result["stderr"].splitlines() if "link(s) over" in line]
+        assert lines, f"rank {result['rank']} logged no links:\n{result['stderr'][-2000:]}"
+        assert all(chosen in line and other not in line for line in lines), "\n".join(lines)
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     script = os.path.join(os.path.dirname(RANK_SCRIPT), "..", "..", "scripts", "netns_hosts.py")
     return subprocess.run(

@@ -19,24 +19,15 @@ std::string socketName(int fd, bool local) {
   return a.toString();
 }
 
-// One connection attempt, bounded by `deadline`: the socket, or invalid with `refused` set when
-// nothing listens there any more (the peer's process is gone).
-Socket dialOnce(const Address& peer, const Address* from, Deadline deadline, bool* refused) {
+// Starts a non-blocking connection: the socket (connected or connecting), or invalid with
+// `refused` set when nothing listens there any more (the peer's process is gone).
+Socket startDial(const Address& peer, const Address* from, bool* refused) {
   *refused = false;
   const auto* sa = reinterpret_cast<const sockaddr*>(&peer.storage);
-  Socket s(::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  Socket s(::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!s.valid() || (from != nullptr && !bindSource(s.fd(), *from))) return {};
-  s.setNonBlocking();
-  int err = ::connect(s.fd(), sa, peer.length) == 0 ? 0 : errno;
-  if (err == EINPROGRESS) {
-    pollfd pfd{s.fd(), POLLOUT, 0};
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (::poll(&pfd, 1, static_cast<int>(std::max<int64_t>(0, left.count()))) != 1) return {};
-    socklen_t len = sizeof(err);
-    if (::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) return {};
-  }
-  if (err != 0) {
+  const int err = ::connect(s.fd(), sa, peer.length) == 0 ? 0 : errno;
+  if (err != 0 && err != EINPROGRESS) {
     *refused = err == ECONNREFUSED;
     return {};
   }
@@ -44,20 +35,26 @@ Socket dialOnce(const Address& peer, const Address* from, Deadline deadline, boo
   return s;
 }
 
+// A liveness probe: a connection attempt to a peer's listener, looked at without waiting.
+struct Probe {
+  Socket socket;
+  Clock::time_point deadline{};
+  // True once it ended: connected, failed or timed out; `refused` when nothing listens there.
+  bool ended(Clock::time_point now, bool* refused) {
+    *refused = false;
+    pollfd pfd{socket.fd(), POLLOUT, 0};
+    if (::poll(&pfd, 1, 0) == 1) {
+      int err = 0;
+      socklen_t len = sizeof(err);
+      *refused =
+          ::getsockopt(socket.fd(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == ECONNREFUSED;
+      return true;
+    }
+    return now >= deadline;
+  }
+};
+
 }  // namespace
-
-Hello TcpTransport::makeHello(int link) const {
-  Hello hello;
-  hello.link = static_cast<uint16_t>(link);
-  hello.rank = rank_;
-  hello.group = group_;
-  hello.nonce = nonce_;
-  return hello;
-}
-
-HelloExpectation TcpTransport::expectHello(int minRank, int maxRank) const {
-  return {group_, nonce_, rank_, minRank, maxRank, maxLinks_};
-}
 
 void TcpTransport::linkUp(int peer, int index, Socket socket, bool recovered) {
   Peer& p = *peers_[peer];
@@ -181,20 +178,32 @@ void TcpTransport::takeHandovers() {
                  false);
       }
     } else {
+      // A new connection never displaces a healthy link, however well it proved itself: only
+      // one the health logic (tick) would take down, silent for linkTimeout_. An end the peer
+      // already closed shows once what is there is read.
+      Link& link = *peers_[h.peer]->links[h.link];
+      if (link.up) readLink(h.peer, link);
+      const auto heard =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - link.lastHeard);
+      if (link.up && heard <= linkTimeout_) {
+        XCCL_INFO("tcp", "kept link ", h.link, " to rank ", h.peer, ": a new connection for it ",
+                  "came while it is healthy (heard ", heard.count(), " ms ago)");
+        continue;  // the new socket closes; its dialer redials once it sees that
+      }
       linkUp(h.peer, h.link, std::move(h.socket), /*recovered=*/true);
     }
   }
 }
 
 void TcpTransport::managerLoop() {
+  // Accepted and dialled handshakes run together (handshake.h): none blocks another, nor the
+  // redials and probes below.
+  Handshakes handshakes(terms_);
   std::vector<Clock::time_point> nextProbe(size_);
+  std::vector<Probe> probes(size_);
   while (!stopping_.load()) {
-    std::vector<pollfd> fds;
-    for (const Socket& l : listeners_) fds.push_back({l.fd(), POLLIN, 0});
-    if (::poll(fds.data(), fds.size(), 20) > 0) {
-      for (size_t i = 0; i < fds.size(); ++i) {
-        if (fds[i].revents != 0) acceptOneLink(listeners_[i]);
-      }
+    for (auto& ended : handshakes.poll(listeners_, std::chrono::milliseconds(20))) {
+      handshakeEnded(std::move(ended));
     }
     const auto now = Clock::now();
     for (int peer = 0; peer < size_ && !stopping_.load(); ++peer) {
@@ -211,71 +220,66 @@ void TcpTransport::managerLoop() {
         }
       }
       if (peer < rank_) {
-        for (int index : due) redial(peer, index);
+        for (int index : due) {
+          if (!handshakes.dialling(peer, index)) redial(handshakes, peer, index);
+        }
+      } else if (probes[peer].socket.valid()) {
+        bool refused;
+        if (!probes[peer].ended(now, &refused)) continue;
+        probes[peer].socket.close();
+        if (refused) handOver({peer, 0, Socket(), true});
       } else if (!anyUp && now >= nextProbe[peer]) {
-        // The peer dials us; all we can learn here is whether its process still listens.
+        // The peer dials us; all we can learn here is whether its process still listens. Not
+        // waited for: a peer whose host is silent must not hold up the others.
         nextProbe[peer] = now + std::chrono::milliseconds(100);
         bool refused;
-        dialOnce(Address::parse(addresses_[peer]), nullptr, now + linkTimeout_, &refused);
+        probes[peer] = {startDial(Address::parse(addresses_[peer]), nullptr, &refused),
+                        now + linkTimeout_};
         if (refused) handOver({peer, 0, Socket(), true});
       }
     }
   }
 }
 
-void TcpTransport::redial(int peer, int index) {
-  const Deadline deadline = Clock::now() + linkTimeout_;
+void TcpTransport::redial(Handshakes& handshakes, int peer, int index) {
   bool refused;
   const Link& link = *peers_[peer]->links[index];  // `from` and `to` never change
-  Socket s = dialOnce(link.to, &link.from, deadline, &refused);
-  std::string why;
+  Socket s = startDial(link.to, &link.from, &refused);
   if (s.valid()) {
-    try {
-      const Hello hello = makeHello(index);
-      s.sendAll(&hello, sizeof(hello), deadline);
-      Hello reply{};
-      s.recvAll(&reply, sizeof(reply), deadline);
-      why = checkHello(&reply, sizeof(reply), expectHello(peer, peer), nullptr);
-      if (why.empty() && reply.link != index) why = "answered for another link";
-    } catch (const Error& e) {
-      why = e.what();
-    }
+    handshakes.add(std::make_unique<Handshake>(std::move(s), terms_, peer, index,
+                                               Clock::now() + linkTimeout_));
+    return;
   }
-  if (s.valid() && why.empty()) return handOver({peer, index, std::move(s), false});
   if (refused) return handOver({peer, index, Socket(), true});
-  if (!why.empty()) XCCL_DEBUG("tcp", "redialling rank ", peer, " link ", index, ": ", why);
   std::lock_guard<std::mutex> guard(peers_[peer]->sendMutex);
   peers_[peer]->links[index]->nextDial = Clock::now() + std::chrono::milliseconds(50);
 }
 
-void TcpTransport::acceptOneLink(const Socket& listener) {
-  int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (fd < 0) return;
-  Socket s(fd);
-  s.setNoDelay();
-  const std::string from = socketName(fd, false);
-  Hello hello{};
-  try {
-    s.recvAll(&hello, sizeof(hello), Clock::now() + linkTimeout_);
-  } catch (const Error& e) {
-    // Our peers' liveness probes connect and hang up at once; anything else is logged below.
-    XCCL_DEBUG("tcp", "a connection from ", from, " closed before its handshake: ", e.what());
+void TcpTransport::handshakeEnded(std::unique_ptr<Handshake> h) {
+  const bool done = h->status() == Handshake::Status::kDone;
+  if (h->dialing()) {
+    {
+      // Also after a success: the progress thread takes the link up a moment later, and the
+      // link must not be dialled again meanwhile.
+      std::lock_guard<std::mutex> guard(peers_[h->peer()]->sendMutex);
+      peers_[h->peer()]->links[h->link()]->nextDial = Clock::now() + std::chrono::milliseconds(50);
+    }
+    if (done) return handOver({h->peer(), h->link(), h->take(), false});
+    if (h->refused()) return handOver({h->peer(), h->link(), Socket(), true});
+    XCCL_DEBUG("tcp", "redialling rank ", h->peer(), " link ", h->link(), ": ", h->why());
     return;
   }
-  std::string why = checkHello(&hello, sizeof(hello), expectHello(rank_ + 1, size_ - 1), nullptr);
-  if (why.empty() && hello.link >= peers_[hello.rank]->links.size()) why = "no such link";
-  if (!why.empty()) {
-    XCCL_WARN("tcp", "refused a connection from ", from, ": ", why);
+  if (!done) {
+    if (h->received() == 0) {
+      // Our peers' liveness probes connect and hang up at once; anything else is logged below.
+      XCCL_DEBUG("tcp", "a connection from ", h->from(), " ended before its handshake: ", h->why());
+    } else {
+      XCCL_WARN("tcp", "refused a connection from ", h->from(), ": ", h->why());
+    }
     return;
   }
-  if (peers_[hello.rank]->links[hello.link]->heldDown) return;
-  try {
-    const Hello reply = makeHello(hello.link);
-    s.sendAll(&reply, sizeof(reply), Clock::now() + linkTimeout_);
-  } catch (const Error& e) {
-    return;
-  }
-  handOver({hello.rank, hello.link, std::move(s), false});
+  if (peers_[h->peer()]->links[h->link()]->heldDown) return;
+  handOver({h->peer(), h->link(), h->take(), false});
 }
 
 TcpTransport::LinkCounters TcpTransport::linkCounters(int peer, int index) {

@@ -363,17 +363,30 @@ std::vector<Address> interfaceAddresses(const std::vector<std::string>& names) {
   return out;
 }
 
+std::string socketIfname() {
+  const std::string ifnames = env::getString("XCCL_SOCKET_IFNAME");
+  if (ifnames.empty()) return "";
+  std::istringstream list(ifnames);
+  std::string name;
+  Address a;
+  while (std::getline(list, name, ',')) {
+    if (interfaceAddress(name, &a)) return name;
+  }
+  XCCL_THROW(ErrorKind::kInvalidArgument, "XCCL_SOCKET_IFNAME=", ifnames,
+             ": no such interface with an IPv4 address");
+}
+
+std::vector<std::string> linkIfnames(const std::vector<std::string>& netIfnames) {
+  if (!netIfnames.empty()) return netIfnames;
+  const std::string name = socketIfname();
+  return name.empty() ? std::vector<std::string>{} : std::vector<std::string>{name};
+}
+
 Address chooseListenAddress(const std::string& storeHost) {
   Address a;
-  std::string ifnames = env::getString("XCCL_SOCKET_IFNAME");
-  if (!ifnames.empty()) {
-    std::istringstream list(ifnames);
-    std::string name;
-    while (std::getline(list, name, ',')) {
-      if (interfaceAddress(name, &a)) return a;
-    }
-    XCCL_THROW(ErrorKind::kInvalidArgument, "XCCL_SOCKET_IFNAME=", ifnames,
-               ": no such interface with an IPv4 address");
+  if (const std::string name = socketIfname(); !name.empty()) {
+    interfaceAddress(name, &a);
+    return a;
   }
   if (routeSourceTo(storeHost, &a)) return a;
   if (hostnameAddress(&a)) return a;

@@ -63,6 +63,15 @@ Socket acceptAny(const std::vector<Socket>& listeners, Deadline deadline);
 // that has none and the interfaces that do.
 std::vector<Address> interfaceAddresses(const std::vector<std::string>& names);
 
+// XCCL_SOCKET_IFNAME's first interface that has an IPv4 address (the list names alternatives,
+// for hosts whose interfaces are named differently); "" when unset; kInvalidArgument when it
+// names none that exists.
+std::string socketIfname();
+// The interfaces TCP listens and links on, decided here only: `netIfnames` (XCCL_NET_IFNAMES,
+// NetOptions::ifnames) when given, else socketIfname() alone, else none named (empty: the
+// listen address and every other usable interface, interfaces.h).
+std::vector<std::string> linkIfnames(const std::vector<std::string>& netIfnames);
+
 // The address this rank listens on: XCCL_SOCKET_IFNAME's interface if set, else the local
 // address that routes to `storeHost` (no packet is sent), else the hostname's address, else
 // loopback.

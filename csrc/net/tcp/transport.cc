@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/thread_affinity.h"
 #include "net/bootstrap.h"
+#include "net/net_key.h"
 
 namespace xccl::net::tcp {
 
@@ -127,23 +128,32 @@ void TcpTransport::stopThreads() {
 }
 
 void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
-  interfaceAddresses(options.ifnames);  // a bad name fails at once, before any peer waits
+  // XCCL_SOCKET_IFNAME alone limits the interfaces as XCCL_NET_IFNAMES does (linkIfnames).
+  const std::vector<std::string> ifnames =
+      options.listenAddress ? options.ifnames : linkIfnames(options.ifnames);
+  interfaceAddresses(ifnames);  // a bad name fails at once, before any peer waits
   if (size_ == 1) return;
   const Deadline deadline = Clock::now() + options.timeout;
   const Bootstrap bootstrap =
       Bootstrap(store, options.storePrefix, rank_, size_, options.timeout).until(deadline);
-  nonce_ = bootstrap.sharedToken("nonce");
-  group_ = hashGroup(options.storePrefix);
+  // The key every link proves it holds, and the id that binds each link to this group's
+  // creation: a token rank 0 draws, so no two groups (nor two creations under one prefix) match.
+  const NetKey key = groupKey(bootstrap, "key");
+  std::memcpy(terms_.key, key.data(), sizeof(terms_.key));
+  Bytes token(16);
+  if (rank_ == 0) randomBytes(token.data(), token.size());
+  token = bootstrap.broadcast("group", 0, token);
+  groupId(options.storePrefix, std::string(token.begin(), token.end()), terms_.group);
+  terms_.self = rank_;
 
   // This rank's interfaces (docs/network.md, "xccl's own TCP: streams, several NICs").
   const bool named =
-      !options.localAddresses.empty() || (!options.listenAddress && !options.ifnames.empty());
+      !options.localAddresses.empty() || (!options.listenAddress && !ifnames.empty());
   std::vector<Address> chosen = options.localAddresses;
   if (chosen.empty()) {
     chosen = options.listenAddress ? std::vector<Address>{*options.listenAddress}
-             : !options.ifnames.empty()
-                 ? interfaceAddresses(options.ifnames)
-                 : std::vector<Address>{chooseListenAddress(options.storeHost)};
+             : !ifnames.empty()    ? interfaceAddresses(ifnames)
+                                   : std::vector<Address>{chooseListenAddress(options.storeHost)};
   }
   for (const Address& a : chosen) interfaces_.push_back(describeAddress(a));
   // A loopback first choice means one host and no network to spread over.
@@ -167,47 +177,46 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
   }
   createPeers(all, allNamed);
 
-  // Higher ranks dial lower ranks, every link; the handshake names the group, rank and link.
+  terms_.links.assign(size_, 0);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peers_[peer]) terms_.links[peer] = static_cast<int>(peers_[peer]->links.size());
+  }
+
+  // Higher ranks dial lower ranks, every link; the handshake proves the key and names the group,
+  // ranks and link (handshake.h).
   for (int peer = 0; peer < rank_; ++peer) {
     for (auto& owned : peers_[peer]->links) {
-      const int index = owned->index;
       const Address addr = owned->to;
-      Socket s = connectTo(addr, deadline, &owned->from);
-      const Hello hello = makeHello(index);
-      s.sendAll(&hello, sizeof(hello), deadline);
-      Hello reply{};
-      s.recvAll(&reply, sizeof(reply), deadline);
-      std::string why = checkHello(&reply, sizeof(reply), expectHello(peer, peer), nullptr);
-      if (why.empty() && reply.link != index) why = "answered for another link";
-      if (!why.empty()) {
-        XCCL_THROW(ErrorKind::kPeerFailure, "the process at ", addr.toString(), " is not rank ",
-                   peer, " of this group: ", why);
-      }
-      linkUp(peer, index, std::move(s), /*recovered=*/false);
+      Handshake handshake(connectTo(addr, deadline, &owned->from), terms_, peer, owned->index,
+                          deadline);
+      finishDial(handshake, addr.toString());
+      linkUp(peer, owned->index, handshake.take(), /*recovered=*/false);
     }
   }
-  size_t expected = 0;
+  // Every connection's handshake runs beside the others': a stranger's idle or slow connection
+  // holds up nobody (it ends at kHandshakeTimeout).
+  size_t expected = 0, accepted = 0;
   for (int peer = rank_ + 1; peer < size_; ++peer) expected += peers_[peer]->links.size();
-  for (size_t accepted = 0; accepted < expected;) {
-    Socket s = acceptAny(listeners_, deadline);
-    Hello hello{};
-    try {
-      s.recvAll(&hello, sizeof(hello), deadline);
-    } catch (const Error& e) {
-      if (e.kind() == ErrorKind::kTimeout) throw;
-      continue;  // a stray connection that hung up
+  Handshakes handshakes(terms_);
+  while (accepted < expected) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      XCCL_THROW(ErrorKind::kTimeout, "timed out accepting peer connections: ", accepted, " of ",
+                 expected, " links from higher ranks came");
     }
-    std::string why = checkHello(&hello, sizeof(hello), expectHello(rank_ + 1, size_ - 1), nullptr);
-    if (why.empty() && hello.link >= peers_[hello.rank]->links.size()) why = "no such link";
-    if (!why.empty() || peers_[hello.rank]->links[hello.link]->up) {
-      XCCL_WARN("tcp", "refused a connection while building the group: ",
-                why.empty() ? "a second connection for one link" : why);
-      continue;
+    for (auto& h : handshakes.poll(listeners_, std::min(left, std::chrono::milliseconds(100)))) {
+      if (h->status() != Handshake::Status::kDone) {
+        XCCL_WARN("tcp", "refused a connection from ", h->from(),
+                  " while building the group: ", h->why());
+      } else if (peers_[h->peer()]->links[h->link()]->up) {
+        XCCL_WARN("tcp", "refused a second connection for link ", h->link(), " of rank ", h->peer(),
+                  " while building the group");
+      } else {
+        linkUp(h->peer(), h->link(), h->take(), /*recovered=*/false);
+        ++accepted;
+      }
     }
-    const Hello reply = makeHello(hello.link);
-    s.sendAll(&reply, sizeof(reply), deadline);
-    linkUp(hello.rank, hello.link, std::move(s), /*recovered=*/false);
-    ++accepted;
   }
 }
 

@@ -23,6 +23,7 @@
 #include "net/receive_queues.h"
 #include "net/status_board.h"
 #include "net/store.h"
+#include "net/tcp/handshake.h"
 #include "net/tcp/interfaces.h"
 #include "net/tcp/link.h"
 #include "net/tcp/memory.h"
@@ -97,6 +98,8 @@ class TcpTransport final : public Transport {
   void killLink(int peer, int link, bool stayDown = false);
   void blackholeLink(int peer, int link);
   std::string listenAddress() const { return addresses_.empty() ? "" : addresses_[rank_]; }
+  // Tests: what a handshake with this rank must prove (the key and group in the store).
+  const HandshakeTerms& handshakeTerms() const { return terms_; }
 
  private:
   friend class TcpRegistration;
@@ -161,12 +164,10 @@ class TcpTransport final : public Transport {
   void sendAcks();
   // links.cc: the link manager thread (accepts and redials) and the handshake.
   void managerLoop();
-  void acceptOneLink(const Socket& listener);
+  void handshakeEnded(std::unique_ptr<Handshake> handshake);
   void createPeers(const std::vector<std::vector<Interface>>& interfaces,
                    const std::vector<bool>& named);
-  void redial(int peer, int index);
-  Hello makeHello(int link) const;
-  HelloExpectation expectHello(int minRank, int maxRank) const;
+  void redial(Handshakes& handshakes, int peer, int index);
   void handOver(Handover handover);
   // transport_recv.cc: chunks into receives.
   uint8_t* onHeader(int peer, Link& link, const FrameHeader& header);
@@ -210,7 +211,7 @@ class TcpTransport final : public Transport {
   std::vector<std::unique_ptr<Peer>> peers_;  // index = peer; null for self
   std::vector<Receiving> receiving_;          // index = peer
   std::vector<std::string> addresses_;        // every rank's first listening address
-  uint64_t group_ = 0, nonce_ = 0;            // what every handshake must carry
+  HandshakeTerms terms_;                      // what every handshake must prove
   int maxLinks_ = 1;                          // the most links any peer has
   std::vector<Interface> interfaces_;         // this rank's, in the order it published them
   std::vector<Socket> listeners_;             // one per interface

@@ -14,12 +14,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace xccl::net::tcp {
 
 constexpr uint32_t kFrameMagic = 0x58434c34;  // "XCL4"
 constexpr uint32_t kHelloMagic = 0x58434c48;  // "XCLH"
-constexpr uint16_t kWireVersion = 4;
+constexpr uint16_t kWireVersion = 5;  // 5: authenticated handshake
 // Longest chunk payload a peer may send; chunks are cut at kChunkBytes, this bounds a reader.
 constexpr uint32_t kMaxChunkBytes = 4u << 20;
 // Longest control payload (abort reasons, status texts).
@@ -70,33 +71,74 @@ inline bool isMessage(FrameType type) {
 // Why a header is refused, or null when it is valid.
 const char* validateHeader(const FrameHeader& header);
 
-// Sent by both ends first on every connection: it names the group (a hash of its store prefix
-// and a per-group random nonce that came through the store), the rank and the link.
+// The handshake that opens every connection (docs/network.md, "Who may connect"): a
+// challenge-response over HMAC-SHA256 with the job's key, in three fixed-size hellos.
+//   dialer -> acceptor  kOffer:     rank, link, group, the dialer's fresh nonce
+//   acceptor -> dialer  kChallenge: rank, link, group, the acceptor's fresh nonce, its MAC
+//   dialer -> acceptor  kProof:     the dialer's MAC
+// Each MAC covers both nonces, the group, both ranks, the link and who sends it, so a recorded
+// hello is worthless on another connection (the other side's nonce differs), and an acceptor's
+// MAC cannot be reflected back as a dialer's proof.
+enum class HelloStep : uint8_t { kOffer = 1, kChallenge = 2, kProof = 3 };
+constexpr size_t kNonceBytes = 16;
+constexpr size_t kGroupIdBytes = 16;
+constexpr size_t kNetKeyBytes = 32;
+
 struct Hello {
   uint32_t magic = kHelloMagic;
   uint16_t version = kWireVersion;
   uint16_t link = 0;
-  int32_t rank = 0;
-  uint32_t reserved = 0;
-  uint64_t group = 0;  // hashGroup(store prefix)
-  uint64_t nonce = 0;
+  int32_t rank = 0;  // the sender's
+  HelloStep step = HelloStep::kOffer;
+  uint8_t reserved[3] = {};
+  uint8_t group[kGroupIdBytes] = {};
+  uint8_t nonce[kNonceBytes] = {};  // kOffer, kChallenge: the sender's fresh challenge
+  uint8_t mac[32] = {};             // kChallenge, kProof
 };
-static_assert(sizeof(Hello) == 32, "the handshake layout is part of the wire format");
+static_assert(sizeof(Hello) == 80, "the handshake layout is part of the wire format");
 
-uint64_t hashGroup(const std::string& prefix);
-
-// What a received hello must say: from `group`/`nonce`, a rank in [minRank, maxRank] other than
-// `self`, a link below `links`. Returns why it is refused, empty when accepted.
-struct HelloExpectation {
-  uint64_t group = 0;
-  uint64_t nonce = 0;
+// What both ends of a link must share: the job's key (net_key.h) and the group's id (unique per
+// group and per creation: groupId()), and who may connect here.
+struct HandshakeTerms {
+  uint8_t key[kNetKeyBytes] = {};
+  uint8_t group[kGroupIdBytes] = {};
   int self = 0;
-  int minRank = 0;
-  int maxRank = 0;
-  int links = 1;
+  std::vector<int> links;  // by rank: how many links run to it (0 for self)
 };
-std::string checkHello(const void* bytes, size_t length, const HelloExpectation& expected,
-                       Hello* out);
+
+// The group's id: a hash of the store prefix and a token rank 0 drew for this creation.
+void groupId(const std::string& storePrefix, const std::string& token, uint8_t out[kGroupIdBytes]);
+
+// One end of one handshake, socket-free (the fuzzer drives it; handshake.h adds the socket).
+class HelloExchange {
+ public:
+  // The dialer of `link` to `peer`: outgoing() is its offer.
+  HelloExchange(const HandshakeTerms& terms, int peer, int link, const uint8_t nonce[kNonceBytes]);
+  // The acceptor: waits for an offer from a higher rank.
+  HelloExchange(const HandshakeTerms& terms, const uint8_t nonce[kNonceBytes]);
+
+  // A hello to send now, if any (taken: the next call returns false until another is due).
+  bool outgoing(Hello* hello);
+  // A hello arrived. Returns why it is refused (the connection must then be dropped), else "".
+  std::string receive(const void* bytes, size_t length);
+  bool done() const { return state_ == State::kDone; }
+  int peer() const { return peer_; }
+  int link() const { return link_; }
+
+ private:
+  enum class State { kAwaitOffer, kAwaitChallenge, kAwaitProof, kDone, kRefused };
+  std::string checkHeader(const Hello& hello, HelloStep step) const;
+  Hello make(HelloStep step) const;
+  void mac(bool byAcceptor, uint8_t out[32]) const;
+
+  const HandshakeTerms& terms_;
+  const bool dialing_;
+  State state_;
+  int peer_ = -1, link_ = -1;
+  uint8_t dialerNonce_[kNonceBytes] = {}, acceptorNonce_[kNonceBytes] = {};
+  bool pending_ = false;
+  Hello out_;
+};
 
 // Receives a frame's payload: the reader asks where each frame's payload goes once its header
 // is validated, and reports it complete. Throwing from either refuses the connection.

@@ -191,13 +191,12 @@ TEST(TcpLinks, ForeignHandshakeIsRefused) {
   std::atomic<bool> checked{false};
   runLinked(2, linkOptions(2, 1000, "foreign"), [&](int rank, TcpTransport& t) {
     if (rank == 0) {
-      // A stranger with the right address but another group's nonce.
+      // A stranger with the right address but another group's id.
       auto addr = net::tcp::Address::parse(t.listenAddress());
       net::tcp::Socket s = net::tcp::connectTo(addr, soon(5000));
       net::tcp::Hello hello;
       hello.rank = 1;
-      hello.group = net::tcp::hashGroup("foreign");
-      hello.nonce = 12345;
+      net::tcp::groupId("foreign", "token", hello.group);
       s.sendAll(&hello, sizeof(hello), soon(5000));
       char byte;
       EXPECT_THROW(s.recvAll(&byte, 1, soon(5000)), Error);  // closed without a reply

@@ -128,34 +128,5 @@ TEST(TcpWire, RandomBytesNeverCrashOrAllocate) {
   }
 }
 
-TEST(TcpWire, HandshakeNamesGroupRankAndLink) {
-  HelloExpectation expected{hashGroup("g"), 99, /*self=*/0, /*minRank=*/1, /*maxRank=*/3,
-                            /*links=*/2};
-  Hello hello;
-  hello.group = hashGroup("g");
-  hello.nonce = 99;
-  hello.rank = 2;
-  hello.link = 1;
-  Hello out;
-  EXPECT_EQ(checkHello(&hello, sizeof(hello), expected, &out), "");
-  EXPECT_EQ(out.rank, 2);
-  EXPECT_NE(checkHello(&hello, sizeof(hello) - 1, expected, nullptr), "");
-  Hello bad = hello;
-  bad.nonce = 98;
-  EXPECT_EQ(checkHello(&bad, sizeof(bad), expected, nullptr), "from another group or job");
-  bad = hello;
-  bad.group = hashGroup("h");
-  EXPECT_EQ(checkHello(&bad, sizeof(bad), expected, nullptr), "from another group or job");
-  bad = hello;
-  bad.rank = 0;
-  EXPECT_NE(checkHello(&bad, sizeof(bad), expected, nullptr), "");
-  bad = hello;
-  bad.link = 2;
-  EXPECT_EQ(checkHello(&bad, sizeof(bad), expected, nullptr), "for link 2");
-  bad = hello;
-  bad.magic = 0;
-  EXPECT_EQ(checkHello(&bad, sizeof(bad), expected, nullptr), "not an xccl handshake");
-}
-
 }  // namespace
 }  // namespace xccl::net::tcp

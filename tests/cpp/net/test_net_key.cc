@@ -1,0 +1,140 @@
+// The job's network key (net_key.h): a key file is used only when it is the user's own regular
+// file, readable by nobody else, of a sane length, with an error naming the file and the fault
+// otherwise; with XCCL_NET_KEY_FILE set the key never goes through the store.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+
+#include "common/sha256.h"
+#include "harness.h"
+#include "net/net_key.h"
+
+namespace xccl::net {
+namespace {
+
+class KeyFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/xccl-key-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    dir_ = dir;
+  }
+  void TearDown() override {
+    for (const std::string& p : made_) ::unlink(p.c_str());
+    ::rmdir(dir_.c_str());
+  }
+  std::string write(const std::string& name, const std::string& bytes, mode_t mode) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    ::chmod(path.c_str(), mode);
+    made_.push_back(path);
+    return path;
+  }
+  std::string dir_;
+  std::vector<std::string> made_;
+};
+
+// The invalid-argument message `fn` throws; a test failure when it throws anything else.
+std::string refusal(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "nothing thrown";
+  return "";
+}
+
+TEST_F(KeyFiles, TheKeyIsTheHashOfTheFile) {
+  const std::string secret(32, 'k');
+  const NetKey key = readKeyFile(write("good", secret, 0600));
+  EXPECT_EQ(key, crypto::sha256(secret.data(), secret.size()));
+  EXPECT_EQ(readKeyFile(write("owner-only", secret, 0400)), key);
+}
+
+TEST_F(KeyFiles, UnsafeOrOddFilesAreRefusedNamingTheFault) {
+  const std::string secret(32, 'k');
+  std::string path = write("shared", secret, 0640);
+  std::string why = refusal([&] { readKeyFile(path); });
+  EXPECT_NE(why.find(path), std::string::npos) << why;
+  EXPECT_NE(why.find("mode 640"), std::string::npos) << why;
+  path = write("world", secret, 0604);
+  EXPECT_NE(refusal([&] { readKeyFile(path); }).find("mode 604"), std::string::npos);
+  path = write("short", std::string(31, 'k'), 0600);
+  EXPECT_NE(refusal([&] { readKeyFile(path); }).find("holds 31 bytes"), std::string::npos);
+  path = write("long", std::string(kMaxKeyFileBytes + 1, 'k'), 0600);
+  EXPECT_NE(refusal([&] { readKeyFile(path); }).find("65537 bytes"), std::string::npos);
+  EXPECT_NE(refusal([&] { readKeyFile(dir_); }).find("not a regular file"), std::string::npos);
+  EXPECT_NE(refusal([&] { readKeyFile(dir_ + "/missing"); }).find("cannot open"),
+            std::string::npos);
+  // A link is not followed: what was checked must be the file itself.
+  const std::string target = write("target", secret, 0600);
+  const std::string link = dir_ + "/link";
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  made_.push_back(link);
+  EXPECT_NE(refusal([&] { readKeyFile(link); }).find("cannot open"), std::string::npos);
+  if (::geteuid() == 0) {  // only root can give a file away
+    path = write("theirs", secret, 0600);
+    ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+    EXPECT_NE(refusal([&] { readKeyFile(path); }).find("owned by uid 65534"), std::string::npos);
+  }
+}
+
+// With XCCL_NET_KEY_FILE (read once per process: a fresh one), both ranks hold the file's key
+// and the store holds none.
+TEST(NetKey, KeyFileIsUsedAndKeptOutOfTheStore) {
+  constexpr const char* kChild = "XCCL_KEY_TEST_CHILD";  // test-only, never read by xccl
+  const std::string path = "/tmp/xccl-key-test-" + std::to_string(::getpid());
+  if (std::getenv(kChild) == nullptr) {
+    std::ofstream(path, std::ios::binary) << std::string(40, 's');
+    ::chmod(path.c_str(), 0600);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("XCCL_NET_KEY_FILE", path.c_str(), 1);
+      ::setenv(kChild, "1", 1);
+      ::execl("/proc/self/exe", "test_net",
+              "--gtest_filter=NetKey.KeyFileIsUsedAndKeptOutOfTheStore",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    int status = 0;
+    EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+    ::unlink(path.c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "see the child's output above";
+    return;
+  }
+  const std::string secret(40, 's');
+  const crypto::Digest expected = crypto::sha256(secret.data(), secret.size());
+  MemoryStore store;
+  testing::runThreads(2, [&](int rank) {
+    tcp::TcpTransport t(store, rank, 2, testing::loopbackOptions("keyfile"));
+    EXPECT_EQ(std::memcmp(t.handshakeTerms().key, expected.data(), expected.size()), 0);
+  });
+  EXPECT_THROW(store.get("keyfile/key", std::chrono::milliseconds(1)), Error);
+}
+
+TEST(NetKey, DefaultKeyIsDrawnPerGroupAndShared) {
+  MemoryStore store;
+  NetKey keys[2][2];
+  for (int group = 0; group < 2; ++group) {
+    testing::runThreads(2, [&](int rank) {
+      tcp::TcpTransport t(store, rank, 2, testing::loopbackOptions("g" + std::to_string(group)));
+      std::memcpy(keys[group][rank].data(), t.handshakeTerms().key, tcp::kNetKeyBytes);
+    });
+  }
+  EXPECT_EQ(keys[0][0], keys[0][1]);
+  EXPECT_EQ(keys[1][0], keys[1][1]);
+  EXPECT_NE(keys[0][0], keys[1][0]);
+}
+
+}  // namespace
+}  // namespace xccl::net
