@@ -24,6 +24,7 @@
 #include "common/error.h"
 #include "net/bootstrap.h"
 #include "net/shm/layout.h"
+#include "net/shm/names.h"
 
 namespace xccl::net::shm {
 namespace {
@@ -151,18 +152,23 @@ std::unique_ptr<Mailboxes> Mailboxes::create(Store& store, const std::string& pr
       fd = createFile(name, size, ringBytes, &failure);
     }
     bootstrap.broadcast("name", 0,
-                        toBytes(fd >= 0 ? detail::concat("+", ringBytes, " ", name)
-                                        : "-" + failure));
+                        toBytes(fd >= 0 ? formatPublished({ringBytes}, name)
+                                        : formatRefusal(failure)));
   } else {
-    const std::string published = toString(bootstrap.broadcast("name", 0, {}));
-    if (published[0] == '-') {
-      failure = "local rank 0: " + published.substr(1);
-    } else {
-      const size_t space = published.find(' ');
-      ringBytes = std::stoull(published.substr(1, space - 1));
-      name = published.substr(space + 1);
-      fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CLOEXEC, 0);
-      if (fd < 0) failure = detail::concat("shm_open(", name, ") failed: ", errnoText(errno));
+    const std::string record = toString(bootstrap.broadcast("name", 0, {}));
+    try {
+      const Published published =
+          parsePublished(record, {{"ring bytes", kMinRingBytes, kRingBytes}});
+      if (!published.made) {
+        failure = "local rank 0: " + published.why;
+      } else {
+        ringBytes = published.sizes[0];
+        name = published.name;
+        fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CLOEXEC, 0);
+        if (fd < 0) failure = detail::concat("shm_open(", name, ") failed: ", errnoText(errno));
+      }
+    } catch (const Error& e) {
+      failure = e.what();
     }
   }
   std::unique_ptr<Mailboxes> boxes(new Mailboxes(size, ringBytes));

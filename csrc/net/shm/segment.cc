@@ -16,6 +16,7 @@
 #include "net/bootstrap.h"
 #include "net/hosts.h"
 #include "net/shm/layout.h"
+#include "net/shm/names.h"
 #include "topo/host.h"
 
 namespace xccl::net::shm {
@@ -195,20 +196,28 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
       fd = createFile(name, size, slotBytes, poolBytes, &why);
     }
     bootstrap.broadcast("name", 0,
-                        toBytes(fd >= 0 ? detail::concat("+", slotBytes, " ", poolBytes, " ", name)
-                                        : "-" + why));
+                        toBytes(fd >= 0 ? formatPublished({slotBytes, poolBytes}, name)
+                                        : formatRefusal(why)));
   } else {
-    const std::string published = toString(bootstrap.broadcast("name", 0, {}));
-    if (published[0] == '-') {
-      *whyUnavailable = "rank 0: " + published.substr(1);
+    const std::string record = toString(bootstrap.broadcast("name", 0, {}));
+    Published published;
+    try {
+      published = parsePublished(record, {{"slot bytes", kMinSlotBytes, kMaxRecordBytes},
+                                          {"pool bytes", 0, kMaxRecordBytes}});
+    } catch (const Error& e) {
+      why = e.what();  // agreed below like a failed mapping, so rank 0 does not wait for us
+    }
+    if (why.empty() && !published.made) {
+      *whyUnavailable = "rank 0: " + published.why;
       return nullptr;
     }
-    const size_t space = published.find(' '), second = published.find(' ', space + 1);
-    slotBytes = std::stoull(published.substr(1, space - 1));
-    poolBytes = std::stoull(published.substr(space + 1, second - space - 1));
-    name = published.substr(second + 1);
-    fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0) why = detail::concat("shm_open(", name, ") failed: ", errnoText(errno));
+    if (published.made) {
+      slotBytes = published.sizes[0];
+      poolBytes = published.sizes[1];
+      name = published.name;
+      fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CLOEXEC, 0);
+      if (fd < 0) why = detail::concat("shm_open(", name, ") failed: ", errnoText(errno));
+    }
   }
   if (rank == 0 && fd < 0) {
     *whyUnavailable = why;

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "net/shm/futex.h"
 #include "net/shm/layout.h"
+#include "net/shm/names.h"
 
 namespace xccl::net::shm {
 namespace {
@@ -125,16 +126,22 @@ std::unique_ptr<WindowRegion> WindowRegion::create(const Bootstrap& bootstrap,
     if (!region->mappings_[rank]) ::shm_unlink(("/" + name).c_str());
   }
   // Each file's name and data size; "" for ranks without one (off this host, or failed).
-  const std::string published =
-      region->mappings_[rank] ? detail::concat(header + bytes, " ", name) : std::string();
+  const std::string published = region->mappings_[rank] ? formatPublished({header + bytes}, name)
+                                                        : formatRefusal("no window file");
   const std::vector<std::string> files = bootstrap.allGather("files", published);
   Agreement made = bootstrap.agree("made", why);
   if (made.ok() && here) {
     for (int peer : local) {
       if (peer == rank) continue;
-      const size_t space = files[peer].find(' ');
-      const size_t total = std::stoull(files[peer].substr(0, space));
-      region->mappings_[peer] = mapPeer(files[peer].substr(space + 1), total, header, &why);
+      try {
+        // At least the header: the data size is what is left after it.
+        const Published file =
+            parsePublished(files[peer], {{"file bytes", header, header + kMaxRecordBytes}});
+        XCCL_CHECK(file.made, "rank ", peer, " on this host published no window file");
+        region->mappings_[peer] = mapPeer(file.name, file.sizes[0], header, &why);
+      } catch (const Error& e) {
+        why = e.what();
+      }
       if (!region->mappings_[peer]) break;
     }
   }
