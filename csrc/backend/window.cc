@@ -8,12 +8,12 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
-#include <sstream>
 
 #include "backend/process_group.h"
 #include "backend/store_adapter.h"
 #include "backend/torch_error.h"
 #include "net/hosts.h"
+#include "net/window_record.h"
 
 namespace xccl::backend {
 namespace {
@@ -30,22 +30,11 @@ constexpr const char* kStale =
 
 // One rank's registration as every rank learns it: dtype, shape and its RemoteRegion.
 std::string describe(const at::Tensor& tensor, const net::RemoteRegion& remote) {
-  std::ostringstream out;
-  out << static_cast<int>(tensor.scalar_type()) << ' ' << remote.address << ' ' << remote.bytes
-      << ' ' << remote.key << ' ' << remote.hostKey << ' ' << tensor.dim();
-  for (int64_t size : tensor.sizes()) out << ' ' << size;
-  return out.str();
-}
-
-void parse(const std::string& text, at::ScalarType* dtype, std::vector<int64_t>* sizes,
-           net::RemoteRegion* remote) {
-  std::istringstream in(text);
-  int type = 0;
-  int64_t dims = 0;
-  in >> type >> remote->address >> remote->bytes >> remote->key >> remote->hostKey >> dims;
-  *dtype = static_cast<at::ScalarType>(type);
-  sizes->resize(dims);
-  for (int64_t& size : *sizes) in >> size;
+  net::WindowRecord record;
+  record.dtype = static_cast<int>(tensor.scalar_type());
+  record.remote = remote;
+  record.sizes = tensor.sizes().vec();
+  return net::formatWindowRecord(record);
 }
 
 // The collective steps' bootstrap: keys under the window's and the step's own prefix.
@@ -165,8 +154,13 @@ void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
     reg->peers.resize(size_);
     for (int r = 0; r < size_; ++r) {
       PeerWindow& peer = reg->peers[r];
-      parse(all[r], &peer.dtype, &peer.sizes, &peer.remote);
-      peer.numel = c10::multiply_integers(peer.sizes);
+      const net::WindowRecord record = net::parseWindowRecord(all[r]);
+      XCCL_CHECK(record.dtype >= 0 && record.dtype < static_cast<int>(at::ScalarType::NumOptions),
+                 "rank ", r, " registered a tensor of unknown dtype ", record.dtype);
+      peer.dtype = static_cast<at::ScalarType>(record.dtype);
+      peer.sizes = record.sizes;
+      peer.remote = record.remote;
+      peer.numel = record.numel;
     }
     if (owning) reg->tensor = tensor;
     std::lock_guard<std::mutex> guard(mutex_);

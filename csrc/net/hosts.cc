@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/error.h"
+
 namespace xccl::net {
 
 Hosts Hosts::of(const std::vector<std::string>& identityByRank) {
@@ -39,6 +41,9 @@ Census takeCensus(const Bootstrap& bootstrap, const std::string& key, const std:
   Census census;
   std::vector<std::string> identities;
   for (int r = 0; r < static_cast<int>(records.size()); ++r) {
+    // A record of another build, or a stale or foreign key: never read past its end.
+    XCCL_CHECK(!records[r].empty() && (records[r][0] == '0' || records[r][0] == '1'), "rank ", r,
+               " published the host record '", records[r], "' (expected 0 or 1, then its host)");
     if (records[r][0] == '0' && census.firstAbsent < 0) census.firstAbsent = r;
     identities.push_back(records[r].substr(1));
   }

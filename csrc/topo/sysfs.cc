@@ -131,6 +131,9 @@ std::vector<int> parseCpuList(const std::string& text) {
     int first = parseNonNegative(item.substr(0, dash));
     int last = dash == std::string::npos ? first : parseNonNegative(item.substr(dash + 1));
     XCCL_CHECK_ARG(first <= last, "bad cpu range '", item, "'");
+    // Bounded before anything is allocated: lists come from files a user names (XCCL_TOPO_FILE).
+    XCCL_CHECK_ARG(static_cast<size_t>(last - first) < kMaxCpus - std::min(cpus.size(), kMaxCpus),
+                   "cpu list '", trim(text).substr(0, 64), "' names more than ", kMaxCpus, " cpus");
     for (int cpu = first; cpu <= last; ++cpu) cpus.push_back(cpu);
   }
   std::sort(cpus.begin(), cpus.end());

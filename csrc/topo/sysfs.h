@@ -41,7 +41,10 @@ class Sysfs {
   std::string devicesReal_;  // realpath of <root>/sys/devices, computed once
 };
 
-// Parses the kernel's cpulist syntax ("0-3,8,10-11"); throws kInvalidArgument on bad text.
+// Most CPUs one list may name, counting repeats: the kernel's NR_CPUS stops at 8192.
+constexpr size_t kMaxCpus = 65536;
+// Parses the kernel's cpulist syntax ("0-3,8,10-11"); throws kInvalidArgument on bad text or
+// more than kMaxCpus CPUs.
 std::vector<int> parseCpuList(const std::string& text);
 // The inverse: sorted, de-duplicated ranges ("0-3,8,10-11"); "" for an empty list.
 std::string formatCpuList(std::vector<int> cpus);

@@ -66,10 +66,14 @@ int64_t optInt(const Json& object, const char* key, int64_t fallback) {
   return value ? value->asInt(key) : fallback;
 }
 
-int optSmallInt(const Json& object, const char* key, int fallback) {
-  int64_t value = optInt(object, key, fallback);
+// Ids, counts and distances: a file's 2^32 must not read as 0.
+int smallInt(int64_t value, const char* key) {
   XCCL_CHECK_ARG(value >= -1 && value <= (1 << 24), key, "=", value, " is out of range");
   return static_cast<int>(value);
+}
+
+int optSmallInt(const Json& object, const char* key, int fallback) {
+  return smallInt(optInt(object, key, fallback), key);
 }
 
 bool optBool(const Json& object, const char* key, bool fallback) {
@@ -283,7 +287,7 @@ Topology fromJson(const std::string& text) {
     node.id = optSmallInt(in, "id", 0);
     node.cpus = optCpus(in, "cpus");
     for (const Json& d : optArray(in, "distances")) {
-      node.distances.push_back(static_cast<int>(d.asInt("distances[]")));
+      node.distances.push_back(smallInt(d.asInt("distances[]"), "distances[]"));
     }
     node.memoryBytes = optInt(in, "memoryBytes", 0);
     topology.numaNodes.push_back(std::move(node));
@@ -295,8 +299,8 @@ Topology fromJson(const std::string& text) {
     XCCL_CHECK_ARG(ends != nullptr && ends->asArray("gpus").size() == 2,
                    "a GPU link needs \"gpus\": [a, b]");
     GpuLink link;
-    int a = static_cast<int>(ends->asArray("gpus")[0].asInt("gpus[0]"));
-    int b = static_cast<int>(ends->asArray("gpus")[1].asInt("gpus[1]"));
+    int a = smallInt(ends->asArray("gpus")[0].asInt("gpus[0]"), "gpus[0]");
+    int b = smallInt(ends->asArray("gpus")[1].asInt("gpus[1]"), "gpus[1]");
     link.gpuA = std::min(a, b);
     link.gpuB = std::max(a, b);
     link.type = enumFromName(kLinkNames, optString(in, "type"), "GPU link type");

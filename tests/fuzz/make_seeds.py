@@ -153,8 +153,65 @@ def handshake_seeds():
     }
 
 
+def store_value_seeds():
+    """Well-formed values of each store record; the first byte picks the parser
+    (tests/fuzz/fuzz_store_values.cc)."""
+    settings = struct.pack("<I", 2)
+    for name, value in ((b"XCCL_ALGO", b"auto"), (b"XCCL_NET_STREAMS", b"2")):
+        settings += struct.pack("<I", len(name)) + name + struct.pack("<I", len(value)) + value
+    bus = b"0000:19:00.0"
+    reason = b"out of memory"
+    ipc = struct.pack("<II", 0x43504958, 1) + bytes(range(64))
+    ipc += struct.pack("<QqQiQBB", 0x7F0000000000, 4242, 0x1234, 0, 1 << 25, 0, 0)
+    ipc += struct.pack("<I", len(bus)) + bus + struct.pack("<I", 0)
+    ipc_failed = struct.pack("<II", 0x43504958, 1) + bytes(64)
+    ipc_failed += struct.pack("<QqQiQBB", 0, 0, 0, -1, 0, 1, 4)
+    ipc_failed += struct.pack("<I", 0) + struct.pack("<I", len(reason)) + reason
+    handle = b"xccl:1:00c0ffee12345678:4242-0123456789abcdef:host-a boot 1"
+    return {
+        "address4": (0, b"10.1.2.3:29500"),
+        "address6": (0, b"[fe80::1]:65535"),
+        "interfaces": (1, b"E|eth0=10.0.0.1:41000/167772160/4278190080,ib0=[::1]:41001/0/0"),
+        "interfaces_found": (1, b"A|?=127.0.0.1:5000/0/0"),
+        "handle": (2, handle),
+        "membership": (2, handle.replace(b"4242", b"4243") + b"\n" + handle),
+        "settings": (3, settings),
+        "ipc_record": (4, ipc),
+        "ipc_failed": (4, ipc_failed),
+        "census": (5, b"1host-a\n0host-b\n1me"),
+        "segment": (6, b"+4194304 268435456 xccl-4242-0123456789abcdef"),
+        "segment_refused": (6, b"-/dev/shm has 1.0 MiB free"),
+        "ring": (15, b"+1048576 xccl-p2p-4242-0123456789abcdef"),
+        "window_file": (24, b"+8192 xccl-w4242-0123456789abcdef"),
+        "window": (7, b"6 140000000000 4096 81985529216486895 0 2 32 32"),
+        "address_v6": (8, b"::ffff:10.0.0.1]:80"),
+    }
+
+
+def user_value_seeds():
+    """XCCL_* values, cpu lists, JSON and topology files (tests/fuzz/fuzz_user_values.cc): the
+    first byte picks the parser, and for a variable which one (byte // 4)."""
+    topology = (pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "topo").glob("*.json")
+    seeds = {
+        "env_level": (0, b"DEBUG"),
+        "env_streams": (4 * 4, b"0x10"),
+        "env_bytes": (4 * 6, b"1048576"),
+        "env_bool": (4 * 10, b"yes"),
+        "cpus": (1, b"0-3,8,10-11"),
+        "json": (2, b'{"a": [1, -2.5e3, "x\\u00e9"], "b": {"c": null, "d": true}}'),
+    }
+    for path in sorted(topology)[:4]:
+        seeds["topo_" + path.stem] = (3, path.read_bytes())
+    return seeds
+
+
+def tagged(make):
+    """Seeds whose first byte picks the parser: {name: (first byte, body)} as whole inputs."""
+    return lambda: {name: bytes([first]) + body for name, (first, body) in make().items()}
+
+
 # Targets whose seed is one whole input (a script or a tagged message), not a stream to cut.
-WHOLE_INPUTS = {"fuzz_shm_ring", "fuzz_tcp_handshake"}
+WHOLE_INPUTS = {"fuzz_shm_ring", "fuzz_tcp_handshake", "fuzz_store_values", "fuzz_user_values"}
 
 
 def main():
@@ -163,6 +220,8 @@ def main():
         "fuzz_tcp_frames": frame_seeds,
         "fuzz_tcp_handshake": handshake_seeds,
         "fuzz_shm_ring": shm_ring_seeds,
+        "fuzz_store_values": tagged(store_value_seeds),
+        "fuzz_user_values": tagged(user_value_seeds),
     }.get(target)
     if seeds is None:
         return

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "net/bootstrap.h"
 #include "net/shm/layout.h"
+#include "net/shm/names.h"
 #include "net/shm/peer_file.h"
 
 namespace xccl::net::shm {
@@ -91,21 +92,17 @@ int createFile(const std::string& name, int size, size_t ringBytes, std::string*
   return fd;
 }
 
-// The other ranks: "+<ring bytes> <name>" as local rank 0 published it, checked before anything
-// is opened (a ring size chooseRingBytes could have picked), then the file itself.
-int openPublished(const std::string& published, int size, size_t* ringBytes, std::string* name,
+// The other ranks: "+<ring bytes> <name>" as local rank 0 published it (names.h bounds the size
+// to what chooseRingBytes could pick), then the file itself.
+int openPublished(const Published& published, int size, size_t* ringBytes, std::string* name,
                   std::string* why) {
-  const size_t space = published.find(' ');
-  uint64_t ring = 0;
-  if (space == std::string::npos ||
-      !parseCount(std::string_view(published).substr(1, space - 1), &ring) ||
-      ring < kMinRingBytes || ring > kRingBytes || (ring & (ring - 1)) != 0) {
-    *why = "local rank 0 published a malformed ring file (expected \"+<ring bytes> <name>\" with "
-           "a power-of-two ring size between 64 KiB and 1 MiB)";
+  const uint64_t ring = published.sizes[0];
+  if ((ring & (ring - 1)) != 0) {
+    *why = detail::concat("local rank 0 published rings of ", ring, " bytes: not a power of two");
     return -1;
   }
   *ringBytes = ring;
-  *name = published.substr(space + 1);
+  *name = published.name;
   const size_t total = FileLayout::totalOf(size, ring);
   if (total == SIZE_MAX) {
     *why = detail::concat("rings of ", ring, " bytes for ", size, " ranks overflow a file size");
@@ -133,16 +130,20 @@ std::unique_ptr<Mailboxes> Mailboxes::create(Store& store, const std::string& pr
       fd = createFile(name, size, ringBytes, &failure);
     }
     bootstrap.broadcast("name", 0,
-                        toBytes(fd >= 0 ? detail::concat("+", ringBytes, " ", name)
-                                        : "-" + failure));
+                        toBytes(fd >= 0 ? formatPublished({ringBytes}, name)
+                                        : formatRefusal(failure)));
   } else {
-    const std::string published = toString(bootstrap.broadcast("name", 0, {}));
-    if (!published.empty() && published[0] == '-') {
-      failure = "local rank 0: " + published.substr(1);
-    } else if (published.empty() || published[0] != '+') {
-      failure = "local rank 0 published no ring file";
-    } else {
-      fd = openPublished(published, size, &ringBytes, &name, &failure);
+    const std::string record = toString(bootstrap.broadcast("name", 0, {}));
+    try {
+      const Published published =
+          parsePublished(record, {{"ring bytes", kMinRingBytes, kRingBytes}});
+      if (!published.made) {
+        failure = "local rank 0: " + published.why;
+      } else {
+        fd = openPublished(published, size, &ringBytes, &name, &failure);
+      }
+    } catch (const Error& e) {
+      failure = e.what();
     }
   }
   std::unique_ptr<Mailboxes> boxes(new Mailboxes(size, ringBytes));

@@ -48,20 +48,6 @@ std::string checkFileName(std::string_view name, std::string_view prefix) {
   return "";
 }
 
-bool parseCount(std::string_view text, uint64_t* value) {
-  if (text.empty() || text.size() > 20) return false;
-  uint64_t v = 0;
-  for (char c : text) {
-    if (!isDigit(c)) return false;
-    if (__builtin_mul_overflow(v, uint64_t{10}, &v) ||
-        __builtin_add_overflow(v, static_cast<uint64_t>(c - '0'), &v)) {
-      return false;
-    }
-  }
-  *value = v;
-  return true;
-}
-
 std::string checkOpenedFile(int fd, const std::string& name, uint64_t bytes) {
   struct stat st{};
   if (::fstat(fd, &st) != 0)

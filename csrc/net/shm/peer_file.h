@@ -18,10 +18,6 @@ constexpr size_t kMaxFileNameBytes = 64;
 // system calls): what it accepts cannot leave /dev/shm ('/', "..", NUL and spaces never pass).
 std::string checkFileName(std::string_view name, std::string_view prefix);
 
-// A strict decimal count as published in the store: digits only (no sign, space or suffix), at
-// most 20 of them, fitting 64 bits. False otherwise.
-bool parseCount(std::string_view text, uint64_t* value);
-
 // "" when the open file `fd` (named `name` in messages) may be mapped as `bytes` bytes: a regular
 // file owned by this process's user, with no permission for group or others, exactly `bytes`
 // long. Else why, naming the file and what is wrong.

@@ -16,6 +16,7 @@
 #include "net/bootstrap.h"
 #include "net/hosts.h"
 #include "net/shm/layout.h"
+#include "net/shm/names.h"
 #include "net/shm/peer_file.h"
 #include "topo/host.h"
 
@@ -131,24 +132,19 @@ int createFile(const std::string& name, int size, size_t slotBytes, size_t poolB
 // The other ranks: "+<slot bytes> <pool bytes> <name>" as rank 0 published it, checked before
 // anything is opened (sizes rank 0 could have chosen, a layout that does not overflow), then the
 // file itself (peer_file.h). The descriptor, or -1 and why.
-int openPublished(const std::string& published, int size, size_t* slotBytes, size_t* poolBytes,
+int openPublished(const Published& published, int size, size_t* slotBytes, size_t* poolBytes,
                   std::string* name, std::string* why) {
-  const std::string_view text(published);
-  const size_t space = text.find(' '), second = text.find(' ', space + 1);
-  uint64_t slot = 0, pool = 0;
+  const uint64_t slot = published.sizes[0], pool = published.sizes[1];
   Layout layout{};
-  if (text.empty() || text[0] != '+' || second == std::string_view::npos ||
-      !parseCount(text.substr(1, space - 1), &slot) ||
-      !parseCount(text.substr(space + 1, second - space - 1), &pool) || slot < kMinSlotBytes ||
-      slot % kPageBytes != 0 || pool % kPageBytes != 0 ||
+  if (slot % kPageBytes != 0 || pool % kPageBytes != 0 ||
       !Layout::checkedOf(size, slot, pool, &layout)) {
-    *why = "rank 0 published a malformed segment (expected \"+<slot bytes> <pool bytes> <name>\" "
-           "with whole pages that fit a file)";
+    *why = detail::concat("rank 0 published a segment of ", slot, "-byte slots and ", pool,
+                          "-byte pools: not whole pages, or too large for ", size, " ranks");
     return -1;
   }
   *slotBytes = slot;
   *poolBytes = pool;
-  *name = published.substr(second + 1);
+  *name = published.name;
   return openPeerFile(*name, kNamePrefix, layout.totalBytes, why);
 }
 
@@ -220,15 +216,22 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
       fd = createFile(name, size, slotBytes, poolBytes, &why);
     }
     bootstrap.broadcast("name", 0,
-                        toBytes(fd >= 0 ? detail::concat("+", slotBytes, " ", poolBytes, " ", name)
-                                        : "-" + why));
+                        toBytes(fd >= 0 ? formatPublished({slotBytes, poolBytes}, name)
+                                        : formatRefusal(why)));
   } else {
-    const std::string published = toString(bootstrap.broadcast("name", 0, {}));
-    if (!published.empty() && published[0] == '-') {
-      *whyUnavailable = "rank 0: " + published.substr(1);
+    const std::string record = toString(bootstrap.broadcast("name", 0, {}));
+    Published published;
+    try {
+      published = parsePublished(record, {{"slot bytes", kMinSlotBytes, kMaxRecordBytes},
+                                          {"pool bytes", 0, kMaxRecordBytes}});
+    } catch (const Error& e) {
+      why = e.what();  // agreed below like a failed mapping, so rank 0 does not wait for us
+    }
+    if (why.empty() && !published.made) {
+      *whyUnavailable = "rank 0: " + published.why;
       return nullptr;
     }
-    fd = openPublished(published, size, &slotBytes, &poolBytes, &name, &why);
+    if (published.made) fd = openPublished(published, size, &slotBytes, &poolBytes, &name, &why);
   }
   if (rank == 0 && fd < 0) {
     *whyUnavailable = why;

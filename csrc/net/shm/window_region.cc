@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "net/shm/futex.h"
 #include "net/shm/layout.h"
+#include "net/shm/names.h"
 #include "net/shm/peer_file.h"
 
 namespace xccl::net::shm {
@@ -78,29 +79,16 @@ std::shared_ptr<WindowMapping> makeOwn(const std::string& name, size_t total, si
   return mapping;
 }
 
-// `published` is "<total bytes> <name>" as `peer` put it in the store: checked (a file at least
-// the header long, of the form xccl gives window files), then the file itself (peer_file.h)
-// before it is mapped.
-std::shared_ptr<WindowMapping> mapPeer(int peer, const std::string& published, size_t header,
+// `file` is what `peer` published (its size bounded by parsePublished): the file itself is
+// checked (peer_file.h) before it is mapped.
+std::shared_ptr<WindowMapping> mapPeer(int peer, const Published& file, size_t header,
                                        std::string* why) {
-  const size_t space = published.find(' ');
-  uint64_t total = 0;
-  if (space == std::string::npos ||
-      !parseCount(std::string_view(published).substr(0, space), &total) || total < header ||
-      total > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) {
-    *why = detail::concat("rank ", peer,
-                          " published a malformed window file (expected \"<bytes> <name>\" with at "
-                          "least ",
-                          header, " bytes)");
-    return nullptr;
-  }
-  const std::string name = published.substr(space + 1);
-  const int fd = openPeerFile(name, kWindowFilePrefix, total, why);
+  const int fd = openPeerFile(file.name, kWindowFilePrefix, file.sizes[0], why);
   if (fd < 0) {
     *why = detail::concat("rank ", peer, "'s window file: ", *why);
     return nullptr;
   }
-  std::shared_ptr<WindowMapping> mapping = mapFile(fd, total, header, why);
+  std::shared_ptr<WindowMapping> mapping = mapFile(fd, file.sizes[0], header, why);
   ::close(fd);
   return mapping;
 }
@@ -143,14 +131,22 @@ std::unique_ptr<WindowRegion> WindowRegion::create(const Bootstrap& bootstrap,
     if (!region->mappings_[rank]) ::shm_unlink(("/" + name).c_str());
   }
   // Each file's name and data size; "" for ranks without one (off this host, or failed).
-  const std::string published =
-      region->mappings_[rank] ? detail::concat(header + bytes, " ", name) : std::string();
+  const std::string published = region->mappings_[rank] ? formatPublished({header + bytes}, name)
+                                                        : formatRefusal("no window file");
   const std::vector<std::string> files = bootstrap.allGather("files", published);
   Agreement made = bootstrap.agree("made", why);
   if (made.ok() && here) {
     for (int peer : local) {
       if (peer == rank) continue;
-      region->mappings_[peer] = mapPeer(peer, files[peer], header, &why);
+      try {
+        // At least the header: the data size is what is left after it.
+        const Published file =
+            parsePublished(files[peer], {{"file bytes", header, header + kMaxRecordBytes}});
+        XCCL_CHECK(file.made, "rank ", peer, " on this host published no window file");
+        region->mappings_[peer] = mapPeer(peer, file, header, &why);
+      } catch (const Error& e) {
+        why = e.what();
+      }
       if (!region->mappings_[peer]) break;
     }
   }

@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 
+#include <charconv>
 #include <cstring>
 #include <sstream>
 
@@ -24,6 +25,12 @@ uint32_t ipv4(const Address& a) { return ipv4(reinterpret_cast<const sockaddr*>(
 
 bool sameSubnet(const Interface& a, const Interface& b) {
   return a.mask != 0 && a.mask == b.mask && a.network == b.network;
+}
+
+uint16_t port(const Address& a) {
+  const auto* sa = reinterpret_cast<const sockaddr*>(&a.storage);
+  return ntohs(sa->sa_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port
+                                         : reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
 }
 
 std::string host(const Address& a) {
@@ -100,22 +107,37 @@ std::string publishInterfaces(const std::vector<Interface>& interfaces, bool nam
 }
 
 std::vector<Interface> parseInterfaces(const std::string& text, bool* named) {
-  XCCL_CHECK(text.size() > 2 && text[1] == '|', "bad interface list '", text, "' in the store");
+  XCCL_CHECK(text.size() > 2 && (text[0] == 'E' || text[0] == 'A') && text[1] == '|',
+             "bad interface list '", text, "' in the store");
   *named = text[0] == 'E';
   std::vector<Interface> out;
   std::istringstream list(text.substr(2));
   std::string entry;
   while (std::getline(list, entry, ',')) {
+    XCCL_CHECK(out.size() < kMaxInterfaces, "interface list '", text,
+               "' in the store has more than ", kMaxInterfaces, " entries");
     const size_t eq = entry.find('=');
     const size_t mask = entry.rfind('/');
     const size_t network = mask == std::string::npos ? mask : entry.rfind('/', mask - 1);
-    XCCL_CHECK(eq != std::string::npos && network != std::string::npos && network > eq,
+    XCCL_CHECK(eq != std::string::npos && eq > 0 && eq < IFNAMSIZ && network != std::string::npos &&
+                   network > eq,
                "bad interface '", entry, "' in the store");
     Interface it;
     it.name = entry.substr(0, eq);
-    it.address = Address::parse(entry.substr(eq + 1, network - eq - 1));
-    it.network = static_cast<uint32_t>(std::stoul(entry.substr(network + 1, mask - network - 1)));
-    it.mask = static_cast<uint32_t>(std::stoul(entry.substr(mask + 1)));
+    try {
+      it.address = Address::parse(entry.substr(eq + 1, network - eq - 1));
+    } catch (const Error& e) {
+      XCCL_THROW(ErrorKind::kInternal, "bad interface '", entry, "' in the store: ", e.what());
+    }
+    // Strict decimal, so a stale or foreign value is refused rather than read as some number.
+    auto number = [&](size_t from, size_t to, uint32_t* value) {
+      const auto [end, error] = std::from_chars(entry.data() + from, entry.data() + to, *value);
+      return error == std::errc() && end == entry.data() + to && to > from;
+    };
+    // A published address is a bound listener's (port 1-65535); the subnet is the mask's.
+    XCCL_CHECK(number(network + 1, mask, &it.network) && number(mask + 1, entry.size(), &it.mask) &&
+                   (it.network & ~it.mask) == 0 && port(it.address) != 0,
+               "bad interface '", entry, "' in the store");
     out.push_back(std::move(it));
   }
   XCCL_CHECK(!out.empty(), "empty interface list in the store");

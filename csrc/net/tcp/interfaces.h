@@ -24,7 +24,10 @@ Interface describeAddress(const Address& address);
 // Every other up, non-loopback IPv4 interface, on a subnet none of `have` is on.
 std::vector<Interface> otherInterfaces(const std::vector<Interface>& have);
 
-// "E|name=ip:port/network/mask,..." (E: the list was named, A: discovered) and back.
+// "E|name=ip:port/network/mask,..." (E: the list was named, A: discovered) and back. The parser
+// reads what peers publish through the store and throws kInternal for anything publish would
+// not write (at most kMaxInterfaces entries, ports 1-65535, network within its mask).
+constexpr size_t kMaxInterfaces = 1024;
 std::string publishInterfaces(const std::vector<Interface>& interfaces, bool named);
 std::vector<Interface> parseInterfaces(const std::string& text, bool* named);
 

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -203,12 +204,18 @@ Address Address::parse(const std::string& text) {
   size_t colon = text.rfind(':');
   XCCL_CHECK_ARG(colon != std::string::npos, "bad address '", text, "'");
   std::string host = text.substr(0, colon);
-  int port = std::stoi(text.substr(colon + 1));
-  Address a;
+  // Strict decimal 0-65535 (0: any port, for a listener): addresses come from peers through the
+  // store, and stoi would throw std::exceptions, take "80x" as 80 and wrap 65536 to 0.
+  uint16_t port = 0;
+  const char* digits = text.data() + colon + 1;
+  const auto [end, error] = std::from_chars(digits, text.data() + text.size(), port);
+  XCCL_CHECK_ARG(error == std::errc() && end == text.data() + text.size() && end > digits,
+                 "bad port in address '", text, "' (expected 0 to 65535)");
   if (!host.empty() && host.front() == '[') {
+    XCCL_CHECK_ARG(host.size() >= 2 && host.back() == ']', "bad address '", text, "'");
     sockaddr_in6 in6{};
     in6.sin6_family = AF_INET6;
-    in6.sin6_port = htons(static_cast<uint16_t>(port));
+    in6.sin6_port = htons(port);
     XCCL_CHECK_ARG(::inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &in6.sin6_addr) ==
                        1,
                    "bad address '", text, "'");
@@ -216,7 +223,7 @@ Address Address::parse(const std::string& text) {
   }
   sockaddr_in in{};
   in.sin_family = AF_INET;
-  in.sin_port = htons(static_cast<uint16_t>(port));
+  in.sin_port = htons(port);
   XCCL_CHECK_ARG(::inet_pton(AF_INET, host.c_str(), &in.sin_addr) == 1, "bad address '", text, "'");
   return fromSockaddr(reinterpret_cast<sockaddr*>(&in), sizeof(in));
 }

@@ -1,8 +1,9 @@
-// Shared-memory files a peer names through the store (net/shm/peer_file.h): the name parser and
-// count parser as pure functions, then the real creators (segment, p2p rings, window files) with
-// the file tampered with between its creation and the other rank's open: a mode that lets others
-// in, a size other than the layout's, another owner, numbers and names that are not xccl's. Every
-// one is refused on every rank, naming the file and what is wrong, and no file is left behind.
+// Shared-memory files a peer names through the store (net/shm/peer_file.h): the name check and
+// record parser (names.h) as pure functions, then the real creators (segment, p2p rings, window
+// files) with the file tampered with between its creation and the other rank's open: a mode that
+// lets others in, a size other than the layout's, another owner, numbers and names that are not
+// xccl's. Every one is refused on every rank, naming the file and what is wrong, and no file is
+// left behind.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include "net/bootstrap.h"
 #include "net/shm/mailboxes.h"
+#include "net/shm/names.h"
 #include "net/shm/peer_file.h"
 #include "net/shm/segment.h"
 #include "net/shm/window_region.h"
@@ -48,14 +50,13 @@ TEST(ShmFileName, AcceptsOnlyTheFormXcclMakes) {
 }
 
 TEST(ShmFileName, CountsAreStrictDecimalsThatFit) {
-  uint64_t v = 7;
-  EXPECT_TRUE(parseCount("0", &v));
-  EXPECT_EQ(v, 0u);
-  EXPECT_TRUE(parseCount("18446744073709551615", &v));
-  EXPECT_EQ(v, UINT64_MAX);
+  const std::vector<SizeBound> any{{"bytes", 0, UINT64_MAX}};
+  const std::string name = " xccl-p2p-1234-0123456789abcdef";
+  EXPECT_EQ(parsePublished("+0" + name, any).sizes[0], 0u);
+  EXPECT_EQ(parsePublished("+18446744073709551615" + name, any).sizes[0], UINT64_MAX);
   for (const char* bad : {"", "18446744073709551616", "99999999999999999999999", "-1", "+1", " 1",
                           "1 ", "0x10", "1e3", "12a"}) {
-    EXPECT_FALSE(parseCount(bad, &v)) << bad;
+    EXPECT_THROW(parsePublished(std::string("+") + bad + name, any), Error) << bad;
   }
 }
 
@@ -184,25 +185,25 @@ TEST(ShmPeerFiles, MalformedPublicationsAreRefused) {
   const auto replaceName = [](const std::string& published) {
     return published.substr(0, published.rfind(' ') + 1) + "../../etc/passwd";
   };
-  expectRefusedOnBothRanks("/name", replaceSizes, "malformed", makeRings);
-  expectRefusedOnBothRanks("/name", replaceName, "does not start with", makeRings);
+  expectRefusedOnBothRanks("/name", replaceSizes, "ring bytes must be", makeRings);
+  expectRefusedOnBothRanks("/name", replaceName, "is not the name of an xccl file", makeRings);
   expectRefusedOnBothRanks(
       "/name",
       [](const std::string& published) {
         return published.substr(0, published.rfind(' ') + 1) + "xccl-p2p-1-../../etc/passwd";
       },
-      "is not of the form", makeRings);
+      "is not the name of an xccl file", makeRings);
   expectRefusedOnBothRanks(
       "/name",
       [](const std::string& published) {
         return "+4096 99999999999999999999 " + lastWord(published);
       },
-      "malformed", makeSegment);
-  expectRefusedOnBothRanks("/name", replaceName, "does not start with", makeSegment);
+      "pool bytes must be", makeSegment);
+  expectRefusedOnBothRanks("/name", replaceName, "is not the name of an xccl file", makeSegment);
   expectRefusedOnBothRanks(
       "/files/0", [](const std::string& p) { return "18446744073709551615 " + lastWord(p); },
-      "malformed", makeWindow);
-  expectRefusedOnBothRanks("/files/0", replaceName, "does not start with", makeWindow);
+      "bad shared-memory record", makeWindow);
+  expectRefusedOnBothRanks("/files/0", replaceName, "is not the name of an xccl file", makeWindow);
 }
 
 }  // namespace
