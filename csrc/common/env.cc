@@ -87,6 +87,12 @@ const std::vector<Variable> kVariables = {
     integer("XCCL_NET_LINK_TIMEOUT_MS", "1000", 10, 3600000, 1, kPerRank,
             "A TCP link that carries nothing (not even a heartbeat) for this long is taken down "
             "and its unacknowledged data replayed on the peer's other links."),
+    // net/tcp: what one peer's messages that came before their receive may hold here; at least
+    // a chunk, and a peer announcing more is failed before anything is allocated.
+    integer("XCCL_NET_MAX_UNEXPECTED_BYTES", "17179869184", kMiB, kMaxBytes, 1, kPerRank,
+            "Bytes of messages from one peer that arrived before their receive was posted which "
+            "TCP keeps at a time; a message past it fails that peer with an error naming the "
+            "sizes."),
     // algo/tunables.cc parseAlgorithm() accepts these; ranks on different algorithms deadlock.
     choice("XCCL_ALGO", "auto", {"auto", "direct", "ring", "shm"}, kGroupWide,
            "Force an algorithm for every collective that has it: direct or ring (TCP, even where "
