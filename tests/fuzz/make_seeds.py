@@ -58,8 +58,49 @@ def frame_seeds():
     }
 
 
+# tests/fuzz/fuzz_tcp_receive.cc reads operations; these spell its byte format.
+HEADER_ARRIVES, HEADER_ONLY, PAYLOAD, LINK_FAILS, POST, ACK = range(6)
+
+
+def op(kind, link=0):
+    return bytes([kind + 6 * link])
+
+
+def chunk(delta, seq, total, offset, length, *, write=False, link=0, arrive=True):
+    """A chunk of message nextKnown + delta - 2 with sequence number received + seq."""
+    kind = 0 if write else 2
+    body = [kind, delta, seq, 1, total, offset // 8, 1, length - 8, 0]
+    if write:
+        body += [1, 0]  # the registered key, target 0
+    return op(HEADER_ARRIVES if arrive else HEADER_ONLY, link) + bytes(body)
+
+
+def post(total, tag=0):
+    return op(POST) + bytes([1, total, tag])
+
+
+def receive_seeds():
+    two = chunk(2, 0, 16, 0, 8) + chunk(1, 0, 16, 8, 8)  # one message, in two chunks
+    return {
+        "in_order": post(16) + two,
+        "unexpected": two + post(16),
+        "stash": chunk(3, 1, 16, 0, 16, link=1) + chunk(2, 0, 16, 0, 16),
+        "link_fails": chunk(2, 0, 16, 0, 16, arrive=False)
+        + op(LINK_FAILS)
+        + chunk(2, 0, 16, 0, 16, link=2),
+        "replay": chunk(2, 0, 16, 0, 16, arrive=False) + chunk(2, 0, 16, 0, 16, link=1),
+        "write": chunk(2, 0, 32, 0, 16, write=True) + chunk(1, 0, 32, 16, 16, write=True),
+        "acks": op(ACK) + bytes([5]) + op(ACK) + bytes([9]),
+    }
+
+
 def main():
     target, folder = sys.argv[1], pathlib.Path(sys.argv[2])
+    if target == "fuzz_tcp_receive":
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, body in receive_seeds().items():
+            (folder / f"seed-{name}").write_bytes(body)
+        return
     seeds = {"fuzz_tcp_frames": frame_seeds}.get(target)
     if seeds is None:
         return
