@@ -14,7 +14,15 @@
 #include <optional>
 #include <vector>
 
+#include "net/bootstrap.h"
 #include "net/tcp/receive_state.h"
+
+// Registration keys (RegionTable) come from here: a counter instead of bootstrap.cc's random
+// draw keeps every run reproducible, and the store and sockets out of this target.
+uint64_t xccl::net::randomToken() {
+  static uint64_t next = 0x5eed;
+  return ++next;
+}
 
 namespace {
 
