@@ -94,6 +94,12 @@ const std::vector<Variable> kVariables = {
          "A file holding the secret TCP links authenticate with (the same file on every rank; "
          "a regular file owned by the user, mode 600, 32 bytes to 64 KiB). Default: rank 0 draws "
          "a key for each group and shares it through the store."),
+    // net/tcp: what one peer's messages that came before their receive may hold here; at least
+    // a chunk, and a peer announcing more is failed before anything is allocated.
+    integer("XCCL_NET_MAX_UNEXPECTED_BYTES", "17179869184", kMiB, kMaxBytes, 1, kPerRank,
+            "Bytes of messages from one peer that arrived before their receive was posted which "
+            "TCP keeps at a time; a message past it fails that peer with an error naming the "
+            "sizes."),
     // algo/tunables.cc parseAlgorithm() accepts these; ranks on different algorithms deadlock.
     choice("XCCL_ALGO", "auto", {"auto", "direct", "ring", "shm"}, kGroupWide,
            "Force an algorithm for every collective that has it: direct or ring (TCP, even where "

@@ -1,6 +1,9 @@
 #include "net/receive_queues.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "common/error.h"
 
 namespace xccl::net {
 
@@ -31,13 +34,13 @@ ReceiveQueues::Found ReceiveQueues::findUnexpectedLocked(const RequestPtr& reque
     UnexpectedPtr entry = *it;
     if (entry->waiter || !(peer == kAnySource || peer == entry->peer)) continue;
     if (collectivesDiffer(tag, entry->tag)) {
-      unexpected_.erase(it);
+      eraseUnexpected(it);
       request->failLocked(collectiveMismatch(entry->peer, tag, entry->tag));
       return Found::kSettled;
     }
     if (!(entry->tag == tag)) continue;
     if (entry->data.size() != request->bytes()) {
-      unexpected_.erase(it);
+      eraseUnexpected(it);
       request->failLocked(
           sizeMismatchError(entry->peer, tag, entry->data.size(), request->bytes()));
       return Found::kSettled;
@@ -47,7 +50,7 @@ ReceiveQueues::Found ReceiveQueues::findUnexpectedLocked(const RequestPtr& reque
       entry->waiterData = data;
       return Found::kSettled;
     }
-    unexpected_.erase(it);
+    eraseUnexpected(it);
     *whole = std::move(entry);
     return Found::kWhole;
   }
@@ -77,19 +80,48 @@ ReceiveQueues::Match ReceiveQueues::matchPostedLocked(int peer, const MessageTag
   return Match::kNone;
 }
 
-UnexpectedPtr ReceiveQueues::addUnexpectedLocked(int peer, const MessageTag& tag, uint64_t bytes) {
+UnexpectedPtr ReceiveQueues::addUnexpectedLocked(int peer, const MessageTag& tag, uint64_t bytes,
+                                                 uint64_t limit, const char* limitName) {
+  const uint64_t held = unexpectedBytesLocked(peer);
+  uint64_t after;
+  if (__builtin_add_overflow(held, bytes, &after) || after > limit) {
+    XCCL_THROW(ErrorKind::kPeerFailure, "rank ", peer, " sent a message of ", bytes,
+               " bytes before its receive was posted, while ", held,
+               " bytes of its earlier such messages are waiting here: more than the ", limit,
+               " bytes allowed per rank (", limitName,
+               "); nothing was allocated. Post receives before their sends, or raise the limit");
+  }
   auto entry = std::make_shared<UnexpectedMessage>();
   entry->peer = peer;
   entry->tag = tag;
   entry->data.resize(bytes);
   unexpected_.push_back(entry);
+  held_[peer] = after;
   return entry;
+}
+
+uint64_t ReceiveQueues::unexpectedBytesLocked(int peer) const {
+  auto it = held_.find(peer);
+  return it == held_.end() ? 0 : it->second;
+}
+
+std::list<UnexpectedPtr>::iterator ReceiveQueues::eraseUnexpected(
+    std::list<UnexpectedPtr>::iterator it) {
+  auto held = held_.find((*it)->peer);
+  if (held != held_.end()) {
+    held->second -= std::min<uint64_t>(held->second, (*it)->data.size());
+    if (held->second == 0) held_.erase(held);
+  }
+  return unexpected_.erase(it);
 }
 
 RequestPtr ReceiveQueues::arrivedLocked(const UnexpectedPtr& entry) {
   entry->complete = true;
   RequestPtr waiter = entry->waiter;
-  if (waiter) unexpected_.remove(entry);
+  if (waiter) {
+    auto it = std::find(unexpected_.begin(), unexpected_.end(), entry);
+    if (it != unexpected_.end()) eraseUnexpected(it);
+  }
   return waiter;
 }
 

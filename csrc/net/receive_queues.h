@@ -10,6 +10,7 @@
 
 #include <condition_variable>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -28,7 +29,7 @@ struct PostedReceive {
 struct UnexpectedMessage {
   int peer;
   MessageTag tag;
-  std::vector<uint8_t> data;
+  std::vector<uint8_t> data;  // the whole message's bytes
   bool complete = false;
   RequestPtr waiter;  // a receive that matched while the payload was still arriving
   uint8_t* waiterData = nullptr;
@@ -51,7 +52,14 @@ class ReceiveQueues {
   };
   // A message of `bytes` from `peer` with `tag` starts to arrive.
   Match matchPostedLocked(int peer, const MessageTag& tag, uint64_t bytes, PostedReceive* matched);
-  UnexpectedPtr addUnexpectedLocked(int peer, const MessageTag& tag, uint64_t bytes);
+  // Throws (kPeerFailure, naming the sizes and `limitName`) before allocating anything when
+  // the messages of `peer` kept here would hold more than `limit` bytes with this one: a peer
+  // announces a message's size in its first chunk, and a corrupt or hostile one must not make
+  // this rank allocate what it likes.
+  UnexpectedPtr addUnexpectedLocked(int peer, const MessageTag& tag, uint64_t bytes,
+                                    uint64_t limit = UINT64_MAX, const char* limitName = "");
+  // Bytes of `peer`'s messages kept here (arriving, or whole and not received yet).
+  uint64_t unexpectedBytesLocked(int peer) const;
   // An unexpected message is whole now: the receive waiting for it (taken out), or null.
   RequestPtr arrivedLocked(const UnexpectedPtr& entry);
 
@@ -74,9 +82,12 @@ class ReceiveQueues {
     kWhole,    // a whole message, taken out: deliver it outside the mutex
   };
   Found findUnexpectedLocked(const RequestPtr& request, uint8_t* data, UnexpectedPtr* whole);
+  // Every removal from unexpected_ goes through here, so that held_ gives the bytes back.
+  std::list<UnexpectedPtr>::iterator eraseUnexpected(std::list<UnexpectedPtr>::iterator it);
 
   std::list<PostedReceive> posted_;
   std::list<UnexpectedPtr> unexpected_;
+  std::map<int, uint64_t> held_;  // by peer: bytes of its messages in unexpected_
 };
 
 template <typename Pred>
@@ -93,7 +104,7 @@ void ReceiveQueues::failLocked(const Error& error, Pred shouldFail) {
     const UnexpectedPtr& entry = *it;
     if (!entry->complete && shouldFail(entry->peer, entry->tag)) {
       if (entry->waiter) entry->waiter->failLocked(error);
-      it = unexpected_.erase(it);
+      it = eraseUnexpected(it);
     } else {
       ++it;
     }

@@ -205,13 +205,55 @@ def user_value_seeds():
     return seeds
 
 
+# tests/fuzz/fuzz_tcp_receive.cc reads operations; these spell its byte format.
+HEADER_ARRIVES, HEADER_ONLY, PAYLOAD, LINK_FAILS, POST, ACK = range(6)
+
+
+def op(kind, link=0):
+    return bytes([kind + 6 * link])
+
+
+def chunk(delta, seq, total, offset, length, *, write=False, link=0, arrive=True):
+    """A chunk of message nextKnown + delta - 2 with sequence number received + seq."""
+    kind = 0 if write else 2
+    body = [kind, delta, seq, 1, total, offset // 8, 1, length - 8, 0]
+    if write:
+        body += [1, 0]  # the registered key, target 0
+    return op(HEADER_ARRIVES if arrive else HEADER_ONLY, link) + bytes(body)
+
+
+def post(total, tag=0):
+    return op(POST) + bytes([1, total, tag])
+
+
+def receive_seeds():
+    two = chunk(2, 0, 16, 0, 8) + chunk(1, 0, 16, 8, 8)  # one message, in two chunks
+    return {
+        "in_order": post(16) + two,
+        "unexpected": two + post(16),
+        "stash": chunk(3, 1, 16, 0, 16, link=1) + chunk(2, 0, 16, 0, 16),
+        "link_fails": chunk(2, 0, 16, 0, 16, arrive=False)
+        + op(LINK_FAILS)
+        + chunk(2, 0, 16, 0, 16, link=2),
+        "replay": chunk(2, 0, 16, 0, 16, arrive=False) + chunk(2, 0, 16, 0, 16, link=1),
+        "write": chunk(2, 0, 32, 0, 16, write=True) + chunk(1, 0, 32, 16, 16, write=True),
+        "acks": op(ACK) + bytes([5]) + op(ACK) + bytes([9]),
+    }
+
+
 def tagged(make):
     """Seeds whose first byte picks the parser: {name: (first byte, body)} as whole inputs."""
     return lambda: {name: bytes([first]) + body for name, (first, body) in make().items()}
 
 
 # Targets whose seed is one whole input (a script or a tagged message), not a stream to cut.
-WHOLE_INPUTS = {"fuzz_shm_ring", "fuzz_tcp_handshake", "fuzz_store_values", "fuzz_user_values"}
+WHOLE_INPUTS = {
+    "fuzz_shm_ring",
+    "fuzz_tcp_handshake",
+    "fuzz_tcp_receive",
+    "fuzz_store_values",
+    "fuzz_user_values",
+}
 
 
 def main():
@@ -219,6 +261,7 @@ def main():
     seeds = {
         "fuzz_tcp_frames": frame_seeds,
         "fuzz_tcp_handshake": handshake_seeds,
+        "fuzz_tcp_receive": receive_seeds,
         "fuzz_shm_ring": shm_ring_seeds,
         "fuzz_store_values": tagged(store_value_seeds),
         "fuzz_user_values": tagged(user_value_seeds),

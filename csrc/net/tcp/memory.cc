@@ -84,32 +84,13 @@ RequestPtr TcpTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone
 // that does not fit writes nothing; its chunks are then read and dropped.
 void TcpTransport::admitWrite(int peer, Incoming& message) {
   std::lock_guard<std::mutex> guard(mutex_);
-  std::string why;
-  if (regions_.findLocked(message.key, message.target, message.total, &why) == nullptr) {
-    message.refusal =
-        detail::concat("rank ", rank_, " refused a one-sided write of ", message.total,
-                       " bytes at offset ", message.target, " from rank ", peer, ": ", why);
-  }
-}
-
-// Where a chunk of an admitted write goes, or null (discarded) when the write is refused or its
-// registration went meanwhile. mutex_ held.
-uint8_t* TcpTransport::landingLocked(Incoming& message, const FrameHeader& header) {
-  if (!message.refusal.empty()) return nullptr;
-  std::string why;  // admitWrite checked the range: only the key can have gone since
-  uint8_t* at =
-      regions_.findLocked(message.key, message.target + header.offset, header.length, &why);
-  if (at == nullptr) {
-    message.refusal = detail::concat("rank ", rank_, " deregistered the memory while a one-sided ",
-                                     "write of ", message.total, " bytes into it arrived");
-  }
-  return at;
+  message.refusal = refuseWrite(regions_, message, rank_, peer);
 }
 
 uint8_t* TcpTransport::pinChunk(Receiving::Slot& slot, Incoming& message,
                                 const FrameHeader& header) {
   std::lock_guard<std::mutex> guard(mutex_);
-  uint8_t* at = landingLocked(message, header);
+  uint8_t* at = writeLanding(regions_, message, header, rank_);
   // Pinned until the payload is in place (onFrame) or abandoned (linkDown, failPeer): the
   // registration cannot go while the socket writes into it.
   if (at != nullptr && header.length > 0) {
@@ -121,7 +102,7 @@ uint8_t* TcpTransport::pinChunk(Receiving::Slot& slot, Incoming& message,
 
 void TcpTransport::landStashed(Incoming& message, const Stashed& chunk) {
   std::lock_guard<std::mutex> guard(mutex_);
-  uint8_t* at = landingLocked(message, chunk.header);
+  uint8_t* at = writeLanding(regions_, message, chunk.header, rank_);
   if (at != nullptr && !chunk.bytes.empty())
     std::memcpy(at, chunk.bytes.data(), chunk.bytes.size());
 }

@@ -45,6 +45,9 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& o
                      ? options.linkTimeout
                      : std::chrono::milliseconds(env::getInt("XCCL_NET_LINK_TIMEOUT_MS"));
   peerTimeout_ = options.timeout;
+  maxUnexpectedBytes_ = options.maxUnexpectedBytes > 0
+                            ? options.maxUnexpectedBytes
+                            : static_cast<uint64_t>(env::getInt("XCCL_NET_MAX_UNEXPECTED_BYTES"));
   epollFd_ = XCCL_SYSCHECK(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
   wakeFd_ = XCCL_SYSCHECK(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "eventfd");
   epoll_event event{};

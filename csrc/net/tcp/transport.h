@@ -27,6 +27,7 @@
 #include "net/tcp/interfaces.h"
 #include "net/tcp/link.h"
 #include "net/tcp/memory.h"
+#include "net/tcp/receive_state.h"
 #include "net/tcp/socket.h"
 #include "net/transport.h"
 
@@ -52,6 +53,7 @@ struct TcpOptions {
   // Tests: these local addresses stand for interfaces (named, like `ifnames`; first choice).
   std::vector<Address> localAddresses;
   std::chrono::milliseconds linkTimeout{0};  // 0: XCCL_NET_LINK_TIMEOUT_MS
+  uint64_t maxUnexpectedBytes = 0;            // 0: XCCL_NET_MAX_UNEXPECTED_BYTES
 };
 
 class TcpTransport final : public Transport {
@@ -103,44 +105,9 @@ class TcpTransport final : public Transport {
 
  private:
   friend class TcpRegistration;
-  // A message from a peer whose chunks are arriving (progress thread only).
-  struct Incoming {
-    RequestPtr request;
-    uint8_t* data = nullptr;  // where chunks go; null: discarded (kWrite: looked up per chunk)
-    UnexpectedPtr unexpected;
-    MessageTag tag;  // kWrite: seq is the signal; kWriteAck: seq is the write's message id
-    uint64_t total = 0, got = 0;
-    bool done = false;
-    FrameType type = FrameType::kData;
-    uint64_t id = 0;               // the sender's message id
-    uint64_t key = 0, target = 0;  // kWrite: the registration and where the write starts in it
-    std::string refusal;           // kWrite: why it is refused (its chunks are then discarded)
-    std::vector<uint8_t> answer;   // kWriteAck: the refusal, empty for success
-  };
-  // A chunk of a message whose predecessors are not known yet: matched after them (FIFO).
-  struct Stashed {
-    FrameHeader header;
-    std::vector<uint8_t> bytes;
-  };
-  // Progress thread's receive state for one peer.
-  struct Receiving {
-    std::deque<Incoming> incoming;  // messages from `base` on, in message order
-    uint64_t base = 0, nextKnown = 0;
-    std::vector<Stashed> stash;
-    std::vector<uint64_t> seen;  // bitmap over [received, received + kWindow), by seq % kWindow
-    size_t stashedBytes = 0;
-    uint64_t lastAck = 0;  // the highest acknowledgement this peer sent us
-    bool ackDue = false;
-    // Per link: where the chunk being read goes (set by onHeader, used by onFrame).
-    struct Slot {
-      bool duplicate = false;
-      bool stashing = false;
-      Stashed pending;  // when stashing
-      std::vector<uint8_t> control;
-      uint64_t landing = 0;  // the registration this chunk is being read into (landing_)
-    };
-    std::vector<Slot> slots;
-  };
+  // Progress thread's receive state for one peer (receive_state.h).
+  using Receiving = ReceiveState;
+  class Receiver;  // transport_recv.cc: the ReceiveOwner of one peer's state
   // A connection made by the link manager, for the progress thread to take into use.
   struct Handover {
     int peer;
@@ -175,13 +142,10 @@ class TcpTransport final : public Transport {
   void onControl(int peer, const FrameHeader& header, const std::string& text);
   // A link closed after the peer said goodbye: once none is left, the peer is gone.
   void closedAfterBye(int peer, int index);
-  Incoming* knownMessage(int peer, const FrameHeader& header);
-  void matchMessage(int peer, const FrameHeader& header);
-  void chunkArrived(int peer, Incoming& message, uint64_t length);
-  void drainStash(int peer);
+  void openMessage(int peer, Incoming& message, std::optional<Error>* failure);
+  void messageArrived(int peer, Incoming& message);
   // memory.cc: the target's and the writer's side of one-sided writes.
   void admitWrite(int peer, Incoming& message);
-  uint8_t* landingLocked(Incoming& message, const FrameHeader& header);
   uint8_t* pinChunk(Receiving::Slot& slot, Incoming& message, const FrameHeader& header);
   void landStashed(Incoming& message, const Stashed& chunk);
   void unpin(Receiving::Slot& slot);
@@ -208,6 +172,7 @@ class TcpTransport final : public Transport {
   int links_ = 1;
   std::chrono::milliseconds linkTimeout_{1000};
   std::chrono::milliseconds peerTimeout_{std::chrono::minutes(5)};
+  uint64_t maxUnexpectedBytes_ = 0;  // per peer, of messages that came before their receive
   std::vector<std::unique_ptr<Peer>> peers_;  // index = peer; null for self
   std::vector<Receiving> receiving_;          // index = peer
   std::vector<std::string> addresses_;        // every rank's first listening address

@@ -176,8 +176,7 @@ void TcpTransport::failPeer(int peer, const Error& error, bool failAllCollective
   for (auto& message : r.incoming) {
     if (message.request) message.request->failLocked(error);
   }
-  r.incoming.clear();
-  r.stash.clear();
+  r.clear();
   receives_.failLocked(error, [&](int from, const MessageTag& tag) {
     return from == peer || (failAllCollectives && tag.space == TagSpace::kCollective);
   });

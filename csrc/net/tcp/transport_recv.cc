@@ -1,76 +1,71 @@
 // TcpTransport's receive path (progress thread): chunks from any link into receives. Messages
 // from one peer are matched in the order the peer sent them (message ids), whatever link their
 // chunks came on, so FIFO per (source, tag) holds; a chunk of a message whose predecessors have
-// not shown up yet is stashed (copied) until they have.
+// not shown up yet is stashed (copied) until they have. The bookkeeping is receive_state.h's.
 #include <cstring>
 
 #include "common/logging.h"
 #include "net/tcp/transport.h"
 
 namespace xccl::net::tcp {
-namespace {
 
-// More than this stashed per peer means the peer does not follow the protocol.
-constexpr size_t kMaxStashedBytes = size_t{1} << 30;
+// One peer's ReceiveOwner: where its messages land, and what their completion means. A peer
+// that must fail (it announced more than this rank keeps for it) fails once its state is done
+// with the frame: failing clears that state.
+class TcpTransport::Receiver final : public ReceiveOwner {
+ public:
+  Receiver(TcpTransport& transport, int peer) : t_(transport), peer_(peer) {}
+  void open(Incoming& message) override { t_.openMessage(peer_, message, &failure_); }
+  uint8_t* landWrite(int link, Incoming& message, const FrameHeader& header) override {
+    return t_.pinChunk(t_.receiving_[peer_].slots[link], message, header);
+  }
+  void landStashedWrite(Incoming& message, const Stashed& chunk) override {
+    t_.landStashed(message, chunk);
+  }
+  void complete(Incoming& message) override { t_.messageArrived(peer_, message); }
+  void dropLink(int link) override {
+    t_.linkDown(peer_, link, "its chunk came again on another link", /*quiet=*/true);
+  }
+  // After the state is done with the frame; true when the peer failed.
+  bool failIfRefused() {
+    if (!failure_) return false;
+    t_.failPeer(peer_, *failure_, false);
+    return true;
+  }
 
-MessageTag tagOf(const FrameHeader& header) {
-  return {static_cast<TagSpace>(header.space), header.step, header.tagSeq, header.op};
-}
-
-bool seen(const std::vector<uint64_t>& bits, uint64_t seq) {
-  const uint64_t slot = seq % kWindow;
-  return (bits[slot / 64] >> (slot % 64)) & 1;
-}
-
-}  // namespace
+ private:
+  TcpTransport& t_;
+  const int peer_;
+  std::optional<Error> failure_;
+};
 
 uint8_t* TcpTransport::onHeader(int peer, Link& link, const FrameHeader& header) {
   Receiving& r = receiving_[peer];
   Peer& p = *peers_[peer];
-  Receiving::Slot& slot = r.slots[link.index];
-  slot.duplicate = slot.stashing = false;
-  if (header.ack > r.lastAck) {
+  if (header.ack > r.lastAck()) {
     std::vector<RequestPtr> completed;
     {
       std::lock_guard<std::mutex> guard(p.sendMutex);
-      if (header.ack > p.nextSeq) throw std::runtime_error("acknowledges chunks never sent");
+      r.acknowledged(header.ack, p.nextSeq);  // throws for chunks never sent
       p.acked = std::max(p.acked, header.ack);
       flushPeer(p, &completed);  // the window moved, and acknowledged sends complete
     }
-    r.lastAck = header.ack;
     completeAll(completed);
   }
+  Receiving::Slot& slot = r.slots[link.index];
   if (!isMessage(header.type)) {
     slot.control.resize(header.length);
     return slot.control.data();
   }
-  const uint64_t received = p.received.load(std::memory_order_relaxed);
-  if (header.seq < received || (header.seq < received + kWindow && seen(r.seen, header.seq))) {
-    slot.duplicate = true;  // replayed after a link failure, but it had arrived: dropped
-    return nullptr;
+  Receiver receiver(*this, peer);
+  uint8_t* at;
+  try {
+    at = r.chunkHeader(link.index, header, receiver);
+  } catch (...) {
+    receiver.failIfRefused();  // its message was refused before the chunk itself was
+    throw;
   }
-  if (header.seq >= received + kWindow) throw std::runtime_error("sequence number out of window");
-  // The peer replays a chunk only after taking the link it was on down; if that link is still
-  // writing it here, it is stale: take it down before the replay writes the same bytes.
-  for (auto& other : p.links) {
-    if (other.get() != &link && other->readingSeq == header.seq) {
-      linkDown(peer, other->index, "its chunk came again on another link", /*quiet=*/true);
-    }
-  }
-  link.readingSeq = header.seq;
-  if (header.message > r.nextKnown) {
-    if (header.message - r.nextKnown > kWindow)
-      throw std::runtime_error("message id out of window");
-    r.stashedBytes += header.length;
-    if (r.stashedBytes > kMaxStashedBytes) throw std::runtime_error("too many chunks ahead");
-    slot.stashing = true;
-    slot.pending.header = header;
-    slot.pending.bytes.resize(header.length);
-    return slot.pending.bytes.data();
-  }
-  Incoming* message = knownMessage(peer, header);
-  if (message->type == FrameType::kWrite) return pinChunk(slot, *message, header);
-  return message->data == nullptr ? nullptr : message->data + header.offset;
+  return receiver.failIfRefused() ? nullptr : at;
 }
 
 void TcpTransport::onFrame(int peer, Link& link, const FrameHeader& header) {
@@ -87,87 +82,38 @@ void TcpTransport::onFrame(int peer, Link& link, const FrameHeader& header) {
     slot.control.clear();
     return onControl(peer, header, text);
   }
-  link.readingSeq = UINT64_MAX;
   unpin(slot);  // the payload is in place
-  if (slot.duplicate) return;
+  if (!slot.reading) return;  // a duplicate, or its peer failed meanwhile
   link.chunksReceived.fetch_add(1, std::memory_order_relaxed);
-  Peer& p = *peers_[peer];
-  // The chunk is ours: record it and move the cumulative acknowledgement past what is complete.
-  const uint64_t bit = header.seq % kWindow;
-  r.seen[bit / 64] |= uint64_t{1} << (bit % 64);
-  uint64_t received = p.received.load(std::memory_order_relaxed);
-  while (seen(r.seen, received)) {
-    const uint64_t at = received % kWindow;
-    r.seen[at / 64] &= ~(uint64_t{1} << (at % 64));
-    ++received;
+  Receiver receiver(*this, peer);
+  std::atomic<uint64_t>& received = peers_[peer]->received;
+  try {
+    r.chunkArrived(link.index, header, receiver);
+  } catch (...) {
+    received.store(r.received(), std::memory_order_release);  // what arrived before the refusal
+    receiver.failIfRefused();
+    throw;
   }
-  p.received.store(received, std::memory_order_release);
-  if (slot.stashing) {
-    r.stash.push_back(std::move(slot.pending));
-    slot.pending = {};
-    slot.stashing = false;
-    // Its predecessors may have become known while its payload was arriving (on other links).
-    return drainStash(peer);
-  }
-  chunkArrived(peer, *knownMessage(peer, header), header.length);
-  drainStash(peer);
+  received.store(r.received(), std::memory_order_release);
+  receiver.failIfRefused();
 }
 
-TcpTransport::Incoming* TcpTransport::knownMessage(int peer, const FrameHeader& header) {
-  Receiving& r = receiving_[peer];
-  if (header.message == r.nextKnown) matchMessage(peer, header);
-  if (header.message < r.base) throw std::runtime_error("chunk of a finished message");
-  Incoming& message = r.incoming[header.message - r.base];
-  if (message.total != header.total || !(message.tag == tagOf(header)) || message.done ||
-      message.type != header.type || message.key != header.key || message.target != header.target) {
-    throw std::runtime_error("chunk disagrees with its message");
+// The first chunk of a message is known: where it lands.
+void TcpTransport::openMessage(int peer, Incoming& in, std::optional<Error>* failure) {
+  if (in.type == FrameType::kWrite) return admitWrite(peer, in);
+  if (in.type == FrameType::kWriteAck) {
+    in.answer.resize(in.total);  // bounded by validateHeader
+    in.data = in.answer.data();
+    return;
   }
-  return &message;
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (openReceiveLocked(receives_, peer, in, maxUnexpectedBytes_, "XCCL_NET_MAX_UNEXPECTED_BYTES",
+                        failure)) {
+    completed_.notify_all();
+  }
 }
 
-void TcpTransport::matchMessage(int peer, const FrameHeader& header) {
-  Receiving& r = receiving_[peer];
-  Incoming in;
-  in.tag = tagOf(header);
-  in.total = header.total;
-  in.type = header.type;
-  in.id = header.message;
-  in.key = header.key;
-  in.target = header.target;
-  if (header.type == FrameType::kWrite) {
-    admitWrite(peer, in);
-  } else if (header.type == FrameType::kWriteAck) {
-    in.answer.resize(header.total);  // bounded by validateHeader
-  } else {
-    std::lock_guard<std::mutex> guard(mutex_);
-    PostedReceive matched;
-    const auto match = receives_.matchPostedLocked(peer, in.tag, in.total, &matched);
-    if (match == ReceiveQueues::Match::kMatched) {
-      in.request = std::move(matched.request);
-      in.data = matched.data;
-    }
-    if (match != ReceiveQueues::Match::kNone) {
-      completed_.notify_all();  // a failed match leaves in.data null: the message is discarded
-    } else {
-      in.unexpected = receives_.addUnexpectedLocked(peer, in.tag, in.total);
-      in.data = in.unexpected->data.data();
-    }
-  }
-  r.incoming.push_back(std::move(in));
-  Incoming& placed = r.incoming.back();
-  if (placed.type == FrameType::kWriteAck) placed.data = placed.answer.data();  // after the move
-  ++r.nextKnown;
-}
-
-void TcpTransport::chunkArrived(int peer, Incoming& message, uint64_t length) {
-  Receiving& r = receiving_[peer];
-  message.got += length;
-  if (message.got < message.total) return;
-  message.done = true;
-  // The sender of a large message waits for its acknowledgement; small ones completed once
-  // written, and their acknowledgement can ride on later traffic or the heartbeat. A writer
-  // waits for it whatever the size.
-  if (message.total > kInlineBytes || message.type == FrameType::kWrite) r.ackDue = true;
+void TcpTransport::messageArrived(int peer, Incoming& message) {
   if (message.type == FrameType::kWrite) writeLanded(peer, message);
   if (message.type == FrameType::kWriteAck) writeAnswered(peer, message);
   RequestPtr waiter;
@@ -182,33 +128,6 @@ void TcpTransport::chunkArrived(int peer, Incoming& message, uint64_t length) {
     completed_.notify_all();
   }
   if (waiter) ReceiveQueues::deliver(entry, waiter, entry->waiterData, mutex_, completed_);
-  while (!r.incoming.empty() && r.incoming.front().done) {
-    r.incoming.pop_front();
-    ++r.base;
-  }
-}
-
-void TcpTransport::drainStash(int peer) {
-  Receiving& r = receiving_[peer];
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (size_t i = 0; i < r.stash.size(); ++i) {
-      if (r.stash[i].header.message > r.nextKnown) continue;
-      Stashed chunk = std::move(r.stash[i]);
-      r.stash[i] = std::move(r.stash.back());
-      r.stash.pop_back();
-      r.stashedBytes -= chunk.header.length;
-      Incoming* message = knownMessage(peer, chunk.header);
-      if (message->type == FrameType::kWrite) {
-        landStashed(*message, chunk);
-      } else if (message->data != nullptr && !chunk.bytes.empty()) {
-        std::memcpy(message->data + chunk.header.offset, chunk.bytes.data(), chunk.bytes.size());
-      }
-      chunkArrived(peer, *message, chunk.header.length);
-      progress = true;
-      break;
-    }
-  }
 }
 
 void TcpTransport::closedAfterBye(int peer, int index) {
