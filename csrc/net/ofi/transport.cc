@@ -217,8 +217,19 @@ void OfiTransport::onCompletion(Op* op, uint64_t flags, uint64_t data, size_t le
       onHeader(op->buffer.data(), length);
       if (!stop_.load()) post(op);
       return;
-    case Op::Type::kSend:
     case Op::Type::kDataRecv:
+      if (length != op->bytes && op->request) {
+        // The sender's header announced the user's size; anything else is not its payload.
+        std::lock_guard<std::mutex> guard(mutex_);
+        op->request->failLocked(
+            Error(ErrorKind::kPeerFailure,
+                  detail::concat("received ", length, " bytes from rank ", op->peer,
+                                 " where its header announced ", op->bytes, ": not its payload")));
+        completed_.notify_all();
+        break;
+      }
+      [[fallthrough]];
+    case Op::Type::kSend:
     case Op::Type::kWrite:
       if (op->request && op->completes) {
         std::lock_guard<std::mutex> guard(mutex_);

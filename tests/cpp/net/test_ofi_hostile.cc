@@ -137,8 +137,9 @@ TEST(OfiHostile, PayloadReceivesTakeOnlyTheirSendersBytes) {
     ASSERT_TRUE(t.directedReceives()) << "tcp;ofi_rxm offers FI_DIRECTED_RECV";
     if (rank == 1) {
       RawEndpoint stranger(store, 0);
-      // Rank 1's first large payload goes out as id 1.
-      stranger.send(net::ofi::dataTag(1, 1), std::vector<uint8_t>(large, 0xee));
+      // Rank 1's first large payload goes out as id 1. Shorter than the provider's eager size,
+      // so a receive it matched would complete at once, short and with the stranger's bytes.
+      stranger.send(net::ofi::dataTag(1, 1), std::vector<uint8_t>(4096, 0xee));
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // waiting at rank 0 first
       std::vector<uint8_t> mine(large, 0x11);
       t.wait({t.isend(0, p2p(1), mine.data(), mine.size())}, soon(5000), "send");

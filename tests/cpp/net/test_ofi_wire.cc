@@ -120,16 +120,19 @@ TEST(OfiWire, StreamsCapWhatASourceHoldsAhead) {
 
   HeaderStreams bytes(2);
   size_t held = 0;
-  for (uint64_t stream = 1;; ++stream) {
+  bool refused = false;
+  for (uint64_t stream = 1; stream < 2 * kMaxEarlyBytes / kEagerBytes && !refused; ++stream) {
     std::vector<uint8_t> m = message(1, stream, kEagerBytes);
     Header h;
     std::memcpy(&h, m.data(), sizeof(h));
     const Verdict v = bytes.acceptLocked(h, m.data(), m.size(), &why);
-    if (v == Verdict::kRefused) break;
+    refused = v == Verdict::kRefused;
+    if (refused) break;
     ASSERT_EQ(v, Verdict::kHeld);
     held += m.size();
     ASSERT_LE(bytes.heldBytesLocked(1), kMaxEarlyBytes);
   }
+  EXPECT_TRUE(refused);
   EXPECT_LE(held, kMaxEarlyBytes);
   EXPECT_GT(held + sizeof(Header) + kEagerBytes, kMaxEarlyBytes);
   EXPECT_EQ(bytes.heldBytesLocked(1), 0u);
