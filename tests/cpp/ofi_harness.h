@@ -21,13 +21,19 @@ inline net::NetOptions ofiLoopbackOptions(const std::string& prefix = "ofi") {
 // tcp;ofi_rxm is the provider every test machine has.
 constexpr const char* kLoopbackProvider = "tcp;ofi_rxm";
 
-inline void runOfiRanks(int size, const std::function<void(int, net::ofi::OfiTransport&)>& body) {
-  net::MemoryStore store;
+// The store is the caller's where a test reads what the ranks published (their endpoint names).
+inline void runOfiRanks(net::Store& store, int size,
+                        const std::function<void(int, net::ofi::OfiTransport&)>& body) {
   const net::NetOptions options = ofiLoopbackOptions();
   runThreads(size, [&](int rank) {
     net::ofi::OfiTransport transport(store, rank, size, options, kLoopbackProvider);
     body(rank, transport);
   });
+}
+
+inline void runOfiRanks(int size, const std::function<void(int, net::ofi::OfiTransport&)>& body) {
+  net::MemoryStore store;
+  runOfiRanks(store, size, body);
 }
 
 }  // namespace xccl::testing

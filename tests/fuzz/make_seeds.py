@@ -3,6 +3,8 @@
 Random bytes rarely carry a valid frame magic and a consistent header, so the fuzzer starts
 from well-formed frames of every type (csrc/net/tcp/wire.h) and mutates them from there.
 An input's first byte says how the rest is cut into reads (tests/fuzz/fuzz_tcp_frames.cc).
+fuzz_ofi_header's inputs are records instead (tests/fuzz/fuzz_ofi_header.cc): well-formed
+headers in and out of stream order, floods past the caps, and remote CQ data.
 """
 
 import hashlib
@@ -241,6 +243,71 @@ def receive_seeds():
     }
 
 
+OFI_MAGIC = 0x58434F31  # net/ofi/wire.h kMagic
+OFI_SESSION = 0x5345535349304E31  # the fuzzer's group session (fuzz_ofi_header.cc)
+RAW, CRAFTED, BURST, SIGNAL = range(4)  # fuzz_ofi_header.cc's record ops
+
+
+def ofi_header(kind=1, space=2, source=1, inline=b"", stream=0, size=None, data_id=0):
+    size = len(inline) if size is None else size
+    header = struct.pack(
+        "<IHHIIiIQQQQQ",
+        OFI_MAGIC,
+        kind,
+        space,
+        0,
+        0,
+        source,
+        len(inline),
+        7,
+        size,
+        stream,
+        data_id,
+        OFI_SESSION,
+    )
+    assert len(header) == 64  # sizeof(Header)
+    return header + inline
+
+
+def crafted(source=1, kind=0, inline=16, delta=0, mode=1, size=None):
+    """One crafted header record: fields in the order fuzz_ofi_header.cc's craft() takes them."""
+    record = bytes([CRAFTED, source, 1, kind, 2]) + struct.pack("<H", 7) + bytes([mode])
+    if mode & 0xC0 != 0xC0:
+        record += struct.pack("<H", inline)
+    if size is not None:  # mode & 2 without mode & 1: the announced size
+        record += struct.pack("<Q", size)
+    return record + bytes([delta & 0xFF, 1])
+
+
+def burst(source=1, count=4200, ahead=1, inline=0, mode=1):
+    record = bytes([BURST, source, 1, 0, 2]) + struct.pack("<H", 7) + bytes([mode])
+    if mode & 0xC0 != 0xC0:
+        record += struct.pack("<H", inline)
+    return record + struct.pack("<H", count) + bytes([ahead])
+
+
+def signal(cq_bytes, ranks, data):
+    return bytes([SIGNAL, cq_bytes]) + struct.pack("<IBQ", ranks, 1, data)
+
+
+def ofi_seeds():
+    group = bytes([2, 0])  # 3 ranks, this one rank 0
+    raw = ofi_header(inline=b"hello", stream=0)
+    return {
+        "in_order": group + crafted(delta=0) + crafted(delta=0) + crafted(source=2, delta=0),
+        "reordered": group + crafted(delta=2) + crafted(delta=1) + crafted(delta=0),
+        "control": group + crafted(kind=1) + crafted(kind=2, inline=0) + crafted(kind=3),
+        "flood": group + burst(),
+        "flood_eager": group + burst(count=1100, mode=0xC1),
+        "large": group + crafted(mode=2, inline=0, size=1 << 40),
+        "raw": group + bytes([RAW]) + struct.pack("<H", len(raw)) + raw,
+        "signals": group
+        + signal(8, 2, (1 << 48) | 5)
+        + signal(8, 2, (5 << 48) | 5)
+        + signal(4, 2, (1 << 16) | 9),
+    }
+
+
 def tagged(make):
     """Seeds whose first byte picks the parser: {name: (first byte, body)} as whole inputs."""
     return lambda: {name: bytes([first]) + body for name, (first, body) in make().items()}
@@ -251,6 +318,7 @@ WHOLE_INPUTS = {
     "fuzz_shm_ring",
     "fuzz_tcp_handshake",
     "fuzz_tcp_receive",
+    "fuzz_ofi_header",
     "fuzz_store_values",
     "fuzz_user_values",
 }
@@ -262,6 +330,7 @@ def main():
         "fuzz_tcp_frames": frame_seeds,
         "fuzz_tcp_handshake": handshake_seeds,
         "fuzz_tcp_receive": receive_seeds,
+        "fuzz_ofi_header": ofi_seeds,
         "fuzz_shm_ring": shm_ring_seeds,
         "fuzz_store_values": tagged(store_value_seeds),
         "fuzz_user_values": tagged(user_value_seeds),

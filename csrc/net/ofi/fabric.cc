@@ -107,11 +107,17 @@ InfoList& InfoList::operator=(InfoList&& other) noexcept {
 }
 
 InfoList query(const std::string& provider) {
-  fi_info* hints = makeHints(provider);
-  fi_info* found = nullptr;
-  int ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found);
-  fi_freeinfo(hints);
-  return InfoList(ret == 0 ? found : nullptr);
+  // With directed receives where the provider has them (payload receives then accept only their
+  // sender), else without: a provider lacking them still works, matching payloads on tags alone.
+  for (const uint64_t extra : {uint64_t{FI_DIRECTED_RECV}, uint64_t{0}}) {
+    fi_info* hints = makeHints(provider);
+    hints->caps |= extra;
+    fi_info* found = nullptr;
+    int ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found);
+    fi_freeinfo(hints);
+    if (ret == 0 && found != nullptr) return InfoList(found);
+  }
+  return InfoList();
 }
 
 std::vector<std::string> offeredProviders() {

@@ -23,6 +23,13 @@ void OfiTransport::post(Op* op) {
   {
     std::lock_guard<std::mutex> guard(opsMutex_);
     live_.insert(op);
+    if (!deferred_.empty()) {
+      // Queued behind the deferred posts, so a peer's headers leave in the order they were
+      // numbered (the receiver holds those ahead of their turn, up to a cap).
+      deferred_.push_back(op);
+      fi_cq_signal(fabric_->cq());
+      return;
+    }
   }
   long ret = postNow(op);
   if (ret == -FI_EAGAIN) {
@@ -45,11 +52,15 @@ long OfiTransport::postNow(Op* op) {
   if (ep == nullptr) return -FI_ECANCELED;
   switch (op->type) {
     case Op::Type::kHeaderRecv:
-    case Op::Type::kDataRecv:
-    case Op::Type::kDiscard:
-      // The tag names the sender (dataTag) or is any header: no source filter needed.
+      // A slot for any peer's header: parseHeader and the session tell peers from strangers.
       return fi_trecv(ep, const_cast<void*>(op->data), op->bytes, op->desc, FI_ADDR_UNSPEC, op->tag,
                       0, &op->context);
+    case Op::Type::kDataRecv:
+    case Op::Type::kDiscard:
+      // A payload lands in the user's buffer unchecked: with FI_DIRECTED_RECV only its sender's
+      // endpoint can fill it; without, any endpoint sending its tag (sender and id) could.
+      return fi_trecv(ep, const_cast<void*>(op->data), op->bytes, op->desc,
+                      directed_ ? peerAddr_[op->peer] : FI_ADDR_UNSPEC, op->tag, 0, &op->context);
     case Op::Type::kSend:
       return fi_tsend(ep, op->data, op->bytes, op->desc, peerAddr_[op->peer], op->tag,
                       &op->context);
@@ -101,16 +112,14 @@ void OfiTransport::finish(Op* op) {
 }
 
 void* OfiTransport::localDesc(Op* op, const void* data, size_t bytes) {
+  if (failRegistrations_.load() > 0 && failRegistrations_.fetch_sub(1) > 0) {
+    XCCL_THROW(ErrorKind::kSystem, "fi_mr_reg failed: refused by a test hook");
+  }
   if (!localMr_ || bytes == 0) return nullptr;
   if (data == op->buffer.data()) {
     // The op's own bytes die with it: registered for this op alone, never cached (a cached range
     // would outlive its memory and be found again for whatever is allocated there next).
-    uint64_t key;
-    {
-      std::lock_guard<std::mutex> guard(opsMutex_);
-      key = nextKey_++;
-    }
-    op->region = std::make_shared<MemoryRegion>(*fabric_, data, bytes, FI_SEND | FI_RECV, key);
+    op->region = std::make_shared<MemoryRegion>(*fabric_, data, bytes, FI_SEND | FI_RECV);
   } else {
     op->region = cache_->get(data, bytes);
   }

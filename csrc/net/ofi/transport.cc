@@ -56,8 +56,7 @@ OfiTransport::OfiTransport(Store& store, int rank, int size, const NetOptions& o
       size_(size),
       peerAddr_(size),
       sendStream_(size),
-      recvStream_(size),
-      early_(size),
+      streams_(size),
       health_(size),
       status_(rank, size, mutex_, completed_) {
   XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
@@ -69,21 +68,17 @@ OfiTransport::OfiTransport(Store& store, int rank, int size, const NetOptions& o
   const fi_info* info = fabric_->info();
   localMr_ = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   virtAddr_ = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+  directed_ = (info->caps & FI_DIRECTED_RECV) != 0;
   codec_ = std::make_unique<SignalCodec>(info->domain_attr->cq_data_size);
   cache_ = std::make_unique<RegistrationCache>(
       static_cast<uint64_t>(env::getInt("XCCL_OFI_MR_CACHE_BYTES")),
       [this](const void* data, size_t bytes) -> std::shared_ptr<void> {
-        uint64_t key;
-        {
-          std::lock_guard<std::mutex> guard(opsMutex_);
-          key = nextKey_++;
-        }
-        return std::make_shared<MemoryRegion>(*fabric_, data, bytes, FI_SEND | FI_RECV | FI_WRITE,
-                                              key);
+        return std::make_shared<MemoryRegion>(*fabric_, data, bytes, FI_SEND | FI_RECV | FI_WRITE);
       });
   XCCL_INFO("ofi", "provider ", fabric_->providerName(), " on ",
             info->domain_attr->name ? info->domain_attr->name : "?", " (mr_mode 0x", std::hex,
-            info->domain_attr->mr_mode, std::dec, ")");
+            info->domain_attr->mr_mode, std::dec, ", directed receives ",
+            directed_ ? "on" : "off: payloads match on their tag alone", ")");
   // Header slots are posted before any peer learns our address, so no header arrives unposted.
   for (int i = 0; i < kHeaderSlots; ++i) {
     Op* op = new Op{};
@@ -165,6 +160,12 @@ void OfiTransport::exchangeAddresses(Store& store, const NetOptions& options) {
   check(inserted, "fi_av_insert");
   XCCL_CHECK(inserted == size_, "fi_av_insert took ", inserted, " of ", size_, " addresses");
   for (int peer = 0; peer < size_; ++peer) peerAddr_[peer] = addresses[peer];
+  if (directed_) {
+    // A message that arrives before its sender's address is inserted may stay filed under no
+    // address (libfabric's peer API re-files them only since 1.19), where a directed receive
+    // never matches it: nobody sends until every rank has inserted every address.
+    bootstrap.allGather("inserted", Bytes{});
+  }
 }
 
 void OfiTransport::progressLoop() {
@@ -216,8 +217,19 @@ void OfiTransport::onCompletion(Op* op, uint64_t flags, uint64_t data, size_t le
       onHeader(op->buffer.data(), length);
       if (!stop_.load()) post(op);
       return;
-    case Op::Type::kSend:
     case Op::Type::kDataRecv:
+      if (length != op->bytes && op->request) {
+        // The sender's header announced the user's size; anything else is not its payload.
+        std::lock_guard<std::mutex> guard(mutex_);
+        op->request->failLocked(
+            Error(ErrorKind::kPeerFailure,
+                  detail::concat("received ", length, " bytes from rank ", op->peer,
+                                 " where its header announced ", op->bytes, ": not its payload")));
+        completed_.notify_all();
+        break;
+      }
+      [[fallthrough]];
+    case Op::Type::kSend:
     case Op::Type::kWrite:
       if (op->request && op->completes) {
         std::lock_guard<std::mutex> guard(mutex_);
@@ -268,36 +280,28 @@ void OfiTransport::onError(Op* op, int error, const std::string& text) {
 
 void OfiTransport::onHeader(const uint8_t* message, size_t length) {
   Header header;
-  if (length < sizeof(Header)) {
-    XCCL_WARN("ofi", "dropped a ", length, "-byte message: too short for a header");
-    return;
-  }
-  std::memcpy(&header, message, sizeof(header));
-  if (header.magic != kMagic || header.session != session_ || header.source < 0 ||
-      header.source >= size_ || header.source == rank_ ||
-      header.inlineBytes != length - sizeof(Header) || header.inlineBytes > header.bytes) {
-    XCCL_WARN("ofi", "dropped a message that does not belong to this group");
+  if (const char* bad = parseHeader(message, length, session_, rank_, size_, &header)) {
+    XCCL_WARN("ofi", "dropped a ", length, "-byte message: ", bad);
     return;
   }
   const int source = header.source;
-  std::vector<std::vector<uint8_t>> ready;
+  std::string why;
+  HeaderStreams::Verdict verdict;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (header.stream != recvStream_[source]) {
-      // Ahead of its turn (the provider completed it out of order): kept until the gap fills.
-      early_[source].emplace(header.stream, std::vector<uint8_t>(message, message + length));
-      return;
-    }
+    verdict = streams_.acceptLocked(header, message, length, &why);
   }
+  if (verdict == HeaderStreams::Verdict::kRefused) {
+    failPeer(source, Error(ErrorKind::kPeerFailure, why), true);
+    return;
+  }
+  if (verdict != HeaderStreams::Verdict::kInTurn) return;
   deliver(header, message + sizeof(Header));
   for (;;) {
     std::vector<uint8_t> next;
     {
       std::lock_guard<std::mutex> guard(mutex_);
-      auto it = early_[source].find(recvStream_[source]);
-      if (it == early_[source].end()) return;
-      next = std::move(it->second);
-      early_[source].erase(it);
+      if (!streams_.nextLocked(source, &next)) return;
     }
     std::memcpy(&header, next.data(), sizeof(header));
     deliver(header, next.data() + sizeof(Header));
@@ -307,10 +311,6 @@ void OfiTransport::onHeader(const uint8_t* message, size_t length) {
 void OfiTransport::deliver(const Header& header, const uint8_t* payload) {
   const int source = header.source;
   const std::string text(reinterpret_cast<const char*>(payload), header.inlineBytes);
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    ++recvStream_[source];
-  }
   switch (header.kind) {
     case Kind::kData: matchData(header, payload); return;
     case Kind::kAbort:

@@ -5,6 +5,7 @@
 // says why). Built when libfabric is found (XCCL_HAVE_OFI), else available() says why not.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <list>
 #include <map>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "net/factory.h"
+#include "net/ofi/streams.h"
 #include "net/one_sided.h"
 #include "net/peer_health.h"
 #include "net/status_board.h"
@@ -41,10 +43,7 @@ std::unique_ptr<Transport> createTransport(Store& store, int rank, int size,
 class Fabric;
 class RegistrationCache;
 struct CacheStats;
-struct Header;
-enum class Kind : uint16_t;
 struct Op;
-struct SignalCodec;
 
 class OfiTransport final : public Transport {
  public:
@@ -75,6 +74,13 @@ class OfiTransport final : public Transport {
   bool peerFailed(int peer, std::string* why) override;
 
   std::unique_ptr<Registration> registerMemory(void* data, size_t bytes) override;
+
+  // Whether receives of large payloads accept only their sender's address (the provider has
+  // FI_DIRECTED_RECV); without, the tag alone (sender rank and message id) matches them.
+  bool directedReceives() const { return directed_; }
+  // Test hook: the next `count` registrations of local buffers fail as a refusing fi_mr_reg
+  // would, whether or not the provider needs local buffers registered.
+  void failNextRegistrations(int count) { failRegistrations_.store(count); }
   RequestPtr iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
                     uint64_t dstOffset, uint64_t signal, Completion onDone = nullptr) override;
   RequestPtr iwaitWrite(int peer, uint64_t signal, Completion onDone = nullptr) override;
@@ -131,10 +137,13 @@ class OfiTransport final : public Transport {
   std::thread progressThread_;
   std::atomic<bool> stop_{false};
 
-  std::mutex opsMutex_;  // guards live_, deferred_, nextKey_
+  bool directed_ = false;  // FI_DIRECTED_RECV: payload receives name their sender's fi_addr
+  std::atomic<int> failRegistrations_{0};  // failNextRegistrations
+  std::atomic<uint64_t> droppedSignals_{0};  // write completions naming no peer
+
+  std::mutex opsMutex_;  // guards live_, deferred_
   std::unordered_set<Op*> live_;  // every op handed to libfabric and not finished
-  std::deque<Op*> deferred_;  // posts the provider refused with EAGAIN
-  uint64_t nextKey_ = 1;  // requested MR keys when the provider does not pick them
+  std::deque<Op*> deferred_;  // posts not handed to the provider yet, in posting order
 
   std::mutex sendMutex_;  // guards the send side's numbering
   std::vector<uint64_t> sendStream_;  // next stream number per destination
@@ -143,8 +152,7 @@ class OfiTransport final : public Transport {
   // Guards matching state, peer health and request completion; waiters sleep on completed_.
   std::mutex mutex_;
   std::condition_variable completed_;
-  std::vector<uint64_t> recvStream_;  // next expected per source
-  std::vector<std::map<uint64_t, std::vector<uint8_t>>> early_;  // headers ahead of their turn
+  HeaderStreams streams_;  // headers in stream order per source, those ahead of their turn held
   std::list<Posted> posted_;
   std::list<Unexpected> unexpected_;
   WriteSignals signals_;  // one-sided writes' signals, waited for or arrived first

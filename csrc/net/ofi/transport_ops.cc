@@ -16,6 +16,9 @@ namespace xccl::net::ofi {
 namespace {
 
 constexpr auto kAbortNoticeTime = std::chrono::seconds(1);
+// A mismatched payload is received whole into scratch memory (discardData says why), but never
+// more than this: the size comes from the peer's header.
+constexpr uint64_t kMaxDiscardBytes = uint64_t{1} << 30;
 
 RequestPtr failed(RequestPtr request, const Error& error) {
   request->failLocked(error);
@@ -30,12 +33,6 @@ RequestPtr OfiTransport::sendMessage(int peer, Header header, const void* data,
   header.session = session_;
   const bool eager = header.bytes <= kEagerBytes;
   header.inlineBytes = eager ? static_cast<uint32_t>(header.bytes) : 0;
-  Op* payload = nullptr;
-  {
-    std::lock_guard<std::mutex> guard(sendMutex_);
-    header.stream = sendStream_[peer]++;
-    if (!eager) header.dataId = ++nextDataId_;
-  }
   Op* head = new Op{};
   head->type = Op::Type::kSend;
   head->peer = peer;
@@ -43,12 +40,12 @@ RequestPtr OfiTransport::sendMessage(int peer, Header header, const void* data,
   head->completes = eager;
   head->tag = kHeaderTag;
   head->buffer.resize(sizeof(Header) + header.inlineBytes);
-  std::memcpy(head->buffer.data(), &header, sizeof(Header));
   if (header.inlineBytes > 0) {
     std::memcpy(head->buffer.data() + sizeof(Header), data, header.inlineBytes);
   }
   head->data = head->buffer.data();
   head->bytes = head->buffer.size();
+  Op* payload = nullptr;
   if (!eager) {
     payload = new Op{};
     payload->type = Op::Type::kSend;
@@ -56,7 +53,6 @@ RequestPtr OfiTransport::sendMessage(int peer, Header header, const void* data,
     payload->request = request;
     payload->data = data;
     payload->bytes = header.bytes;
-    payload->tag = dataTag(rank_, header.dataId);
   }
   try {
     head->desc = localDesc(head, head->data, head->bytes);
@@ -67,6 +63,16 @@ RequestPtr OfiTransport::sendMessage(int peer, Header header, const void* data,
     std::lock_guard<std::mutex> guard(mutex_);
     return failed(request, e);
   }
+  // Numbered only now that nothing can fail before the post: the receiver delivers this
+  // peer's headers in stream order, so a number taken and never sent would hold back every
+  // later one. (A post the provider fails marks the peer failed here: it is unreachable.)
+  {
+    std::lock_guard<std::mutex> guard(sendMutex_);
+    header.stream = sendStream_[peer]++;
+    if (!eager) header.dataId = ++nextDataId_;
+  }
+  std::memcpy(head->buffer.data(), &header, sizeof(Header));
+  if (payload != nullptr) payload->tag = dataTag(rank_, header.dataId);
   post(head);
   if (payload != nullptr) post(payload);
   return request;
@@ -128,6 +134,11 @@ void OfiTransport::discardData(int peer, uint64_t dataId, uint64_t bytes) {
   // Received whole into a scratch buffer, so that the sender's request completes instead of
   // waiting for a receiver forever (a truncating receive does not end ofi_rxm's rendezvous).
   // Only mismatched messages get here: the run is failing anyway.
+  if (bytes > kMaxDiscardBytes) {
+    XCCL_WARN("ofi", "left rank ", peer, "'s mismatched ", bytes, "-byte message untaken (over ",
+              kMaxDiscardBytes, " bytes): its send completes only when it fails");
+    return;
+  }
   Op* op = new Op{};
   op->type = Op::Type::kDiscard;
   op->peer = peer;

@@ -13,6 +13,7 @@
 //    it (ofi_rxm's rendezvous holds only the request, not the bytes), so nothing is copied.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "net/transport.h"
@@ -56,5 +57,38 @@ inline uint64_t dataTag(int source, uint64_t id) {
   return (uint64_t{1} << 63) | (static_cast<uint64_t>(source) << 40) |
          (id & ((uint64_t{1} << 40) - 1));
 }
+
+// Why a received header message is dropped (not of this group, or malformed), or null with
+// *header filled in. `message` holds `length` bytes (the slot's, at most kHeaderSlotBytes).
+// A header that passes names a source in [0, size) other than `rank`, a known kind and tag
+// space, and carries either its whole payload inline (at most kEagerBytes) or none of it
+// (kData only).
+const char* parseHeader(const uint8_t* message, size_t length, uint64_t session, int rank, int size,
+                        Header* header);
+
+// Remote CQ data holds the writer's rank in its top 16 bits and the signal below, since the
+// target's completion names no source otherwise (no FI_SOURCE needed). With 8 bytes of CQ data
+// (tcp, verbs, efa) a signal has 48 bits; a larger one is refused before anything is written.
+struct SignalCodec {
+  explicit SignalCodec(size_t cqDataBytes)
+      : signalBits(cqDataBytes >= 8 ? 48 : (cqDataBytes * 8 > 16 ? cqDataBytes * 8 - 16 : 0)) {}
+  bool fits(int rank, uint64_t signal) const {
+    return signalBits > 0 && rank >= 0 && rank < (1 << 16) &&
+           (signalBits >= 64 || signal >> signalBits == 0);
+  }
+  uint64_t encode(int rank, uint64_t signal) const {
+    return (static_cast<uint64_t>(rank) << signalBits) | signal;
+  }
+  // The writer's rank and signal; false when the rank is not one of `size` ranks (a corrupt or
+  // foreign completion: the caller drops it, and nothing is indexed with the rank).
+  bool decode(uint64_t data, int size, int* rank, uint64_t* signal) const {
+    const uint64_t writer = signalBits >= 64 ? 0 : data >> signalBits;
+    if (size <= 0 || writer >= static_cast<uint64_t>(size)) return false;
+    *rank = static_cast<int>(writer);
+    *signal = signalBits >= 64 ? data : data & ((uint64_t{1} << signalBits) - 1);
+    return true;
+  }
+  size_t signalBits;
+};
 
 }  // namespace xccl::net::ofi

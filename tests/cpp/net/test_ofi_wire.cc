@@ -1,0 +1,168 @@
+// The libfabric transport's pure wire pieces (net/ofi/wire.h, streams.h): the header check, the
+// per-source stream order with its caps, and the remote CQ data codec.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "net/ofi/streams.h"
+#include "net/ofi/wire.h"
+
+namespace xccl {
+namespace {
+
+using net::ofi::Header;
+using net::ofi::HeaderStreams;
+using net::ofi::kEagerBytes;
+using net::ofi::kMaxEarlyBytes;
+using net::ofi::kMaxEarlyHeaders;
+using Verdict = HeaderStreams::Verdict;
+
+constexpr uint64_t kSession = 0x5e55;
+
+std::vector<uint8_t> message(int source, uint64_t stream, size_t inlineBytes = 0) {
+  Header h;
+  h.source = source;
+  h.session = kSession;
+  h.space = net::TagSpace::kPointToPoint;
+  h.stream = stream;
+  h.bytes = inlineBytes;
+  h.inlineBytes = static_cast<uint32_t>(inlineBytes);
+  std::vector<uint8_t> m(sizeof(Header) + inlineBytes, 0x5a);
+  std::memcpy(m.data(), &h, sizeof(h));
+  return m;
+}
+
+const char* parse(const std::vector<uint8_t>& m, Header* h, int rank = 0, int size = 3) {
+  return net::ofi::parseHeader(m.data(), m.size(), kSession, rank, size, h);
+}
+
+template <typename Edit>
+std::vector<uint8_t> edited(Edit edit) {
+  std::vector<uint8_t> m = message(1, 0, 8);
+  Header h;
+  std::memcpy(&h, m.data(), sizeof(h));
+  edit(h);
+  std::memcpy(m.data(), &h, sizeof(h));
+  return m;
+}
+
+TEST(OfiWire, ParseHeaderRefusesStrangersAndMalformedHeaders) {
+  Header h;
+  EXPECT_EQ(parse(message(1, 0, 8), &h), nullptr);
+  EXPECT_EQ(h.source, 1);
+  EXPECT_NE(parse(message(1, 0), &h, /*rank=*/1), nullptr);  // from itself
+  EXPECT_NE(parse(message(3, 0), &h), nullptr);              // no such rank
+  EXPECT_NE(parse(message(-1, 0), &h), nullptr);
+  std::vector<uint8_t> shortMessage = message(1, 0);
+  shortMessage.pop_back();
+  EXPECT_NE(parse(shortMessage, &h), nullptr);
+  EXPECT_NE(parse(edited([](Header& x) { x.session = 1; }), &h), nullptr);
+  EXPECT_NE(parse(edited([](Header& x) { x.magic = 0; }), &h), nullptr);
+  EXPECT_NE(parse(edited([](Header& x) { x.inlineBytes = 9; }), &h), nullptr);
+  EXPECT_NE(parse(edited([](Header& x) { x.bytes = 9; }), &h), nullptr);  // partly inline
+  EXPECT_NE(parse(edited([](Header& x) { x.space = net::TagSpace{7}; }), &h), nullptr);
+  EXPECT_NE(parse(edited([](Header& x) { x.kind = net::ofi::Kind{9}; }), &h), nullptr);
+  std::vector<uint8_t> large = message(1, 0);
+  reinterpret_cast<Header*>(large.data())->bytes = uint64_t{1} << 40;  // a payload of its own
+  EXPECT_EQ(parse(large, &h), nullptr);
+  EXPECT_EQ(h.bytes, uint64_t{1} << 40);
+  std::vector<uint8_t> tooLong = message(1, 0, kEagerBytes + 1);
+  EXPECT_NE(parse(tooLong, &h), nullptr);
+}
+
+TEST(OfiWire, StreamsDeliverInOrderAndRefuseRepeats) {
+  HeaderStreams streams(3);
+  std::string why;
+  auto accept = [&](int source, uint64_t stream) {
+    std::vector<uint8_t> m = message(source, stream);
+    Header h;
+    std::memcpy(&h, m.data(), sizeof(h));
+    return streams.acceptLocked(h, m.data(), m.size(), &why);
+  };
+  EXPECT_EQ(accept(1, 2), Verdict::kHeld);
+  EXPECT_EQ(accept(1, 1), Verdict::kHeld);
+  EXPECT_EQ(accept(2, 0), Verdict::kInTurn);  // sources are independent
+  EXPECT_EQ(accept(1, 0), Verdict::kInTurn);
+  std::vector<uint8_t> next;
+  for (uint64_t stream : {1, 2}) {
+    ASSERT_TRUE(streams.nextLocked(1, &next));
+    Header h;
+    std::memcpy(&h, next.data(), sizeof(h));
+    EXPECT_EQ(h.stream, stream);
+  }
+  EXPECT_FALSE(streams.nextLocked(1, &next));
+  EXPECT_EQ(streams.heldCountLocked(1), 0u);
+  EXPECT_EQ(accept(1, 2), Verdict::kRefused);  // delivered already
+  EXPECT_NE(why.find("rank 1 sent stream message #2 twice"), std::string::npos) << why;
+  EXPECT_EQ(accept(1, 3), Verdict::kDropped);  // refused for good
+  EXPECT_EQ(accept(2, 2), Verdict::kHeld);
+  EXPECT_EQ(accept(2, 2), Verdict::kRefused);  // held already
+}
+
+TEST(OfiWire, StreamsCapWhatASourceHoldsAhead) {
+  HeaderStreams streams(2);
+  std::string why;
+  auto accept = [&](uint64_t stream, size_t inlineBytes) {
+    std::vector<uint8_t> m = message(1, stream, inlineBytes);
+    Header h;
+    std::memcpy(&h, m.data(), sizeof(h));
+    return streams.acceptLocked(h, m.data(), m.size(), &why);
+  };
+  for (size_t i = 1; i <= kMaxEarlyHeaders; ++i) ASSERT_EQ(accept(i, 0), Verdict::kHeld) << i;
+  EXPECT_EQ(accept(kMaxEarlyHeaders + 1, 0), Verdict::kRefused);
+  EXPECT_NE(why.find("rank 1 sent more than 4096 messages or 67108864 bytes ahead of its "
+                     "message #0"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(streams.heldCountLocked(1), 0u);  // freed
+  EXPECT_EQ(accept(0, 0), Verdict::kDropped);
+
+  HeaderStreams bytes(2);
+  size_t held = 0;
+  bool refused = false;
+  for (uint64_t stream = 1; stream < 2 * kMaxEarlyBytes / kEagerBytes && !refused; ++stream) {
+    std::vector<uint8_t> m = message(1, stream, kEagerBytes);
+    Header h;
+    std::memcpy(&h, m.data(), sizeof(h));
+    const Verdict v = bytes.acceptLocked(h, m.data(), m.size(), &why);
+    refused = v == Verdict::kRefused;
+    if (refused) break;
+    ASSERT_EQ(v, Verdict::kHeld);
+    held += m.size();
+    ASSERT_LE(bytes.heldBytesLocked(1), kMaxEarlyBytes);
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_LE(held, kMaxEarlyBytes);
+  EXPECT_GT(held + sizeof(Header) + kEagerBytes, kMaxEarlyBytes);
+  EXPECT_EQ(bytes.heldBytesLocked(1), 0u);
+}
+
+TEST(OfiWire, SignalCodecChecksTheWritersRank) {
+  const net::ofi::SignalCodec codec(8);
+  int rank = -1;
+  uint64_t signal = 0;
+  ASSERT_TRUE(codec.decode(codec.encode(1, 5), 2, &rank, &signal));
+  EXPECT_EQ(rank, 1);
+  EXPECT_EQ(signal, 5u);
+  ASSERT_TRUE(codec.decode(codec.encode(0, (uint64_t{1} << 48) - 1), 1, &rank, &signal));
+  EXPECT_EQ(signal, (uint64_t{1} << 48) - 1);
+  // A writer rank at or past the group's size (a foreign or corrupt completion) is refused.
+  rank = -1;
+  EXPECT_FALSE(codec.decode(codec.encode(2, 5), 2, &rank, &signal));
+  EXPECT_FALSE(codec.decode(~uint64_t{0}, 2, &rank, &signal));
+  EXPECT_FALSE(codec.decode(codec.encode(0, 1), 0, &rank, &signal));
+  EXPECT_EQ(rank, -1);
+  // 4 bytes of CQ data: 16 bits of rank above 16 bits of signal.
+  const net::ofi::SignalCodec narrow(4);
+  EXPECT_EQ(narrow.signalBits, 16u);
+  EXPECT_FALSE(narrow.fits(1, 1 << 16));
+  EXPECT_FALSE(narrow.fits(-1, 1));
+  ASSERT_TRUE(narrow.decode(narrow.encode(3, 9), 4, &rank, &signal));
+  EXPECT_EQ(rank, 3);
+  EXPECT_EQ(signal, 9u);
+  EXPECT_FALSE(narrow.decode(narrow.encode(4, 9), 4, &rank, &signal));
+}
+
+}  // namespace
+}  // namespace xccl
