@@ -21,7 +21,7 @@
 #include "net/hosts.h"
 #include "net/membership.h"
 #include "net/shm/names.h"
-#include "net/shm/ring.h"
+#include "net/shm/mailboxes.h"
 #include "net/shm/segment.h"
 #include "net/store.h"
 #include "net/tcp/interfaces.h"
