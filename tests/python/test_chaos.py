@@ -375,13 +375,24 @@ def test_store_server_killed_after_creation(load):
 
 FLAP_SECONDS = 20
 FLAP_PERIOD_S = 1.0
+# Once, mid-flapping, rank 0 is stopped longer than XCCL_NET_LINK_TIMEOUT_MS (1 s): a rank
+# descheduled on a loaded machine, whose peers time out every link to it, the good ones too.
+PAUSE_AT_S, PAUSE_S = 10, 1.5
+
+
+def _pause(proc, seconds: float) -> None:
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        proc.send_signal(signal.SIGCONT)
 
 
 def test_link_flapping_every_second_loses_nothing(tmp_path):
     """2x2 ranks on two namespace hosts run 4 MiB all_reduces, each checked, while host 1's
-    second link goes down and up every second for 20 s: no error, every result exact. The
-    burners start once every rank is in its loop (four torch imports under them would take
-    most of a minute)."""
+    second link goes down and up every second for 20 s, and rank 0 is stopped for 1.5 s once:
+    no error, every result exact. The burners start once every rank is in its loop (four torch
+    imports under them would take most of a minute)."""
     cross = pytest.importorskip("test_cross_host")
     if cross.hosts_module.unavailable_reason() is not None:
         pytest.skip(cross.hosts_module.unavailable_reason())
@@ -393,13 +404,17 @@ def test_link_flapping_every_second_loses_nothing(tmp_path):
         try:
             cross._wait_for_iteration(progress, 3, procs, deadline)  # every link up and used
             with burners():
-                began, up = time.monotonic(), True
+                began, up, paused = time.monotonic(), True, False
                 while time.monotonic() - began < FLAP_SECONDS:
                     if any(proc.poll() is not None for proc, _, _ in procs):
                         break  # a rank ended early: finish_ranks says why
                     up = not up
                     hosts.set_link(1, 1, up=up)
-                    time.sleep(FLAP_PERIOD_S)
+                    if not paused and time.monotonic() - began >= PAUSE_AT_S:
+                        paused = True
+                        _pause(procs[0][0], PAUSE_S)
+                    else:
+                        time.sleep(FLAP_PERIOD_S)
                 flapped = int(progress.read_text())
         finally:
             hosts.set_link(1, 1, up=True)
