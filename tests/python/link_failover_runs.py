@@ -8,6 +8,12 @@ passed"; exits 1 unless every run passed. Needs root (namespaces), like test_cro
     python tests/python/link_failover_runs.py --runs 5 --burners-per-core 0 --log-level debug
 
 A failed run's rank logs are kept in --keep (a fresh temporary folder by default).
+
+Recorded (2 cores, 2 burners per core, other builds running beside): `--runs 20 --log-level
+debug` passed 20/20, 51-147 s a run, longest all_reduce 2.29 s (1.07-1.27 s in 19 runs); the
+only links taken down were the downed xnet1 ones (320 "nothing received" timeouts, none on
+xnet0). `--runs 1 --pause 0 1.5` (rank 0 stopped 1.5 s while the link is down) passed, longest
+all_reduce 1.57 s.
 """
 
 from __future__ import annotations
