@@ -19,6 +19,12 @@ class StoreAdapter final : public net::Store {
   net::Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
     try {
       store_->wait({prefix_ + key}, timeout);
+    } catch (const c10::DistNetworkError& e) {
+      // Not a slow rank: the store itself is gone, and no rank can publish anything any more.
+      XCCL_THROW(ErrorKind::kPeerFailure,
+                 "the store is unreachable (its server exited, or the "
+                 "network to it failed) while waiting for key '",
+                 prefix_ + key, "': ", e.what());
     } catch (const std::exception& e) {
       XCCL_THROW(ErrorKind::kTimeout, "waiting for store key '", prefix_ + key, "': ", e.what());
     }

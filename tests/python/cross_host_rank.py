@@ -5,6 +5,9 @@ torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT).
     python cross_host_rank.py linkdown PROGRESS_FILE ITERS
                                         # all_reduce 4 MiB ITERS times, each result checked;
                                         # rank 0 writes the iteration it reached to the file
+    python cross_host_rank.py flap PROGRESS_FILE STOP_FILE
+                                        # the same loop until rank 0 sees STOP_FILE (it tells
+                                        # the others through the last element of the sum)
 
 Prints one JSON line {"rank", "checks", "failures", "seconds", "host", "max_call_s"} and exits 0
 when every check passed. Inputs are small integers, so every result is exact in every dtype and
@@ -167,6 +170,34 @@ def link_down_loop(chk: Checker, rank: int, world: int, progress: str, iters: in
     return longest
 
 
+def flap_loop(chk: Checker, rank: int, world: int, progress: str, stop: str) -> float:
+    """link_down_loop until rank 0 finds `stop`: rank 0 adds 1 to an extra last element, so
+    every rank leaves after the same iteration. Returns the longest single call."""
+    n = (4 << 20) // 4
+    base = [torch.cat([pattern(r, n, 0), torch.zeros(1)]) for r in range(world)]
+    base_sum = torch.stack(base).sum(0)
+    longest, i = 0.0, 0
+    while True:
+        tensor = base[rank] + i
+        tensor[-1] = 1.0 if rank == 0 and os.path.exists(stop) else 0.0
+        start = time.monotonic()
+        dist.all_reduce(tensor)
+        longest = max(longest, time.monotonic() - start)
+        if not torch.equal(tensor[:-1], base_sum[:-1] + world * i) or float(tensor[-1]) not in (
+            0.0,
+            1.0,
+        ):
+            chk.fail(f"all_reduce iteration {i}", "result differs")
+        chk.checks += 1
+        i += 1
+        if rank == 0:
+            with open(progress + ".tmp", "w") as f:
+                f.write(str(i))
+            os.replace(progress + ".tmp", progress)
+        if float(tensor[-1]) != 0.0:
+            return longest
+
+
 def main() -> int:
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -177,6 +208,8 @@ def main() -> int:
     if sys.argv[1] == "all":
         check_all_reduce(chk, rank, world, 0)
         check_movement(chk, rank, world)
+    elif sys.argv[1] == "flap":
+        longest = flap_loop(chk, rank, world, sys.argv[2], sys.argv[3])
     else:
         longest = link_down_loop(chk, rank, world, sys.argv[2], int(sys.argv[3]))
     seconds = time.monotonic() - started  # the collectives' share of the run, for reading
