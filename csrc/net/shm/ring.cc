@@ -24,6 +24,7 @@
 #include "common/error.h"
 #include "net/bootstrap.h"
 #include "net/shm/layout.h"
+#include "net/shm/names.h"
 
 namespace xccl::net::shm {
 namespace {
@@ -144,10 +145,7 @@ std::unique_ptr<Mailboxes> Mailboxes::create(Store& store, const std::string& pr
   if (rank == 0) {
     ringBytes = chooseRingBytes(size, &failure);
     if (ringBytes != 0) {
-      char text[64];
-      std::snprintf(text, sizeof(text), "xccl-p2p-%d-%016" PRIx64, static_cast<int>(::getpid()),
-                    randomToken());
-      name = text;
+      name = newFileName("p2p-", store);
       fd = createFile(name, size, ringBytes, &failure);
     }
     bootstrap.broadcast("name", 0,

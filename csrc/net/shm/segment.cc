@@ -16,6 +16,7 @@
 #include "net/bootstrap.h"
 #include "net/hosts.h"
 #include "net/shm/layout.h"
+#include "net/shm/names.h"
 #include "topo/host.h"
 
 namespace xccl::net::shm {
@@ -26,14 +27,6 @@ constexpr const char* kShmDirectory = "/dev/shm";  // where glibc's shm_open put
 std::string mib(size_t bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f MiB", bytes / 1048576.0);
-  return text;
-}
-
-// "/xccl-<pid>-<64 random bits>": O_EXCL makes a collision an error, never a shared segment.
-std::string newName() {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%s%d-%016" PRIx64, kNamePrefix, static_cast<int>(::getpid()),
-                randomToken());
   return text;
 }
 
@@ -190,7 +183,7 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
   if (rank == 0) {
     slotBytes = chooseSlotBytes(size, options, &why);
     if (slotBytes != 0) {
-      name = newName();
+      name = newFileName("", store);
       poolBytes = choosePoolBytes(size, options);
       fd = createFile(name, size, slotBytes, poolBytes, &why);
     }

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "net/shm/futex.h"
 #include "net/shm/layout.h"
+#include "net/shm/names.h"
 
 namespace xccl::net::shm {
 namespace {
@@ -26,14 +27,6 @@ struct alignas(128) Doorbell {
 // SignalWords of every group rank, then the doorbell, in whole pages.
 size_t headerBytes(int size) {
   return roundUp((static_cast<size_t>(size) + 1) * sizeof(SignalWord), kPageBytes);
-}
-
-// "xccl-w<pid>-<64 random bits>": recognisable as xccl's (kNamePrefix), O_EXCL-safe.
-std::string newName() {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%sw%d-%016" PRIx64, kNamePrefix, static_cast<int>(::getpid()),
-                randomToken());
-  return text;
 }
 
 // Maps `total` bytes of `fd`, or returns null with *why.
@@ -120,7 +113,7 @@ std::unique_ptr<WindowRegion> WindowRegion::create(const Bootstrap& bootstrap,
   const bool here = contains(local, rank);
   std::string name, why;
   if (here) {
-    name = newName();
+    name = newFileName("w", bootstrap.store());
     region->mappings_[rank] = makeOwn(name, header + bytes, header, &why);
     if (!region->mappings_[rank]) ::shm_unlink(("/" + name).c_str());
   }
