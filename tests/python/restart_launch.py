@@ -17,8 +17,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def main(workers: str, max_restarts: str, out_dir: str, failing_attempts: str) -> None:
+    # What DDP imports on first use too (torch._dynamo, DTensor): ~10 s of CPU per worker else.
     multiprocessing.set_forkserver_preload(
-        ["torch", "torch.distributed", "torch.nn.parallel", "xccl", "restart_worker"]
+        [
+            "torch",
+            "torch.distributed",
+            "torch._dynamo",
+            "torch.distributed.tensor",
+            "torch.nn.parallel",
+            "torch.distributed.algorithms.ddp_comm_hooks",
+            "xccl",
+            "restart_worker",
+        ]
     )
     import restart_worker
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
