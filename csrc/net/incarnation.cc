@@ -73,7 +73,11 @@ void catchUp(Store& store, const std::string& base, int rank, int size, int64_t 
   for (int r = 0; r < size; ++r) {
     highest = std::max(highest, store.add(base + "count/" + std::to_string(r), 0));
   }
-  if (highest > mine) store.add(base + "count/" + std::to_string(rank), highest - mine);
+  // Counts are store values anyone could have written: no step that overflows.
+  int64_t step = 0;
+  if (highest > mine && !__builtin_sub_overflow(highest, mine, &step)) {
+    store.add(base + "count/" + std::to_string(rank), step);
+  }
 }
 
 [[noreturn]] void outOfStep(int rank, int64_t mine, int64_t opened) {
@@ -159,7 +163,10 @@ Incarnation newIncarnation(Store& store, const std::string& scope, int rank, int
     const int64_t opened = store.add(base + "count/0", 0);
     catchUp(store, base, rank, size, mine, mine);
     // Rank 0 counts once per creation: two or more behind is not slowness but a lost creation.
-    if (opened + 1 < mine) outOfStep(rank, mine, opened);
+    int64_t behind = 0;
+    if (opened < mine && (__builtin_sub_overflow(mine, opened, &behind) || behind > 1)) {
+      outOfStep(rank, mine, opened);
+    }
     XCCL_THROW(ErrorKind::kTimeout, "group creation #", mine, " on this store (rank ", rank, " of ",
                size, "): rank 0 did not start it within ", timeout.count(), " ms");
   }
@@ -186,7 +193,9 @@ Incarnation newIncarnation(Store& store, const std::string& scope, int rank, int
   const int64_t now = store.add(base + "count/0", 0);
   // A list without this rank's nonce is the earlier creation's, whose rank 0 counted `mine`: this
   // creation's rank 0 counts at least one more.
-  const int64_t floor = confirmed ? std::max(now, mine + 1) : now;
+  int64_t next = mine;
+  if (confirmed && __builtin_add_overflow(mine, 1, &next)) next = mine;
+  const int64_t floor = std::max(now, next);
   catchUp(store, base, rank, size, mine, floor);
   if (floor > mine) outOfStep(rank, mine, floor);
   XCCL_THROW(ErrorKind::kTimeout, "group creation #", mine, " on this store (rank ", rank, " of ",
