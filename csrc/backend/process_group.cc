@@ -16,6 +16,7 @@
 #include "common/logging.h"
 #include "net/agree.h"
 #include "net/factory.h"
+#include "net/incarnation.h"
 #include "net/tcp/socket.h"
 #include "topo/affinity.h"
 #include "topo/topology.h"
@@ -36,6 +37,24 @@ std::vector<int> progressCpus(const net::tcp::Address& listen) {
     XCCL_WARN("backend", "progress thread left unpinned: ", e.what());
     return {};
   }
+}
+
+// The group's store moved under this creation's own scope (net/incarnation.h), so that nothing
+// an earlier attempt or creation left in the store is ever read. Collective: the creation's first
+// exchange. Members of a reconfigurable group create it at different times (a newcomer joins
+// later), so they share the launcher's scope only; reconfigure uuids scope their memberships.
+c10::intrusive_ptr<c10d::Store> enterIncarnation(const c10::intrusive_ptr<c10d::Store>& store,
+                                                 int rank, int size, bool reconfigurable,
+                                                 std::chrono::milliseconds timeout) {
+  const std::string scope = net::launcherScopeFromEnvironment();
+  net::Incarnation incarnation = net::sharedIncarnation(scope);
+  if (!reconfigurable) {
+    StoreAdapter adapter(store, "");
+    incarnation = net::newIncarnation(adapter, scope, rank, size, timeout);
+  }
+  XCCL_DEBUG("backend", "group keys under '", incarnation.prefix, "'");
+  return c10::make_intrusive<IncarnationStore>(incarnation.prefix, store,
+                                               incarnation.token != 0 ? incarnation.tag() : "");
 }
 
 // XCCL_NET_IFNAMES split at commas, once the NIC selection declares it; until then every
@@ -73,6 +92,11 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
     env::checkAll();
     tunables_ = algo::Tunables::fromEnvironment();
     if (!options_->algorithm.empty()) tunables_.forced = algo::parseAlgorithm(options_->algorithm);
+    bool reconfigurable = false;
+#if XCCL_TORCH_HAS_RECONFIGURE
+    reconfigurable = options_->enable_reconfigure;
+#endif
+    store_ = enterIncarnation(store_, rank, size, reconfigurable, setupTimeout());
     StoreAdapter adapter(store_, "xccl/");
     // A group created for reconfigure connects nothing: reconfigure() forms its membership.
     if (!startUnconnected(adapter)) connectMembership(adapter, setupTimeout());

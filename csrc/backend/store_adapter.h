@@ -1,17 +1,45 @@
 // net::Store over the c10d::Store torch hands the backend (already prefixed per group).
 #pragma once
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "common/error.h"
+#include "net/incarnation.h"
 #include "net/store.h"
 
 namespace xccl::backend {
 
-class StoreAdapter final : public net::Store {
+// The one scope every key of a group creation goes under (net/incarnation.h): the group's store
+// wrapped once at creation; every store the group derives from it (memberships, windows, the GPU
+// side) is a prefix of this one, which carries the creation's tag for shared-memory names.
+class IncarnationStore final : public c10d::PrefixStore {
+ public:
+  IncarnationStore(const std::string& prefix, c10::intrusive_ptr<c10d::Store> store,
+                   std::string tag)
+      : c10d::PrefixStore(prefix, std::move(store)), tag_(std::move(tag)) {}
+  const std::string& tag() const { return tag_; }
+
+  // The tag of the incarnation `store` lies under; "" for a store outside any.
+  static std::string tagOf(const c10::intrusive_ptr<c10d::Store>& store) {
+    c10d::Store* at = store.get();
+    while (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(at)) {
+      if (auto* scoped = dynamic_cast<IncarnationStore*>(prefixed)) return scoped->tag_;
+      at = prefixed->getUnderlyingStore().get();
+    }
+    return "";
+  }
+
+ private:
+  std::string tag_;
+};
+
+class StoreAdapter final : public net::Store, public net::IncarnationTagged {
  public:
   StoreAdapter(c10::intrusive_ptr<c10d::Store> store, std::string prefix)
-      : store_(std::move(store)), prefix_(std::move(prefix)) {}
+      : store_(std::move(store)),
+        prefix_(std::move(prefix)),
+        tag_(IncarnationStore::tagOf(store_)) {}
 
   void set(const std::string& key, const net::Bytes& value) override {
     store_->set(prefix_ + key, value);
@@ -33,10 +61,12 @@ class StoreAdapter final : public net::Store {
   int64_t add(const std::string& key, int64_t delta) override {
     return store_->add(prefix_ + key, delta);
   }
+  std::string incarnationTag() const override { return tag_; }
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;
   std::string prefix_;
+  std::string tag_;
 };
 
 }  // namespace xccl::backend

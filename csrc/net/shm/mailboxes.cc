@@ -123,10 +123,7 @@ std::unique_ptr<Mailboxes> Mailboxes::create(Store& store, const std::string& pr
   if (rank == 0) {
     ringBytes = chooseRingBytes(size, &failure);
     if (ringBytes != 0) {
-      char text[64];
-      std::snprintf(text, sizeof(text), "%s%d-%016" PRIx64, kRingFilePrefix,
-                    static_cast<int>(::getpid()), randomToken());
-      name = text;
+      name = newFileName("p2p-", store);
       fd = createFile(name, size, ringBytes, &failure);
     }
     bootstrap.broadcast("name", 0,

@@ -1,11 +1,25 @@
 #include "net/shm/names.h"
 
+#include <unistd.h>
+
 #include <charconv>
+#include <cinttypes>
+#include <cstdio>
 
 #include "common/error.h"
+#include "net/bootstrap.h"
+#include "net/incarnation.h"
 #include "net/shm/segment.h"
 
 namespace xccl::net::shm {
+
+std::string newFileName(const char* kind, const Store& store) {
+  const std::string tag = incarnationTagOf(store);
+  char text[96];
+  std::snprintf(text, sizeof(text), "%s%s%d-%.16s%s%016" PRIx64, kNamePrefix, kind,
+                static_cast<int>(::getpid()), tag.c_str(), tag.empty() ? "" : "-", randomToken());
+  return text;
+}
 
 bool isFileName(const std::string& name) {
   const std::string prefix = kNamePrefix;
@@ -53,6 +67,5 @@ Published parsePublished(const std::string& text, const std::vector<SizeBound>& 
              "' is not the name of an xccl file");
   out.made = true;
   return out;
-}
 
 }  // namespace xccl::net::shm

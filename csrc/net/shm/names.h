@@ -1,16 +1,25 @@
-// What the rank that creates a shared-memory file publishes through the store, and the checks a
-// peer applies to it before it opens a file by that name: the record may be stale (an earlier
-// incarnation's) or foreign, so its sizes are bounded and its name can only be one of xccl's files
-// directly in /dev/shm. Pure functions (tests/fuzz/fuzz_store_values.cc).
+// Names of the files xccl creates in /dev/shm (segments, point-to-point rings, windows); what the
+// rank that creates one publishes through the store, and the checks a peer applies to that record
+// before it opens a file by that name: the record may be stale (an earlier incarnation's) or
+// foreign, so its sizes are bounded and its name can only be one of xccl's files directly in
+// /dev/shm. The record functions are pure (tests/fuzz/fuzz_store_values.cc).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "net/store.h"
+
 namespace xccl::net::shm {
 
-// Longest name accepted from the store: newName()s are about 40 bytes; NAME_MAX is 255.
+// A fresh name "xccl-<kind><pid>-[<tag>-]<64 random bits>" (kind: "" for segments, "p2p-" for
+// rings, "w" for windows; tag: the incarnation `store` belongs to, net/incarnation.h): which
+// process and which group creation made a leftover is readable from the name, and O_EXCL makes a
+// collision an error, never a shared file. Every name starts with kNamePrefix (segment.h).
+std::string newFileName(const char* kind, const Store& store);
+
+// Longest name accepted from the store: newFileName()s are about 50 bytes; NAME_MAX is 255.
 constexpr size_t kMaxNameBytes = 128;
 // Largest size a record may carry: XCCL_SHM_*_BYTES stop at 1 TiB too (common/env.cc).
 constexpr uint64_t kMaxRecordBytes = uint64_t{1} << 40;

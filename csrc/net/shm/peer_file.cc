@@ -38,13 +38,26 @@ std::string checkFileName(std::string_view name, std::string_view prefix) {
   std::string_view rest = name.substr(prefix.size());
   size_t digits = 0;
   while (digits < rest.size() && isDigit(rest[digits])) ++digits;
-  // A pid (at most 10 digits), a dash, then the 64-bit token in lowercase hex.
-  if (digits == 0 || digits > 10 || rest.size() != digits + 1 + 16 || rest[digits] != '-') {
-    return bad("is not of the form <prefix><pid>-<16 hex digits>");
+  const auto allHex = [](std::string_view text) {
+    for (char c : text) {
+      if (!isHex(c)) return false;
+    }
+    return !text.empty();
+  };
+  // A pid (at most 10 digits), a dash, the incarnation's tag (1-16 hex digits) and a dash where
+  // the store carries one (names.h newFileName), then the 64-bit token in lowercase hex.
+  const char* form = "is not of the form <prefix><pid>-[<tag>-]<16 hex digits>";
+  if (digits == 0 || digits > 10 || digits + 1 + 16 > rest.size() || rest[digits] != '-') {
+    return bad(form);
   }
-  for (char c : rest.substr(digits + 1)) {
-    if (!isHex(c)) return bad("is not of the form <prefix><pid>-<16 hex digits>");
+  const std::string_view token = rest.substr(rest.size() - 16);
+  std::string_view tag = rest.substr(digits + 1, rest.size() - 16 - digits - 1);
+  if (!tag.empty()) {
+    if (tag.back() != '-' || tag.size() > 17) return bad(form);
+    tag.remove_suffix(1);
+    if (!allHex(tag)) return bad(form);
   }
+  if (!allHex(token)) return bad(form);
   return "";
 }
 

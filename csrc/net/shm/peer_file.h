@@ -11,7 +11,8 @@
 
 namespace xccl::net::shm {
 
-// Every name xccl makes is "<prefix><pid>-<16 hex digits>"; the longest prefix is "xccl-p2p-".
+// Every name xccl makes is "<prefix><pid>-[<tag>-]<16 hex digits>" (names.h newFileName); the
+// longest prefix is "xccl-p2p-".
 constexpr size_t kMaxFileNameBytes = 64;
 
 // "" when `name` has exactly the form xccl gives its files under `prefix`, else why. Pure (no

@@ -31,14 +31,6 @@ std::string mib(size_t bytes) {
   return text;
 }
 
-// "/xccl-<pid>-<64 random bits>": O_EXCL makes a collision an error, never a shared segment.
-std::string newName() {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%s%d-%016" PRIx64, kNamePrefix, static_cast<int>(::getpid()),
-                randomToken());
-  return text;
-}
-
 // Chooses the slot size for `size` ranks, or returns 0 with the reason.
 size_t chooseSlotBytes(int size, const Options& options, std::string* why) {
   struct statvfs fs{};
@@ -211,7 +203,7 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
   if (rank == 0) {
     slotBytes = chooseSlotBytes(size, options, &why);
     if (slotBytes != 0) {
-      name = newName();
+      name = newFileName("", store);
       poolBytes = choosePoolBytes(size, options);
       fd = createFile(name, size, slotBytes, poolBytes, &why);
     }

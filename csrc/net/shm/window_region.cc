@@ -31,14 +31,8 @@ size_t headerBytes(int size) {
   return roundUp((static_cast<size_t>(size) + 1) * sizeof(SignalWord), kPageBytes);
 }
 
-// "xccl-w<pid>-<64 random bits>": recognisable as xccl's (kNamePrefix), O_EXCL-safe.
+// Window files are "xccl-w<pid>-..." (names.h newFileName).
 constexpr const char* kWindowFilePrefix = "xccl-w";
-std::string newName() {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%s%d-%016" PRIx64, kWindowFilePrefix,
-                static_cast<int>(::getpid()), randomToken());
-  return text;
-}
 
 // Maps `total` bytes of `fd`, or returns null with *why.
 std::shared_ptr<WindowMapping> mapFile(int fd, size_t total, size_t header, std::string* why) {
@@ -126,7 +120,7 @@ std::unique_ptr<WindowRegion> WindowRegion::create(const Bootstrap& bootstrap,
   const bool here = contains(local, rank);
   std::string name, why;
   if (here) {
-    name = newName();
+    name = newFileName("w", bootstrap.store());
     region->mappings_[rank] = makeOwn(name, header + bytes, header, &why);
     if (!region->mappings_[rank]) ::shm_unlink(("/" + name).c_str());
   }

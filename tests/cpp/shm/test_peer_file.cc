@@ -29,12 +29,17 @@ TEST(ShmFileName, AcceptsOnlyTheFormXcclMakes) {
   EXPECT_EQ(checkFileName("xccl-p2p-1234-0123456789abcdef", "xccl-p2p-"), "");
   EXPECT_EQ(checkFileName("xccl-42-ffffffffffffffff", "xccl-"), "");
   EXPECT_EQ(checkFileName("xccl-w7-0000000000000000", "xccl-w"), "");
+  // With the incarnation's tag (names.h newFileName).
+  EXPECT_EQ(checkFileName("xccl-p2p-1234-89abcdef-0123456789abcdef", "xccl-p2p-"), "");
+  EXPECT_EQ(checkFileName("xccl-42-0-ffffffffffffffff", "xccl-"), "");
   for (const char* bad : {"", "xccl-", "xccl-p2p-", "xccl-p2p-12-", "xccl-p2p-12-0123456789abcde",
                           "xccl-p2p-12-0123456789abcdef0", "xccl-p2p-12-0123456789ABCDEF",
                           "xccl-p2p-12_0123456789abcdef", "xccl-p2p--0123456789abcdef",
                           "xccl-p2p-12345678901-0123456789abcdef", "../etc/passwd",
                           "xccl-p2p-1/../../0123456789abcdef", "xccl-w12-0123456789abcdef",
-                          "XCCL-P2P-12-0123456789abcdef"}) {
+                          "XCCL-P2P-12-0123456789abcdef", "xccl-p2p-12--0123456789abcdef",
+                          "xccl-p2p-12-89abcdeg-0123456789abcdef",
+                          "xccl-p2p-12-0123456789abcdef0-0123456789abcdef"}) {
     const std::string why = checkFileName(bad, "xccl-p2p-");
     EXPECT_NE(why, "") << "accepted '" << bad << "'";
   }
