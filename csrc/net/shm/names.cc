@@ -40,8 +40,9 @@ std::string formatPublished(const std::vector<uint64_t>& sizes, const std::strin
 std::string formatRefusal(const std::string& why) { return "-" + why; }
 
 Published parsePublished(const std::string& text, const std::vector<SizeBound>& bounds) {
-  XCCL_CHECK(!text.empty() && (text[0] == '+' || text[0] == '-'), "bad shared-memory record '",
-             text, "' in the store (a stale or foreign key?)");
+  if (text.empty() || (text[0] != '+' && text[0] != '-'))
+    XCCL_THROW(ErrorKind::kInternal, "bad shared-memory record '", text,
+               "' in the store (a stale or foreign key?)");
   Published out;
   if (text[0] == '-') {
     out.why = text.substr(1);
@@ -50,22 +51,25 @@ Published parsePublished(const std::string& text, const std::vector<SizeBound>& 
   size_t at = 1;
   for (const SizeBound& bound : bounds) {
     const size_t space = text.find(' ', at);
-    XCCL_CHECK(space != std::string::npos, "shared-memory record '", text, "' in the store has no ",
-               bound.what);
+    if (space == std::string::npos)
+      XCCL_THROW(ErrorKind::kInternal, "shared-memory record '", text, "' in the store has no ",
+                 bound.what);
     // Strict decimal: from_chars takes no sign, space or prefix and reports overflow.
     uint64_t value = 0;
     const auto [end, error] = std::from_chars(text.data() + at, text.data() + space, value);
-    XCCL_CHECK(error == std::errc() && end == text.data() + space && space > at &&
-                   value >= bound.min && value <= bound.max,
-               "shared-memory record '", text, "' in the store: ", bound.what, " must be ",
-               bound.min, " to ", bound.max);
+    const bool strict = error == std::errc() && end == text.data() + space && space > at;
+    if (!strict || value < bound.min || value > bound.max)
+      XCCL_THROW(ErrorKind::kInternal, "shared-memory record '", text,
+                 "' in the store: ", bound.what, " must be ", bound.min, " to ", bound.max);
     out.sizes.push_back(value);
     at = space + 1;
   }
   out.name = text.substr(at);
-  XCCL_CHECK(isFileName(out.name), "shared-memory record '", text, "' in the store: '", out.name,
-             "' is not the name of an xccl file");
+  if (!isFileName(out.name))
+    XCCL_THROW(ErrorKind::kInternal, "shared-memory record '", text, "' in the store: '", out.name,
+               "' is not the name of an xccl file");
   out.made = true;
   return out;
+}
 
 }  // namespace xccl::net::shm

@@ -34,13 +34,14 @@ std::unique_ptr<net::Transport> makeTransport(net::Store& store, int rank) {
 }
 
 // Ranks 0 and 2 are transports, rank 1 the attacker. `victim(t)` runs on rank 0 around the
-// attack: before it (posting receives), `attack(boxes)` on rank 1, then `after(t)` on rank 0.
+// attack: before it (posting receives), `attack(boxes)` on rank 1, then, once the attack is
+// done, `after(t)` on rank 0.
 // Then ranks 0 and 2 must still exchange messages both ways.
 void withAttacker(const std::function<void(net::Transport&)>& before,
                   const std::function<void(Mailboxes&)>& attack,
                   const std::function<void(net::Transport&)>& after) {
   net::MemoryStore store;
-  testing::Latch posted(2), done(3);
+  testing::Latch posted(2), attacked(2), done(3);
   testing::runThreads(3, [&](int rank) {
     if (rank == 1) {
       std::string why;
@@ -49,6 +50,7 @@ void withAttacker(const std::function<void(net::Transport&)>& before,
       posted.arriveAndWait();
       attack(*boxes);
       boxes->wake(0);
+      attacked.arriveAndWait();
       done.arriveAndWait();  // the file stays mapped until the others are through
       return;
     }
@@ -56,6 +58,7 @@ void withAttacker(const std::function<void(net::Transport&)>& before,
     if (rank == 0) {
       before(*t);
       posted.arriveAndWait();
+      attacked.arriveAndWait();  // after() must see the attack: a send before it would succeed
       after(*t);
     }
     int out = 100 + rank, in = -1;
