@@ -3,7 +3,9 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
+#include "common/error.h"
 #include "net/ofi/transport.h"
 #include "net/store.h"
 #include "threads.h"
@@ -34,6 +36,22 @@ inline void runOfiRanks(net::Store& store, int size,
 inline void runOfiRanks(int size, const std::function<void(int, net::ofi::OfiTransport&)>& body) {
   net::MemoryStore store;
   runOfiRanks(store, size, body);
+}
+
+// Point-to-point tags, deadlines and the error a request ends with, as the ofi tests use them
+// (the ofi engine over tcp;ofi_rxm is slower to start than xccl's TCP: 20 s by default).
+inline net::MessageTag ofiP2p(uint64_t tag) { return {net::TagSpace::kPointToPoint, 0, tag}; }
+inline net::Deadline ofiSoon(int ms = 20000) {
+  return net::Clock::now() + std::chrono::milliseconds(ms);
+}
+// What waiting for `r` on `t` throws, or "" when it completes.
+inline std::string errorOf(net::Transport& t, const net::RequestPtr& r, int ms = 20000) {
+  try {
+    t.wait({r}, ofiSoon(ms), "op");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace xccl::testing

@@ -21,22 +21,13 @@ namespace {
 
 using net::MessageTag;
 using net::TagSpace;
+using testing::errorOf;
+using testing::ofiP2p;
+using testing::ofiSoon;
 using testing::runOfiRanks;
 using Ofi = net::ofi::OfiTransport;
 
 constexpr size_t kEager = net::ofi::kEagerBytes;  // larger payloads travel on their own
-
-MessageTag p2p(uint64_t tag) { return {TagSpace::kPointToPoint, 0, tag}; }
-net::Deadline soon(int ms = 20000) { return net::Clock::now() + std::chrono::milliseconds(ms); }
-
-std::string errorOf(net::Transport& t, const net::RequestPtr& r, int ms = 20000) {
-  try {
-    t.wait({r}, soon(ms), "op");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Ofi, PingPongAllPairs) {
   for (int size : {2, 3}) {
@@ -46,10 +37,10 @@ TEST(Ofi, PingPongAllPairs) {
       std::vector<net::RequestPtr> reqs;
       for (int peer = 0; peer < size; ++peer) {
         if (peer == rank) continue;
-        reqs.push_back(t.irecv(peer, p2p(7), &in[peer], sizeof(int)));
-        reqs.push_back(t.isend(peer, p2p(7), &out[peer], sizeof(int)));
+        reqs.push_back(t.irecv(peer, ofiP2p(7), &in[peer], sizeof(int)));
+        reqs.push_back(t.isend(peer, ofiP2p(7), &out[peer], sizeof(int)));
       }
-      t.wait(reqs, soon(), "exchange");
+      t.wait(reqs, ofiSoon(), "exchange");
       for (int peer = 0; peer < size; ++peer) {
         if (peer != rank) {
           EXPECT_EQ(in[peer], peer * 100);
@@ -67,13 +58,13 @@ TEST(Ofi, LargeMessagesBeforeAndAfterPosting) {
     std::vector<uint32_t> out(count), early(count, 0), late(count, 0);
     std::iota(out.begin(), out.end(), rank * 7u);
     const int peer = 1 - rank;
-    auto r1 = t.irecv(peer, p2p(1), early.data(), count * 4);
-    auto s1 = t.isend(peer, p2p(1), out.data(), count * 4);
-    auto s2 = t.isend(peer, p2p(2), out.data(), count * 4);
-    t.wait({r1}, soon(), "early");
+    auto r1 = t.irecv(peer, ofiP2p(1), early.data(), count * 4);
+    auto s1 = t.isend(peer, ofiP2p(1), out.data(), count * 4);
+    auto s2 = t.isend(peer, ofiP2p(2), out.data(), count * 4);
+    t.wait({r1}, ofiSoon(), "early");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    auto r2 = t.irecv(peer, p2p(2), late.data(), count * 4);
-    t.wait({r2, s1, s2}, soon(), "late");
+    auto r2 = t.irecv(peer, ofiP2p(2), late.data(), count * 4);
+    t.wait({r2, s1, s2}, ofiSoon(), "late");
     for (size_t i = 0; i < count; i += 4097) {
       ASSERT_EQ(early[i], i + peer * 7u);
       ASSERT_EQ(late[i], i + peer * 7u);
@@ -81,9 +72,9 @@ TEST(Ofi, LargeMessagesBeforeAndAfterPosting) {
     ASSERT_EQ(late[count - 1], count - 1 + peer * 7u);
     for (size_t bytes : {size_t{0}, kEager, kEager + 1, 3 * kEager}) {
       std::vector<uint8_t> src(bytes, static_cast<uint8_t>(rank + 1)), dst(bytes, 0);
-      auto s = t.isend(peer, p2p(100 + bytes), src.data(), bytes);
-      auto r = t.irecv(peer, p2p(100 + bytes), dst.data(), bytes);
-      t.wait({s, r}, soon(), "sized");
+      auto s = t.isend(peer, ofiP2p(100 + bytes), src.data(), bytes);
+      auto r = t.irecv(peer, ofiP2p(100 + bytes), dst.data(), bytes);
+      t.wait({s, r}, ofiSoon(), "sized");
       EXPECT_EQ(dst, std::vector<uint8_t>(bytes, static_cast<uint8_t>(peer + 1))) << bytes;
     }
   });
@@ -98,27 +89,30 @@ TEST(Ofi, SameTagMatchesInOrderAndAnySource) {
       std::vector<std::vector<int>> got;
       for (int i = 0; i < 6; ++i) got.emplace_back(counts[i], -1);
       std::vector<net::RequestPtr> reqs;
-      for (int i = 0; i < 3; ++i) reqs.push_back(t.irecv(1, p2p(5), got[i].data(), counts[i] * 4));
-      t.wait(reqs, soon(), "fifo posted");
+      for (int i = 0; i < 3; ++i)
+        reqs.push_back(t.irecv(1, ofiP2p(5), got[i].data(), counts[i] * 4));
+      t.wait(reqs, ofiSoon(), "fifo posted");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the rest arrive unexpected
       reqs.clear();
-      for (int i = 3; i < 6; ++i) reqs.push_back(t.irecv(1, p2p(5), got[i].data(), counts[i] * 4));
-      t.wait(reqs, soon(), "fifo unexpected");
+      for (int i = 3; i < 6; ++i)
+        reqs.push_back(t.irecv(1, ofiP2p(5), got[i].data(), counts[i] * 4));
+      t.wait(reqs, ofiSoon(), "fifo unexpected");
       for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i].back(), 10 + i) << i;
       int any = -1;
-      auto rany = t.irecv(net::kAnySource, p2p(9), &any, sizeof(int));
-      t.wait({rany}, soon(), "any");
+      auto rany = t.irecv(net::kAnySource, ofiP2p(9), &any, sizeof(int));
+      t.wait({rany}, ofiSoon(), "any");
       EXPECT_EQ(rany->peer(), 2);
       EXPECT_EQ(any, 20);
     } else if (rank == 1) {
       std::vector<std::vector<int>> out;
       std::vector<net::RequestPtr> reqs;
       for (int i = 0; i < 6; ++i) out.emplace_back(counts[i], 10 + i);
-      for (int i = 0; i < 6; ++i) reqs.push_back(t.isend(0, p2p(5), out[i].data(), counts[i] * 4));
-      t.wait(reqs, soon(), "s");
+      for (int i = 0; i < 6; ++i)
+        reqs.push_back(t.isend(0, ofiP2p(5), out[i].data(), counts[i] * 4));
+      t.wait(reqs, ofiSoon(), "s");
     } else {
       int z = 20;
-      t.wait({t.isend(0, p2p(9), &z, sizeof(int))}, soon(), "s");
+      t.wait({t.isend(0, ofiP2p(9), &z, sizeof(int))}, ofiSoon(), "s");
     }
   });
 }
@@ -131,9 +125,9 @@ TEST(Ofi, MismatchedCollectiveAndSizeAreReported) {
       auto a = t.isend(1, {TagSpace::kCollective, 0, 3, 11}, buf.data(), 64);
       auto b = t.isend(1, {TagSpace::kCollective, 1, 3, 11}, buf.data(), buf.size());
       int64_t big = 1;
-      auto c = t.isend(1, p2p(3), &big, sizeof(big));
-      t.wait({a, b, c}, soon(), "sends");  // the large one completes although discarded
-      t.wait({t.isend(1, p2p(4), &big, sizeof(big))}, soon(), "done");
+      auto c = t.isend(1, ofiP2p(3), &big, sizeof(big));
+      t.wait({a, b, c}, ofiSoon(), "sends");  // the large one completes although discarded
+      t.wait({t.isend(1, ofiP2p(4), &big, sizeof(big))}, ofiSoon(), "done");
     } else {
       auto small = t.irecv(0, {TagSpace::kCollective, 0, 3, 12}, buf.data(), 64);
       EXPECT_NE(errorOf(t, small).find("ran "), std::string::npos);
@@ -141,11 +135,11 @@ TEST(Ofi, MismatchedCollectiveAndSizeAreReported) {
       auto large = t.irecv(0, {TagSpace::kCollective, 1, 3, 12}, buf.data(), buf.size());
       EXPECT_NE(errorOf(t, large).find("different collectives"), std::string::npos);
       int32_t small32 = 0;
-      EXPECT_NE(errorOf(t, t.irecv(0, p2p(3), &small32, 4)).find("sent 8 bytes"),
+      EXPECT_NE(errorOf(t, t.irecv(0, ofiP2p(3), &small32, 4)).find("sent 8 bytes"),
                 std::string::npos);
       // Stay until rank 0's sends are done: the discarded payload still flows to this endpoint.
       int64_t done = 0;
-      t.wait({t.irecv(0, p2p(4), &done, sizeof(done))}, soon(), "done");
+      t.wait({t.irecv(0, ofiP2p(4), &done, sizeof(done))}, ofiSoon(), "done");
     }
   });
 }
@@ -157,11 +151,11 @@ TEST(Ofi, TimeoutNamesTheSilentRanks) {
       return;
     }
     int a, b;
-    auto r1 = t.irecv(1, p2p(1), &a, sizeof(int));
-    auto r2 = t.irecv(2, p2p(1), &b, sizeof(int));
+    auto r1 = t.irecv(1, ofiP2p(1), &a, sizeof(int));
+    auto r2 = t.irecv(2, ofiP2p(1), &b, sizeof(int));
     const auto start = net::Clock::now();
     try {
-      t.wait({r1, r2}, soon(200), "allreduce #4");
+      t.wait({r1, r2}, ofiSoon(200), "allreduce #4");
       ADD_FAILURE() << "no timeout";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::kTimeout);
@@ -189,7 +183,7 @@ TEST(Ofi, WaitingBurnsNoCpu) {
     while (ready.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (rank == 0) before = cpuSeconds();
     int v;
-    auto r = t.irecv((rank + 1) % 3, p2p(99), &v, sizeof(v));
+    auto r = t.irecv((rank + 1) % 3, ofiP2p(99), &v, sizeof(v));
     EXPECT_NE(errorOf(t, r, 500).find("timed out"), std::string::npos);
     if (rank == 0) after = cpuSeconds();
   });
@@ -201,7 +195,7 @@ TEST(Ofi, AbortReachesPeersWithReason) {
     if (rank == 2) {
       t.abort("rank 2 gave up on purpose");
       int v = 0;
-      EXPECT_EQ(t.isend(0, p2p(1), &v, 4)->state(), net::Request::State::kFailed);
+      EXPECT_EQ(t.isend(0, ofiP2p(1), &v, 4)->state(), net::Request::State::kFailed);
       return;
     }
     int v;
@@ -222,14 +216,15 @@ TEST(Ofi, StatusQueryIsAnsweredByTheProgressThread) {
     int go = 0;
     if (rank == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      auto replies = t.queryStatus(soon(5000));
+      auto replies = t.queryStatus(ofiSoon(5000));
       ASSERT_EQ(replies.size(), 3u);
       for (int r = 0; r < 3; ++r) EXPECT_EQ(replies[r], "rank " + std::to_string(r) + " is here");
-      std::vector<net::RequestPtr> reqs{t.isend(1, p2p(1), &go, 4), t.isend(2, p2p(1), &go, 4)};
-      t.wait(reqs, soon(), "release");
+      std::vector<net::RequestPtr> reqs{t.isend(1, ofiP2p(1), &go, 4),
+                                        t.isend(2, ofiP2p(1), &go, 4)};
+      t.wait(reqs, ofiSoon(), "release");
     } else {
       // Blocked in wait (as a stuck collective would be) while rank 0 asks.
-      t.wait({t.irecv(0, p2p(1), &go, 4)}, soon(), "held");
+      t.wait({t.irecv(0, ofiP2p(1), &go, 4)}, ofiSoon(), "held");
     }
   });
 }
@@ -292,8 +287,8 @@ TEST(Ofi, RanksInTwoNetworkNamespaces) {
       interfaces[rank] = net::ofi::describeChoice(options.storeHost);
       Ofi t(store, rank, 2, options, testing::kLoopbackProvider);
       std::vector<int> out(kEager, rank + 1), in(kEager, 0);  // a payload of its own
-      auto r = t.irecv(1 - rank, p2p(1), in.data(), in.size() * 4);
-      t.wait({r, t.isend(1 - rank, p2p(1), out.data(), out.size() * 4)}, soon(), "veth");
+      auto r = t.irecv(1 - rank, ofiP2p(1), in.data(), in.size() * 4);
+      t.wait({r, t.isend(1 - rank, ofiP2p(1), out.data(), out.size() * 4)}, ofiSoon(), "veth");
       got[rank] = in.back();
     });
   } catch (...) {

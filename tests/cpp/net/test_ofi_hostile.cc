@@ -21,19 +21,10 @@ namespace {
 
 using net::MessageTag;
 using net::TagSpace;
+using testing::errorOf;
+using testing::ofiP2p;
+using testing::ofiSoon;
 using Ofi = net::ofi::OfiTransport;
-
-MessageTag p2p(uint64_t tag) { return {TagSpace::kPointToPoint, 0, tag}; }
-net::Deadline soon(int ms = 20000) { return net::Clock::now() + std::chrono::milliseconds(ms); }
-
-std::string errorOf(net::Transport& t, const net::RequestPtr& r, int ms = 20000) {
-  try {
-    t.wait({r}, soon(ms), "op");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // An endpoint outside the group on the same provider, aimed at one rank's endpoint (its name read
 // from the store, where the ranks publish it): what anyone who can reach that endpoint, or a
@@ -113,15 +104,15 @@ TEST(OfiHostile, SendFailingAtRegistrationDoesNotHoldBackLaterOnes) {
     std::vector<uint8_t> small(16, 7), big(large, 9);
     if (rank == 0) {
       t.failNextRegistrations(1);
-      const std::string error = errorOf(t, t.isend(1, p2p(1), small.data(), small.size()));
+      const std::string error = errorOf(t, t.isend(1, ofiP2p(1), small.data(), small.size()));
       EXPECT_NE(error.find("fi_mr_reg failed"), std::string::npos) << error;
-      t.wait({t.isend(1, p2p(2), small.data(), small.size()),
-              t.isend(1, p2p(3), big.data(), big.size())},
-             soon(5000), "later sends");
+      t.wait({t.isend(1, ofiP2p(2), small.data(), small.size()),
+              t.isend(1, ofiP2p(3), big.data(), big.size())},
+             ofiSoon(5000), "later sends");
     } else {
       std::vector<uint8_t> a(16, 0), b(large, 0);
-      t.wait({t.irecv(0, p2p(2), a.data(), a.size()), t.irecv(0, p2p(3), b.data(), b.size())},
-             soon(5000), "later receives");
+      t.wait({t.irecv(0, ofiP2p(2), a.data(), a.size()), t.irecv(0, ofiP2p(3), b.data(), b.size())},
+             ofiSoon(5000), "later receives");
       EXPECT_EQ(a, small);
       EXPECT_EQ(b, big);
     }
@@ -142,10 +133,10 @@ TEST(OfiHostile, PayloadReceivesTakeOnlyTheirSendersBytes) {
       stranger.send(net::ofi::dataTag(1, 1), std::vector<uint8_t>(4096, 0xee));
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // waiting at rank 0 first
       std::vector<uint8_t> mine(large, 0x11);
-      t.wait({t.isend(0, p2p(1), mine.data(), mine.size())}, soon(5000), "send");
+      t.wait({t.isend(0, ofiP2p(1), mine.data(), mine.size())}, ofiSoon(5000), "send");
     } else {
       std::vector<uint8_t> got(large, 0);
-      t.wait({t.irecv(1, p2p(1), got.data(), got.size())}, soon(5000), "receive");
+      t.wait({t.irecv(1, ofiP2p(1), got.data(), got.size())}, ofiSoon(5000), "receive");
       EXPECT_EQ(std::count(got.begin(), got.end(), 0x11), static_cast<long>(large));
     }
   });
@@ -176,7 +167,7 @@ TEST(OfiHostile, HeadersFloodedAheadOfTheirTurnFailThePeer) {
       done.wait_for(std::chrono::seconds(20));
     } else {
       int v = 0;
-      const std::string error = errorOf(t, t.irecv(1, p2p(5), &v, sizeof(v)), 10000);
+      const std::string error = errorOf(t, t.irecv(1, ofiP2p(5), &v, sizeof(v)), 10000);
       EXPECT_NE(error.find("rank 1 sent more than 4096 messages"), std::string::npos) << error;
       std::string why;
       EXPECT_TRUE(t.peerFailed(1, &why));
@@ -200,7 +191,7 @@ TEST(OfiHostile, WriteCompletionsNamingNoPeerAreDropped) {
       published.set_value(reg->remote());
       auto forged = t.iwaitWrite(1, 9);
       auto real = t.iwaitWrite(1, 7);
-      t.wait({real}, soon(10000), "real signal");
+      t.wait({real}, ofiSoon(10000), "real signal");
       EXPECT_FALSE(forged->done());
       finished.set_value();
     } else {
@@ -211,7 +202,7 @@ TEST(OfiHostile, WriteCompletionsNamingNoPeerAreDropped) {
       stranger.write(target, codec.encode(2, 9));
       stranger.write(target, codec.encode(0, 9));  // rank 0 writing to itself
       stranger.drain(3);
-      t.wait({t.iwrite(0, memory.data(), 8, target, 0, 7)}, soon(), "write");
+      t.wait({t.iwrite(0, memory.data(), 8, target, 0, 7)}, ofiSoon(), "write");
       done.wait_for(std::chrono::seconds(20));
     }
   });
