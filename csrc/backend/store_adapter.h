@@ -42,28 +42,45 @@ class StoreAdapter final : public net::Store, public net::IncarnationTagged {
         tag_(IncarnationStore::tagOf(store_)) {}
 
   void set(const std::string& key, const net::Bytes& value) override {
-    store_->set(prefix_ + key, value);
+    reaching(key, [&] { store_->set(prefix_ + key, value); });
   }
   net::Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
-    try {
-      store_->wait({prefix_ + key}, timeout);
-    } catch (const c10::DistNetworkError& e) {
-      // Not a slow rank: the store itself is gone, and no rank can publish anything any more.
-      XCCL_THROW(ErrorKind::kPeerFailure,
-                 "the store is unreachable (its server exited, or the "
-                 "network to it failed) while waiting for key '",
-                 prefix_ + key, "': ", e.what());
-    } catch (const std::exception& e) {
-      XCCL_THROW(ErrorKind::kTimeout, "waiting for store key '", prefix_ + key, "': ", e.what());
-    }
-    return store_->get(prefix_ + key);
+    reaching(key, [&] {
+      try {
+        store_->wait({prefix_ + key}, timeout);
+      } catch (const c10::DistNetworkError&) {
+        throw;  // the store is gone: reaching() says so
+      } catch (const std::exception& e) {
+        XCCL_THROW(ErrorKind::kTimeout, "waiting for store key '", prefix_ + key, "': ", e.what());
+      }
+    });
+    net::Bytes value;
+    reaching(key, [&] { value = store_->get(prefix_ + key); });
+    return value;
   }
   int64_t add(const std::string& key, int64_t delta) override {
-    return store_->add(prefix_ + key, delta);
+    int64_t value = 0;
+    reaching(key, [&] { value = store_->add(prefix_ + key, delta); });
+    return value;
   }
   std::string incarnationTag() const override { return tag_; }
 
  private:
+  // Runs one store operation on `key`. A network error is not a slow rank: the store itself is
+  // gone (its server exited, or the network to it failed), and no rank can publish anything any
+  // more, so it fails the caller as such instead of blaming the ranks it waited for.
+  template <typename Operation>
+  void reaching(const std::string& key, Operation&& operation) {
+    try {
+      operation();
+    } catch (const c10::DistNetworkError& e) {
+      XCCL_THROW(ErrorKind::kPeerFailure,
+                 "the store is unreachable (its server exited, or the network to it failed) at "
+                 "key '",
+                 prefix_ + key, "': ", e.what());
+    }
+  }
+
   c10::intrusive_ptr<c10d::Store> store_;
   std::string prefix_;
   std::string tag_;

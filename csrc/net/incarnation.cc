@@ -198,6 +198,20 @@ Incarnation newIncarnation(Store& store, const std::string& scope, int rank, int
   const int64_t floor = std::max(now, next);
   catchUp(store, base, rank, size, mine, floor);
   if (floor > mine) outOfStep(rank, mine, floor);
+  // Rank 0 confirms once every rank claimed: name the ranks whose claim is not there, since they,
+  // not rank 0, are why this creation did not happen (a rank killed before it joined, say).
+  std::string missing;
+  for (int r = 1; r < size; ++r) {
+    Bytes claim;
+    if (r != rank && !getBy(store, at + "claim/" + std::to_string(r), Clock::now(), &claim)) {
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+  }
+  if (!missing.empty()) {
+    XCCL_THROW(ErrorKind::kTimeout, "group creation #", mine, " on this store (rank ", rank, " of ",
+               size, "): ranks [", missing, "] did not join within ", timeout.count(),
+               " ms (not started, or counting a different creation: see their errors)");
+  }
   XCCL_THROW(ErrorKind::kTimeout, "group creation #", mine, " on this store (rank ", rank, " of ",
              size, "): rank 0 did not confirm this rank within ", timeout.count(), " ms");
 }
