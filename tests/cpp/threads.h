@@ -2,11 +2,16 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -41,6 +46,45 @@ inline ErrorKind errorKindOf(const std::function<void()>& fn) {
   }
   ADD_FAILURE() << "no xccl::Error thrown";
   return ErrorKind::kInternal;
+}
+
+// The message of the kInvalidArgument `fn` throws; a test failure when it throws anything else.
+inline std::string invalidArgumentMessage(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "nothing thrown";
+  return "";
+}
+
+// For code that caches what it reads from the environment once per process: runs the current
+// test again in a fresh process (this binary re-executed with only that test selected), with
+// `vars` set and `unset` removed. Returns true in that child, which then runs the checks (its
+// gtest exit status carries the outcome); in the parent it waits for the child, fails the test if
+// the child did, and returns false.
+inline bool inFreshProcess(const std::vector<std::pair<const char*, const char*>>& vars,
+                           const std::vector<const char*>& unset = {}) {
+  constexpr const char* kChildMarker = "XCCL_TEST_FRESH_CHILD";  // test-only, never read by xccl
+  if (std::getenv(kChildMarker) != nullptr) return true;
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string filter =
+      std::string("--gtest_filter=") + test->test_suite_name() + "." + test->name();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const auto& [name, value] : vars) ::setenv(name, value, 1);
+    for (const char* name : unset) ::unsetenv(name);
+    ::setenv(kChildMarker, "1", 1);
+    ::execl("/proc/self/exe", "xccl-test", filter.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the checks failed in the fresh process (status " << status << "), see its output above";
+  return false;
 }
 
 }  // namespace xccl::testing

@@ -3,7 +3,6 @@
 // fresh process each: values are cached per process).
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -24,18 +23,8 @@ namespace xccl::env {
 namespace {
 
 using testing::errorKindOf;
-
-// The message of the kInvalidArgument `fn` throws; a test failure when it throws anything else.
-std::string invalidMessage(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "nothing thrown";
-  return "";
-}
+using testing::inFreshProcess;
+using testing::invalidArgumentMessage;
 
 Variable testVariable(const char* name, Kind kind) {
   Variable v;
@@ -70,7 +59,7 @@ TEST(EnvIntegers, RejectMalformedValuesNamingVariableAndValue) {
   for (const char* bad : {"abc", "12abc", " 12", "12 ", "+5", "0x", "-", "1e3", "32M", "1.5",
                           "99999999999999999999", "0x10000000000000000"}) {
     SCOPED_TRACE(bad);
-    const std::string message = invalidMessage([&] { checkValue(v, bad); });
+    const std::string message = invalidArgumentMessage([&] { checkValue(v, bad); });
     EXPECT_NE(message.find(std::string("XCCL_TEST_INT='") + bad + "'"), std::string::npos)
         << message;
     EXPECT_NE(message.find("not an integer"), std::string::npos) << message;
@@ -82,14 +71,14 @@ TEST(EnvIntegers, RangeAndStepAreInclusiveBounds) {
   EXPECT_EQ(checkValue(v, "4096"), "4096");
   EXPECT_EQ(checkValue(v, "8192"), "8192");
   EXPECT_EQ(checkValue(v, "4352"), "4352");
-  const std::string below = invalidMessage([&] { checkValue(v, "3840"); });
+  const std::string below = invalidArgumentMessage([&] { checkValue(v, "3840"); });
   EXPECT_NE(below.find("below the minimum"), std::string::npos) << below;
   EXPECT_NE(below.find("integer 4096 to 8192, multiple of 256"), std::string::npos) << below;
-  EXPECT_NE(invalidMessage([&] { checkValue(v, "8448"); }).find("above the maximum"),
+  EXPECT_NE(invalidArgumentMessage([&] { checkValue(v, "8448"); }).find("above the maximum"),
             std::string::npos);
-  EXPECT_NE(invalidMessage([&] { checkValue(v, "4097"); }).find("not a multiple"),
+  EXPECT_NE(invalidArgumentMessage([&] { checkValue(v, "4097"); }).find("not a multiple"),
             std::string::npos);
-  EXPECT_NE(invalidMessage([&] { checkValue(v, "-4096"); }).find("below the minimum"),
+  EXPECT_NE(invalidArgumentMessage([&] { checkValue(v, "-4096"); }).find("below the minimum"),
             std::string::npos);
 }
 
@@ -102,7 +91,7 @@ TEST(EnvBooleans, AcceptEverySpellingInAnyCase) {
     EXPECT_EQ(checkValue(v, no), "0");
   }
   for (const char* bad : {"2", "-1", "y", "enable", "maybe", " 1"}) {
-    const std::string message = invalidMessage([&] { checkValue(v, bad); });
+    const std::string message = invalidArgumentMessage([&] { checkValue(v, bad); });
     EXPECT_NE(message.find("not a boolean"), std::string::npos) << message;
   }
 }
@@ -113,7 +102,7 @@ TEST(EnvChoices, SynonymsShareOneCanonicalSpelling) {
   EXPECT_EQ(checkValue(algo, "rccl"), "nccl");
   EXPECT_EQ(checkValue(algo, "VENDOR"), "nccl");
   EXPECT_EQ(checkValue(algo, "Two_Shot"), "two_shot");
-  const std::string message = invalidMessage([&] { checkValue(algo, "three_shot"); });
+  const std::string message = invalidArgumentMessage([&] { checkValue(algo, "three_shot"); });
   EXPECT_NE(message.find("XCCL_GPU_ALGO='three_shot' is invalid (unknown name)"), std::string::npos)
       << message;
   EXPECT_NE(message.find("one of auto, nccl (or rccl, vendor), kernel, one_shot, two_shot, "
@@ -195,32 +184,6 @@ TEST(EnvTable, DocsStateEachDefaultAndRange) {
     EXPECT_EQ(cells[1].rfind(defaultCell, 0), 0u) << cells[1];
     EXPECT_EQ(cells[2], describeAccepted(v) + (v.groupWide ? "; same on every rank" : ""));
   }
-}
-
-// Values are cached per process (logging's level too), and tests before these may already have
-// read some, even in this process's parent: so each EnvReads test runs its checks in a fresh
-// process, this binary re-executed with only the current test selected and `vars` added to its
-// environment. Returns true in that child, which then runs the checks (its gtest exit status
-// carries the outcome); in the parent it waits for the child, fails the test if the child did,
-// and returns false.
-bool inFreshProcess(const std::vector<std::pair<const char*, const char*>>& vars) {
-  constexpr const char* kChildMarker = "XCCL_ENV_TEST_CHILD";  // test-only, never read by xccl
-  if (std::getenv(kChildMarker) != nullptr) return true;
-  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string filter =
-      std::string("--gtest_filter=") + test->test_suite_name() + "." + test->name();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    for (const auto& [name, value] : vars) ::setenv(name, value, 1);
-    ::setenv(kChildMarker, "1", 1);
-    ::execl("/proc/self/exe", "test_common", filter.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int status = 0;
-  EXPECT_EQ(::waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "the checks failed in the fresh process (status " << status << "), see its output above";
-  return false;
 }
 
 // The kind and text of the xccl::Error fn throws, "nothing thrown" when it throws none.

@@ -20,6 +20,8 @@
 namespace xccl::net {
 namespace {
 
+using testing::invalidArgumentMessage;
+
 class KeyFiles : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -42,18 +44,6 @@ class KeyFiles : public ::testing::Test {
   std::vector<std::string> made_;
 };
 
-// The invalid-argument message `fn` throws; a test failure when it throws anything else.
-std::string refusal(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "nothing thrown";
-  return "";
-}
-
 TEST_F(KeyFiles, TheKeyIsTheHashOfTheFile) {
   const std::string secret(32, 'k');
   const NetKey key = readKeyFile(write("good", secret, 0600));
@@ -64,28 +54,33 @@ TEST_F(KeyFiles, TheKeyIsTheHashOfTheFile) {
 TEST_F(KeyFiles, UnsafeOrOddFilesAreRefusedNamingTheFault) {
   const std::string secret(32, 'k');
   std::string path = write("shared", secret, 0640);
-  std::string why = refusal([&] { readKeyFile(path); });
+  std::string why = invalidArgumentMessage([&] { readKeyFile(path); });
   EXPECT_NE(why.find(path), std::string::npos) << why;
   EXPECT_NE(why.find("mode 640"), std::string::npos) << why;
   path = write("world", secret, 0604);
-  EXPECT_NE(refusal([&] { readKeyFile(path); }).find("mode 604"), std::string::npos);
+  EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(path); }).find("mode 604"), std::string::npos);
   path = write("short", std::string(31, 'k'), 0600);
-  EXPECT_NE(refusal([&] { readKeyFile(path); }).find("holds 31 bytes"), std::string::npos);
+  EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(path); }).find("holds 31 bytes"),
+            std::string::npos);
   path = write("long", std::string(kMaxKeyFileBytes + 1, 'k'), 0600);
-  EXPECT_NE(refusal([&] { readKeyFile(path); }).find("65537 bytes"), std::string::npos);
-  EXPECT_NE(refusal([&] { readKeyFile(dir_); }).find("not a regular file"), std::string::npos);
-  EXPECT_NE(refusal([&] { readKeyFile(dir_ + "/missing"); }).find("cannot open"),
+  EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(path); }).find("65537 bytes"),
+            std::string::npos);
+  EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(dir_); }).find("not a regular file"),
+            std::string::npos);
+  EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(dir_ + "/missing"); }).find("cannot open"),
             std::string::npos);
   // A link is not followed: what was checked must be the file itself.
   const std::string target = write("target", secret, 0600);
   const std::string link = dir_ + "/link";
   ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
   made_.push_back(link);
-  EXPECT_NE(refusal([&] { readKeyFile(link); }).find("cannot open"), std::string::npos);
+  EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(link); }).find("cannot open"),
+            std::string::npos);
   if (::geteuid() == 0) {  // only root can give a file away
     path = write("theirs", secret, 0600);
     ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
-    EXPECT_NE(refusal([&] { readKeyFile(path); }).find("owned by uid 65534"), std::string::npos);
+    EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(path); }).find("owned by uid 65534"),
+              std::string::npos);
   }
 }
 

@@ -4,7 +4,6 @@
 // without the limit the links would run over both.
 #include <gtest/gtest.h>
 #include <sched.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,30 +12,6 @@
 
 namespace xccl {
 namespace {
-
-constexpr const char* kChildMarker = "XCCL_IFNAME_TEST_CHILD";  // test-only, never read by xccl
-
-// In the parent: runs this test again in a child with `vars` set, fails if the child failed,
-// returns false. In the child: returns true.
-bool inFreshProcess(const std::vector<std::pair<const char*, const char*>>& vars) {
-  if (std::getenv(kChildMarker) != nullptr) return true;
-  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string filter =
-      std::string("--gtest_filter=") + test->test_suite_name() + "." + test->name();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    for (const auto& [name, value] : vars) ::setenv(name, value, 1);
-    ::unsetenv("XCCL_NET_IFNAMES");
-    ::setenv(kChildMarker, "1", 1);
-    ::execl("/proc/self/exe", "test_net", filter.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int status = 0;
-  EXPECT_EQ(::waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "the checks failed in the fresh process (status " << status << "), see its output above";
-  return false;
-}
 
 // A network namespace of its own with interfaces xa (10.97.1.1/24) and xb (10.97.2.1/24);
 // false where that cannot be made (not root, no iproute2).
@@ -48,7 +23,7 @@ bool twoInterfaces() {
 }
 
 TEST(TcpIfname, SocketIfnameAloneLimitsListenersAndLinks) {
-  if (!inFreshProcess({{"XCCL_SOCKET_IFNAME", "xb"}})) return;
+  if (!testing::inFreshProcess({{"XCCL_SOCKET_IFNAME", "xb"}}, {"XCCL_NET_IFNAMES"})) return;
   if (!twoInterfaces()) GTEST_SKIP() << "cannot make a network namespace with two interfaces";
   net::tcp::TcpOptions options = testing::loopbackOptions("ifname");
   options.storeHost = "";  // the listen address comes from XCCL_SOCKET_IFNAME alone
