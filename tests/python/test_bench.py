@@ -19,6 +19,7 @@ options = load("bench.options")
 method = load("bench.method")
 report = load("bench.report")
 launch = load("bench.launch")
+bench_load = load("bench.load")
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -99,6 +100,8 @@ def test_bad_options_are_usage_errors(capsys):
         ["--factor", "1"],
         ["--simulate-hosts", "0"],
         ["--nranks", "2", "--simulate-hosts", "3"],
+        ["--load", "-1"],
+        ["--load", str(options.MAX_LOAD + 1)],
     ):
         with pytest.raises(SystemExit) as stop:
             options.parse_args(argv)
@@ -255,6 +258,91 @@ def test_table_without_reference_or_check_has_no_such_columns():
     rows = [record("broadcast", 1024, side("xccl", 12.5))]
     text = report.format_table(rows)
     assert "speedup" not in text and "check" not in text and "12.5" in text
+
+
+def loaded(nbytes, mine, theirs, load=2):
+    return {"load": load, **record("all_reduce", nbytes, mine, theirs)}
+
+
+def test_a_loaded_run_shows_its_columns_beside_the_quiet_ones_and_checks_both():
+    rows = [dict(r) for r in RECORDS]
+    rows[0]["loaded"] = loaded(8, side("xccl", 20.0, "PASS"), side("gloo", 500.0, "FAIL"))
+    text = report.format_table(rows, "# all_reduce")
+    lines = text.splitlines()
+    assert "load 2: xccl" in lines[1]
+    assert len({len(line) for line in lines[1:]}) == 1
+    assert "25.00x" in lines[3] and "40.00x" in lines[3]  # loaded and quiet speedups
+    assert lines[3].endswith("FAIL gloo loaded")
+    assert lines[4].count(" - ") >= 4  # a size measured quiet only: dashes, same width
+    assert "FAIL xccl" in lines[4]
+
+
+def test_csv_gives_loaded_sides_their_own_rows_with_the_load(tmp_path):
+    rows = [dict(RECORDS[0], loaded=loaded(8, side("xccl", 20.0), side("gloo", 500.0), 3))]
+    path = tmp_path / "out.csv"
+    report.write_csv(str(path), rows)
+    written = list(csv.DictReader(path.open()))
+    assert [(r["backend"], r["load"]) for r in written] == [
+        ("xccl", "0"),
+        ("gloo", "0"),
+        ("xccl", "3"),
+        ("gloo", "3"),
+    ]
+    assert written[2]["speedup"] == "25.0"
+
+
+def _state(pid: int) -> str:
+    """The process state letter of /proc/PID/stat (R running, S sleeping, T stopped), or "gone"
+    (a zombie counts as gone: it runs nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
+    return "gone" if state in ("Z", "X") else state
+
+
+def _until(predicate, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return predicate()
+
+
+def test_load_processes_start_paused_run_when_resumed_and_end_with_close():
+    with bench_load.Load.start(2) as busy:
+        assert len(busy.pids) == 2
+        assert _until(lambda: all(_state(p) == "T" for p in busy.pids))
+        busy.on()
+        assert _until(lambda: all(_state(p) in ("R", "S") for p in busy.pids))
+        busy.off()
+        assert _until(lambda: all(_state(p) == "T" for p in busy.pids))
+        pids = list(busy.pids)
+    assert _until(lambda: all(_state(p) == "gone" for p in pids))
+
+
+def test_load_processes_die_with_their_owner_even_when_paused():
+    code = (
+        "import sys; sys.path[:0] = sys.argv[1:]; "
+        "from xccl_modules import load; busy = load('bench.load').Load.start(1); "
+        "print(busy.pids[0], flush=True)"  # then exits without closing it
+    )
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run(
+        [sys.executable, "-c", code, here], capture_output=True, text=True, timeout=60, check=True
+    )
+    pid = int(out.stdout.split()[0])
+    assert _until(lambda: _state(pid) == "gone"), f"load process {pid} outlived its owner"
+
+
+def test_a_busy_rank_gets_no_load_of_its_own_unless_local_rank_0():
+    import argparse
+
+    args = argparse.Namespace(load=1)
+    assert bench_load.Load.for_rank(args, 1, 1).pids == []
+    given = argparse.Namespace(load=2, load_pids=[11, 12])  # --netns-hosts: the parent's
+    assert bench_load.Load.for_rank(given, 0, 0).pids == [11, 12]
+    assert bench_load.Load.for_rank(given, 1, 0).pids == []
 
 
 def test_summary_line_counts_wins_and_names_extremes():
@@ -448,6 +536,49 @@ def test_small_run_compares_xccl_with_gloo_and_checks_results(tmp_path):
     assert len(list(csv.DictReader((tmp_path / "out.csv").open()))) == 2 * len(records)
     assert "xccl median" in proc.stdout and "check: PASS (10 sizes)" in proc.stdout
     assert time.monotonic() - start < 240
+
+
+def test_a_loaded_run_measures_every_size_twice_and_leaves_no_load_behind(tmp_path):
+    proc = run_bench(
+        tmp_path,
+        "--nranks",
+        "2",
+        "--ops",
+        "all_reduce",
+        "--sizes",
+        "4K,64K",
+        "--iters",
+        "5",
+        "--load",
+        "2",
+        "--check",
+        "--json",
+        "out.json",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "out.json").read_text())
+    assert result["meta"]["method"]["load"] == 2
+    for r in result["results"]:
+        busy = r["loaded"]
+        assert busy["load"] == 2 and busy["bytes"] == r["bytes"]
+        assert busy["backend"]["check"] == "PASS" and busy["reference"]["check"] == "PASS"
+        assert busy["backend"]["iters"] == 5 and busy["speedup"] > 0
+    assert "load 2: xccl" in proc.stdout and "all_reduce (load 2):" in proc.stdout
+    assert "check: PASS (2 sizes)" in proc.stdout
+    assert _until(lambda: not _busy_loops()), f"load processes left running: {_busy_loops()}"
+
+
+def _busy_loops() -> list:
+    """Pids of live load processes (load.py's program in their command line)."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if b"while os.getppid() == parent" in f.read() and _state(int(name)) != "gone":
+                    found.append(int(name))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def _launcher_fails(capfd, argv: str):

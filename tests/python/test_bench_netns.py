@@ -65,6 +65,27 @@ def test_merge_table_has_a_check_column_that_fails_when_any_side_failed():
     assert [line.split()[-1] for line in lines[1:]] == ["PASS", "FAIL"]
 
 
+def test_merge_puts_the_loaded_measurements_beside_the_quiet_ones():
+    def measured(xccl_us, gloo_us, check="PASS"):
+        busbw = 1024 / xccl_us / 1e3
+        return _record(
+            "all_reduce",
+            1024,
+            _side("xccl", xccl_us, busbw, check),
+            _side("gloo", gloo_us, 0.01, "PASS"),
+        )
+
+    tcp = {**measured(10, 40), "loaded": {"load": 2, **measured(20, 100, "FAIL")}}
+    ofi = {**measured(20, 30), "loaded": {"load": 2, **measured(50, 90)}}
+    (row,) = netns.merge({"tcp": {"results": [tcp]}, "ofi": {"results": [ofi]}})
+    assert row["loaded"]["load"] == 2
+    assert row["loaded"]["speedup"] == {"tcp": 4.5, "ofi": 1.8}  # against the best loaded gloo
+    lines = netns.format_table([row]).splitlines()
+    assert "load 2: xccl/tcp" in lines[0] and "load 2: xccl/ofi" in lines[0]
+    assert "4.50x" in lines[1] and "1.80x" in lines[1] and "3.00x" in lines[1]
+    assert lines[1].split()[-1] == "FAIL"  # a loaded side failed its check
+
+
 @pytest.mark.parametrize(
     "argv, problem",
     [

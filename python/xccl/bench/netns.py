@@ -23,6 +23,7 @@ import time
 
 from . import hosts as hosts_module
 from . import onesided_report
+from .load import Load
 from .options import ONE_SIDED, format_size
 
 NETS = ("tcp", "ofi")
@@ -48,7 +49,11 @@ def main(args) -> int:
         )
         return EXIT_USAGE
     runs, status = {}, 0
-    with tempfile.TemporaryDirectory(prefix="xccl-bench-netns-") as folder:
+    with (
+        tempfile.TemporaryDirectory(prefix="xccl-bench-netns-") as folder,
+        Load.start(args.load) as load,  # one load for the machine all hosts share
+    ):
+        args.load_pids = load.pids
         with hosts_module.Hosts(args.netns_hosts) as made:
             for net in args.nets:
                 sys.stderr.write(
@@ -151,9 +156,19 @@ def merge(runs: dict) -> list:
     "nets": {net: backend side}, "gloo": the reference side with the lowest median,
     "speedup": {net: gloo median / engine median}}; one-sided records (onesided_report.py) also
     keep "pages", "page_bytes", and their "baselines" and "ratios" by net."""
+    merged = _merge_level(runs, lambda record: record)
+    loaded = _merge_level(runs, lambda record: record.get("loaded"))
+    for key, row in merged.items():
+        if key in loaded:
+            row["loaded"] = loaded[key]
+    return list(merged.values())
+
+
+def _merge_level(runs: dict, pick) -> dict:
+    """merge() for the records pick(record) selects (the quiet ones, or the loaded ones)."""
     merged = {}
     for net, run in runs.items():
-        for record in run["results"]:
+        for record in filter(None, map(pick, run["results"])):
             key = (record["op"], record["bytes"], record.get("page_bytes"))
             row = merged.setdefault(
                 key,
@@ -161,6 +176,8 @@ def merge(runs: dict) -> list:
                 | {"nets": {}, "gloo": None},
             )
             row["nets"][net] = record["backend"]
+            if "load" in record:
+                row["load"] = record["load"]
             if "ratios" in record:
                 row.update(pages=record["pages"], page_bytes=record["page_bytes"])
                 row.setdefault("baselines", {})[net] = record["baselines"]
@@ -176,7 +193,7 @@ def merge(runs: dict) -> list:
             net: (gloo["median_us"] / side["median_us"] if gloo and side["median_us"] else None)
             for net, side in row["nets"].items()
         }
-    return list(merged.values())
+    return merged
 
 
 def title(op: str, args) -> str:
@@ -201,6 +218,11 @@ def format_table(records: list, heading: str = "") -> str:
     for net in nets:
         header += [f"xccl/{net}", "x gloo"]
     header.append("gloo")
+    load = next((r["loaded"]["load"] for r in records if r.get("loaded")), None)
+    if load is not None:  # the same sizes with --load N busy processes (load.py)
+        for net in nets:
+            header += [f"load {load}: xccl/{net}", "x gloo"]
+        header.append("gloo")
     if checked:
         header.append("check")
     rows = [header]
@@ -211,8 +233,15 @@ def format_table(records: list, heading: str = "") -> str:
             cells.append(_gbps(side))
             cells.append(f"{speedup:.2f}x" if speedup else "-")
         cells.append(_gbps(record["gloo"]))
+        if load is not None:
+            loaded = record.get("loaded") or {"nets": {}, "speedup": {}, "gloo": None}
+            for net in nets:
+                speedup = loaded["speedup"].get(net)
+                cells += [_gbps(loaded["nets"].get(net)), f"{speedup:.2f}x" if speedup else "-"]
+            cells.append(_gbps(loaded["gloo"]))
         if checked:
-            sides = [*record["nets"].values(), *([record["gloo"]] if record["gloo"] else [])]
+            levels = [record] + ([record["loaded"]] if record.get("loaded") else [])
+            sides = [s for level in levels for s in (*level["nets"].values(), level["gloo"]) if s]
             cells.append("PASS" if all(s.get("check") == "PASS" for s in sides) else "FAIL")
         rows.append(cells)
     widths = [max(len(row[i]) for row in rows) + 2 for i in range(len(header))]

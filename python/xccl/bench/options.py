@@ -43,6 +43,8 @@ PAGES_TOTAL = "64M"
 # excludes the host round trip of a synchronize that an application would not pay per call.
 TIMINGS = ("call", "batch")
 BATCH_CALLS = 10
+# --load: more busy processes than this is a typo, not a measurement.
+MAX_LOAD = 1024
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
@@ -291,6 +293,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="verify every size against an exact expectation (integer-valued "
         "inputs); exit 1 on any failure",
     )
+    how.add_argument(
+        "--load",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also measure every collective size with N CPU-bound processes running beside "
+        "the ranks (paused for the quiet measurement, resumed for the loaded one: both "
+        "columns come from the same run; default 0: quiet only)",
+    )
     how.add_argument("--seed", type=int, default=1234, help="input seed (default 1234)")
     how.add_argument(
         "--timeout",
@@ -350,6 +361,8 @@ def parse_args(argv) -> argparse.Namespace:
             parser.error(f"--{name} must be {'>= 0' if name == 'warmup' else 'positive'}")
     if not 1 <= args.simulate_hosts <= args.nranks:
         parser.error("--simulate-hosts must be between 1 and --nranks")
+    if not 0 <= args.load <= MAX_LOAD:
+        parser.error(f"--load must be between 0 and {MAX_LOAD}")
     if args.target_time <= 0 or args.timeout <= 0 or args.time_limit <= 0:
         parser.error("--target-time, --timeout and --time-limit must be positive")
     if args.netns_hosts:

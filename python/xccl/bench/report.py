@@ -7,7 +7,8 @@ and size:
      "backend": {"name", "iters", "warmup", "median_us", "p10_us", "p90_us", "mean_us",
                  "min_us", "max_us", "algbw_gbps", "busbw_gbps", "check", "rank_median_us"},
      "reference": same keys, or None,
-     "speedup": reference median / backend median, or None}
+     "speedup": reference median / backend median, or None,
+     "loaded": with --load N only: {"load": N, and the keys above measured with the load}}
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ CSV_FIELDS = (
     "busbw_gbps",
     "speedup",
     "check",
+    "load",
 )
 
 
@@ -117,14 +119,16 @@ def _speedup(value: float | None) -> str:
 
 def _check(record: dict) -> str | None:
     """PASS, FAIL naming who failed, or None when nothing was checked."""
+    sources = [("", record)] + ([(" loaded", record["loaded"])] if record.get("loaded") else [])
     checked = [
-        side
+        (label, source[side])
+        for label, source in sources
         for side in ("backend", "reference")
-        if record.get(side) and record[side].get("check") is not None
+        if source.get(side) and source[side].get("check") is not None
     ]
     if not checked:
         return None
-    failed = [record[side]["name"] for side in checked if record[side]["check"] != "PASS"]
+    failed = [side["name"] + label for label, side in checked if side["check"] != "PASS"]
     return "FAIL " + ",".join(failed) if failed else "PASS"
 
 
@@ -140,6 +144,14 @@ def format_table(records: list, title: str = "") -> str:
     if ref:
         header += [f"{ref} median", f"{ref} busbw", "speedup"]
         units += ["us", "GB/s", ""]
+    loaded = next((r["loaded"]["load"] for r in records if r.get("loaded")), None)
+    if loaded is not None:
+        # The same sizes with --load N busy processes beside the ranks (load.py).
+        header += [f"load {loaded}: {name}", "p90"]
+        units += ["us", "us"]
+        if ref:
+            header += [f"{ref}", "speedup"]
+            units += ["us", ""]
     if checked:
         header.append("check")
         units.append("")
@@ -162,6 +174,8 @@ def format_table(records: list, title: str = "") -> str:
                 _gbps(theirs["busbw_gbps"]),
                 _speedup(record.get("speedup")),
             ]
+        if loaded is not None:
+            cells += _loaded_cells(record.get("loaded"), bool(ref))
         if checked:
             cells.append(_check(record) or "-")
         rows.append(cells)
@@ -170,6 +184,17 @@ def format_table(records: list, title: str = "") -> str:
     lines = [title] if title else []
     lines += ["".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     return "\n".join(lines)
+
+
+def _loaded_cells(loaded: dict | None, with_reference: bool) -> list:
+    if not loaded:
+        return ["-"] * (4 if with_reference else 2)
+    mine = loaded["backend"]
+    cells = [_us(mine["median_us"]), _us(mine["p90_us"])]
+    if with_reference:
+        theirs = loaded.get("reference") or {}
+        cells += [_us(theirs.get("median_us")), _speedup(loaded.get("speedup"))]
+    return cells
 
 
 def op_title(op: str, meta: dict) -> str:
@@ -197,8 +222,9 @@ def summary_line(op: str, records: list) -> str | None:
 
 
 def csv_rows(records: list, device: str = "") -> list:
+    """One row per record and role; a --load record's loaded sides follow it, with "load"."""
     rows = []
-    for record in records:
+    for record in (r for top in records for r in (top, top.get("loaded")) if r):
         # One-sided records (onesided_report.py) add their baselines, a row per role.
         roles = {"backend": record.get("backend"), "reference": record.get("reference")}
         for role, side in {**roles, **record.get("baselines", {})}.items():
@@ -214,6 +240,7 @@ def csv_rows(records: list, device: str = "") -> list:
                 "role": role,
                 "backend": side["name"],
                 "speedup": record.get("speedup") if role == "backend" else None,
+                "load": record.get("load", 0),
             }
             row.update({k: side.get(k) for k in CSV_FIELDS if k in side})
             rows.append({k: ("" if row.get(k) is None else row[k]) for k in CSV_FIELDS})

@@ -20,6 +20,7 @@ import torch.distributed as dist
 import xccl  # registers the "xccl" backend with torch.distributed
 
 from . import method, onesided, onesided_report, report
+from .load import Load
 from .options import BATCH_CALLS, DTYPES, ONE_SIDED, format_size
 
 CONTROL_BACKEND = "gloo"  # barriers and result gathering: CPU tensors, works beside any backend
@@ -317,6 +318,7 @@ def metadata(args, world: int, device: torch.device, sides: list) -> dict:
             "timing": args.timing,
             "batch_calls": BATCH_CALLS if args.timing == "batch" else 1,
             "graph_calls": args.graph,
+            "load": args.load,
         },
         # The GPU route xccl was told to take (docs/environment.md); None: its own plan.
         "xccl_gpu_algo": os.environ.get("XCCL_GPU_ALGO") or None,
@@ -342,14 +344,15 @@ def run(args, rank: int, world: int, local_rank: int, init_method: str, launched
             sides.append(
                 Side("reference", reference, dist.new_group(backend=reference, timeout=timeout))
             )
-        return _run_sizes(
-            Rank(args, rank, world, device, sides), metadata(args, world, device, sides)
-        )
+        with Load.for_rank(args, rank, local_rank) as load:
+            return _run_sizes(
+                Rank(args, rank, world, device, sides), metadata(args, world, device, sides), load
+            )
     finally:
         dist.destroy_process_group()
 
 
-def _run_sizes(me: Rank, meta: dict) -> int:
+def _run_sizes(me: Rank, meta: dict, load: Load) -> int:
     args, lead = me.args, me.rank == 0
     collectives = [op for op in args.ops if op not in ONE_SIDED]
     plan = method.size_plan(collectives, args.sizes, me.itemsize, me.world)
@@ -379,9 +382,10 @@ def _run_sizes(me: Rank, meta: dict) -> int:
                 raise RuntimeError(
                     f"{op} at {format_size(shape['bytes'])}: {type(error).__name__}: {error}"
                 ) from error
-            gathered = [None] * me.world
-            dist.all_gather_object(gathered, results)
-            mine.append(owner.record(op, shape, gathered))
+            record = owner.record(op, shape, _gather(me.world, results))
+            if args.load and op not in ONE_SIDED:
+                record["loaded"] = _measure_loaded(me, load, op, shape, salt)
+            mine.append(record)
             progress.advance()
         records += mine
         if lead:
@@ -395,9 +399,30 @@ def _run_sizes(me: Rank, meta: dict) -> int:
         progress.clear()
         _finish(args, records, meta)
     failed = any(
-        r[role] and r[role]["check"] == "FAIL" for r in records for role in ("backend", "reference")
+        r[role] and r[role]["check"] == "FAIL"
+        for r in records + [r["loaded"] for r in records if "loaded" in r]
+        for role in ("backend", "reference")
     )
     return 1 if failed else 0
+
+
+def _gather(world: int, results: dict) -> list:
+    gathered = [None] * world
+    dist.all_gather_object(gathered, results)
+    return gathered
+
+
+def _measure_loaded(me: Rank, load: Load, op: str, shape: dict, salt: int) -> dict:
+    """The same size again with the load running: a record of its own, plus how many
+    processes ran."""
+    load.on()
+    try:
+        me.barrier()  # nobody times a call before the load runs
+        results = me.measure(op, shape, salt)
+        me.barrier()
+    finally:
+        load.off()
+    return {"load": me.args.load, **me.record(op, shape, _gather(me.world, results))}
 
 
 def _finish(args, records: list, meta: dict) -> None:
@@ -405,7 +430,14 @@ def _finish(args, records: list, meta: dict) -> None:
         line
         for op in args.ops
         if op not in ONE_SIDED
-        and (line := report.summary_line(op, [r for r in records if r["op"] == op]))
+        for label, mine in (
+            (op, [r for r in records if r["op"] == op]),
+            (
+                f"{op} (load {args.load})",
+                [r["loaded"] for r in records if r["op"] == op and "loaded" in r],
+            ),
+        )
+        if (line := report.summary_line(label, mine))
     ]
     if lines:
         print("Summary (speedup = reference time / tested time; > 1 means faster):")
