@@ -1,10 +1,19 @@
 #include "backend/executor.h"
 
+#include "common/wait_slice.h"
+
 namespace xccl::backend {
 
 Executor::Executor() {
-  worker_ = std::thread([this] { workerLoop(); });
-  completer_ = std::thread([this] { completionLoop(); });
+  // Both sleep until the caller (or a transport) wakes them: short slices (wait_slice.h).
+  worker_ = std::thread([this] {
+    wait_slice::keepShort();
+    workerLoop();
+  });
+  completer_ = std::thread([this] {
+    wait_slice::keepShort();
+    completionLoop();
+  });
 }
 
 Executor::~Executor() {

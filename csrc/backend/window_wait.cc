@@ -4,9 +4,12 @@
 // host: the transport's iwaitWrite for the window's signal value.
 #include <c10/util/Exception.h>
 
+#include <optional>
+
 #include "backend/process_group.h"
 #include "backend/torch_error.h"
 #include "backend/window.h"
+#include "common/wait_slice.h"
 
 #if XCCL_TORCH_HAS_WINDOW
 
@@ -113,6 +116,8 @@ XcclWindow::WorkPtr XcclWindow::waitRemote(const Registered& reg, int peer, bool
     watch(PendingWait{peer, work, deadline, reg.region, slot});  // for its deadline
     return work;
   }
+  std::optional<wait_slice::WhileWaiting> slice;  // only for a wait that will sleep
+  if (!slot->fired) slice.emplace();
   if (!slot->changed.wait_until(lock, deadline, [&] { return slot->fired; })) {
     lock.unlock();
     // The iwaitWrite stays posted and will take the next signal: the next wait gets it.
@@ -210,7 +215,12 @@ void XcclWindow::watch(PendingWait wait) {
   {
     std::lock_guard<std::mutex> guard(waitMutex_);
     waits_.push_back(std::move(wait));
-    if (!waiter_.joinable()) waiter_ = std::thread([this] { waiterLoop(); });
+    if (!waiter_.joinable()) {
+      waiter_ = std::thread([this] {
+        wait_slice::keepShort();
+        waiterLoop();
+      });
+    }
   }
   waitChanged_.notify_all();
   region->ring();  // the waiter may be asleep on the doorbell: look at the new wait

@@ -2,7 +2,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <optional>
+
 #include "backend/torch_error.h"
+#include "common/wait_slice.h"
 
 namespace xccl::backend {
 
@@ -20,6 +23,8 @@ bool XcclWork::wait(std::chrono::milliseconds timeout) {
   // The operation reports its own timeout; the margin covers the report reaching us.
   auto bound = timeout == kNoTimeout ? timeout_ + std::chrono::seconds(10) : timeout;
   std::unique_lock<std::mutex> lock(mutex_);
+  std::optional<wait_slice::WhileWaiting> slice;  // only for a wait that will sleep
+  if (!completed_) slice.emplace();
   if (!cv_.wait_for(lock, bound, [&] { return completed_; })) {
     // "Timed out waiting": the wording of torch's own backends (Gloo), which callers match.
     throwTorchError(ErrorKind::kTimeout, "xccl: Timed out waiting " +

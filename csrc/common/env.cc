@@ -147,6 +147,11 @@ const std::vector<Variable> kVariables = {
     integer("XCCL_OFI_MR_CACHE_BYTES", "1073741824", 0, kMaxBytes, 1, kPerRank,
             "Bound of the ofi engine's memory registration cache in bytes (LRU eviction); 0 "
             "registers every operation's buffer afresh."),
+    // common/wait_slice.h: how long a waiting thread asks the scheduler to run at most.
+    integer("XCCL_WAIT_SLICE_US", "100", 0, 100000, 1, kPerRank,
+            "Scheduler slice in microseconds that xccl's threads, and a caller's thread while it "
+            "sleeps in a collective, ask Linux (6.12+) for, so that a woken rank runs at once on "
+            "a busy host; 0 leaves the scheduler alone. Below 100 reads as 100."),
     boolean("XCCL_PIN_PROGRESS", "1",
             "0: leave transport progress threads where the scheduler puts them instead of "
             "pinning them to the CPUs near the NIC (or GPU) they serve."),

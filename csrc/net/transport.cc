@@ -1,10 +1,12 @@
 #include "net/transport.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "common/types.h"
+#include "common/wait_slice.h"
 
 namespace xccl::net {
 
@@ -90,10 +92,13 @@ Error sizeMismatchError(int peer, const MessageTag& tag, size_t sent, size_t exp
 void waitForRequests(std::unique_lock<std::mutex>& lock, std::condition_variable& completed,
                      const std::vector<RequestPtr>& requests, Deadline deadline,
                      const std::string& what) {
-  const bool done = completed.wait_until(lock, deadline, [&] {
+  const auto allDone = [&] {
     return std::all_of(requests.begin(), requests.end(),
                        [](const RequestPtr& r) { return r->done(); });
-  });
+  };
+  std::optional<wait_slice::WhileWaiting> slice;  // only for a wait that will sleep
+  if (!allDone()) slice.emplace();
+  const bool done = completed.wait_until(lock, deadline, allDone);
   lock.unlock();
   if (!done) XCCL_THROW(ErrorKind::kTimeout, describeTimeout(requests, what));
   for (const auto& r : requests) {

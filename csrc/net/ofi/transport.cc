@@ -11,6 +11,7 @@
 #include "common/env.h"
 #include "common/logging.h"
 #include "common/thread_affinity.h"
+#include "common/wait_slice.h"
 #include "net/bootstrap.h"
 #include "net/ofi/cache.h"
 #include "net/ofi/fabric.h"
@@ -105,6 +106,7 @@ OfiTransport::OfiTransport(Store& store, int rank, int size, const NetOptions& o
   }
   progressThread_ = std::thread([this, cpus = options.progressCpus] {
     affinity::pinProgressThread(cpus, "ofi");  // never throws; unpinned when it cannot pin
+    wait_slice::keepShort();
     progressLoop();
   });
 }

@@ -1,4 +1,4 @@
-// The step flags: publishing, and the bounded wait (spin, yield, futex sleep in slices).
+// The step flags: publishing, and the bounded wait (spin, then futex sleep in slices).
 //
 // Memory ordering. A rank writes its slot with plain stores, then publishes its flag; a reader
 // acquire-loads the flag and then reads the slot with plain loads. The publish is a seq_cst
@@ -8,9 +8,10 @@
 // sees the other's write (Dekker): either the writer wakes, or the sleeper sees the new flag and
 // does not sleep (futex_wait itself also refuses to sleep when the word changed). A missed wake
 // would only cost one slice anyway.
-#include <sched.h>
+#include <optional>
 
 #include "common/error.h"
+#include "common/wait_slice.h"
 #include "net/shm/futex.h"
 #include "net/shm/layout.h"
 
@@ -27,15 +28,14 @@ namespace xccl::net::shm {
 namespace {
 
 // A flag set within a few microseconds (the peer is running on another core) is caught by the
-// spin (a pause is ~10-140 cycles depending on the CPU); anything slower sleeps. In between, a
-// few sched_yield()s hand the core to a peer that shares it, but only when the ranks are not
-// more than the CPUs we may run on: with more (4 ranks on 2 cores, the normal test setup here)
-// a yielding waiter stays runnable and takes turns from the peers that still have work, while a
-// sleeping one does not. Measured with shm_bench on a loaded 2-vCPU VM (docs/shm.md): 4 ranks,
-// 1 KiB one-shot all_reduce ~250 us with no yields vs ~500-700 us with 1-4 yields, and ~1.3-4 ms
-// with 1000-2000 spins (pure spinning is the pathology).
+// spin (a pause is ~10-140 cycles depending on the CPU); anything slower sleeps on the futex,
+// with the short scheduler slice of common/wait_slice.h so that the peer's wake-up runs this
+// rank at once even when busy processes share the cores. No sched_yield() in between: a yield
+// hands the core to whatever else is runnable, and with a busy process there this rank gets it
+// back only when that process's slice ends at a timer tick (milliseconds; measured in docs/shm.md,
+// "Waiting on a busy host"). Pure spinning is the pathology on oversubscribed cores: 1000-2000
+// spins cost 1.3-4 ms per 4-rank all_reduce on 2 cores.
 constexpr int kSpins = 256;
-constexpr int kYields = 4;
 // How long one futex sleep lasts at most: bounds how late a dead peer or the deadline is noticed.
 constexpr auto kSlice = std::chrono::milliseconds(5);
 
@@ -50,13 +50,6 @@ std::string rankList(const std::vector<int>& ranks) {
 }
 
 }  // namespace
-
-int Segment::yieldsBeforeSleep(int size) {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  const int usable = ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  return size <= usable ? kYields : 0;
-}
 
 void Segment::publish(uint32_t step) {
   RankFlag& flag = flags_[rank_];
@@ -110,10 +103,8 @@ void Segment::waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds) {
     XCCL_CPU_RELAX();
     missing = firstMissing(onlyRank, missing, step);
   }
-  for (int i = 0; i < yields_ && missing < size_; ++i) {
-    ::sched_yield();
-    missing = firstMissing(onlyRank, missing, step);
-  }
+  std::optional<wait_slice::WhileWaiting> slice;  // a sleeping waiter wakes at once (wait_slice.h)
+  if (missing < size_) slice.emplace();
   while (missing < size_) {
     const auto now = Clock::now();
     if (now >= bounds.deadline) throwTimeout(onlyRank, step, bounds);

@@ -269,8 +269,7 @@ Segment::Segment(int rank, int size, size_t slotBytes, size_t poolBytes, std::st
       size_(size),
       slotBytes_(slotBytes),
       poolBytes_(poolBytes),
-      name_(std::move(name)),
-      yields_(yieldsBeforeSleep(size)) {}
+      name_(std::move(name)) {}
 
 Segment::~Segment() {
   if (base_ != nullptr) ::munmap(base_, totalBytes_);

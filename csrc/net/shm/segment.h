@@ -118,7 +118,7 @@ class Segment {
   void publish(uint32_t step);
   // Acquire-loads `rank`'s flag: true once it published `step` or a later one.
   bool reached(int rank, uint32_t step) const;
-  // Block until `rank` (or every rank) reached `step`: spin briefly, yield, then futex-sleep in
+  // Block until `rank` (or every rank) reached `step`: spin briefly, then futex-sleep in
   // short slices checking the deadline (kTimeout naming the missing ranks) and the liveness of
   // every peer (kPeerFailure naming the dead one).
   void waitFor(int rank, uint32_t step, const WaitBounds& bounds);
@@ -154,8 +154,6 @@ class Segment {
   int firstMissing(int onlyRank, int from, uint32_t step) const;
   [[noreturn]] void throwTimeout(int onlyRank, uint32_t step, const WaitBounds& bounds) const;
   void checkPeers(int firstMissingRank, uint32_t step, const WaitBounds& bounds) const;
-  // How many sched_yield()s a wait tries before sleeping, for `size` ranks on this host.
-  static int yieldsBeforeSleep(int size);
 
   const int rank_;
   const int size_;
@@ -166,7 +164,6 @@ class Segment {
   uint8_t* base_ = nullptr;
   RankFlag* flags_ = nullptr;
   uint8_t* slots_ = nullptr;
-  const int yields_;
   uint32_t step_ = 0;
   uint64_t collective_ = 0;
   std::string broken_;

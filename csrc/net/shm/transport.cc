@@ -10,6 +10,7 @@
 
 #include "common/logging.h"
 #include "common/thread_affinity.h"
+#include "common/wait_slice.h"
 
 namespace xccl::net::shm {
 namespace {
@@ -56,6 +57,7 @@ std::unique_ptr<ShmTransport> ShmTransport::create(Store& store, int rank, int s
   std::unique_ptr<ShmTransport> t(new ShmTransport(rank, size, members, std::move(boxes)));
   t->progressThread_ = std::thread([raw = t.get(), cpus = options.progressCpus] {
     affinity::pinProgressThread(cpus, "shm");  // never throws; unpinned when it cannot pin
+    wait_slice::keepShort();
     raw->progressLoop();
   });
   return t;

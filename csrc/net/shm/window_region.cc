@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/wait_slice.h"
 #include "net/shm/futex.h"
 #include "net/shm/layout.h"
 #include "net/shm/names.h"
@@ -191,6 +192,7 @@ void WindowRegion::ring() {
 
 void WindowRegion::sleepUnlessRung(uint32_t seen, std::chrono::nanoseconds timeout) const {
   const WindowMapping& own = *mappings_[rank_];
+  const wait_slice::WhileWaiting slice;  // the ring runs this thread at once (wait_slice.h)
   own.sleepers().fetch_add(1, std::memory_order_seq_cst);
   if (own.doorbell().load(std::memory_order_seq_cst) == seen) {
     futexWait(&own.doorbell(), seen, timeout);

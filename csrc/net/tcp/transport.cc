@@ -10,6 +10,7 @@
 #include "common/env.h"
 #include "common/logging.h"
 #include "common/thread_affinity.h"
+#include "common/wait_slice.h"
 #include "net/bootstrap.h"
 #include "net/net_key.h"
 
@@ -65,6 +66,7 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& o
   if (size_ == 1) return;
   progressThread_ = std::thread([this, cpus = options.progressCpus] {
     affinity::pinProgressThread(cpus, "tcp");  // never throws; unpinned when it cannot pin
+    wait_slice::keepShort();
     progressLoop();
   });
   managerThread_ = std::thread([this] { managerLoop(); });

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
 #include "common/logging.h"
+#include "common/wait_slice.h"
 #include "net/tcp/transport.h"
 
 namespace xccl::net::tcp {
@@ -108,6 +110,8 @@ void TcpTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadli
   };
   {
     std::unique_lock<std::mutex> lock(mutex_);
+    std::optional<wait_slice::WhileWaiting> slice;  // only for a wait that will sleep
+    if (!allDone()) slice.emplace();
     if (!completed_.wait_until(lock, deadline, allDone)) {
       lock.unlock();
       // A peer with no link left is the reason, not a slow rank: say so, naming its links.
