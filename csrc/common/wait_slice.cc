@@ -58,15 +58,15 @@ std::atomic<uint64_t>& requested() {
 // Whether the kernel honoured a request: learned from the first one, once per process.
 std::atomic<int> honoured{-1};  // -1 unknown, 0 no, 1 yes
 
-// Sets the calling thread's slice to `ns`, keeping its policy and nice value. Returns the slice
-// it had through *previous, and whether it changed anything.
-bool trySet(uint64_t ns, uint64_t* previous) {
+// Sets the calling thread's slice to `ns`, keeping its policy and nice value. Returns what it
+// had through *previous, and whether it changed anything.
+bool trySet(uint64_t ns, SchedAttr* previous) {
   SchedAttr attr;
   if (!getAttr(&attr) || (attr.policy != kSchedOther && attr.policy != kSchedBatch)) {
     return false;  // real-time and idle threads have no slice to shorten
   }
   if (attr.runtime == ns) return false;
-  *previous = attr.runtime;
+  *previous = attr;
   attr.runtime = ns;
   if (!setAttr(attr)) return false;
   if (honoured.load(std::memory_order_relaxed) < 0) {
@@ -89,23 +89,28 @@ thread_local bool keptShort = false;  // this thread has the short slice for lif
 
 void keepShort() noexcept {
   const uint64_t ns = requested().load(std::memory_order_relaxed);
-  uint64_t previous = 0;
+  SchedAttr previous;
   if (ns != 0 && !keptShort && (trySet(ns, &previous) || currentNs() == ns)) keptShort = true;
 }
 
 WhileWaiting::WhileWaiting() noexcept {
   if (keptShort) return;  // an xccl thread: short for life (a nested wait finds it set too)
   const uint64_t ns = requested().load(std::memory_order_relaxed);
-  if (ns != 0) changed_ = trySet(ns, &previous_);
+  SchedAttr previous;
+  if (ns == 0 || !trySet(ns, &previous)) return;
+  changed_ = true;
+  policy_ = previous.policy;
+  nice_ = previous.nice;
+  previous_ = previous.runtime;
 }
 
 WhileWaiting::~WhileWaiting() {
   if (!changed_) return;
-  SchedAttr attr;
-  if (getAttr(&attr)) {
-    attr.runtime = previous_;
-    setAttr(attr);  // best effort: a refusal leaves the short slice, which is harmless
-  }
+  SchedAttr attr{};
+  attr.policy = policy_;
+  attr.nice = nice_;
+  attr.runtime = previous_;
+  setAttr(attr);  // best effort: a refusal leaves the short slice, which is harmless
 }
 
 uint64_t requestedNs() noexcept {

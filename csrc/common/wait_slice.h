@@ -27,7 +27,7 @@ void keepShort() noexcept;
 
 // While it lives, the calling thread has the short slice (unless it already does); the
 // destructor restores the thread's own. Cheap when nested or when the feature is off. Construct
-// it right before a thread may sleep, not around spins: it costs two or three system calls.
+// it right before a thread may sleep, not around spins: it costs three system calls.
 class WhileWaiting {
  public:
   WhileWaiting() noexcept;
@@ -36,8 +36,11 @@ class WhileWaiting {
   WhileWaiting& operator=(const WhileWaiting&) = delete;
 
  private:
+  // What the thread had before, restored by the destructor without asking the kernel again.
   bool changed_ = false;
-  uint64_t previous_ = 0;  // the thread's slice before, in ns
+  uint32_t policy_ = 0;
+  int32_t nice_ = 0;
+  uint64_t previous_ = 0;  // ns
 };
 
 // For tests and diagnostics: the slice xccl asks for in ns (0: off or unsupported here), and
