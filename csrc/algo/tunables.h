@@ -74,6 +74,12 @@ constexpr size_t kRingChunkBytes = 512 * kKiB;
 // (DeepSpeed's shm all-reduce switches at 1 MiB): re-measure there with shm_bench.
 constexpr size_t kShmTwoShotMinBytes = 2 * kMiB;
 
+// From this many bytes (the whole message: all_gather's output, reduce_scatter's input) the shm
+// collectives read peers' buffers with process_vm_readv (one copy, docs/shm.md) instead of
+// copying through the slots (two). Each call then pays a syscall per peer and chunk and a
+// release step; MEASURED_NOTE
+constexpr size_t kShmCmaMinBytes = 1 * kMiB;
+
 // ---- GPU ----
 
 // A collective's size limits on one fabric. all_reduce runs one-shot below oneShotBelow4 with
@@ -138,6 +144,9 @@ struct Tunables {
   // The two-shot threshold at 4 ranks, scaled for other world sizes by shmTwoShotThreshold()
   // (cpu_plan.h); XCCL_SHM_TWO_SHOT_BYTES. 0: always two-shot; SIZE_MAX: never.
   size_t shmTwoShotMinBytes = kShmTwoShotMinBytes;
+  // Messages from this many bytes use the single-copy path where the segment has it
+  // (Segment::cma()); XCCL_SHM_CMA_MIN_BYTES. SIZE_MAX: never.
+  size_t shmCmaMinBytes = kShmCmaMinBytes;
 
   // ---- GPU (planGpu) ----
   FabricLimits nvswitch{kNvlinkOneShotBelow4, kNvlinkOneShotBelow8, kNvlinkKernelMaxBytes,
