@@ -143,11 +143,11 @@ void reduceScatter(const Context& ctx, const void* input, void* output, size_t c
     return;
   }
   if (count == 0) return;
-  const bool single = detail::usesSingleCopy(ctx, n * count * elem);
+  // No single-copy variant: the slots already carry each block once (copied in by its owner,
+  // reduced straight from the slot), and process_vm_readv's copy is no cheaper (docs/shm.md).
   const detail::Signature signature{opSignature(CollectiveKind::kReduceScatter, type, op),
-                                    detail::shapeOf({count, single})};
+                                    detail::shapeOf({count})};
   detail::run(ctx, signature, [&] {
-    if (single) return detail::reduceScatterSingleCopy(ctx, in, out, count, type, op);
     Steps steps(ctx);
     const size_t perBlock = detail::elementsIn(steps.slotBytes() / n, elem);
     XCCL_CHECK(perBlock > 0, "shared-memory slots of ", steps.slotBytes(),

@@ -129,17 +129,6 @@ void reduceSingleCopy(const Context& ctx, uint8_t* data, size_t count, DataType 
   steps.release();
 }
 
-// One step: each rank reduces its block of every rank's input (pool inputs read in place), then
-// the release step.
-void reduceScatterSingleCopy(const Context& ctx, const uint8_t* input, uint8_t* output,
-                             size_t count, DataType type, ReduceOp op) {
-  Steps steps(ctx);
-  const size_t elem = elementSize(type);
-  const Buffers buffers = publishBuffers(ctx, steps, input, ctx.size() * count * elem, true);
-  reduceFrom(ctx, buffers, type, op, input, output, ctx.rank() * count * elem, count);
-  steps.release();
-}
-
 // One step: each rank copies every peer's part straight into its output, then the release step.
 void allGatherSingleCopy(const Context& ctx, const uint8_t* input, uint8_t* output,
                          const std::vector<size_t>& bytesPerRank) {

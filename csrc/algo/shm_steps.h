@@ -182,8 +182,6 @@ inline size_t elementsIn(size_t bytes, size_t elementBytes) {
 bool usesSingleCopy(const Context& ctx, size_t bytes);
 void reduceSingleCopy(const Context& ctx, uint8_t* data, size_t count, DataType type, ReduceOp op,
                       int root);
-void reduceScatterSingleCopy(const Context& ctx, const uint8_t* input, uint8_t* output,
-                             size_t count, DataType type, ReduceOp op);
 void allGatherSingleCopy(const Context& ctx, const uint8_t* input, uint8_t* output,
                          const std::vector<size_t>& bytesPerRank);
 void broadcastSingleCopy(const Context& ctx, uint8_t* data, size_t bytes, int root);

@@ -74,11 +74,18 @@ constexpr size_t kRingChunkBytes = 512 * kKiB;
 // (DeepSpeed's shm all-reduce switches at 1 MiB): re-measure there with shm_bench.
 constexpr size_t kShmTwoShotMinBytes = 2 * kMiB;
 
-// From this many bytes (the whole message: all_gather's output, reduce_scatter's input) the shm
-// collectives read peers' buffers with process_vm_readv (one copy, docs/shm.md) instead of
-// copying through the slots (two). Each call then pays a syscall per peer and chunk and a
-// release step; MEASURED_NOTE
-constexpr size_t kShmCmaMinBytes = 1 * kMiB;
+// From this many bytes (the whole message; all_gather: its output) all_reduce, reduce,
+// all_gather and broadcast read peers' buffers with process_vm_readv (one copy, docs/shm.md)
+// instead of copying through the slots (two, but overlapped on two cores). Default: never.
+// Measured with shm_cma_bench on the 2-vCPU AVX-512 VM, 2 ranks, single/slots time: on buffers
+// of 4 KiB pages (what torch allocates by default) the kernel's copy runs at ~4.4 GB/s against
+// a memcpy's ~9-14 GB/s (it pins every page of the peer's range), and the single copy was
+// slower at every size from 64 KiB to 64 MiB (all_reduce 1.0-1.5, all_gather 0.7-1.8,
+// broadcast 1.2-4.5, reduce 1.2-3.9); on transparent huge pages (torch's
+// THP_MEM_ALLOC_ENABLE=1) it ran at 9-10.5 GB/s and won from 4 MiB on (0.53-0.87) while losing
+// below 1 MiB (1.5-3.0, three synchronisations instead of one). XCCL_SHM_CMA_MIN_BYTES=4194304
+// is the setting for huge-page tensors; re-measure on other hosts with shm_cma_bench.
+constexpr size_t kShmCmaMinBytes = SIZE_MAX;
 
 // ---- GPU ----
 
@@ -145,7 +152,7 @@ struct Tunables {
   // (cpu_plan.h); XCCL_SHM_TWO_SHOT_BYTES. 0: always two-shot; SIZE_MAX: never.
   size_t shmTwoShotMinBytes = kShmTwoShotMinBytes;
   // Messages from this many bytes use the single-copy path where the segment has it
-  // (Segment::cma()); XCCL_SHM_CMA_MIN_BYTES. SIZE_MAX: never.
+  // (Segment::cma()); XCCL_SHM_CMA_MIN_BYTES. SIZE_MAX (the default): never.
   size_t shmCmaMinBytes = kShmCmaMinBytes;
 
   // ---- GPU (planGpu) ----

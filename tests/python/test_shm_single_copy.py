@@ -1,7 +1,7 @@
 """Large collectives over shared memory with the single-copy path (process_vm_readv, docs/shm.md
-"Single copy between processes") on and off (XCCL_SHM_CMA): exact results for integer-valued
-data, the same bytes both ways for random bf16/fp32 data, and the memory stats prove which path
-ran (`shm_bytes_cma`)."""
+"Single copy between processes") on (from 1 MiB, XCCL_SHM_CMA_MIN_BYTES) and off
+(XCCL_SHM_CMA=0): exact results for integer-valued data, the same bytes both ways for random
+bf16/fp32 data, and the memory stats prove which path ran (`shm_bytes_cma`)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ def _collectives(rank: int, world: int):
 def test_large_collectives_equal_with_and_without_single_copy(world):
     runs = {}
     for cma in ("1", "0"):
-        runs[cma] = run(_collectives, world, transport="shm", env={"XCCL_SHM_CMA": cma})
+        env = {"XCCL_SHM_CMA": cma, "XCCL_SHM_CMA_MIN_BYTES": str(1 << 20)}
+        runs[cma] = run(_collectives, world, transport="shm", env=env)
         for rank, (failures, _, _) in enumerate(runs[cma]):
             assert not failures, f"XCCL_SHM_CMA={cma} rank {rank}: {failures}"
     for rank in range(world):

@@ -181,7 +181,8 @@ std::unique_ptr<CmaPeers> CmaPeers::probe(const Bootstrap& bootstrap, bool enabl
   bool sameParent = true;
   for (int r = 0; r < n; ++r) {
     if (records[r] == "-") {
-      *whyNot = detail::concat("XCCL_SHM_CMA=0 on rank ", r);
+      *whyNot =
+          detail::concat("off on rank ", r, " (XCCL_SHM_CMA=0 or XCCL_SHM_CMA_MIN_BYTES unset)");
       return nullptr;
     }
     if (!parseRecord(records[r], &parsed[r])) {

@@ -40,7 +40,7 @@ class CmaPeers {
   // it with the same bootstrap. Each rank lets its peers read it (PR_SET_PTRACER where Yama
   // asks for it), publishes "pid ppid address cookie", and reads every peer's cookie; the group
   // agrees. Returns null on every rank alike, with the reason in *whyNot, when some rank has
-  // `enabled` false (XCCL_SHM_CMA=0) or some pair cannot read. `pid` is what this rank
+  // `enabled` false (Options::cma) or some pair cannot read. `pid` is what this rank
   // publishes (getpid() in use; tests give another to act out a pid namespace).
   static std::unique_ptr<CmaPeers> probe(const Bootstrap& bootstrap, bool enabled, pid_t pid,
                                          std::string* whyNot);

@@ -160,7 +160,9 @@ Options Options::fromEnvironment() {
   Options options;
   options.disabled = env::getBool("XCCL_SHM_DISABLE");
   options.hostIdentity = env::getString("XCCL_SHM_HOST_ID");
-  options.cma = env::getBool("XCCL_SHM_CMA");
+  // Without a threshold no collective takes the single copy: no probe, and nobody widens who
+  // may read this process (PR_SET_PTRACER).
+  options.cma = env::getBool("XCCL_SHM_CMA") && !env::getString("XCCL_SHM_CMA_MIN_BYTES").empty();
   if (!env::getString("XCCL_SHM_SLOT_BYTES").empty()) {
     int64_t slot = env::getInt("XCCL_SHM_SLOT_BYTES");
     XCCL_CHECK_ARG(slot >= static_cast<int64_t>(kMinSlotBytes),
@@ -263,7 +265,7 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
   if (rank == 0 && !segment->cma_) {
     XCCL_INFO("shm",
               "single-copy path (process_vm_readv) off, large messages go through the slots: ",
-              segment->cmaWhyNot_, options.cma ? " (XCCL_SHM_CMA=0 turns the probe off)" : "");
+              segment->cmaWhyNot_, options.cma ? " (XCCL_SHM_CMA=0 skips the probe)" : "");
   }
   if (rank == 0) {
     XCCL_INFO("shm", "segment ", name, " for ", size, " ranks: ", size * 2, " slots of ", slotBytes,

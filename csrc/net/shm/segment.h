@@ -54,7 +54,8 @@ struct Options {
   std::string storePrefix = "shm";
   // Which host this rank is on; empty: topo::hostIdentity(). Tests set it to simulate hosts.
   std::string hostIdentity;
-  // This rank lets the group read each other's memory (cma.h) if all can; XCCL_SHM_CMA.
+  // This rank lets the group read each other's memory (cma.h) if all can. fromEnvironment():
+  // XCCL_SHM_CMA is not 0 and XCCL_SHM_CMA_MIN_BYTES is set (else no collective would use it).
   bool cma = true;
   // The pid this rank publishes for it; 0: getpid(). Tests give another to act out ranks in
   // different pid namespaces.
@@ -62,7 +63,7 @@ struct Options {
 
   // slotBytes from XCCL_SHM_SLOT_BYTES (unset: 0), poolBytes from XCCL_SHM_POOL_BYTES (unset:
   // kDefaultPoolBytes), disabled from XCCL_SHM_DISABLE,
-  // hostIdentity from XCCL_SHM_HOST_ID, cma from XCCL_SHM_CMA.
+  // hostIdentity from XCCL_SHM_HOST_ID, cma from XCCL_SHM_CMA and XCCL_SHM_CMA_MIN_BYTES.
   static Options fromEnvironment();
   // hostIdentity, else topo::hostIdentity().
   std::string identity() const;

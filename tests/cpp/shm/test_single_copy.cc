@@ -1,7 +1,7 @@
 // The single-copy path of the shm collectives (algo/shm_single_copy.cc): for float32, bfloat16
-// and int64 with SUM, MAX and AVG, 2 and 3 ranks, odd sizes of many chunks, every collective
-// gives exactly the bytes of the slot path (and the exact values where they are known), and the
-// traffic counter proves which path ran.
+// and int64 with SUM, MAX and AVG, 2 and 3 ranks, odd sizes of many chunks, all_reduce, reduce,
+// all_gather and broadcast give exactly the bytes of the slot path (and the exact values where they
+// are known), and the traffic counter proves which path ran.
 #include <cstring>
 #include <limits>
 #include <random>
@@ -29,7 +29,7 @@ constexpr size_t kCount = 70001;  // odd, several 128 KiB reduction chunks, many
 
 struct Outcome {
   std::vector<std::vector<uint8_t>> outputs;  // per rank
-  std::vector<uint64_t> cmaBytes;             // per rank
+  std::vector<uint64_t> cmaBytes;  // per rank
 };
 
 // Runs body(rank, calls) -> output on thread ranks, with the single copy from 0 bytes on or
@@ -146,25 +146,6 @@ TEST(ShmSingleCopy, AllReduceIsExact) {
       EXPECT_EQ(std::memcmp(run.outputs[r].data(), expected.data(), kCount * 8), 0) << r;
       // Phase A reads (n - 1)/n of a slice from each peer, phase B the peers' slices.
       EXPECT_GT(run.cmaBytes[r], 0u);
-    }
-  }
-}
-
-TEST(ShmSingleCopy, ReduceScatterEqualsTheSlotPath) {
-  SKIP_WITHOUT_CMA();
-  for (int size : {2, 3}) {
-    for (const Case& c : kCases) {
-      expectSameBothWays(
-          size,
-          [&](int rank, ShmCalls& calls) {
-            const size_t count = kCount / size;
-            std::vector<uint8_t> in = inputOf(c.type, count * size, rank, 4);
-            std::vector<uint8_t> out(count * elementSize(c.type));
-            algo::shm::reduceScatter(calls.next("reduce_scatter"), in.data(), out.data(), count,
-                                     c.type, c.op);
-            return out;
-          },
-          "reduce_scatter, " + nameOf(size, c));
     }
   }
 }
