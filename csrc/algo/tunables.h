@@ -79,9 +79,9 @@ constexpr size_t kShmTwoShotMinBytes = 2 * kMiB;
 // instead of copying through the slots (two, but overlapped on two cores). Default: never.
 // Measured with shm_cma_bench on the 2-vCPU AVX-512 VM, 2 ranks, single/slots time: on buffers
 // of 4 KiB pages (what torch allocates by default) the kernel's copy runs at ~4.4 GB/s against
-// a memcpy's ~9-14 GB/s (it pins every page of the peer's range), and the single copy was
-// slower at every size from 64 KiB to 64 MiB (all_reduce 1.0-1.5, all_gather 0.7-1.8,
-// broadcast 1.2-4.5, reduce 1.2-3.9); on transparent huge pages (torch's
+// a memcpy's ~8-14 GB/s (it pins every page of the peer's range), and over two runs the single
+// copy was nowhere 10% faster in both (64 KiB-64 MiB; all_reduce 0.88-3.0, all_gather
+// 0.73-2.3, broadcast 0.95-4.5, reduce 0.82-3.9); on transparent huge pages (torch's
 // THP_MEM_ALLOC_ENABLE=1) it ran at 9-10.5 GB/s and won from 4 MiB on (0.53-0.87) while losing
 // below 1 MiB (1.5-3.0, three synchronisations instead of one). XCCL_SHM_CMA_MIN_BYTES=4194304
 // is the setting for huge-page tensors; re-measure on other hosts with shm_cma_bench.
