@@ -209,3 +209,30 @@ TEST(ShmSingleCopy, TheThresholdChoosesThePath) {
 
 }  // namespace
 }  // namespace xccl
+
+namespace xccl {
+namespace {
+
+// The path is part of the call's signature: ranks with different thresholds fail with a
+// mismatch instead of reading each other's words as something else.
+TEST(ShmSingleCopy, RanksThatChoseDifferentPathsFailNamingTheMismatch) {
+  SKIP_WITHOUT_CMA();
+  std::vector<std::string> errors(2);
+  testing::runShmRanks(2, kSlot, [&](int rank, net::shm::Segment& segment) {
+    ShmCalls calls(segment, {}, nullptr, std::chrono::seconds(20));
+    calls.tunables().shmCmaMinBytes = rank == 0 ? 0 : SIZE_MAX;
+    std::vector<float> data(4096, 1.0f);
+    try {
+      algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(), DataType::kFloat32,
+                           ReduceOp::kSum);
+    } catch (const Error& e) {
+      errors[rank] = e.what();
+    }
+  });
+  for (const std::string& error : errors) {
+    EXPECT_NE(error.find("with different sizes"), std::string::npos) << error;
+  }
+}
+
+}  // namespace
+}  // namespace xccl
