@@ -207,12 +207,6 @@ TEST(ShmSingleCopy, TheThresholdChoosesThePath) {
   });
 }
 
-}  // namespace
-}  // namespace xccl
-
-namespace xccl {
-namespace {
-
 // The path is part of the call's signature: ranks with different thresholds fail with a
 // mismatch instead of reading each other's words as something else.
 TEST(ShmSingleCopy, RanksThatChoseDifferentPathsFailNamingTheMismatch) {
