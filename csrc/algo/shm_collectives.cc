@@ -102,20 +102,27 @@ void throwMismatch(const std::string& what, int rank, uint32_t step, uint64_t mi
 void allReduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op) {
   if (ctx.size() == 1 || count == 0) return;  // AVG over one rank divides by one
   const bool twoShot = usesTwoShot(ctx, Collective::kAllReduce, count * elementSize(type));
+  const bool single = detail::usesSingleCopy(ctx, count * elementSize(type));
   const detail::Signature signature{opSignature(CollectiveKind::kAllReduce, type, op),
-                                    detail::shapeOf({count, twoShot})};
+                                    detail::shapeOf({count, twoShot, single})};
   detail::run(ctx, signature, [&] {
-    reduceChunks(ctx, static_cast<uint8_t*>(data), count, type, op, -1, twoShot);
+    auto* p = static_cast<uint8_t*>(data);
+    if (single) return detail::reduceSingleCopy(ctx, p, count, type, op, -1);
+    reduceChunks(ctx, p, count, type, op, -1, twoShot);
   });
 }
 
 void reduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op, int root) {
   if (ctx.size() == 1 || count == 0) return;
   const bool twoShot = usesTwoShot(ctx, Collective::kReduce, count * elementSize(type));
+  const bool single = detail::usesSingleCopy(ctx, count * elementSize(type));
   const detail::Signature signature{opSignature(CollectiveKind::kReduce, type, op),
-                                    detail::shapeOf({count, twoShot, static_cast<uint64_t>(root)})};
+                                    detail::shapeOf(
+                                        {count, twoShot, static_cast<uint64_t>(root), single})};
   detail::run(ctx, signature, [&] {
-    reduceChunks(ctx, static_cast<uint8_t*>(data), count, type, op, root, twoShot);
+    auto* p = static_cast<uint8_t*>(data);
+    if (single) return detail::reduceSingleCopy(ctx, p, count, type, op, root);
+    reduceChunks(ctx, p, count, type, op, root, twoShot);
   });
 }
 
@@ -136,6 +143,8 @@ void reduceScatter(const Context& ctx, const void* input, void* output, size_t c
     return;
   }
   if (count == 0) return;
+  // No single-copy variant: the slots already carry each block once (copied in by its owner,
+  // reduced straight from the slot), and process_vm_readv's copy is no cheaper (docs/shm.md).
   const detail::Signature signature{opSignature(CollectiveKind::kReduceScatter, type, op),
                                     detail::shapeOf({count})};
   detail::run(ctx, signature, [&] {

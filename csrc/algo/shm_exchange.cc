@@ -32,9 +32,16 @@ void allGather(const Context& ctx, const void* input, void* output,
   }
   if (n == 1 || maxLength == 0) return;
   detail::Signature signature{opSignature(CollectiveKind::kAllGather), 0};
-  for (size_t length : bytesPerRank) signature.shape = detail::shapeOf({signature.shape, length});
+  size_t total = 0;
+  for (size_t length : bytesPerRank) {
+    signature.shape = detail::shapeOf({signature.shape, length});
+    total += length;
+  }
+  const bool single = detail::usesSingleCopy(ctx, total);
+  signature.shape = detail::shapeOf({signature.shape, single});
   // From here `in` is read again: if it aliased our part, the memmove left it unchanged.
   detail::run(ctx, signature, [&] {
+    if (single) return detail::allGatherSingleCopy(ctx, in, out, bytesPerRank);
     Steps steps(ctx);
     net::shm::Traffic& traffic = ctx.segment.traffic();
     const uint64_t myWord = detail::directWord(ctx.segment, in, bytesPerRank[me]);
@@ -79,9 +86,11 @@ void allGather(const Context& ctx, const void* input, void* output,
 void broadcast(const Context& ctx, void* data, size_t bytes, int root) {
   if (ctx.size() == 1 || bytes == 0) return;
   auto* p = static_cast<uint8_t*>(data);
+  const bool single = detail::usesSingleCopy(ctx, bytes);
   const detail::Signature signature{opSignature(CollectiveKind::kBroadcast),
-                                    detail::shapeOf({bytes, static_cast<uint64_t>(root)})};
+                                    detail::shapeOf({bytes, static_cast<uint64_t>(root), single})};
   detail::run(ctx, signature, [&] {
+    if (single) return detail::broadcastSingleCopy(ctx, p, bytes, root);
     Steps steps(ctx);
     steps.forEachWindow(bytes, [&](size_t base, size_t length) {
       if (ctx.rank() == root) {

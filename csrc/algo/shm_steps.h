@@ -16,6 +16,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "algo/shm_collectives.h"
 #include "common/types.h"
@@ -175,5 +176,14 @@ inline size_t elementsIn(size_t bytes, size_t elementBytes) {
   const size_t count = bytes / elementBytes;
   return count >= unit ? count / unit * unit : count;
 }
+
+// The single-copy path (shm_single_copy.cc): whether a call of `bytes` (the whole message) takes
+// it, and its bodies, run inside run() like the slot bodies. root < 0: all_reduce.
+bool usesSingleCopy(const Context& ctx, size_t bytes);
+void reduceSingleCopy(const Context& ctx, uint8_t* data, size_t count, DataType type, ReduceOp op,
+                      int root);
+void allGatherSingleCopy(const Context& ctx, const uint8_t* input, uint8_t* output,
+                         const std::vector<size_t>& bytesPerRank);
+void broadcastSingleCopy(const Context& ctx, uint8_t* data, size_t bytes, int root);
 
 }  // namespace xccl::algo::shm::detail

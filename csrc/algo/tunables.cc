@@ -17,6 +17,9 @@ Tunables Tunables::fromEnvironment() {
     XCCL_CHECK_ARG(bytes >= 0, "XCCL_SHM_TWO_SHOT_BYTES must not be negative, got ", bytes);
     t.shmTwoShotMinBytes = static_cast<size_t>(bytes);
   }
+  if (!env::getString("XCCL_SHM_CMA_MIN_BYTES").empty()) {
+    t.shmCmaMinBytes = static_cast<size_t>(env::getInt("XCCL_SHM_CMA_MIN_BYTES"));
+  }
   t.gpuForced = parseGpuForce(env::getString("XCCL_GPU_ALGO"));
   t.gpuWorkspaceBytes = static_cast<size_t>(env::getInt("XCCL_GPU_WORKSPACE_BYTES"));
   return t;

@@ -74,6 +74,19 @@ constexpr size_t kRingChunkBytes = 512 * kKiB;
 // (DeepSpeed's shm all-reduce switches at 1 MiB): re-measure there with shm_bench.
 constexpr size_t kShmTwoShotMinBytes = 2 * kMiB;
 
+// From this many bytes (the whole message; all_gather: its output) all_reduce, reduce,
+// all_gather and broadcast read peers' buffers with process_vm_readv (one copy, docs/shm.md)
+// instead of copying through the slots (two, but overlapped on two cores). Default: never.
+// Measured with shm_cma_bench on the 2-vCPU AVX-512 VM, 2 ranks, single/slots time: on buffers
+// of 4 KiB pages (what torch allocates by default) the kernel's copy runs at ~4.4 GB/s against
+// a memcpy's ~8-14 GB/s (it pins every page of the peer's range), and over two runs the single
+// copy was nowhere 10% faster in both (64 KiB-64 MiB; all_reduce 0.88-3.0, all_gather
+// 0.73-2.3, broadcast 0.95-4.5, reduce 0.82-3.9); on transparent huge pages (torch's
+// THP_MEM_ALLOC_ENABLE=1) it ran at 9-10.5 GB/s and won from 4 MiB on (0.53-0.87) while losing
+// below 1 MiB (1.5-3.0, three synchronisations instead of one). XCCL_SHM_CMA_MIN_BYTES=4194304
+// is the setting for huge-page tensors; re-measure on other hosts with shm_cma_bench.
+constexpr size_t kShmCmaMinBytes = SIZE_MAX;
+
 // ---- GPU ----
 
 // A collective's size limits on one fabric. all_reduce runs one-shot below oneShotBelow4 with
@@ -138,6 +151,9 @@ struct Tunables {
   // The two-shot threshold at 4 ranks, scaled for other world sizes by shmTwoShotThreshold()
   // (cpu_plan.h); XCCL_SHM_TWO_SHOT_BYTES. 0: always two-shot; SIZE_MAX: never.
   size_t shmTwoShotMinBytes = kShmTwoShotMinBytes;
+  // Messages from this many bytes use the single-copy path where the segment has it
+  // (Segment::cma()); XCCL_SHM_CMA_MIN_BYTES. SIZE_MAX (the default): never.
+  size_t shmCmaMinBytes = kShmCmaMinBytes;
 
   // ---- GPU (planGpu) ----
   FabricLimits nvswitch{kNvlinkOneShotBelow4, kNvlinkOneShotBelow8, kNvlinkKernelMaxBytes,

@@ -88,12 +88,15 @@ std::unordered_map<std::string, uint64_t> ProcessGroupXccl::memoryStats() {
   stats["pool_allocations"] = pool.allocations;
   stats["pool_full"] = pool.failures;
   // What all_gather and reduce_scatter moved over shared memory: bytes copied into this rank's
-  // slots, bytes read in place from pools, and calls whose input was in this rank's pool.
+  // slots, bytes read in place from pools, and calls whose input was in this rank's pool; and
+  // what the single-copy path read.
   net::shm::Traffic none;
   const net::shm::Traffic& traffic = segment_ ? segment_->traffic() : none;
   stats["shm_bytes_staged"] = traffic.staged.load();
   stats["shm_bytes_direct"] = traffic.direct.load();
   stats["shm_direct_calls"] = traffic.directCalls.load();
+  // Bytes read from peers' memory with process_vm_readv by any collective (docs/shm.md).
+  stats["shm_bytes_cma"] = traffic.cma.load();
   return stats;
 }
 

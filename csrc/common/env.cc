@@ -134,6 +134,16 @@ const std::vector<Variable> kVariables = {
             "Shared-memory all_reduce/reduce messages from this many bytes on use two-shot "
             "instead of one-shot, at 4 ranks (scaled for other world sizes, docs/shm.md); 0: "
             "always two-shot; default: the measured 2 MiB."),
+    // Per rank by design: net/shm/cma.cc votes, and one rank's 0 turns the single copy off for all.
+    boolean("XCCL_SHM_CMA", "1",
+            "0 on any rank: shared-memory collectives never read peers' memory with "
+            "process_vm_readv (single copy) and always copy through the slots."),
+    // Part of each collective's signature: ranks that disagree fail with a mismatch error.
+    integer("XCCL_SHM_CMA_MIN_BYTES", "", 0, kMaxBytes, 1, kGroupWide,
+            "Shared-memory all_reduce, reduce, all_gather and broadcast messages from this many "
+            "bytes on are read from peers' memory with process_vm_readv (one copy) where the "
+            "group allows it; default: never (slower on 4 KiB pages); 4194304 for tensors in "
+            "transparent huge pages (docs/shm.md)."),
     text("XCCL_TOPO_FILE",
          "Load the machine topology from this JSON file (docs/topology.md) instead of probing "
          "sysfs, NVML and KFD; for VMs that hide the real topology and for planning offline."),

@@ -38,7 +38,11 @@ struct alignas(128) RankFlag {
   // pool (offset + 1; 0: in its slots). Written in a step that writes the slot of that parity,
   // so the slot-reuse invariant protects it exactly as it protects the slot (docs/shm.md).
   std::atomic<uint64_t> direct[2];
+  // Per step parity: the address of this rank's buffer for peers' process_vm_readv (cma.h);
+  // written and protected like `direct`.
+  std::atomic<uint64_t> address[2];
 };
+static_assert(sizeof(RankFlag) == 128, "one flag line per rank");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "flags must work across processes");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "flags must work across processes");
 static_assert(sizeof(std::atomic<uint32_t>) == 4, "futex words are 32 bits");

@@ -80,6 +80,8 @@ struct Traffic {
   std::atomic<uint64_t> staged{0};
   std::atomic<uint64_t> direct{0};
   std::atomic<uint64_t> directCalls{0};
+  // Bytes this rank read from peers' memory with process_vm_readv (cma.h), all collectives.
+  std::atomic<uint64_t> cma{0};
 };
 
 }  // namespace xccl::net::shm

@@ -160,6 +160,9 @@ Options Options::fromEnvironment() {
   Options options;
   options.disabled = env::getBool("XCCL_SHM_DISABLE");
   options.hostIdentity = env::getString("XCCL_SHM_HOST_ID");
+  // Without a threshold no collective takes the single copy: no probe, and nobody widens who
+  // may read this process (PR_SET_PTRACER).
+  options.cma = env::getBool("XCCL_SHM_CMA") && !env::getString("XCCL_SHM_CMA_MIN_BYTES").empty();
   if (!env::getString("XCCL_SHM_SLOT_BYTES").empty()) {
     int64_t slot = env::getInt("XCCL_SHM_SLOT_BYTES");
     XCCL_CHECK_ARG(slot >= static_cast<int64_t>(kMinSlotBytes),
@@ -256,6 +259,14 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
     *whyUnavailable = why;
     return nullptr;
   }
+  // 4. Whether the ranks can read each other's memory (process_vm_readv): all pairs, or nobody.
+  segment->cma_ = CmaPeers::probe(bootstrap, options.cma,
+                                  options.cmaPid ? options.cmaPid : getpid(), &segment->cmaWhyNot_);
+  if (rank == 0 && !segment->cma_) {
+    XCCL_INFO("shm",
+              "single-copy path (process_vm_readv) off, large messages go through the slots: ",
+              segment->cmaWhyNot_, options.cma ? " (XCCL_SHM_CMA=0 skips the probe)" : "");
+  }
   if (rank == 0) {
     XCCL_INFO("shm", "segment ", name, " for ", size, " ranks: ", size * 2, " slots of ", slotBytes,
               " bytes (", mib(segment->totalBytes()), "), pools of ", mib(poolBytes),
@@ -296,6 +307,16 @@ void Segment::map(int fd) {
   // A separate mapping, owned with shared_ptr: tensors from the pool may outlive this segment.
   if (poolBytes_ > 0)
     pool_ = std::make_shared<Pool>(fd, layout.poolsOffset, poolBytes_, size_, rank_);
+}
+
+// The same ordering argument as setDirect (flags.cc): the step's publish releases the word and
+// the slot-reuse invariant keeps it until every reader is past the step.
+void Segment::setAddress(uint32_t step, uint64_t address) {
+  flags_[rank_].address[step & 1].store(address, std::memory_order_relaxed);
+}
+
+uint64_t Segment::addressOf(int rank, uint32_t step) const {
+  return flags_[rank].address[step & 1].load(std::memory_order_relaxed);
 }
 
 uint8_t* Segment::slot(int rank, uint32_t step) const {

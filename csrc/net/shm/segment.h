@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "net/shm/cma.h"
 #include "net/shm/pool.h"
 #include "net/store.h"
 #include "net/transport.h"
@@ -53,10 +54,16 @@ struct Options {
   std::string storePrefix = "shm";
   // Which host this rank is on; empty: topo::hostIdentity(). Tests set it to simulate hosts.
   std::string hostIdentity;
+  // This rank lets the group read each other's memory (cma.h) if all can. fromEnvironment():
+  // XCCL_SHM_CMA is not 0 and XCCL_SHM_CMA_MIN_BYTES is set (else no collective would use it).
+  bool cma = true;
+  // The pid this rank publishes for it; 0: getpid(). Tests give another to act out ranks in
+  // different pid namespaces.
+  pid_t cmaPid = 0;
 
   // slotBytes from XCCL_SHM_SLOT_BYTES (unset: 0), poolBytes from XCCL_SHM_POOL_BYTES (unset:
   // kDefaultPoolBytes), disabled from XCCL_SHM_DISABLE,
-  // hostIdentity from XCCL_SHM_HOST_ID.
+  // hostIdentity from XCCL_SHM_HOST_ID, cma from XCCL_SHM_CMA and XCCL_SHM_CMA_MIN_BYTES.
   static Options fromEnvironment();
   // hostIdentity, else topo::hostIdentity().
   std::string identity() const;
@@ -136,6 +143,15 @@ class Segment {
   // the step and before the writer can reach step + 2 (the slot-reuse invariant).
   void setDirect(uint32_t step, uint64_t word);
   uint64_t directOf(int rank, uint32_t step) const;
+  // Where this rank's buffer of the current collective lies in its address space, for peers that
+  // read it with process_vm_readv (cma()); 0: nowhere. Stored, loaded and protected exactly like
+  // the direct word of the same step.
+  void setAddress(uint32_t step, uint64_t address);
+  uint64_t addressOf(int rank, uint32_t step) const;
+  // The peers' pids when every pair of ranks can read each other's memory; null otherwise (the
+  // reason: cmaUnavailable()).
+  const CmaPeers* cma() const { return cma_.get(); }
+  const std::string& cmaUnavailable() const { return cmaWhyNot_; }
   // Counts the collectives run on this segment (the same sequence on every rank).
   uint64_t nextCollective() { return ++collective_; }
   // The last step nextStep() handed out: a collective that begins now starts at step() + 1.
@@ -169,6 +185,8 @@ class Segment {
   std::string broken_;
   std::shared_ptr<Pool> pool_;
   Traffic traffic_;
+  std::unique_ptr<CmaPeers> cma_;
+  std::string cmaWhyNot_;
 };
 
 }  // namespace xccl::net::shm

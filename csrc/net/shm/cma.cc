@@ -1,0 +1,225 @@
+#include "net/shm/cma.h"
+
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <fstream>
+#include <mutex>
+#include <random>
+
+#include "common/error.h"
+
+namespace xccl::net::shm {
+namespace {
+
+constexpr pid_t kPidMaxLimit = 4194304;  // PID_MAX_LIMIT on 64-bit kernels
+constexpr size_t kBatch = IOV_MAX;
+
+std::string errnoName(int err) { return detail::concat(errnoText(err), " (errno ", err, ")"); }
+
+// Digits only, at most 20 of them, no overflow; false otherwise.
+bool parseU64(const std::string& text, uint64_t* value) {
+  if (text.empty() || text.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, c - '0', &v)) return false;
+  }
+  *value = v;
+  return true;
+}
+
+// /proc/sys/kernel/yama/ptrace_scope: -1 without Yama (only uid and dumpability matter).
+int yamaScope() {
+  std::ifstream file("/proc/sys/kernel/yama/ptrace_scope");
+  int scope = -1;
+  if (!(file >> scope)) return -1;
+  return scope;
+}
+
+// Lets this process's peers read it. Under Yama's scope 1 only a declared ptracer (and its
+// descendants) may: the common parent when every rank has it (torchrun's ranks are siblings; a
+// process that is not their descendant still cannot read), else anyone of our uid. The setting
+// is per process and a later group must not narrow what an earlier group relies on, so once
+// PR_SET_PTRACER_ANY was chosen it stays. Returns "" or why not.
+std::string allowPeers(bool sameParent) {
+  const int scope = yamaScope();
+  if (scope <= 0) return "";
+  if (scope >= 2) {
+    return detail::concat("/proc/sys/kernel/yama/ptrace_scope is ", scope,
+                          " (only 0 or 1 let processes read each other)");
+  }
+  static std::mutex mutex;
+  static bool anyone = false;
+  const std::lock_guard<std::mutex> lock(mutex);
+  anyone |= !sameParent;
+  const unsigned long tracer = anyone ? PR_SET_PTRACER_ANY : static_cast<unsigned long>(getppid());
+  if (::prctl(PR_SET_PTRACER, tracer, 0, 0, 0) != 0) {
+    return detail::concat("prctl(PR_SET_PTRACER) failed under ptrace_scope 1: ", errnoName(errno));
+  }
+  return "";
+}
+
+struct Record {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  uint64_t address = 0;
+  uint64_t cookie = 0;
+};
+
+// "+<pid> <ppid> <address> <cookie>", all decimal; false when anything is off.
+bool parseRecord(const std::string& text, Record* record) {
+  if (text.empty() || text[0] != '+') return false;
+  std::vector<std::string> fields;
+  size_t begin = 1;
+  for (;;) {
+    const size_t space = text.find(' ', begin);
+    fields.push_back(text.substr(begin, space - begin));
+    if (space == std::string::npos || fields.size() > 4) break;
+    begin = space + 1;
+  }
+  uint64_t ppid = 0;
+  if (fields.size() != 4 || !parseU64(fields[1], &ppid) || ppid > kPidMaxLimit ||
+      !parseU64(fields[2], &record->address) || !parseU64(fields[3], &record->cookie)) {
+    return false;
+  }
+  record->pid = parsePid(fields[0]);
+  record->ppid = static_cast<pid_t>(ppid);
+  return record->pid != 0 && record->address != 0;
+}
+
+}  // namespace
+
+pid_t parsePid(const std::string& text) {
+  uint64_t value = 0;
+  if (!parseU64(text, &value) || value == 0 || value > kPidMaxLimit) return 0;
+  return static_cast<pid_t>(value);
+}
+
+int cmaTryRead(pid_t pid, const CmaPiece* pieces, size_t count, size_t* failedPiece) {
+  iovec local[kBatch], remote[kBatch];
+  size_t piece = 0, done = 0;  // the first piece not fully read, and its bytes already read
+  while (piece < count) {
+    size_t batch = 0;
+    for (size_t i = piece; i < count && batch < kBatch; ++i) {
+      const size_t skip = i == piece ? done : 0;
+      uint64_t end;
+      if (__builtin_add_overflow(pieces[i].remote, pieces[i].length, &end)) {
+        *failedPiece = i;
+        return EFAULT;  // a peer's range that wraps is never passed on
+      }
+      if (pieces[i].length == skip) continue;
+      local[batch] = {static_cast<uint8_t*>(pieces[i].local) + skip, pieces[i].length - skip};
+      remote[batch] = {reinterpret_cast<void*>(pieces[i].remote + skip), pieces[i].length - skip};
+      ++batch;
+    }
+    if (batch == 0) return 0;
+    const ssize_t got = ::process_vm_readv(pid, local, batch, remote, batch, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      *failedPiece = piece;
+      return got < 0 ? errno : EFAULT;
+    }
+    // The kernel fills the local iovecs in order; skip what it completed.
+    size_t left = static_cast<size_t>(got);
+    while (left > 0) {
+      const size_t rest = pieces[piece].length - done;
+      if (left < rest) {
+        done += left;
+        break;
+      }
+      left -= rest;
+      ++piece;
+      done = 0;
+    }
+    while (piece < count && pieces[piece].length == done) {
+      ++piece;
+      done = 0;
+    }
+  }
+  return 0;
+}
+
+void cmaRead(const std::string& what, pid_t pid, int rank, const CmaPiece* pieces, size_t count) {
+  size_t failed = 0;
+  const int err = cmaTryRead(pid, pieces, count, &failed);
+  if (err == 0) return;
+  const CmaPiece& p = pieces[failed];
+  const std::string range = detail::concat(p.length, " bytes at [0x", std::hex, p.remote, ", 0x",
+                                           p.remote + p.length, ")");
+  if (err == ESRCH) {
+    XCCL_THROW(ErrorKind::kPeerFailure, what, ": rank ", rank, " failed: its process (pid ", pid,
+               ") is gone (process_vm_readv of ", range, ": ", errnoName(err), ")");
+  }
+  XCCL_THROW(ErrorKind::kPeerFailure, what, ": reading ", range, " of rank ", rank, " (pid ", pid,
+             ") with process_vm_readv failed: ", errnoName(err),
+             err == EFAULT ? " (an address that rank does not map)" : "");
+}
+
+void CmaPeers::read(const std::string& what, int rank, uint64_t remote, void* local,
+                    size_t length) const {
+  const CmaPiece piece{remote, local, length};
+  cmaRead(what, pids_[rank], rank, &piece, 1);
+}
+
+std::unique_ptr<CmaPeers> CmaPeers::probe(const Bootstrap& bootstrap, bool enabled, pid_t pid,
+                                          std::string* whyNot) {
+  const int n = bootstrap.size(), me = bootstrap.rank();
+  std::unique_ptr<CmaPeers> peers(new CmaPeers());
+  peers->cookie_ = (static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}()) |
+                   1;  // never 0, so a zero-filled page cannot match
+  const std::string mine =
+      enabled ? detail::concat("+", pid, " ", getppid(), " ",
+                               reinterpret_cast<uintptr_t>(&peers->cookie_), " ", peers->cookie_)
+              : "-";
+  // 1. Every rank sees every record, so every decision up to the agreements below is the same.
+  const std::vector<std::string> records = bootstrap.allGather("cma", mine);
+  std::vector<Record> parsed(n);
+  bool sameParent = true;
+  for (int r = 0; r < n; ++r) {
+    if (records[r] == "-") {
+      *whyNot =
+          detail::concat("off on rank ", r, " (XCCL_SHM_CMA=0 or XCCL_SHM_CMA_MIN_BYTES unset)");
+      return nullptr;
+    }
+    if (!parseRecord(records[r], &parsed[r])) {
+      *whyNot = detail::concat("rank ", r, " published a malformed process record");
+      return nullptr;
+    }
+    sameParent &= parsed[r].ppid == parsed[0].ppid;
+    peers->pids_.push_back(parsed[r].pid);
+  }
+  // 2. Everyone allows its peers before anyone reads.
+  Agreement allowed = bootstrap.agree("cma-allowed", allowPeers(sameParent));
+  if (!allowed.ok()) {
+    *whyNot = allowed.first();
+    return nullptr;
+  }
+  // 3. Every rank reads every peer's cookie; the cookie lives until the agreement is over.
+  std::string failure;
+  for (int r = 0; r < n && failure.empty(); ++r) {
+    if (r == me) continue;
+    uint64_t cookie = 0;
+    size_t failed = 0;
+    const CmaPiece piece{parsed[r].address, &cookie, sizeof(cookie)};
+    const int err = cmaTryRead(parsed[r].pid, &piece, 1, &failed);
+    if (err != 0 || cookie != parsed[r].cookie) {
+      const int scope = yamaScope();
+      failure = detail::concat("cannot read rank ", r, " (pid ", parsed[r].pid, "): ",
+                               err != 0 ? errnoName(err)
+                                        : "another process's memory (a different pid namespace?)",
+                               scope >= 0 ? detail::concat(", yama ptrace_scope ", scope) : "");
+    }
+  }
+  Agreement read = bootstrap.agree("cma-read", failure);
+  if (!read.ok()) {
+    *whyNot = read.first();
+    return nullptr;
+  }
+  return peers;
+}
+
+}  // namespace xccl::net::shm

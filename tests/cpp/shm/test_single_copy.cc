@@ -1,0 +1,232 @@
+// The single-copy path of the shm collectives (algo/shm_single_copy.cc): for float32, bfloat16
+// and int64 with SUM, MAX and AVG, 2 and 3 ranks, odd sizes of many chunks, all_reduce, reduce,
+// all_gather and broadcast give exactly the bytes of the slot path (and the exact values where they
+// are known), and the traffic counter proves which path ran.
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "shm_testing.h"
+
+namespace xccl {
+namespace {
+
+using testing::ShmCalls;
+
+constexpr size_t kSlot = 64 << 10;
+
+// Skips where the kernel or a seccomp filter forbids process_vm_readv even on oneself (thread
+// ranks read their own process).
+#define SKIP_WITHOUT_CMA()                                                        \
+  do {                                                                            \
+    uint64_t word = 1, into = 0;                                                  \
+    size_t failed = 0;                                                            \
+    const net::shm::CmaPiece piece{reinterpret_cast<uintptr_t>(&word), &into, 8}; \
+    const int err = net::shm::cmaTryRead(::getpid(), &piece, 1, &failed);         \
+    if (err != 0) GTEST_SKIP() << "process_vm_readv: " << errnoText(err);         \
+  } while (0)
+constexpr size_t kCount = 70001;  // odd, several 128 KiB reduction chunks, many slots
+
+struct Outcome {
+  std::vector<std::vector<uint8_t>> outputs;  // per rank
+  std::vector<uint64_t> cmaBytes;  // per rank
+};
+
+// Runs body(rank, calls) -> output on thread ranks, with the single copy from 0 bytes on or
+// never.
+Outcome runWith(int size, bool single,
+                const std::function<std::vector<uint8_t>(int, ShmCalls&)>& body) {
+  Outcome run{std::vector<std::vector<uint8_t>>(size), std::vector<uint64_t>(size)};
+  testing::runShmRanks(size, kSlot, [&](int rank, net::shm::Segment& segment) {
+    if (single && segment.cma() == nullptr) {
+      XCCL_THROW(ErrorKind::kInternal, "no single copy: ", segment.cmaUnavailable());
+    }
+    ShmCalls calls(segment);
+    calls.tunables().shmCmaMinBytes = single ? 0 : std::numeric_limits<size_t>::max();
+    run.outputs[rank] = body(rank, calls);
+    run.cmaBytes[rank] = segment.traffic().cma.load();
+  });
+  return run;
+}
+
+// Rank r's input of `count` elements: random finite values, different per rank and salt.
+std::vector<uint8_t> inputOf(DataType type, size_t count, int rank, int salt) {
+  std::mt19937_64 random(rank * 7919 + salt);
+  std::vector<uint8_t> bytes(count * elementSize(type));
+  for (size_t i = 0; i < count; ++i) {
+    if (type == DataType::kInt64) {
+      const int64_t v = static_cast<int64_t>(random() % 2000000001) - 1000000000;
+      std::memcpy(bytes.data() + i * 8, &v, 8);
+      continue;
+    }
+    const float f = std::uniform_real_distribution<float>(-100, 100)(random);
+    if (type == DataType::kFloat32) {
+      std::memcpy(bytes.data() + i * 4, &f, 4);
+    } else {  // bfloat16: the float's upper half, a finite bf16
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      const uint16_t half = bits >> 16;
+      std::memcpy(bytes.data() + i * 2, &half, 2);
+    }
+  }
+  return bytes;
+}
+
+// Runs `body` both ways and checks that the outputs are equal byte for byte, that the single
+// copy read `expectCma` bytes on some rank and the slot path none.
+void expectSameBothWays(int size, const std::function<std::vector<uint8_t>(int, ShmCalls&)>& body,
+                        const std::string& what) {
+  const Outcome slots = runWith(size, false, body);
+  const Outcome single = runWith(size, true, body);
+  uint64_t read = 0;
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(slots.cmaBytes[r], 0u) << what;
+    read += single.cmaBytes[r];
+    ASSERT_EQ(single.outputs[r].size(), slots.outputs[r].size()) << what << " rank " << r;
+    EXPECT_TRUE(single.outputs[r] == slots.outputs[r]) << what << ": rank " << r << " differs";
+  }
+  EXPECT_GT(read, 0u) << what << ": the single-copy path was not taken";
+}
+
+struct Case {
+  DataType type;
+  ReduceOp op;
+};
+const Case kCases[] = {
+    {DataType::kFloat32, ReduceOp::kSum},  {DataType::kFloat32, ReduceOp::kMax},
+    {DataType::kFloat32, ReduceOp::kAvg},  {DataType::kBFloat16, ReduceOp::kSum},
+    {DataType::kBFloat16, ReduceOp::kMax}, {DataType::kBFloat16, ReduceOp::kAvg},
+    {DataType::kInt64, ReduceOp::kSum},    {DataType::kInt64, ReduceOp::kMax},
+    {DataType::kInt64, ReduceOp::kAvg},
+};
+
+std::string nameOf(int size, const Case& c) {
+  return std::to_string(size) + " ranks, type " + std::to_string(static_cast<int>(c.type)) +
+         ", op " + std::to_string(static_cast<int>(c.op));
+}
+
+TEST(ShmSingleCopy, AllReduceAndReduceEqualTheSlotPath) {
+  SKIP_WITHOUT_CMA();
+  for (int size : {2, 3}) {
+    for (const Case& c : kCases) {
+      expectSameBothWays(
+          size,
+          [&](int rank, ShmCalls& calls) {
+            std::vector<uint8_t> data = inputOf(c.type, kCount, rank, 1);
+            algo::shm::allReduce(calls.next("allreduce"), data.data(), kCount, c.type, c.op);
+            std::vector<uint8_t> rooted = inputOf(c.type, kCount, rank, 2);
+            algo::shm::reduce(calls.next("reduce"), rooted.data(), kCount, c.type, c.op, 1);
+            if (rank == 1) data.insert(data.end(), rooted.begin(), rooted.end());
+            return data;
+          },
+          "all_reduce/reduce, " + nameOf(size, c));
+    }
+  }
+}
+
+TEST(ShmSingleCopy, AllReduceIsExact) {
+  SKIP_WITHOUT_CMA();
+  for (int size : {2, 3}) {
+    const Outcome run = runWith(size, true, [&](int rank, ShmCalls& calls) {
+      std::vector<uint8_t> data = inputOf(DataType::kInt64, kCount, rank, 3);
+      algo::shm::allReduce(calls.next("allreduce"), data.data(), kCount, DataType::kInt64,
+                           ReduceOp::kSum);
+      return data;
+    });
+    std::vector<int64_t> expected(kCount, 0);
+    for (int r = 0; r < size; ++r) {
+      const std::vector<uint8_t> in = inputOf(DataType::kInt64, kCount, r, 3);
+      for (size_t i = 0; i < kCount; ++i) {
+        int64_t v;
+        std::memcpy(&v, in.data() + i * 8, 8);
+        expected[i] += v;
+      }
+    }
+    for (int r = 0; r < size; ++r) {
+      EXPECT_EQ(std::memcmp(run.outputs[r].data(), expected.data(), kCount * 8), 0) << r;
+      // Phase A reads (n - 1)/n of a slice from each peer, phase B the peers' slices.
+      EXPECT_GT(run.cmaBytes[r], 0u);
+    }
+  }
+}
+
+// Uneven parts, in place (the input is this rank's part of the output) and not; then a
+// broadcast from the last rank. Both are exact: compared with the inputs themselves.
+TEST(ShmSingleCopy, AllGatherAndBroadcastAreExact) {
+  SKIP_WITHOUT_CMA();
+  for (int size : {2, 3}) {
+    for (bool inPlace : {false, true}) {
+      std::vector<size_t> parts(size);
+      for (int r = 0; r < size; ++r) parts[r] = 300001 + 4099 * r;
+      std::vector<uint8_t> expected;
+      for (int r = 0; r < size; ++r) {
+        const std::vector<uint8_t> in = inputOf(DataType::kBFloat16, parts[r] / 2 + 1, r, 5);
+        expected.insert(expected.end(), in.begin(), in.begin() + parts[r]);
+      }
+      const std::vector<uint8_t> root = inputOf(DataType::kFloat32, kCount, size - 1, 6);
+      expected.insert(expected.end(), root.begin(), root.end());
+      expectSameBothWays(
+          size,
+          [&](int rank, ShmCalls& calls) {
+            std::vector<uint8_t> in = inputOf(DataType::kBFloat16, parts[rank] / 2 + 1, rank, 5);
+            in.resize(parts[rank]);
+            std::vector<uint8_t> out(expected.size() - root.size());
+            size_t at = 0;
+            for (int r = 0; r < rank; ++r) at += parts[r];
+            if (inPlace) std::memcpy(out.data() + at, in.data(), in.size());
+            algo::shm::allGather(calls.next("allgather"), inPlace ? out.data() + at : in.data(),
+                                 out.data(), parts);
+            std::vector<uint8_t> data = rank == size - 1 ? root : std::vector<uint8_t>(root.size());
+            algo::shm::broadcast(calls.next("broadcast"), data.data(), data.size(), size - 1);
+            out.insert(out.end(), data.begin(), data.end());
+            EXPECT_TRUE(out == expected) << "rank " << rank << " in place " << inPlace;
+            return out;
+          },
+          "all_gather/broadcast, " + std::to_string(size) + " ranks");
+    }
+  }
+}
+
+// Below the threshold the slots carry the message; from it on the single copy does.
+TEST(ShmSingleCopy, TheThresholdChoosesThePath) {
+  SKIP_WITHOUT_CMA();
+  testing::runShmRanks(2, kSlot, [&](int rank, net::shm::Segment& segment) {
+    ASSERT_NE(segment.cma(), nullptr) << segment.cmaUnavailable();
+    ShmCalls calls(segment);
+    calls.tunables().shmCmaMinBytes = 4096;
+    std::vector<float> data(1023, 1.0f + rank);
+    algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(), DataType::kFloat32,
+                         ReduceOp::kSum);
+    EXPECT_EQ(segment.traffic().cma.load(), 0u);
+    data.assign(1024, 1.0f + rank);
+    algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(), DataType::kFloat32,
+                         ReduceOp::kSum);
+    // Over 2 ranks: the peer's half of this rank's slice, then the peer's reduced slice.
+    EXPECT_EQ(segment.traffic().cma.load(), 2048u + 2048u);
+    EXPECT_EQ(data, std::vector<float>(1024, 3.0f));
+  });
+}
+
+// The path is part of the call's signature: ranks with different thresholds fail with a
+// mismatch instead of reading each other's words as something else.
+TEST(ShmSingleCopy, RanksThatChoseDifferentPathsFailNamingTheMismatch) {
+  SKIP_WITHOUT_CMA();
+  std::vector<std::string> errors(2);
+  testing::runShmRanks(2, kSlot, [&](int rank, net::shm::Segment& segment) {
+    ShmCalls calls(segment, {}, nullptr, std::chrono::seconds(20));
+    calls.tunables().shmCmaMinBytes = rank == 0 ? 0 : SIZE_MAX;
+    std::vector<float> data(4096, 1.0f);
+    try {
+      algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(), DataType::kFloat32,
+                           ReduceOp::kSum);
+    } catch (const Error& e) {
+      errors[rank] = e.what();
+    }
+  });
+  for (const std::string& error : errors) {
+    EXPECT_NE(error.find("with different sizes"), std::string::npos) << error;
+  }
+}
+
+}  // namespace
+}  // namespace xccl
