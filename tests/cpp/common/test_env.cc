@@ -262,14 +262,16 @@ TEST(EnvReads, GroupWideSettingsAreCanonical) {
                        {"XCCL_ALGO", ""},
                        {"XCCL_RING_CHUNK_BYTES", ""},
                        {"XCCL_SMALL_MSG_BYTES", ""},
-                       {"XCCL_SHM_TWO_SHOT_BYTES", ""}})) {
+                       {"XCCL_SHM_TWO_SHOT_BYTES", ""},
+                       {"XCCL_SHM_CMA_MIN_BYTES", ""}})) {
     return;
   }
   std::string settings;
   for (const auto& [name, value] : groupWideSettings()) settings += name + "=" + value + ";";
   EXPECT_EQ(settings,
             "XCCL_NET=auto;XCCL_NET_STREAMS=2;XCCL_ALGO=auto;XCCL_RING_CHUNK_BYTES=524288;"
-            "XCCL_SMALL_MSG_BYTES=65536;XCCL_SHM_TWO_SHOT_BYTES=;XCCL_GPU_ALGO=nccl;"
+            "XCCL_SMALL_MSG_BYTES=65536;XCCL_SHM_TWO_SHOT_BYTES=;XCCL_SHM_CMA_MIN_BYTES=;"
+            "XCCL_GPU_ALGO=nccl;"
             "XCCL_GPU_WORKSPACE_BYTES=65536;");
 }
 
