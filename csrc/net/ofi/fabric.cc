@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <string>
 
+#include "common/env.h"
 #include "common/logging.h"
 #include "net/ofi/wire.h"
 #include "net/tcp/socket.h"
@@ -116,12 +118,24 @@ InfoList& InfoList::operator=(InfoList&& other) noexcept {
 // otherwise) in segments that each wait for the sender's progress thread, which put 32 KiB
 // all_to_all messages at 0.3-0.5x of the TCP engine. A header slot's worth (kHeaderSlotBytes)
 // goes as one message instead; over tcp the receiver takes it straight into the posted slot.
+// Only where rxm can run over tcp alone: XCCL_OFI_PROVIDER names tcp, or it is unset and the
+// host has no RDMA device (over verbs rxm wants the eager limit equal to its buffer size).
 // rxm reads the variable when libfabric loads its providers, at the first fi_getinfo, so this
 // runs before any; a value the user set is kept.
 void tuneProvidersOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
-    ::setenv("FI_OFI_RXM_EAGER_LIMIT", std::to_string(kHeaderSlotBytes).c_str(), /*overwrite=*/0);
+    const std::string wanted = env::getString("XCCL_OFI_PROVIDER");
+    bool overTcp = wanted.rfind("tcp", 0) == 0;
+    if (wanted.empty()) {
+      std::error_code ignored;
+      const std::filesystem::path devices("/sys/class/infiniband");
+      overTcp =
+          !std::filesystem::exists(devices, ignored) || std::filesystem::is_empty(devices, ignored);
+    }
+    if (overTcp) {
+      ::setenv("FI_OFI_RXM_EAGER_LIMIT", std::to_string(kHeaderSlotBytes).c_str(), 0);
+    }
   });
 }
 
