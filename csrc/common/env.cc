@@ -157,6 +157,9 @@ const std::vector<Variable> kVariables = {
     integer("XCCL_OFI_MR_CACHE_BYTES", "1073741824", 0, kMaxBytes, 1, kPerRank,
             "Bound of the ofi engine's memory registration cache in bytes (LRU eviction); 0 "
             "registers every operation's buffer afresh."),
+    boolean("XCCL_OFI_TRACE", "0",
+            "1: the ofi engine times every message (posts, completions, progress wake-ups, "
+            "hand-offs to callers, context switches) and logs a summary when it closes."),
     // common/wait_slice.h: how long a waiting thread asks the scheduler to run at most.
     integer("XCCL_WAIT_SLICE_US", "100", 0, 100000, 1, kPerRank,
             "Scheduler slice in microseconds that xccl's threads, and a caller's thread while it "

@@ -7,15 +7,23 @@
 #include <rdma/fi_errno.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <string>
 
+#include "common/env.h"
 #include "common/logging.h"
+#include "net/ofi/wire.h"
 #include "net/tcp/socket.h"
 
 namespace xccl::net::ofi {
 namespace {
 
 constexpr uint32_t kApiVersion = FI_VERSION(1, 9);  // fi_context2 and FI_MR_* mode bits
+// A header with up to 16 KiB - 64 bytes of inline payload (ofi_rxm's buffer size, its most).
+constexpr size_t kInjectBytes = 16384;
 
 // What every transport endpoint needs. The MR modes listed are those this transport honours
 // (memory.cc): a provider asking for others is not offered.
@@ -106,16 +114,47 @@ InfoList& InfoList::operator=(InfoList&& other) noexcept {
   return *this;
 }
 
+// ofi_rxm sends messages above its eager limit (16 KiB unless FI_OFI_RXM_EAGER_LIMIT says
+// otherwise) in segments that each wait for the sender's progress thread, which put 32 KiB
+// all_to_all messages at 0.3-0.5x of the TCP engine. A header slot's worth (kHeaderSlotBytes)
+// goes as one message instead; over tcp the receiver takes it straight into the posted slot.
+// Only where rxm can run over tcp alone: XCCL_OFI_PROVIDER names tcp, or it is unset and the
+// host has no RDMA device (over verbs rxm wants the eager limit equal to its buffer size).
+// rxm reads the variable when libfabric loads its providers, at the first fi_getinfo, so this
+// runs before any; a value the user set is kept.
+void tuneProvidersOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string wanted = env::getString("XCCL_OFI_PROVIDER");
+    bool overTcp = wanted.rfind("tcp", 0) == 0;
+    if (wanted.empty()) {
+      std::error_code ignored;
+      const std::filesystem::path devices("/sys/class/infiniband");
+      overTcp =
+          !std::filesystem::exists(devices, ignored) || std::filesystem::is_empty(devices, ignored);
+    }
+    if (overTcp) {
+      ::setenv("FI_OFI_RXM_EAGER_LIMIT", std::to_string(kHeaderSlotBytes).c_str(), 0);
+    }
+  });
+}
+
 InfoList query(const std::string& provider) {
+  tuneProvidersOnce();
   // With directed receives where the provider has them (payload receives then accept only their
   // sender), else without: a provider lacking them still works, matching payloads on tags alone.
+  // Asked for kInjectBytes of inject size first, where the provider can (ofi_rxm offers 64 bytes
+  // unless asked, up to its 16 KiB buffers): small sends then need no completion (transport.h).
   for (const uint64_t extra : {uint64_t{FI_DIRECTED_RECV}, uint64_t{0}}) {
-    fi_info* hints = makeHints(provider);
-    hints->caps |= extra;
-    fi_info* found = nullptr;
-    int ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found);
-    fi_freeinfo(hints);
-    if (ret == 0 && found != nullptr) return InfoList(found);
+    for (const size_t inject : {kInjectBytes, size_t{0}}) {
+      fi_info* hints = makeHints(provider);
+      hints->caps |= extra;
+      hints->tx_attr->inject_size = inject;
+      fi_info* found = nullptr;
+      int ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found);
+      fi_freeinfo(hints);
+      if (ret == 0 && found != nullptr) return InfoList(found);
+    }
   }
   return InfoList();
 }

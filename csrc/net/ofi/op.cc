@@ -11,15 +11,25 @@
 #include "net/ofi/memory.h"
 #include "net/ofi/op.h"
 #include "net/ofi/transport.h"
+#include "net/ofi/wire.h"
 
 namespace xccl::net::ofi {
 namespace {
 
 constexpr auto kCloseDrainTime = std::chrono::milliseconds(200);
 
+// The transport whose progress thread runs on this thread, if any (set by onProgressThread).
+thread_local const OfiTransport* progressOwner = nullptr;
+
 }  // namespace
 
+void OfiTransport::onProgressThread() { progressOwner = this; }
+
 void OfiTransport::post(Op* op) {
+  // Posts the progress thread defers again need no signal: it retries them after its next
+  // completion or kDeferredWaitMs. Signalling from there made it spin while the provider said
+  // EAGAIN (connecting to a peer: thousands of empty wake-ups in ten milliseconds).
+  const bool signal = progressOwner != this;
   {
     std::lock_guard<std::mutex> guard(opsMutex_);
     live_.insert(op);
@@ -27,15 +37,22 @@ void OfiTransport::post(Op* op) {
       // Queued behind the deferred posts, so a peer's headers leave in the order they were
       // numbered (the receiver holds those ahead of their turn, up to a cap).
       deferred_.push_back(op);
-      fi_cq_signal(fabric_->cq());
+      if (signal) fi_cq_signal(fabric_->cq());
       return;
     }
   }
+  // Traced, the start is stored before the post: once posted, the op may complete and be freed.
+  const Trace::Stat stat = op->type != Op::Type::kSend ? Trace::kPostReceive
+                           : op->tag == kHeaderTag     ? Trace::kPostHeader
+                                                       : Trace::kPostPayload;
+  if (trace_.on()) op->postedNs = Trace::nowNs();
+  const uint64_t start = op->postedNs;
   long ret = postNow(op);
+  if (trace_.on()) trace_.add(stat, Trace::nowNs() - start);
   if (ret == -FI_EAGAIN) {
     std::lock_guard<std::mutex> guard(opsMutex_);
     deferred_.push_back(op);
-    fi_cq_signal(fabric_->cq());  // the progress thread retries it after draining completions
+    if (signal) fi_cq_signal(fabric_->cq());  // retried after draining completions
     return;
   }
   if (ret < 0) {
@@ -43,8 +60,21 @@ void OfiTransport::post(Op* op) {
     std::lock_guard<std::mutex> guard(opsMutex_);
     op->postError = static_cast<int>(-ret);
     deferred_.push_back(op);
-    fi_cq_signal(fabric_->cq());
+    if (signal) fi_cq_signal(fabric_->cq());
   }
+}
+
+bool OfiTransport::injectNow(const Op* op) {
+  {
+    std::lock_guard<std::mutex> guard(opsMutex_);
+    if (!deferred_.empty()) return false;  // behind the deferred posts, as post() queues it
+  }
+  fid_ep* ep = fabric_->ep();
+  if (ep == nullptr) return false;
+  const uint64_t start = trace_.on() ? Trace::nowNs() : 0;
+  const long ret = fi_tinject(ep, op->data, op->bytes, peerAddr_[op->peer], op->tag);
+  if (trace_.on()) trace_.add(Trace::kInject, Trace::nowNs() - start);
+  return ret == 0;  // otherwise post() retries it or reports the failure
 }
 
 long OfiTransport::postNow(Op* op) {
@@ -100,6 +130,16 @@ void OfiTransport::retryDeferred() {
     } else {
       post(op);
     }
+  }
+}
+
+void OfiTransport::traceCompletion(const Op* op) {
+  if (op->postedNs == 0) return;
+  const uint64_t ns = Trace::nowNs() - op->postedNs;
+  if (op->type == Op::Type::kSend) {
+    trace_.add(op->tag == kHeaderTag ? Trace::kEagerSend : Trace::kRendezvousSend, ns);
+  } else if (op->type == Op::Type::kDataRecv) {
+    trace_.add(Trace::kRendezvousRecv, ns);
   }
 }
 

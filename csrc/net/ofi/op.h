@@ -33,6 +33,7 @@ struct Op {
   uint64_t remoteAddress = 0, remoteKey = 0, cqData = 0;  // kWrite
   bool signalled = true;  // kWrite: with remote CQ data (fi_writedata), else fi_write
   int postError = 0;  // the libfabric error posting failed with, to report from the progress thread
+  uint64_t postedNs = 0;  // XCCL_OFI_TRACE: when the provider took it
 };
 
 }  // namespace xccl::net::ofi

@@ -58,6 +58,7 @@ OfiTransport::OfiTransport(Store& store, int rank, int size, const NetOptions& o
       peerAddr_(size),
       sendStream_(size),
       streams_(size),
+      trace_(env::getBool("XCCL_OFI_TRACE")),
       health_(size),
       status_(rank, size, mutex_, completed_) {
   XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
@@ -70,6 +71,7 @@ OfiTransport::OfiTransport(Store& store, int rank, int size, const NetOptions& o
   localMr_ = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   virtAddr_ = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
   directed_ = (info->caps & FI_DIRECTED_RECV) != 0;
+  injectBytes_ = info->tx_attr->inject_size;
   codec_ = std::make_unique<SignalCodec>(info->domain_attr->cq_data_size);
   cache_ = std::make_unique<RegistrationCache>(
       static_cast<uint64_t>(env::getInt("XCCL_OFI_MR_CACHE_BYTES")),
@@ -107,7 +109,10 @@ OfiTransport::OfiTransport(Store& store, int rank, int size, const NetOptions& o
   progressThread_ = std::thread([this, cpus = options.progressCpus] {
     affinity::pinProgressThread(cpus, "ofi");  // never throws; unpinned when it cannot pin
     wait_slice::keepShort();
+    onProgressThread();
+    if (trace_.on()) trace_.progressStarted();
     progressLoop();
+    if (trace_.on()) trace_.progressStopped();
   });
 }
 
@@ -117,6 +122,7 @@ OfiTransport::~OfiTransport() {
     fi_cq_signal(fabric_->cq());
     progressThread_.join();
   }
+  if (trace_.on()) log::write(log::Level::kWarn, "ofi", trace_.summary());
   drainForClose();
   // With the endpoint closed no completion can name an op any more: they can all go.
   fabric_->closeEndpoint();
@@ -179,13 +185,20 @@ void OfiTransport::progressLoop() {
         std::lock_guard<std::mutex> guard(opsMutex_);
         waiting = !deferred_.empty();
       }
+      const uint64_t asleep = trace_.on() ? Trace::nowNs() : 0;
       ssize_t n =
           fi_cq_sread(fabric_->cq(), entries, 16, nullptr, waiting ? kDeferredWaitMs : kIdleWaitMs);
+      const uint64_t awake = trace_.on() ? Trace::nowNs() : 0;
+      if (trace_.on()) {
+        trace_.add(Trace::kSread, awake - asleep);
+        trace_.wake(n);
+      }
       if (n > 0) {
         for (ssize_t i = 0; i < n; ++i) {
           onCompletion(static_cast<Op*>(entries[i].op_context), entries[i].flags, entries[i].data,
                        entries[i].len);
         }
+        if (trace_.on()) trace_.add(Trace::kHandle, Trace::nowNs() - awake);
       } else if (n == -FI_EAVAIL) {
         fi_cq_err_entry err{};
         if (fi_cq_readerr(fabric_->cq(), &err, 0) > 0) {
@@ -214,6 +227,7 @@ void OfiTransport::onCompletion(Op* op, uint64_t flags, uint64_t data, size_t le
     return;
   }
   if (op == nullptr) return;
+  if (trace_.on()) traceCompletion(op);
   switch (op->type) {
     case Op::Type::kHeaderRecv:
       onHeader(op->buffer.data(), length);
@@ -237,6 +251,7 @@ void OfiTransport::onCompletion(Op* op, uint64_t flags, uint64_t data, size_t le
         std::lock_guard<std::mutex> guard(mutex_);
         op->request->completeLocked(op->type == Op::Type::kDataRecv ? op->peer
                                                                     : op->request->peer());
+        if (trace_.on()) trace_.notified();
         completed_.notify_all();
       }
       break;

@@ -17,6 +17,7 @@
 
 #include "net/factory.h"
 #include "net/ofi/streams.h"
+#include "net/ofi/trace.h"
 #include "net/one_sided.h"
 #include "net/peer_health.h"
 #include "net/status_board.h"
@@ -110,11 +111,16 @@ class OfiTransport final : public Transport {
   // op.cc, posting: `post` runs the libfabric call now or, when the provider says EAGAIN, later on
   // the progress thread; a hard failure fails the op's request. Callable with or without mutex_.
   void post(Op* op);
+  void onProgressThread();  // marks the calling thread as this transport's progress thread
   long postNow(Op* op);
+  // fi_tinject of a header message of at most injectBytes_: the provider copies it, and no
+  // completion follows. False when it was not taken (then post() it).
+  bool injectNow(const Op* op);
   void retryDeferred();
   void finish(Op* op);  // forgets and frees a completed op
   void drainForClose();  // destructor, progress thread stopped
   void* localDesc(Op* op, const void* data, size_t bytes);
+  void traceCompletion(const Op* op);  // XCCL_OFI_TRACE only
 
   // transport_ops.cc: matching helpers and failure handling (one-sided: memory.cc).
   RequestPtr sendMessage(int peer, Header header, const void* data, RequestPtr request);
@@ -137,9 +143,11 @@ class OfiTransport final : public Transport {
   std::thread progressThread_;
   std::atomic<bool> stop_{false};
 
+  size_t injectBytes_ = 0;  // the provider's inject size (fi_tinject), 0: never inject
   bool directed_ = false;  // FI_DIRECTED_RECV: payload receives name their sender's fi_addr
   std::atomic<int> failRegistrations_{0};  // failNextRegistrations
   std::atomic<uint64_t> droppedSignals_{0};  // write completions naming no peer
+  Trace trace_;  // XCCL_OFI_TRACE
 
   std::mutex opsMutex_;  // guards live_, deferred_
   std::unordered_set<Op*> live_;  // every op handed to libfabric and not finished

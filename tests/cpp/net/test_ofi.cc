@@ -80,6 +80,28 @@ TEST(Ofi, LargeMessagesBeforeAndAfterPosting) {
   });
 }
 
+// Sends of up to 16 KiB (header included) are injected: done when isend returns, with the
+// buffer free to reuse, no completion waited for. Larger ones still complete the usual way.
+TEST(Ofi, SmallSendsAreDoneWhenPosted) {
+  runOfiRanks(2, [&](int rank, Ofi& t) {
+    const int peer = 1 - rank;
+    int warm = rank, got = -1;  // the first send to a peer may wait for its connection
+    auto r0 = t.irecv(peer, ofiP2p(1), &got, sizeof(got));
+    t.wait({t.isend(peer, ofiP2p(1), &warm, sizeof(warm)), r0}, ofiSoon(), "warm-up");
+    for (size_t bytes : {size_t{4096}, size_t{16384 - 64}, size_t{32768}}) {
+      std::vector<uint8_t> out(bytes, static_cast<uint8_t>(rank + 1)), in(bytes, 0);
+      auto r = t.irecv(peer, ofiP2p(2 + bytes), in.data(), bytes);
+      auto s = t.isend(peer, ofiP2p(2 + bytes), out.data(), bytes);
+      if (bytes <= 16384 - 64) {
+        EXPECT_TRUE(s->done()) << bytes << " bytes: not done when isend returned";
+      }
+      if (s->done()) std::fill(out.begin(), out.end(), uint8_t{0xee});  // sent bytes are copied
+      t.wait({s, r}, ofiSoon(), "small");
+      EXPECT_EQ(in, std::vector<uint8_t>(bytes, static_cast<uint8_t>(peer + 1))) << bytes;
+    }
+  });
+}
+
 TEST(Ofi, SameTagMatchesInOrderAndAnySource) {
   const size_t small = 1000, large = kEager;  // ints: inline, and a payload of its own
   const size_t counts[6] = {large, small, large, small, small, large};
