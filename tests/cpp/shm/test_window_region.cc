@@ -15,11 +15,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// This process's window files ("xccl-w<pid>-...", names.h): other tests run beside this one.
 int windowFilesInDevShm() {
+  const std::string ours = std::string(kNamePrefix) + "w" + std::to_string(::getpid()) + "-";
   int count = 0;
   if (DIR* dir = ::opendir("/dev/shm")) {
     while (dirent* entry = ::readdir(dir)) {
-      if (std::string(entry->d_name).rfind(std::string(kNamePrefix) + "w", 0) == 0) ++count;
+      if (std::string(entry->d_name).rfind(ours, 0) == 0) ++count;
     }
     ::closedir(dir);
   }
