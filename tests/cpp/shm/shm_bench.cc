@@ -9,11 +9,9 @@
 // Each time is the median over `repetitions` of (time of a burst of back-to-back all_reduces /
 // burst length) on rank 0, after a barrier and a warm-up burst; each ratio is the median of the
 // per-repetition ratios (the variants alternate inside a repetition).
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 
 #include "algo/collectives.h"
 #include "algo/reduce.h"
@@ -132,29 +130,7 @@ int main(int argc, char** argv) {
   sweep.minBytes = argc > 5 ? std::strtoull(argv[5], nullptr, 0) : 1024;
   sweep.step = argc > 6 ? std::strtoull(argv[6], nullptr, 0) : 4;
   if (sweep.minBytes < 4 || sweep.step < 2 || sweep.repetitions < 1) return 2;
-  std::string dir = (std::filesystem::temp_directory_path() / "xccl-shm-bench-XXXXXX").string();
-  if (::mkdtemp(dir.data()) == nullptr) return 1;
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < ranks; ++rank) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = 1;
-      try {
-        code = xccl::runRank(rank, ranks, dir, sweep);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-      }
-      std::fflush(stdout);
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  int failures = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    failures += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-  std::filesystem::remove_all(dir);
-  return failures == 0 ? 0 : 1;
+  return xccl::testing::forkRanks(ranks, "xccl-shm-bench", [&](int rank, const std::string& dir) {
+    return xccl::runRank(rank, ranks, dir, sweep);
+  });
 }

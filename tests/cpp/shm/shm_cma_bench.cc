@@ -12,12 +12,10 @@
 // from its own. Then, per collective and size, rank 0's median time per call of each path (a burst
 // of back-to-back calls / burst length) and the median of the per-repetition ratios single/slots.
 #include <sys/mman.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 
 #include "shm/shm_testing.h"
 
@@ -159,29 +157,7 @@ int main(int argc, char** argv) {
   sweep.step = argc > 5 ? std::strtoull(argv[5], nullptr, 0) : 2;
   sweep.huge = argc > 6 && std::atoi(argv[6]) != 0;
   if (ranks < 2 || sweep.minBytes < 1024 || sweep.step < 2 || sweep.repetitions < 1) return 2;
-  std::string dir = (std::filesystem::temp_directory_path() / "xccl-cma-bench-XXXXXX").string();
-  if (::mkdtemp(dir.data()) == nullptr) return 1;
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < ranks; ++rank) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = 1;
-      try {
-        code = xccl::runRank(rank, ranks, dir, sweep);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-      }
-      std::fflush(stdout);
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  int failures = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    failures += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-  std::filesystem::remove_all(dir);
-  return failures == 0 ? 0 : 1;
+  return xccl::testing::forkRanks(ranks, "xccl-cma-bench", [&](int rank, const std::string& dir) {
+    return xccl::runRank(rank, ranks, dir, sweep);
+  });
 }

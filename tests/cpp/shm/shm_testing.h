@@ -1,18 +1,21 @@
 // Helpers shared by the shm tests and shm_bench: a store that works across fork()ed processes,
 // ranks as threads over one segment (or with TCP transports too), per-rank collective contexts,
-// and /dev/shm listings.
+// /dev/shm listings, and the benchmarks' forked ranks.
 #pragma once
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -189,6 +192,39 @@ inline net::shm::PeerAlive aliveFrom(net::Transport& tcp) {
     if (tcp.peerFailed(peer, &why)) throw Error(ErrorKind::kPeerFailure, why);
     return true;
   };
+}
+
+// The benchmarks' process harness: forks `ranks` processes that each run body(rank, dir) in a
+// fresh temporary folder named after `folderPrefix` (their file store lives there), waits for
+// them and removes the folder. A rank's exception is printed; returns 0 when every rank returned
+// 0, else 1.
+inline int forkRanks(int ranks, const std::string& folderPrefix,
+                     const std::function<int(int rank, const std::string& dir)>& body) {
+  std::string dir = (std::filesystem::temp_directory_path() / (folderPrefix + "-XXXXXX")).string();
+  if (::mkdtemp(dir.data()) == nullptr) return 1;
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < ranks; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 1;
+      try {
+        code = body(rank, dir);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+      }
+      std::fflush(stdout);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  int failures = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    failures += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  std::filesystem::remove_all(dir);
+  return failures == 0 ? 0 : 1;
 }
 
 }  // namespace xccl::testing
