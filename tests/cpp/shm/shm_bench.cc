@@ -23,10 +23,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double medianOf(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
+using testing::medianOf;
 
 // Back-to-back operations per timed burst: enough to amortise the clock, bounded for big sizes.
 int burstFor(size_t bytes) {

@@ -24,10 +24,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double medianOf(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
+using testing::medianOf;
 
 int burstFor(size_t bytes) {
   const size_t burst = (size_t{16} << 20) / std::max<size_t>(bytes, 1);

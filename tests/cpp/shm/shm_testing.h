@@ -194,6 +194,12 @@ inline net::shm::PeerAlive aliveFrom(net::Transport& tcp) {
   };
 }
 
+// The upper median (values is not empty): the benchmarks' statistic.
+inline double medianOf(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 // The benchmarks' process harness: forks `ranks` processes that each run body(rank, dir) in a
 // fresh temporary folder named after `folderPrefix` (their file store lives there), waits for
 // them and removes the folder. A rank's exception is printed; returns 0 when every rank returned
