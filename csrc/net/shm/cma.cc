@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <fstream>
 #include <mutex>
@@ -20,16 +21,12 @@ constexpr size_t kBatch = IOV_MAX;
 
 std::string errnoName(int err) { return detail::concat(errnoText(err), " (errno ", err, ")"); }
 
-// Digits only, at most 20 of them, no overflow; false otherwise.
+// Strict decimal, as the other store records are read (names.cc, window_record.cc): from_chars
+// takes no sign, space or prefix and reports overflow instead of wrapping.
 bool parseU64(const std::string& text, uint64_t* value) {
-  if (text.empty() || text.size() > 20) return false;
-  uint64_t v = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-    if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, c - '0', &v)) return false;
-  }
-  *value = v;
-  return true;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, *value);
+  return error == std::errc() && stop == end && !text.empty();
 }
 
 // /proc/sys/kernel/yama/ptrace_scope: -1 without Yama (only uid and dumpability matter).
