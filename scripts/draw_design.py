@@ -329,7 +329,7 @@ def main(argv=None) -> int:
                 f.write(text)
     if stale:
         sys.stderr.write(
-            f"draw_design: {', '.join(stale)} differ from what the tree draws; "
+            f"draw_design: not what the tree draws now: {', '.join(stale)}; "
             "run python3 scripts/draw_design.py and commit the result\n"
         )
         return 1
