@@ -30,8 +30,9 @@ def test_pip_install_with_build_isolation_stops_at_once_naming_the_flag(tmp_path
     for name in ("pyproject.toml", "setup.py", os.path.join("scripts", "build_backend.py")):
         shutil.copyfile(os.path.join(REPO, name), source / name)
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
-    command = [sys.executable, "-m", "pip", "install", "--no-deps", "--target"]
-    command += [str(tmp_path / "target"), str(source)]
+    # One retry and a short socket timeout: an unreachable index is a skip within the bound.
+    command = [sys.executable, "-m", "pip", "install", "--retries", "1", "--timeout", "20"]
+    command += ["--no-deps", "--target", str(tmp_path / "target"), str(source)]
     started = time.monotonic()
     proc = subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=PIP_BOUND_S, check=False
