@@ -136,7 +136,10 @@ def room_graph(root: str, targets: Targets):
             path = os.path.relpath(os.path.join(folder, name), backend).replace(os.sep, "/")
             files.setdefault(room_of(path), []).append(path)
     boxes = {
-        room: ("c10d face" if room == TOP_ROOM else room, f"{len(paths)} files")
+        room: (
+            "c10d face" if room == TOP_ROOM else room,
+            f"{len(paths)} file{'s' * (len(paths) > 1)}",
+        )
         for room, paths in sorted(files.items())
     }
     if len(boxes) == 1:
