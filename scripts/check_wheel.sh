@@ -34,7 +34,9 @@ echo "check_wheel: built $(basename "${wheels[0]}")"
 "$venv/bin/python" -m pip install -q --no-deps --ignore-installed "${wheels[0]}"
 
 # From outside the tree, so that nothing can be imported from the source folders.
-cd "$(mktemp -d)"
+outside="$(mktemp -d)"
+trap 'rm -rf "$outside"' EXIT
+cd "$outside"
 "$venv/bin/python" - "$venv" <<'EOF'
 import os
 import sys
