@@ -1,7 +1,8 @@
 """Builds xccl: CMake compiles csrc/ against the torch that is installed.
 
 Install with `pip install --no-build-isolation .` so the build sees that torch (an isolated
-build environment would fetch another one). Environment knobs:
+build environment has none; there scripts/build_backend.py stops the build at once, saying so).
+Environment knobs:
   XCCL_BUILD_DIR   CMake build folder (default: build/cmake in the source tree)
   XCCL_GPU         AUTO (default), ON or OFF: the GPU parts, CUDA for a CUDA torch, HIP for a
                    ROCm torch

@@ -98,6 +98,25 @@ out_of_time() {  # out_of_time STEP LIMIT [optional]
   fi
   return 0
 }
+# Starts STEP (TITLE on screen) when READY is 1 and LIMIT leaves it time, else records why it
+# does not run (WHY when not READY; OPTIONAL as out_of_time's) and returns 1.
+begin_step() {  # begin_step STEP READY WHY LIMIT TITLE [optional]
+  if [[ $2 -ne 1 ]]; then
+    record "$1" FAIL 0 "not run: $3"
+    return 1
+  fi
+  out_of_time "$1" "$4" "${6:-}" && return 1
+  step_start "$5"
+}
+# Records the outcome of the step begun last from its command's status RC: ok with OK_NOTE, timed
+# out (timeout(1)'s 124, or 137 after its -k), else FAIL with "rc RC: WHY".
+end_step() {  # end_step STEP RC LIMIT OK_NOTE WHY
+  case $2 in
+    0) record "$1" ok $((SECONDS - t0)) "$4" ;;
+    124 | 137) record "$1" FAIL $((SECONDS - t0)) "timed out after ${3}s" ;;
+    *) record "$1" FAIL $((SECONDS - t0)) "rc $2: $5" ;;
+  esac
+}
 
 # --- 1. GPU ------------------------------------------------------------------------------------
 step_start "GPU"
@@ -245,8 +264,7 @@ fi
 run_tests() {  # run_tests NAME BINARY
   local limit
   limit="$(step_limit 300)"
-  out_of_time "$1" "$limit" && return
-  step_start "$1"
+  begin_step "$1" 1 "" "$limit" "$1" || return
   local out="$build/$1.out"
   timeout -k 10 "$limit" "$2" --gtest_color=no 2>&1 | tee "$out"
   local rc=${PIPESTATUS[0]}
@@ -281,12 +299,7 @@ python_tests() {
   local select=()
   ((multi_gpu)) && select=(-k "not shared")
   limit="$(step_limit 240)"
-  if [[ $ext_ok -ne 1 ]]; then
-    record test_gpu.py FAIL 0 "not run: no extension"
-    return
-  fi
-  out_of_time test_gpu.py "$limit" && return
-  step_start "test_gpu.py"
+  begin_step test_gpu.py "$ext_ok" "no extension" "$limit" test_gpu.py || return
   out="$build/test_gpu_py.out"
   (cd "$repo" && PYTHONPATH="$repo/tests/python${PYTHONPATH:+:$PYTHONPATH}" \
     timeout -k 10 "$limit" python3 -m pytest tests/python/test_gpu.py \
@@ -313,35 +326,21 @@ python_tests() {
 gpu_bench() {
   local limit out rc dir="$logdir/gpu_bench"
   limit="$(step_limit 200)"
-  if [[ $ext_ok -ne 1 ]]; then
-    record gpu_bench FAIL 0 "not run: no extension"
-    return
-  fi
-  out_of_time gpu_bench "$limit" && return
-  step_start "gpu_bench ($gpu_count GPUs)"
+  begin_step gpu_bench "$ext_ok" "no extension" "$limit" "gpu_bench ($gpu_count GPUs)" || return
   out="$build/gpu_bench.out"
   # Its own limit leaves 15 s to write the tables after the last run.
   timeout -k 10 "$limit" python3 "$repo/benchmarks/gpu_bench.py" --out "$dir" \
     --nranks "$gpu_count" --time-limit $((limit > 45 ? limit - 15 : 30)) 2>&1 | tee "$out"
   rc=${PIPESTATUS[0]}
   gpu_bench_lines="$(sed -n '/^== gpu_bench/,$p' "$out")"
-  case $rc in
-    0) record gpu_bench ok $((SECONDS - t0)) "tables: $dir/gpu_bench.md" ;;
-    124 | 137) record gpu_bench FAIL $((SECONDS - t0)) "timed out after ${limit}s" ;;
-    *) record gpu_bench FAIL $((SECONDS - t0)) "rc $rc: a run or a check failed (see $dir)" ;;
-  esac
+  end_step gpu_bench "$rc" "$limit" "tables: $dir/gpu_bench.md" "a run or a check failed (see $dir)"
 }
 
 # --- 7. xccl vs NCCL at world size 1 -----------------------------------------------------------
 gpu_overhead() {
   local limit out rc
   limit="$(step_limit 120)"
-  if [[ $ext_ok -ne 1 ]]; then
-    record gpu_overhead FAIL 0 "not run: no extension"
-    return
-  fi
-  out_of_time gpu_overhead "$limit" "$optional" && return
-  step_start "gpu_overhead"
+  begin_step gpu_overhead "$ext_ok" "no extension" "$limit" gpu_overhead "$optional" || return
   out="$build/gpu_overhead.out"
   # Its own time limit (counted after torch's import) ends a hung run with the rows it has.
   timeout -k 10 "$limit" python3 "$repo/benchmarks/gpu_overhead.py" \
@@ -349,24 +348,16 @@ gpu_overhead() {
     tee "$out"
   rc=${PIPESTATUS[0]}
   overhead_lines="$(sed -n '/^== gpu_overhead/,$p' "$out" | grep -v '^  FAIL ')"
-  case $rc in
-    0) record gpu_overhead ok $((SECONDS - t0)) "csv: $logdir/gpu_overhead.csv" ;;
-    3) record gpu_overhead FAIL $((SECONDS - t0)) "rc 3: torch sees no GPU" ;;
-    124 | 137) record gpu_overhead FAIL $((SECONDS - t0)) "timed out after ${limit}s" ;;
-    *) record gpu_overhead FAIL $((SECONDS - t0)) "rc $rc: a measurement failed (see the table)" ;;
-  esac
+  local why="a measurement failed (see the table)"
+  ((rc == 3)) && why="torch sees no GPU"
+  end_step gpu_overhead "$rc" "$limit" "csv: $logdir/gpu_overhead.csv" "$why"
 }
 
 # --- 8. Kernel benchmark (virtual ranks on one GPU) --------------------------------------------
 kernel_bench() {
   local limit bench_out rc
   limit="$(step_limit 240)"
-  if [[ $native_ok -ne 1 ]]; then
-    record kernel_bench FAIL 0 "not run: no build"
-    return
-  fi
-  out_of_time kernel_bench "$limit" "$optional" && return
-  step_start "kernel bench"
+  begin_step kernel_bench "$native_ok" "no build" "$limit" "kernel bench" "$optional" || return
   bench_out="$build/kernel_bench.out"
   # Less than its full time left: the --quick sweep (every 64x in size instead of 8x).
   local quick=()

@@ -3,11 +3,13 @@
 # installs xccl against the installed torch, then runs the GoogleTest tiers (ctest), the HIP
 # compile check of the GPU side (scripts/check_hip.sh: needs hipcc and clang++-19, skips what a
 # missing one would compile), the multi-process pytest suite (root: it also builds hosts from
-# network namespaces) and a short run of each fuzz target (scripts/fuzz.sh); then the fast tier
-# against torch 2.13.0 (scripts/test_torch_tier.sh: a virtual environment of its own with that
-# torch). Needs torch, pytest, cmake, a C++ compiler, GoogleTest, clang-format-19, ruff,
-# libfabric, iproute2 and python3's venv (.ci/run installs them, hipcc, clang-19 and its fuzzer
-# runtime, on a fresh machine), and pip access to torch 2.13.0.
+# network namespaces), a short run of each fuzz target (scripts/fuzz.sh) and the wheel check
+# (scripts/check_wheel.sh: the wheel `python -m build` makes, installed into a fresh virtual
+# environment, runs the README's example); then the fast tier against torch 2.13.0
+# (scripts/test_torch_tier.sh: a virtual environment of its own with that torch). Needs torch,
+# pytest, cmake, a C++ compiler, GoogleTest, clang-format-19, ruff, libfabric, iproute2,
+# python3's venv and `build` (.ci/run installs them, hipcc, clang-19 and its fuzzer runtime, on a
+# fresh machine), and pip access to torch 2.13.0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,5 +32,7 @@ for target in fuzz_tcp_frames fuzz_tcp_handshake fuzz_tcp_receive fuzz_ofi_heade
   fi
   grep '^Done' "build/$target.log"
 done
+# The wheel a user builds, installed on its own: after the install above it compiles nothing.
+bash scripts/check_wheel.sh
 # The oldest torch CI covers, built and tested in its own environment after the main one.
 bash scripts/test_torch_tier.sh 2.13.0

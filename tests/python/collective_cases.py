@@ -199,6 +199,26 @@ def check_all_reduce(chk: Checker, gloo, op: Op, dtype: torch.dtype, n: int, ran
         chk.equal(what + " vs gloo", out, reference)
 
 
+def check_reduce_scatter_tensor(
+    chk: Checker, gloo, op: Op, dtype: torch.dtype, n: int, rank: int, world: int
+) -> torch.Tensor:
+    """reduce_scatter_tensor of rank_input(dtype, n * world) with `op`, n elements per rank:
+    against this rank's slice of the exact reduction (the input left untouched), and against
+    gloo (group `gloo`) where gloo supports the dtype and op. Returns the input."""
+    x = rank_input(dtype, n * world, rank, op.pattern)
+    expected = expected_reduction(op, dtype, n * world, world)[rank * n : (rank + 1) * n]
+    what = f"reduce_scatter_tensor {op.label} {dtype_name(dtype)} n={n}"
+    out = different_from(expected)
+    dist.reduce_scatter_tensor(out, x, op=op.make(dtype))
+    compare(chk, what, op, out, expected)
+    chk.equal(what + " (input untouched)", x, rank_input(dtype, n * world, rank, op.pattern))
+    if gloo_supports(dtype, op):
+        reference = torch.empty_like(out)
+        dist.reduce_scatter_tensor(reference, x.clone(), op=op.make(dtype), group=gloo)
+        chk.equal(what + " vs gloo", out, reference)
+    return x
+
+
 def check_sum(chk: Checker, what: str, dtype: torch.dtype, n: int, rank: int, world: int, seed=0):
     """all_reduce SUM of rank_input(dtype, n, rank + seed) against its exact reference: after a
     refused or interleaved call, shows that the group still works and the ranks are in step."""

@@ -38,6 +38,8 @@ import pickle
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import timedelta
@@ -316,3 +318,32 @@ def _checks_body(rank: int, world_size: int, module: str, name: str):
 def kill_self() -> None:
     """Dies at once, as a crashed rank would (no exception, no cleanup, no goodbye)."""
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def torchrun(nproc: int, max_restarts: int, *args: str) -> list[str]:
+    """The command `torchrun --standalone --nproc-per-node N --max-restarts R ARGS...`, through
+    this interpreter (torchrun is torch.distributed.run)."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    return command + ["--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts), *args]
+
+
+def run_job(command: list[str], env: dict, timeout: float, what: str = "the job") -> str:
+    """Runs a launcher (torchrun, an elastic agent) in a session of its own and returns its
+    output (stdout and stderr together). A job still running after `timeout` seconds is killed
+    with all it started and fails the test, as does a non-zero exit; both show its last output."""
+    process = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # the agent and its workers
+        output, _ = process.communicate()
+        raise AssertionError(f"{what} hung ({timeout:.0f} s):\n{output[-6000:]}") from None
+    assert process.returncode == 0, f"{what} failed ({process.returncode}):\n{output[-6000:]}"
+    return output

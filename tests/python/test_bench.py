@@ -498,28 +498,20 @@ def run_bench(tmp_path, *argv, timeout=240):
     )
 
 
+def run_bench_json(tmp_path, command: str, timeout=240):
+    """`python -m xccl.bench COMMAND --json out.json` in tmp_path (COMMAND is split at spaces):
+    the finished process, which must have succeeded, and the JSON it wrote."""
+    proc = run_bench(tmp_path, *command.split(), "--json", "out.json", timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, json.loads((tmp_path / "out.json").read_text())
+
+
 def test_small_run_compares_xccl_with_gloo_and_checks_results(tmp_path):
     start = time.monotonic()
-    proc = run_bench(
+    proc, result = run_bench_json(
         tmp_path,
-        "--nranks",
-        "2",
-        "--ops",
-        "all_reduce,all_gather",
-        "--min",
-        "8",
-        "--max",
-        "4K",
-        "--iters",
-        "5",
-        "--check",
-        "--json",
-        "out.json",
-        "--csv",
-        "out.csv",
+        "--nranks 2 --ops all_reduce,all_gather --min 8 --max 4K --iters 5 --check --csv out.csv",
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads((tmp_path / "out.json").read_text())
     assert result["meta"]["backend"] == "xccl" and result["meta"]["reference"] == "gloo"
     assert result["meta"]["nranks"] == 2
     records = result["results"]
@@ -539,24 +531,9 @@ def test_small_run_compares_xccl_with_gloo_and_checks_results(tmp_path):
 
 
 def test_a_loaded_run_measures_every_size_twice_and_leaves_no_load_behind(tmp_path):
-    proc = run_bench(
-        tmp_path,
-        "--nranks",
-        "2",
-        "--ops",
-        "all_reduce",
-        "--sizes",
-        "4K,64K",
-        "--iters",
-        "5",
-        "--load",
-        "2",
-        "--check",
-        "--json",
-        "out.json",
+    proc, result = run_bench_json(
+        tmp_path, "--nranks 2 --ops all_reduce --sizes 4K,64K --iters 5 --load 2 --check"
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads((tmp_path / "out.json").read_text())
     assert result["meta"]["method"]["load"] == 2
     for r in result["results"]:
         busy = r["loaded"]

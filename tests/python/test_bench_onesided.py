@@ -2,10 +2,8 @@
 target verdicts (pure, from the source tree), and one tiny run end to end (needs torch's window
 API and an xccl built with it; skipped, saying why, on older torch)."""
 
-import json
-
 import pytest
-from test_bench import run_bench
+from test_bench import run_bench_json
 from xccl_modules import load
 
 options = load("bench.options")
@@ -154,13 +152,11 @@ def test_tiny_put_run_reports_positive_bandwidth_beside_every_baseline(tmp_path)
     dist = pytest.importorskip("torch.distributed")
     if not hasattr(dist, "_new_window"):
         pytest.skip("this torch has no window API (torch.distributed._new_window)")
-    proc = run_bench(
+    proc, result = run_bench_json(
         tmp_path,
-        *("--ops", "put,put_pages", "--sizes", "4K,64K", "--page-sizes", "16K", "--pages", "4"),
-        *("--iters", "2", "--warmup", "1", "--check", "--json", "out.json", "--no-progress"),
+        "--ops put,put_pages --sizes 4K,64K --page-sizes 16K --pages 4 --iters 2 "
+        "--warmup 1 --check --no-progress",
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads((tmp_path / "out.json").read_text())
     records = result["results"]
     assert [(r["op"], r["bytes"]) for r in records] == [
         ("put", 4 * KiB),

@@ -73,6 +73,13 @@ def _pids(store, world: int) -> list:
     return [int(store.get(f"chaos/pid/{r}")) for r in range(world)]
 
 
+def _killed_in_a_group(fn, transport: str) -> list:
+    """Runs fn on 3 ranks of a group over `transport` (timeout PG_TIMEOUT_S) where VICTIM kills
+    itself; checks the deaths as _check_survivors does and returns what the survivors returned."""
+    outcomes = spawn(fn, 3, pg_timeout=PG_TIMEOUT_S, timeout=SPAWN_BOUND_S, transport=transport)
+    return _check_survivors(outcomes, VICTIM)
+
+
 def _check_survivors(outcomes, victim: int) -> list:
     """The victim died of SIGKILL and every survivor returned (within the spawn's bound: each
     case checks how long its own waits took); returns what the survivors returned."""
@@ -150,14 +157,7 @@ def _dies_mid_all_reduce(rank, world):
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 def test_rank_killed_mid_all_reduce(load, transport):
-    outcomes = spawn(
-        _dies_mid_all_reduce,
-        3,
-        pg_timeout=PG_TIMEOUT_S,
-        timeout=SPAWN_BOUND_S,
-        transport=transport,
-    )
-    results = _check_survivors(outcomes, VICTIM)
+    results = _killed_in_a_group(_dies_mid_all_reduce, transport)
     for r in results:
         assert r["first"], r
         outcome = r["outcome"]
@@ -196,10 +196,7 @@ def _dies_mid_put(rank, world):
 @pytest.mark.skipif(not hasattr(dist, "_new_window"), reason="this torch has no windows")
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 def test_rank_killed_mid_window_put(load, transport):
-    outcomes = spawn(
-        _dies_mid_put, 3, pg_timeout=PG_TIMEOUT_S, timeout=SPAWN_BOUND_S, transport=transport
-    )
-    results = _check_survivors(outcomes, VICTIM)
+    results = _killed_in_a_group(_dies_mid_put, transport)
     for r in results:
         _assert_failed_naming(r["waited"], VICTIM, r)
         assert r["exact"], r
@@ -285,14 +282,7 @@ def _dies_during_shutdown(rank, world):
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 def test_rank_killed_during_shutdown(load, transport):
-    outcomes = spawn(
-        _dies_during_shutdown,
-        3,
-        pg_timeout=PG_TIMEOUT_S,
-        timeout=SPAWN_BOUND_S,
-        transport=transport,
-    )
-    results = _check_survivors(outcomes, VICTIM)
+    results = _killed_in_a_group(_dies_during_shutdown, transport)
     for r in results:
         assert r["exact"], r
         # Shutting down never raises nor waits for the dead rank past the group timeout.

@@ -12,6 +12,7 @@ import time
 import torch
 import torch.distributed as dist
 from collective_cases import (
+    check_reduce_scatter_tensor,
     compare,
     different_from,
     dtype_name,
@@ -51,16 +52,7 @@ def test_reductions(chk, rank, world):
                     dist.reduce(x, dst=root, op=op.make(dtype))
                     if rank == root:
                         compare(chk, what, op, x, expected_reduction(op, dtype, n, world))
-                what = f"reduce_scatter_tensor {op.label} {dtype_name(dtype)} n={n}/rank"
-                x = rank_input(dtype, n * world, rank, op.pattern)
-                out = torch.empty(n, dtype=dtype)
-                dist.reduce_scatter_tensor(out, x, op=op.make(dtype))
-                full = expected_reduction(op, dtype, n * world, world)
-                compare(chk, what, op, out, full[rank * n : (rank + 1) * n])
-                if gloo_supports(dtype, op) and n > 1:
-                    reference = x.clone()
-                    dist.all_reduce(reference, op=op.make(dtype), group=gloo)
-                    chk.equal(what + " vs gloo", out, reference[rank * n : (rank + 1) * n])
+                check_reduce_scatter_tensor(chk, gloo, op, dtype, n, rank, world)
 
 
 @checks_test(CASES, min_checks=60, env=ENV)

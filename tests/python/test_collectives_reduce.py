@@ -15,6 +15,7 @@ from collective_cases import (
     Op,
     R,
     check_all_reduce,
+    check_reduce_scatter_tensor,
     compare,
     different_from,
     dtype_name,
@@ -72,23 +73,11 @@ def test_reduce_scatter(chk, rank, world):
     for dtype in DTYPES:
         for op in ops_for(dtype):
             for n in COUNTS if op.name in ("SUM", "MAX") else (7,):
-                x = rank_input(dtype, n * world, rank, op.pattern)
+                # reduce_scatter_tensor (flat input), then reduce_scatter (a list per rank)
+                x = check_reduce_scatter_tensor(chk, gloo, op, dtype, n, rank, world)
                 expected = expected_reduction(op, dtype, n * world, world)[
                     rank * n : (rank + 1) * n
                 ]
-                # reduce_scatter_tensor (flat input)
-                what = f"reduce_scatter_tensor {op.label} {dtype_name(dtype)} n={n}"
-                out = different_from(expected)
-                dist.reduce_scatter_tensor(out, x, op=op.make(dtype))
-                compare(chk, what, op, out, expected)
-                chk.equal(
-                    what + " (input untouched)", x, rank_input(dtype, n * world, rank, op.pattern)
-                )
-                if gloo_supports(dtype, op):
-                    reference = torch.empty_like(out)
-                    dist.reduce_scatter_tensor(reference, x.clone(), op=op.make(dtype), group=gloo)
-                    chk.equal(what + " vs gloo", out, reference)
-                # reduce_scatter (list of per-rank inputs)
                 what = f"reduce_scatter {op.label} {dtype_name(dtype)} n={n}"
                 pieces = [x[b * n : (b + 1) * n].clone() for b in range(world)]
                 out = different_from(expected)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from collective_cases import Op, expected_reduction, rank_input
-from dist_harness import HOST, Checker, free_port, result, run_checks, spawn
+from dist_harness import HOST, Checker, free_port, result, run_checks, run_job, spawn, torchrun
 
 CPU = torch.device("cpu")
 
@@ -105,33 +104,7 @@ def test_torchrun(tmp_path):
     script.write_text(textwrap.dedent(TORCHRUN_SCRIPT))
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = "1"
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
-        "--max-restarts",
-        "0",
-        str(script),
-        str(tmp_path),
-    ]
-    process = subprocess.Popen(
-        command,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        text=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=400)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)  # the agent and its workers
-        output, _ = process.communicate()
-        pytest.fail(f"torchrun did not finish in time:\n{output[-4000:]}")
-    assert process.returncode == 0, f"torchrun failed ({process.returncode}):\n{output[-4000:]}"
+    run_job(torchrun(2, 0, str(script), str(tmp_path)), env, timeout=400, what="torchrun")
     for rank in range(2):
         text = (tmp_path / f"rank{rank}.txt").read_text()
         assert text == "xccl 2 True 0,1", f"rank {rank} wrote {text!r}"

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import glob
 import os
-import signal
-import subprocess
 import sys
 import time
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from dist_harness import describe, spawn
+from dist_harness import describe, run_job, spawn, torchrun
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKERS = 3
@@ -25,28 +23,13 @@ WORKERS = 3
 CONNECT_TIMEOUT_MS = "20000"
 
 
-def _run_job(command: list[str], out_dir, timeout: float) -> tuple[str, float]:
+def _run_job(command: list[str], timeout: float) -> tuple[str, float]:
     env = dict(os.environ)
     env.update(OMP_NUM_THREADS="1", XCCL_CONNECT_TIMEOUT_MS=CONNECT_TIMEOUT_MS)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, env.get("PYTHONPATH")]))
     started = time.time()
-    process = subprocess.Popen(
-        command,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        text=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)  # the agent and its workers
-        output, _ = process.communicate()
-        raise AssertionError(f"the job hung ({timeout:.0f} s):\n{output[-6000:]}") from None
-    took = time.time() - started
-    assert process.returncode == 0, f"the job failed ({process.returncode}):\n{output[-6000:]}"
-    return output, took
+    output = run_job(command, env, timeout)
+    return output, time.time() - started
 
 
 def _check_job(out_dir, attempts: int, output: str) -> None:
@@ -68,22 +51,9 @@ def _check_job(out_dir, attempts: int, output: str) -> None:
 def test_torchrun_restart_after_a_worker_exits(tmp_path):
     """The issue's reproduction: torchrun --standalone --nproc-per-node 3 --max-restarts 1, one
     worker gone at step 3 of the first attempt; the second attempt trains to the right result."""
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        str(WORKERS),
-        "--max-restarts",
-        "1",
-        "--monitor-interval",
-        "0.1",
-        os.path.join(HERE, "restart_worker.py"),
-        str(tmp_path),
-        "1",
-    ]
-    output, _ = _run_job(command, tmp_path, timeout=240)
+    script = os.path.join(HERE, "restart_worker.py")
+    command = torchrun(WORKERS, 1, "--monitor-interval", "0.1", script, str(tmp_path), "1")
+    output, _ = _run_job(command, timeout=240)
     _check_job(tmp_path, 2, output)
 
 
@@ -100,7 +70,7 @@ def test_twenty_restarts_in_a_row(tmp_path):
         str(tmp_path),
         str(restarts),
     ]
-    output, took = _run_job(command, tmp_path, timeout=540)
+    output, took = _run_job(command, timeout=540)
     _check_job(tmp_path, restarts + 1, output)
     print(f"{restarts} restarts in {took:.1f} s")
 

@@ -1,7 +1,7 @@
 """Where the ranks come from: the launcher's (torchrun) or local ones this process starts.
 
-Exit status: 0 done; 1 a --check failed; 2 bad usage; 3 a rank failed, crashed or timed out;
-130 interrupted.
+Exit status: rank.py's (0 done; 1 a --check failed; 2 bad usage; 3 a rank failed, crashed or
+timed out; 130 interrupted).
 """
 
 from __future__ import annotations
@@ -12,17 +12,13 @@ import os
 import sys
 import tempfile
 import time
-import traceback
 from multiprocessing import connection
 
 from .. import _procs
 from . import options
+from .rank import EXIT_CHECK_FAILED, EXIT_RANK_FAILED, EXIT_USAGE, FAILURE_GRACE_S, run_rank
 
-EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_RANK_FAILED = 1, 2, 3
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-# After one rank fails the others are stuck in a collective until the group timeout; this long
-# is enough for them to report their own error before they are terminated.
-FAILURE_GRACE_S = 10.0
 POLL_S = 0.2
 
 
@@ -49,7 +45,7 @@ def main(argv=None) -> int:
 
             return netns.main(args)
         if launched_by(os.environ):
-            return _run_rank(
+            return run_rank(
                 args,
                 int(os.environ["RANK"]),
                 int(os.environ["WORLD_SIZE"]),
@@ -60,21 +56,6 @@ def main(argv=None) -> int:
         return spawn_local(args)
     except KeyboardInterrupt:
         return 130
-
-
-def _run_rank(
-    args, rank: int, world: int, local_rank: int, init_method: str, launched: bool
-) -> int:
-    """One rank, turning any failure into a message that names the rank and a status."""
-    try:
-        from .runner import run  # torch, torch.distributed and the extension load here
-
-        return run(args, rank, world, local_rank, init_method, launched)
-    except (RuntimeError, ValueError, TimeoutError) as error:  # DistBackendError included
-        sys.stderr.write(f"xccl bench rank {rank}: {error}\n")
-    except Exception:  # noqa: BLE001 - unexpected: the traceback is the useful part
-        sys.stderr.write(f"xccl bench rank {rank}: unexpected error\n{traceback.format_exc()}")
-    return EXIT_RANK_FAILED
 
 
 def _child(args, rank: int, world: int, init_method: str) -> None:
@@ -90,7 +71,7 @@ def _child(args, rank: int, world: int, init_method: str) -> None:
         # Before the group exists: xccl groups ranks into hosts by this id (docs/network.md).
         os.environ["XCCL_SHM_HOST_ID"] = f"simulated-host-{rank * args.simulate_hosts // world}"
     try:
-        status = _run_rank(args, rank, world, rank, init_method, launched=False)
+        status = run_rank(args, rank, world, rank, init_method, launched=False)
     except KeyboardInterrupt:  # Ctrl-C reaches every rank; the parent reports it once
         status = 130
     sys.exit(status)

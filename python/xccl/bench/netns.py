@@ -25,10 +25,9 @@ from . import hosts as hosts_module
 from . import onesided_report
 from .load import Load
 from .options import ONE_SIDED, format_size
+from .rank import EXIT_CHECK_FAILED, EXIT_RANK_FAILED, EXIT_USAGE, FAILURE_GRACE_S, run_rank
 
 NETS = ("tcp", "ofi")
-FAILURE_GRACE_S = 10.0  # as launch.py: the others report their own error, then are ended
-EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_RANK_FAILED = 1, 2, 3
 
 
 def layout(nranks: int, count: int) -> list:
@@ -260,12 +259,10 @@ def _gbps(side: dict | None) -> str:
 
 def _rank_main(options_file: str) -> int:
     """A rank inside a namespace host: the usual benchmark rank under torchrun's variables."""
-    from .launch import _run_rank
-
     with open(options_file, encoding="utf-8") as f:
         args = argparse.Namespace(**json.load(f))
     environ = os.environ
-    return _run_rank(
+    return run_rank(
         args,
         int(environ["RANK"]),
         int(environ["WORLD_SIZE"]),
