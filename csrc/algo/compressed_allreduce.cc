@@ -44,14 +44,10 @@ void divideAlone(void* data, size_t count, DataType type, int64_t divisor) {
 const uint16_t* wireOf(const uint8_t* slot) { return reinterpret_cast<const uint16_t*>(slot); }
 uint16_t* wireOf(uint8_t* slot) { return reinterpret_cast<uint16_t*>(slot); }
 
-// The plan's one-shot or two-shot, or planCpu's for this segment (as shm::allReduce plans).
+// The plan's one-shot or two-shot (plannedAlgorithm where none, as shm::allReduce).
 bool usesTwoShot(const shm::Context& ctx, size_t wireBytes) {
-  if (ctx.algorithm != Algorithm::kAuto) return ctx.algorithm == Algorithm::kTwoShot;
-  Tunables tunables = ctx.tunables;
-  tunables.forced = Algorithm::kAuto;
-  const GroupShape shape{ctx.size(), Locality::kOneHost, 1, ctx.size()};
-  return planCpu({Collective::kAllReduce, wireBytes}, shape, tunables).algorithm ==
-         Algorithm::kTwoShot;
+  return plannedAlgorithm(ctx.algorithm, CpuRoute::kShm, Collective::kAllReduce, wireBytes,
+                          ctx.size(), ctx.tunables) == Algorithm::kTwoShot;
 }
 
 }  // namespace
@@ -183,8 +179,8 @@ void compressedAllReduce(const Runner& runner, void* data, size_t count, DataTyp
       return allReduce(runner, data, count, type, ReduceOp::kAvg);
     return compressedAllReduce(runner.shmContext(plan), data, count, type, wire, n);
   }
-  if (plan.route == CpuRoute::kTcp) {
-    return compressedAllReduce(runner.tcpContext(plan), data, count, type, wire, n);
+  if (plan.route == CpuRoute::kNet) {
+    return compressedAllReduce(runner.netContext(plan), data, count, type, wire, n);
   }
   // Per host: the exact sum to the host's leader, the compressed average among the leaders,
   // the leader's result to the host (as the hierarchical all_reduce of algo/hierarchical.h, with
@@ -198,10 +194,7 @@ void compressedAllReduce(const Runner& runner, void* data, size_t count, DataTyp
   const std::optional<shm::Context> local = runner.hostContext(plan);
   if (local) shm::reduce(*local, data, count, type, ReduceOp::kSum, 0);
   if (h.leaders() != nullptr) {
-    const Context& tcp = runner.tcp;
-    compressedAllReduce(Context{*h.leaders(), tcp.seq, tcp.what, tcp.deadline, tcp.tunables,
-                                plan.algorithm},
-                        data, count, type, wire, n);
+    compressedAllReduce(runner.leadersContext(plan), data, count, type, wire, n);
   }
   if (local) shm::broadcast(*local, data, count * elementSize(type), 0);
 }

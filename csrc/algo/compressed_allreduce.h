@@ -2,13 +2,13 @@
 // of a float32 or float64 buffer whose bytes travel as bfloat16 or float16 (the "wire" type).
 //
 // Every rank's contribution is rounded to the wire type on its way into the transport (straight
-// into its shared-memory slot, or into the front half of its own buffer for TCP), the
-// contributions are summed in fp32 in rank order 0..n-1 and divided by the divisor (the group
+// into its shared-memory slot, or into the front half of its own buffer for the network transport),
+// the contributions are summed in fp32 in rank order 0..n-1 and divided by the divisor (the group
 // size: DDP averages), and the result is written back into the buffer in place. No buffer of the
-// message's size is allocated: TCP receives into two chunks per peer, shared memory uses the
-// slots. Every rank ends with bitwise the same values. Where the average itself crosses a
-// transport again (two-shot's reduced slices, TCP's all-gather, the links between hosts) it is
-// rounded to the wire type once more; one-shot keeps the fp32 average.
+// message's size is allocated: the network transport receives into two chunks per peer, shared
+// memory uses the slots. Every rank ends with bitwise the same values. Where the average itself
+// crosses a transport again (two-shot's reduced slices, the network transport's all-gather, the
+// links between hosts) it is rounded to the wire type once more; one-shot keeps the fp32 average.
 //
 // Steps and bytes moved: docs/algorithms.md ("Compressed all_reduce").
 #pragma once
@@ -30,7 +30,8 @@ enum class Compression : uint8_t {
   kEverywhere,
   // Only on links between hosts: the sum inside a host is exact (shared memory, in `type`), the
   // host sums travel compressed between host leaders. A group on one host gets the plain
-  // average; a group without shared memory (TCP only) counts every rank as its own host.
+  // average; a group without shared memory (network transport only) counts every rank as its own
+  // host.
   kBetweenHosts,
 };
 

@@ -1,6 +1,6 @@
 // What one collective call carries through the algorithms: the transport, the tag space its
 // messages live in, the deadline every wait is bounded by, the tunables, and the algorithm
-// planCpu (algo/cpu_plan.h) chose for it.
+// planCpu (algo/cpu_plan.h) chose for it, which the algorithms execute (algorithmFor).
 #pragma once
 
 #include <string>
@@ -21,8 +21,8 @@ struct Context {
   std::string what;          // "allreduce #12", used in every error message
   net::Deadline deadline;
   Tunables tunables;
-  // The plan's TCP algorithm (kDirect or kRing), set by algo::Runner. kAuto where a caller runs
-  // a TCP collective without a Runner (tests, benchmarks): planCpu then plans it over TCP.
+  // The plan's network algorithm (kDirect or kRing), set by algo::Runner; kAuto where a caller
+  // runs a network collective without a Runner (tests, benchmarks): see plannedAlgorithm.
   Algorithm algorithm = Algorithm::kAuto;
   // Set by each collective of collectives.h on its own copy (as()): travels in every message
   // tag, so ranks running different collectives at one sequence number fail instead of mixing.
@@ -31,8 +31,7 @@ struct Context {
   int rank() const { return transport.rank(); }
   // What runs `collective` of `bytes` per rank (as CpuRequest wants them) over this context.
   Algorithm algorithmFor(Collective collective, size_t bytes) const {
-    if (algorithm != Algorithm::kAuto) return algorithm;
-    return planCpu({collective, bytes}, GroupShape{size()}, tunables).algorithm;
+    return plannedAlgorithm(algorithm, CpuRoute::kNet, collective, bytes, size(), tunables);
   }
   int size() const { return transport.size(); }
   net::MessageTag tag(uint32_t step) const { return {net::TagSpace::kCollective, step, seq, op}; }

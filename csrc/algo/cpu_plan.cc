@@ -19,7 +19,7 @@ bool isReduction(Collective collective) {
   return collective == Collective::kAllReduce || collective == Collective::kReduce;
 }
 
-CpuPlan tcpPlan(Algorithm algorithm, const Tunables& tunables, const char* reason) {
+CpuPlan netPlan(Algorithm algorithm, const Tunables& tunables, const char* reason) {
   CpuPlan plan;
   plan.algorithm = algorithm;
   plan.ringChunkBytes = algorithm == Algorithm::kRing ? tunables.ringChunkBytes : 0;
@@ -27,18 +27,18 @@ CpuPlan tcpPlan(Algorithm algorithm, const Tunables& tunables, const char* reaso
   return plan;
 }
 
-// Rule 4 of planCpu for `worldSize` ranks over TCP.
+// Rule 4 of planCpu for `worldSize` ranks over the network transport.
 CpuPlan planTcp(Collective collective, size_t bytes, int worldSize, const Tunables& tunables) {
-  if (!hasRing(collective)) return tcpPlan(Algorithm::kDirect, tunables, "its only TCP algorithm");
+  if (!hasRing(collective)) return netPlan(Algorithm::kDirect, tunables, "its only TCP algorithm");
   if (worldSize <= 2 && collective != Collective::kAllReduce) {
     // With two ranks a ring step is a direct exchange; direct saves the pipelining bookkeeping.
-    return tcpPlan(Algorithm::kDirect, tunables, "at most 2 ranks: a ring step is a direct one");
+    return netPlan(Algorithm::kDirect, tunables, "at most 2 ranks: a ring step is a direct one");
   }
   // Direct exchange moves (n-1) x bytes per rank instead of ~2 x bytes; it only pays while the
   // step count (latency) dominates, i.e. for small messages.
   return bytes <= tunables.smallMessageBytes
-             ? tcpPlan(Algorithm::kDirect, tunables, "bytes <= XCCL_SMALL_MSG_BYTES (latency)")
-             : tcpPlan(Algorithm::kRing, tunables, "bytes > XCCL_SMALL_MSG_BYTES (bandwidth)");
+             ? netPlan(Algorithm::kDirect, tunables, "bytes <= XCCL_SMALL_MSG_BYTES (latency)")
+             : netPlan(Algorithm::kRing, tunables, "bytes > XCCL_SMALL_MSG_BYTES (bandwidth)");
 }
 
 Algorithm shmReduction(size_t bytes, int ranks, const Tunables& tunables) {
@@ -51,9 +51,9 @@ CpuPlan planHierarchical(const CpuRequest& request, const GroupShape& shape,
   const Collective c = request.collective;
   CpuPlan plan;
   if (c == Collective::kAllReduce || c == Collective::kBarrier) {
-    // A TCP collective among the leaders, planned for H ranks: barrier's, and all_reduce's where
-    // hosts have different rank counts. On hosts of equal size all_reduce exchanges each local
-    // rank's slice directly with its peers on the other hosts, pipelined in ring chunks.
+    // A network collective among the leaders, planned for H ranks: barrier's, and all_reduce's
+    // where hosts have different rank counts. On hosts of equal size all_reduce exchanges each
+    // local rank's slice directly with its peers on the other hosts, pipelined in ring chunks.
     plan = planTcp(c, request.bytes, shape.hosts, tunables);
     plan.reason = c == Collective::kBarrier
                       ? "hosts with several ranks: shared memory inside, TCP among one leader per "
@@ -90,7 +90,7 @@ CpuPlan planCpu(const CpuRequest& request, const GroupShape& shape, const Tunabl
   const Collective c = request.collective;
   const Algorithm forced = tunables.forced;
   if (forced == Algorithm::kDirect || (forced == Algorithm::kRing && hasRing(c))) {
-    return tcpPlan(forced, tunables, "forced by XCCL_ALGO or the group's options");
+    return netPlan(forced, tunables, "forced by XCCL_ALGO or the group's options");
   }
   if (shape.locality == Locality::kOneHost) {
     CpuPlan plan;
@@ -108,6 +108,17 @@ CpuPlan planCpu(const CpuRequest& request, const GroupShape& shape, const Tunabl
   }
   if (shape.locality == Locality::kPerHost) return planHierarchical(request, shape, tunables);
   return planTcp(c, request.bytes, shape.worldSize, tunables);
+}
+
+Algorithm plannedAlgorithm(Algorithm carried, CpuRoute route, Collective collective, size_t bytes,
+                           int ranks, const Tunables& tunables) {
+  if (carried != Algorithm::kAuto) return carried;
+  if (route != CpuRoute::kShm)
+    return planCpu({collective, bytes}, GroupShape{ranks}, tunables).algorithm;
+  Tunables unforced = tunables;
+  unforced.forced = Algorithm::kAuto;
+  const GroupShape oneHost{ranks, Locality::kOneHost, 1, ranks};
+  return planCpu({collective, bytes}, oneHost, unforced).algorithm;
 }
 
 size_t shmTwoShotThreshold(int worldSize, const Tunables& tunables) {
@@ -136,7 +147,9 @@ const char* collectiveName(Collective collective) {
 
 const char* cpuRouteName(CpuRoute route) {
   switch (route) {
-    case CpuRoute::kTcp: return "tcp";
+    // Printed as "tcp" (plan output and logs) whichever engine carries it: the output predates
+    // the other engines and must not change.
+    case CpuRoute::kNet: return "tcp";
     case CpuRoute::kShm: return "shm";
     case CpuRoute::kHierarchical: return "hierarchical";
   }

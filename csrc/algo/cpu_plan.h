@@ -1,13 +1,14 @@
 // Selection on CPUs: the one place that decides how a collective on host memory runs. A pure
 // function of (request, the group's shape, tunables) -> plan, so it can be tested over a grid of
 // sizes without any transport (tests/cpp/algo/test_cpu_plan.cc). The plan names the transport
-// (route), the algorithm and its chunking; the executors (algo::Runner, the TCP collectives of
+// (route), the algorithm and its chunking; the executors (algo::Runner, the network collectives of
 // collectives.h, the shared-memory ones of shm_collectives.h) run what it says.
 //
 // Routes: a group whose ranks share a host has a shared-memory segment, and its collectives run
 // over it (kShm); a group spanning hosts with several ranks on some host has a segment per host
-// and runs every collective hierarchically (kHierarchical, algo/hierarchical.h); TCP serves
-// everything else and whatever an override sends to TCP. Rules and measurements: docs/algorithms.md
+// and runs every collective hierarchically (kHierarchical, algo/hierarchical.h); the network
+// transport serves everything else and whatever an override sends to the network transport. Rules
+// and measurements: docs/algorithms.md
 // ("Selection on CPUs").
 #pragma once
 
@@ -23,7 +24,7 @@ enum class Collective {
   kReduceScatter,
   kBroadcast,
   kReduce,
-  kAllToAll,  // all_to_all, gather, scatter and barrier have one TCP algorithm each (direct)
+  kAllToAll,  // all_to_all, gather, scatter and barrier have one network algorithm each (direct)
   kGather,
   kScatter,
   kBarrier,
@@ -31,12 +32,12 @@ enum class Collective {
 
 // Which shared memory a group has (the backend finds out at group creation).
 enum class Locality {
-  kNone,  // none: every collective over TCP
+  kNone,  // none: every collective over the network transport
   kOneHost,  // every rank on one host: one segment for the group
   kPerHost,  // several hosts, some with several ranks: one segment per such host
 };
 
-enum class CpuRoute { kTcp, kShm, kHierarchical };
+enum class CpuRoute { kNet, kShm, kHierarchical };
 
 struct CpuRequest {
   Collective collective = Collective::kAllReduce;
@@ -50,14 +51,14 @@ struct CpuRequest {
 struct GroupShape {
   int worldSize = 1;
   Locality locality = Locality::kNone;
-  int hosts = 1;  // kPerHost: hosts the group spans (the TCP leaders of kHierarchical)
+  int hosts = 1;  // kPerHost: hosts the group spans (the network leaders of kHierarchical)
   int hostRanks = 1;  // ranks sharing this rank's segment (kOneHost: worldSize)
 };
 
 struct CpuPlan {
-  CpuRoute route = CpuRoute::kTcp;
-  // kTcp: kDirect or kRing. kShm: kOneShot or kTwoShot for all_reduce and reduce, kShm for the
-  // others. kHierarchical: the network pattern among the hosts' agents: barrier's TCP algorithm
+  CpuRoute route = CpuRoute::kNet;
+  // kNet: kDirect or kRing. kShm: kOneShot or kTwoShot for all_reduce and reduce, kShm for the
+  // others. kHierarchical: the network pattern among the hosts' agents: barrier's network algorithm
   // among the leaders, and all_reduce's where hosts differ in size (on hosts of equal size its
   // slices travel directly between ranks), kRing for broadcast's and reduce's chain, kDirect for
   // the others.
@@ -73,7 +74,7 @@ struct CpuPlan {
 };
 
 // Rules, in order:
-// 1. A forced TCP algorithm (XCCL_ALGO=direct|ring or the group's options) is used by every
+// 1. A forced network algorithm (XCCL_ALGO=direct|ring or the group's options) is used by every
 //    collective that has it (ring: all but all_to_all, gather, scatter, barrier), also where
 //    shared memory is available: forcing exists to pin one algorithm.
 // 2. On one host (kOneHost), every collective runs over shared memory (kShm); all_reduce and
@@ -88,11 +89,21 @@ struct CpuPlan {
 //    simulated hosts over loopback (docs/network.md) flat TCP still wins small broadcasts and
 //    all_to_all, where the "network" costs what shared memory does; not measured on real
 //    multi-host hardware yet.
-// 4. TCP: with one or two ranks, direct for all but all_reduce (a ring step is a direct
+// 4. The network transport: with one or two ranks, direct for all but all_reduce (a ring step is a
+// direct
 //    exchange); otherwise direct up to smallMessageBytes, ring above. all_to_all, gather,
 //    scatter and barrier only have direct. Forcing kShm changes nothing where shared memory
 //    exists; elsewhere it falls through to these rules.
 CpuPlan planCpu(const CpuRequest& request, const GroupShape& shape, const Tunables& tunables);
+
+// The algorithm a context carries into an executor: `carried` when the caller planned the call
+// (algo::Runner sets it from planCpu's plan), else (Algorithm::kAuto: tests and benchmarks that
+// call an algorithm directly, the all_gather inside the compressed all_reduce) the one planCpu
+// gives `collective` of `bytes` per rank over `route` among `ranks` ranks. Over kShm a call is
+// planned as on one host whatever XCCL_ALGO forces: it runs over the segment anyway. The one
+// place executors get an algorithm from: they never plan themselves.
+Algorithm plannedAlgorithm(Algorithm carried, CpuRoute route, Collective collective, size_t bytes,
+                           int ranks, const Tunables& tunables);
 
 // The all-reduce/reduce message size (bytes) from which `worldSize` ranks use two-shot over
 // shared memory: shmTwoShotMinBytes x saving(4) / saving(n) with saving(n) = n - 2 - 1/n;

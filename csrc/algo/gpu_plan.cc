@@ -365,4 +365,27 @@ const char* gpuRouteName(GpuRoute route) {
   return "?";
 }
 
+int residentBlocksPerSm(int threadsPerBlock, int maxThreadsPerSm, int regsPerSm, int regsPerBlock) {
+  if (threadsPerBlock <= 0) return 1;
+  const int regsPerThread = std::max(1, std::min(255, regsPerBlock / threadsPerBlock));
+  const int byThreads = maxThreadsPerSm / threadsPerBlock;
+  const int byRegisters = regsPerSm / (threadsPerBlock * regsPerThread);
+  return std::max(1, std::min(byThreads, byRegisters));
+}
+
+int sharedGpuMaxBlocks(int blocksPerSm, int smCount, int ranksPerGpu) {
+  if (ranksPerGpu <= 1) return kNoCap;
+  const int resident = std::max(0, blocksPerSm) * std::max(0, smCount);
+  if (resident < ranksPerGpu) return kCannotFit;
+  return std::min(kGpuDefaultMaxBlocks, resident / ranksPerGpu);
+}
+
+bool kernelAllToAll(int64_t inputRows, int64_t inputNumel, int64_t outputRows, int64_t outputNumel,
+                    const std::vector<int64_t>& inputSplits,
+                    const std::vector<int64_t>& outputSplits, int worldSize) {
+  if (worldSize <= 0 || !inputSplits.empty() || !outputSplits.empty()) return false;
+  return inputNumel == outputNumel && inputNumel % worldSize == 0 && inputRows % worldSize == 0 &&
+         outputRows % worldSize == 0;
+}
+
 }  // namespace xccl::algo

@@ -94,7 +94,7 @@ struct GpuRequest {
   // of a 4-GPU box can use kernels, the whole box cannot).
   std::vector<int> gpus;
   // False when the ranks sharing a GPU cannot all have kernel blocks resident at once
-  // (backend/gpu_rules.h, sharedGpuMaxBlocks): a kernel would deadlock.
+  // (sharedGpuMaxBlocks below): a kernel would deadlock.
   bool kernelsFit = true;
   // True once the ranks agreed that CUDA IPC cannot work for this group (found out when the
   // first call planned for a kernel created the workspace).
@@ -125,5 +125,38 @@ const char* gpuCollectiveName(GpuCollective collective);
 const char* gpuKernelName(GpuKernel kernel);
 const char* gpuRouteName(GpuRoute route);
 const char* gpuFabricName(GpuFabric fabric);
+
+// ---- Grid cap when ranks share a GPU (MPS on NVIDIA, the default on AMD) ----
+//
+// Every block of every co-located rank spins on flags that other ranks' blocks set: if the GPU
+// cannot hold all of them at once, a resident block waits for one that never gets an SM. So the
+// ranks of one GPU together may use at most what is resident at once.
+
+// Blocks of `threadsPerBlock` threads that one SM holds at once, whatever registers the compiler
+// chose: the kernels are compiled with __launch_bounds__(threadsPerBlock), which lets the compiler
+// use up to min(255, regsPerBlock / threadsPerBlock) registers per thread, so assume it did.
+// At least 1: a kernel that launches at all has one block resident per SM.
+int residentBlocksPerSm(int threadsPerBlock, int maxThreadsPerSm, int regsPerSm, int regsPerBlock);
+
+constexpr int kNoCap = 0;       // LaunchShape::maxBlocks 0: the kernels' default
+constexpr int kCannotFit = -1;  // fewer resident blocks than ranks: no kernel may run
+
+// LaunchShape::maxBlocks for a group whose busiest GPU hosts `ranksPerGpu` ranks, on GPUs of which
+// the smallest has `smCount` SMs holding `blocksPerSm` blocks each (the minimum over all ranks,
+// from the placement exchange, so every rank computes the same cap and launches the same grid).
+int sharedGpuMaxBlocks(int blocksPerSm, int smCount, int ranksPerGpu);
+
+// ---- all_to_all_single: when the kernel may run it ----
+//
+// The kernel moves equal chunks between every pair of ranks, and whether the chunks are equal is
+// a property of the whole group: a rank's own split lists can be equal while a peer's are not
+// (MoE dispatch with data-dependent splits), so a rank that judged "equal" from its own lists
+// would take the kernel route while its peers took NCCL's, and both would hang. Only torch's
+// equal form, no split lists at all, promises equal chunks on every rank; so only it runs on the
+// kernel, and explicit lists, equal or not, go to NCCL/RCCL. The ranks of one call must pass
+// split lists alike, all or none (docs/gpu.md); sizes must divide evenly by the world size.
+bool kernelAllToAll(int64_t inputRows, int64_t inputNumel, int64_t outputRows, int64_t outputNumel,
+                    const std::vector<int64_t>& inputSplits,
+                    const std::vector<int64_t>& outputSplits, int worldSize);
 
 }  // namespace xccl::algo

@@ -25,7 +25,7 @@ struct Window {
 
 // Reduce to each host's leader over its segment, all_reduce among the leaders over the network
 // (AVG as a sum, divided there by the group size), broadcast from the leader over the segment.
-// Every rank gets the leaders' bytes, which are identical (the TCP algorithms combine in rank
+// Every rank gets the leaders' bytes, which are identical (the network algorithms combine in rank
 // order). Unpipelined: only for hosts with different rank counts, where no rank has a peer of
 // the same local index on every host.
 void allReduceThroughLeaders(const Runner& runner, const CpuPlan& plan, void* data, size_t count,
@@ -35,10 +35,7 @@ void allReduceThroughLeaders(const Runner& runner, const CpuPlan& plan, void* da
   const std::optional<shm::Context> local = runner.hostContext(plan);
   if (local) shm::reduce(*local, data, count, type, combiner, 0);
   if (h.leaders() != nullptr) {
-    const Context& tcp = runner.tcp;
-    algo::allReduce(Context{*h.leaders(), tcp.seq, tcp.what, tcp.deadline, tcp.tunables,
-                            plan.algorithm},
-                    data, count, type, combiner);
+    algo::allReduce(runner.leadersContext(plan), data, count, type, combiner);
     if (op == ReduceOp::kAvg) divide(type, data, count, runner.size());
   }
   if (local) shm::broadcast(*local, data, count * elementSize(type), 0);
@@ -311,9 +308,7 @@ void barrier(const Runner& runner, const CpuPlan& plan) {
   const std::optional<shm::Context> local = runner.hostContext(plan);
   if (local) shm::barrier(*local);
   if (h.leaders() != nullptr) {
-    const Context& tcp = runner.tcp;
-    algo::barrier(
-        Context{*h.leaders(), tcp.seq, tcp.what, tcp.deadline, tcp.tunables, plan.algorithm});
+    algo::barrier(runner.leadersContext(plan));
   }
   if (local) shm::barrier(*local);
 }

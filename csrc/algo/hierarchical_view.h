@@ -16,7 +16,7 @@ class View {
   // `signature`: the collective's opSignature, stamped on every network message.
   View(const Runner& runner, const CpuPlan& plan, uint32_t signature)
       : hierarchy_(*runner.hierarchy),
-        net(runner.tcp.as(signature)),
+        net(runner.net.as(signature)),
         local(runner.hostContext(plan)),
         chunk(std::max<size_t>(1, plan.ringChunkBytes)) {
     const net::Hosts& hosts = hierarchy_.placement();

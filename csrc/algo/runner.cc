@@ -20,14 +20,14 @@ GroupShape Runner::shape() const {
   return shape;
 }
 
-Context Runner::tcpContext(const CpuPlan& plan) const {
-  Context ctx = tcp;
+Context Runner::netContext(const CpuPlan& plan) const {
+  Context ctx = net;
   ctx.algorithm = plan.algorithm;
   return ctx;
 }
 
 shm::Context Runner::shmContext(const CpuPlan& plan) const {
-  return {*segment, tcp.seq, tcp.what, tcp.deadline, tcp.tunables, alive, plan.algorithm};
+  return {*segment, net.seq, net.what, net.deadline, net.tunables, alive, plan.algorithm};
 }
 
 std::optional<shm::Context> Runner::hostContext(const CpuPlan& plan) const {
@@ -36,13 +36,18 @@ std::optional<shm::Context> Runner::hostContext(const CpuPlan& plan) const {
   // The segment numbers this host's ranks 0..k-1; liveness is asked by group rank.
   net::shm::PeerAlive local;
   if (alive) local = [&h, alive = alive](int peer) { return alive(h.local()[peer]); };
-  return shm::Context{*h.segment(), tcp.seq,          tcp.what,          tcp.deadline,
-                      tcp.tunables, std::move(local), plan.hostAlgorithm};
+  return shm::Context{*h.segment(), net.seq,          net.what,          net.deadline,
+                      net.tunables, std::move(local), plan.hostAlgorithm};
+}
+
+Context Runner::leadersContext(const CpuPlan& plan) const {
+  return Context{*hierarchy->leaders(), net.seq,      net.what,
+                 net.deadline,          net.tunables, plan.algorithm};
 }
 
 Runner subCollective(const Runner& runner, size_t i) {
   Runner sub = runner;
-  sub.tcp.seq += i;
+  sub.net.seq += i;
   return sub;
 }
 
@@ -51,7 +56,7 @@ void allReduce(const Runner& runner, void* data, size_t count, DataType type, Re
   switch (plan.route) {
     case CpuRoute::kShm: return shm::allReduce(runner.shmContext(plan), data, count, type, op);
     case CpuRoute::kHierarchical: return hier::allReduce(runner, plan, data, count, type, op);
-    case CpuRoute::kTcp: return allReduce(runner.tcpContext(plan), data, count, type, op);
+    case CpuRoute::kNet: return allReduce(runner.netContext(plan), data, count, type, op);
   }
 }
 
@@ -60,7 +65,7 @@ void broadcast(const Runner& runner, void* data, size_t bytes, int root) {
   switch (plan.route) {
     case CpuRoute::kShm: return shm::broadcast(runner.shmContext(plan), data, bytes, root);
     case CpuRoute::kHierarchical: return hier::broadcast(runner, plan, data, bytes, root);
-    case CpuRoute::kTcp: return broadcast(runner.tcpContext(plan), data, bytes, root);
+    case CpuRoute::kNet: return broadcast(runner.netContext(plan), data, bytes, root);
   }
 }
 
@@ -69,7 +74,7 @@ void reduce(const Runner& runner, void* data, size_t count, DataType type, Reduc
   switch (plan.route) {
     case CpuRoute::kShm: return shm::reduce(runner.shmContext(plan), data, count, type, op, root);
     case CpuRoute::kHierarchical: return hier::reduce(runner, plan, data, count, type, op, root);
-    case CpuRoute::kTcp: return reduce(runner.tcpContext(plan), data, count, type, op, root);
+    case CpuRoute::kNet: return reduce(runner.netContext(plan), data, count, type, op, root);
   }
 }
 
@@ -82,7 +87,7 @@ void allGather(const Runner& runner, const void* input, void* output,
     case CpuRoute::kShm:
       return shm::allGather(runner.shmContext(plan), input, output, bytesPerRank);
     case CpuRoute::kHierarchical: return hier::allGather(runner, plan, input, output, bytesPerRank);
-    case CpuRoute::kTcp: return allGather(runner.tcpContext(plan), input, output, bytesPerRank);
+    case CpuRoute::kNet: return allGather(runner.netContext(plan), input, output, bytesPerRank);
   }
 }
 
@@ -94,8 +99,8 @@ void reduceScatter(const Runner& runner, const void* input, void* output, size_t
       return shm::reduceScatter(runner.shmContext(plan), input, output, count, type, op);
     case CpuRoute::kHierarchical:
       return hier::reduceScatter(runner, plan, input, output, count, type, op);
-    case CpuRoute::kTcp:
-      return reduceScatter(runner.tcpContext(plan), input, output, count, type, op);
+    case CpuRoute::kNet:
+      return reduceScatter(runner.netContext(plan), input, output, count, type, op);
   }
 }
 
@@ -111,8 +116,8 @@ void allToAll(const Runner& runner, const void* input, const std::vector<size_t>
     case CpuRoute::kHierarchical:
       return hier::allToAll(runner, plan, input, sendOffsets, sendLengths, output, recvOffsets,
                             recvLengths);
-    case CpuRoute::kTcp:
-      return allToAll(runner.tcpContext(plan), input, sendOffsets, sendLengths, output, recvOffsets,
+    case CpuRoute::kNet:
+      return allToAll(runner.netContext(plan), input, sendOffsets, sendLengths, output, recvOffsets,
                       recvLengths);
   }
 }
@@ -122,7 +127,7 @@ void gather(const Runner& runner, const void* input, size_t bytes, void* output,
   switch (plan.route) {
     case CpuRoute::kShm: return shm::gather(runner.shmContext(plan), input, bytes, output, root);
     case CpuRoute::kHierarchical: return hier::gather(runner, plan, input, bytes, output, root);
-    case CpuRoute::kTcp: return gather(runner.tcpContext(plan), input, bytes, output, root);
+    case CpuRoute::kNet: return gather(runner.netContext(plan), input, bytes, output, root);
   }
 }
 
@@ -131,7 +136,7 @@ void scatter(const Runner& runner, const void* input, void* output, size_t bytes
   switch (plan.route) {
     case CpuRoute::kShm: return shm::scatter(runner.shmContext(plan), input, output, bytes, root);
     case CpuRoute::kHierarchical: return hier::scatter(runner, plan, input, output, bytes, root);
-    case CpuRoute::kTcp: return scatter(runner.tcpContext(plan), input, output, bytes, root);
+    case CpuRoute::kNet: return scatter(runner.netContext(plan), input, output, bytes, root);
   }
 }
 
@@ -140,7 +145,7 @@ void barrier(const Runner& runner) {
   switch (plan.route) {
     case CpuRoute::kShm: return shm::barrier(runner.shmContext(plan));
     case CpuRoute::kHierarchical: return hier::barrier(runner, plan);
-    case CpuRoute::kTcp: return barrier(runner.tcpContext(plan));
+    case CpuRoute::kNet: return barrier(runner.netContext(plan));
   }
 }
 

@@ -1,7 +1,7 @@
 // One collective call of a group, run the way planCpu (algo/cpu_plan.h) plans it: over the group's
 // shared-memory segment (algo/shm_collectives.h) when every rank is on one host, the
 // hierarchical collectives (algo/hierarchical.h) when the group spans hosts with segments per
-// host, else the TCP algorithms (algo/collectives.h). The functions below have the names,
+// host, else the network algorithms (algo/collectives.h). The functions below have the names,
 // signatures and semantics of algo/collective_signatures.h, overloaded on Runner, so the backend's
 // collective bodies do not depend on which transport moves their bytes. Point-to-point traffic
 // never comes here.
@@ -19,25 +19,29 @@
 namespace xccl::algo {
 
 struct Runner {
-  Context tcp;                           // the TCP transport's context (always usable)
+  Context net;  // the network (peer) transport's context, whatever engine it runs (always usable)
   net::shm::Segment* segment = nullptr;  // the group's segment; null: no shared memory
   net::shm::PeerAlive
       alive;  // liveness of peers (group ranks) for shared-memory waits; may be empty
   const net::Hierarchy* hierarchy = nullptr;  // per-host segments; null unless it spans hosts
 
-  int rank() const { return tcp.rank(); }
-  int size() const { return tcp.size(); }
+  int rank() const { return net.rank(); }
+  int size() const { return net.size(); }
   GroupShape shape() const;
   // planCpu for `collective` of `bytes` (as CpuRequest wants them: the same on every rank).
   CpuPlan plan(Collective collective, size_t bytes) const {
-    return planCpu({collective, bytes}, shape(), tcp.tunables);
+    return planCpu({collective, bytes}, shape(), net.tunables);
   }
-  // The contexts of a call planned as `plan`: over TCP, or over the segment (only with one).
-  Context tcpContext(const CpuPlan& plan) const;
+  // The contexts of a call planned as `plan`: over the network transport, or over the segment
+  // (only with one).
+  Context netContext(const CpuPlan& plan) const;
   shm::Context shmContext(const CpuPlan& plan) const;
   // A group spanning hosts: the context of this host's segment (local ranks; liveness asked by
   // group rank) for a call planned as `plan`; empty where this host has one rank.
   std::optional<shm::Context> hostContext(const CpuPlan& plan) const;
+  // A group spanning hosts, on a host's leader: the context among the hosts' leaders
+  // (Hierarchy::leaders()) for a call planned as `plan`.
+  Context leadersContext(const CpuPlan& plan) const;
 };
 
 // The i-th of several collectives run under one call (coalesced operations), as
@@ -45,7 +49,7 @@ struct Runner {
 Runner subCollective(const Runner& runner, size_t i);
 
 // The collectives (collective_signatures.h), run the way plan() plans each call. reduce may
-// clobber a non-root rank's `data` (the TCP algorithms use it as scratch).
+// clobber a non-root rank's `data` (the network algorithms use it as scratch).
 XCCL_COLLECTIVES(Runner)
 
 }  // namespace xccl::algo

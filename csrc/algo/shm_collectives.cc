@@ -57,17 +57,10 @@ void reduceChunks(const Context& ctx, uint8_t* data, size_t count, DataType type
   }
 }
 
-// The plan's reduction for this call (Context::algorithm), or planCpu's for this segment.
+// The plan's reduction for this call (Context::algorithm; plannedAlgorithm where none).
 bool usesTwoShot(const Context& ctx, Collective collective, size_t bytes) {
-  Algorithm algorithm = ctx.algorithm;
-  if (algorithm == Algorithm::kAuto) {
-    // This call runs over shared memory whatever XCCL_ALGO says: plan it as such.
-    Tunables tunables = ctx.tunables;
-    tunables.forced = Algorithm::kAuto;
-    const GroupShape shape{ctx.size(), Locality::kOneHost, 1, ctx.size()};
-    algorithm = planCpu({collective, bytes}, shape, tunables).algorithm;
-  }
-  return algorithm == Algorithm::kTwoShot;
+  return plannedAlgorithm(ctx.algorithm, CpuRoute::kShm, collective, bytes, ctx.size(),
+                          ctx.tunables) == Algorithm::kTwoShot;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "algo/tunables.h"
 
+#include <vector>
+
 #include "common/env.h"
 #include "common/error.h"
 
@@ -47,28 +49,51 @@ const char* algorithmName(Algorithm algorithm) {
   return "?";
 }
 
+namespace {
+
+// XCCL_GPU_ALGO's names are its registry entry's (common/env.cc), one entry per GpuForce in the
+// enum's order, synonyms after the canonical name ("nccl|rccl|vendor"): the one list of them.
+const std::vector<std::vector<std::string>>& gpuForceSpellings() {
+  static const std::vector<std::vector<std::string>> spellings = [] {
+    std::vector<std::vector<std::string>> out;
+    for (const std::string& entry : env::find("XCCL_GPU_ALGO").choices) {
+      std::vector<std::string> names;
+      for (size_t start = 0;;) {
+        const size_t bar = entry.find('|', start);
+        names.push_back(entry.substr(start, bar - start));
+        if (bar == std::string::npos) break;
+        start = bar + 1;
+      }
+      out.push_back(std::move(names));
+    }
+    XCCL_CHECK(out.size() == static_cast<size_t>(GpuForce::kAllPairs) + 1,
+               "XCCL_GPU_ALGO declares ", out.size(), " choices, GpuForce has ",
+               static_cast<int>(GpuForce::kAllPairs) + 1);
+    return out;
+  }();
+  return spellings;
+}
+
+}  // namespace
+
 GpuForce parseGpuForce(const std::string& name) {
-  if (name.empty() || name == "auto") return GpuForce::kAuto;
-  if (name == "nccl" || name == "rccl" || name == "vendor") return GpuForce::kVendor;
-  if (name == "kernel") return GpuForce::kKernel;
-  if (name == "one_shot") return GpuForce::kOneShot;
-  if (name == "two_shot") return GpuForce::kTwoShot;
-  if (name == "all_pairs") return GpuForce::kAllPairs;
+  if (name.empty()) return GpuForce::kAuto;
+  const auto& spellings = gpuForceSpellings();
+  std::string accepted;
+  for (size_t i = 0; i < spellings.size(); ++i) {
+    for (const std::string& spelling : spellings[i]) {
+      if (spelling == name) return static_cast<GpuForce>(i);
+      accepted += (accepted.empty() ? "" : ", ") + spelling;
+    }
+  }
   XCCL_THROW(ErrorKind::kInvalidArgument, "unknown GPU algorithm '", name,
-             "' (XCCL_GPU_ALGO accepts auto, nccl, rccl, vendor, kernel, one_shot, two_shot, "
-             "all_pairs)");
+             "' (XCCL_GPU_ALGO accepts ", accepted, ")");
 }
 
 const char* gpuForceName(GpuForce force) {
-  switch (force) {
-    case GpuForce::kAuto: return "auto";
-    case GpuForce::kVendor: return "nccl";
-    case GpuForce::kKernel: return "kernel";
-    case GpuForce::kOneShot: return "one_shot";
-    case GpuForce::kTwoShot: return "two_shot";
-    case GpuForce::kAllPairs: return "all_pairs";
-  }
-  return "?";
+  const auto& spellings = gpuForceSpellings();
+  const auto index = static_cast<size_t>(force);
+  return index < spellings.size() ? spellings[index].front().c_str() : "?";
 }
 
 std::string formatBytes(size_t bytes) {

@@ -16,7 +16,7 @@ enum class Algorithm {
   kDirect,  // every rank exchanges with every other in one step: fewest hops, most bytes
   kRing,    // chunk-pipelined ring: bandwidth-optimal bytes on the wire, 2(n-1) or n-1 steps
   kShm,     // the shared-memory collectives (algo/shm_collectives.h): ranks on one host only
-  // all_reduce across hosts: shared-memory reduce inside each host, TCP all_reduce among one
+  // all_reduce across hosts: shared-memory reduce inside each host, network all_reduce among one
   // leader per host, shared-memory broadcast inside each host (net/hierarchy.h)
   kHierarchical,
   // The two shared-memory reductions (all_reduce, reduce): one step, every rank reduces all n
@@ -32,6 +32,8 @@ const char* algorithmName(Algorithm algorithm);
 // XCCL_GPU_ALGO. A forced choice applies to the collectives that have it and where it can run
 // (one host, at most kGpuMaxRanks ranks, a kernel for the dtype and op, peer access between
 // the GPUs); everything else is planned as usual.
+// In the order of XCCL_GPU_ALGO's choices (common/env.cc), whose names parseGpuForce and
+// gpuForceName read from there.
 enum class GpuForce : uint8_t {
   kAuto,
   kVendor,    // "nccl" (also "rccl", "vendor"): every collective to the vendor library
@@ -49,7 +51,7 @@ constexpr size_t kKiB = 1024;
 constexpr size_t kMiB = 1024 * 1024;
 constexpr size_t kNoLimit = SIZE_MAX;
 
-// ---- CPU: TCP ----
+// ---- CPU: the network transport ----
 
 // At or below this many bytes per rank the latency algorithm wins. Measured on loopback TCP
 // with 2-4 ranks (benchmarks/RESULTS.md): direct exchange beats the ring up to ~64 KiB.
@@ -142,7 +144,7 @@ constexpr size_t kGpuWorkspaceBytes = 32 * kMiB;
 std::string formatBytes(size_t bytes);
 
 struct Tunables {
-  // ---- CPU: TCP (planCpu) ----
+  // ---- CPU: the network transport (planCpu) ----
   size_t smallMessageBytes = kSmallMessageBytes;  // XCCL_SMALL_MSG_BYTES
   size_t ringChunkBytes = kRingChunkBytes;        // XCCL_RING_CHUNK_BYTES
   Algorithm forced = Algorithm::kAuto;            // XCCL_ALGO or the group's options

@@ -11,7 +11,7 @@
 #include "backend/gpu_rules.h"
 #include "backend/gpu_work.h"
 #include "backend/machine.h"
-#include "kernels/plan.h"
+#include "kernels/launch_checks.h"
 #include "net/bootstrap.h"
 #include "net/hosts.h"
 #include "net/shm/segment.h"

@@ -15,7 +15,7 @@
 #include "common/error.h"
 #include "kernels/device_handle.h"
 #include "kernels/launch.h"
-#include "kernels/plan.h"
+#include "kernels/launch_checks.h"
 
 namespace xccl::backend::rules {
 
@@ -29,54 +29,13 @@ inline kernels::Algorithm allReduceAlgorithm(algo::GpuKernel kernel) {
              " is not an all-reduce kernel");
 }
 
-// ---- Grid cap when ranks share a GPU (MPS on NVIDIA, the default on AMD) ----
-//
-// Every block of every co-located rank spins on flags that other ranks' blocks set: if the GPU
-// cannot hold all of them at once, a resident block waits for one that never gets an SM. So the
-// ranks of one GPU together may use at most what is resident at once.
-
-// Blocks of `threadsPerBlock` threads that one SM holds at once, whatever registers the compiler
-// chose: the kernels are compiled with __launch_bounds__(threadsPerBlock), which lets the compiler
-// use up to min(255, regsPerBlock / threadsPerBlock) registers per thread, so assume it did.
-// At least 1: a kernel that launches at all has one block resident per SM.
-inline int residentBlocksPerSm(int threadsPerBlock, int maxThreadsPerSm, int regsPerSm,
-                               int regsPerBlock) {
-  if (threadsPerBlock <= 0) return 1;
-  const int regsPerThread = std::max(1, std::min(255, regsPerBlock / threadsPerBlock));
-  const int byThreads = maxThreadsPerSm / threadsPerBlock;
-  const int byRegisters = regsPerSm / (threadsPerBlock * regsPerThread);
-  return std::max(1, std::min(byThreads, byRegisters));
-}
-
-constexpr int kNoCap = 0;       // LaunchShape::maxBlocks 0: the kernels' default
-constexpr int kCannotFit = -1;  // fewer resident blocks than ranks: no kernel may run
-
-// LaunchShape::maxBlocks for a group whose busiest GPU hosts `ranksPerGpu` ranks, on GPUs of which
-// the smallest has `smCount` SMs holding `blocksPerSm` blocks each (the minimum over all ranks,
-// from the placement exchange, so every rank computes the same cap and launches the same grid).
-inline int sharedGpuMaxBlocks(int blocksPerSm, int smCount, int ranksPerGpu) {
-  if (ranksPerGpu <= 1) return kNoCap;
-  const int resident = std::max(0, blocksPerSm) * std::max(0, smCount);
-  if (resident < ranksPerGpu) return kCannotFit;
-  return std::min(kernels::kDefaultMaxBlocks, resident / ranksPerGpu);
-}
-
-// ---- all_to_all_single: when the kernel may run it ----
-//
-// The kernel moves equal chunks between every pair of ranks, and whether the chunks are equal is
-// a property of the whole group: a rank's own split lists can be equal while a peer's are not
-// (MoE dispatch with data-dependent splits), so a rank that judged "equal" from its own lists
-// would take the kernel route while its peers took NCCL's, and both would hang. Only torch's
-// equal form, no split lists at all, promises equal chunks on every rank; so only it runs on the
-// kernel, and explicit lists, equal or not, go to NCCL/RCCL. The ranks of one call must pass
-// split lists alike, all or none (docs/gpu.md); sizes must divide evenly by the world size.
-inline bool kernelAllToAll(int64_t inputRows, int64_t inputNumel, int64_t outputRows,
-                           int64_t outputNumel, const std::vector<int64_t>& inputSplits,
-                           const std::vector<int64_t>& outputSplits, int worldSize) {
-  if (worldSize <= 0 || !inputSplits.empty() || !outputSplits.empty()) return false;
-  return inputNumel == outputNumel && inputNumel % worldSize == 0 && inputRows % worldSize == 0 &&
-         outputRows % worldSize == 0;
-}
+// The grid cap when ranks share a GPU and when all_to_all_single may run the kernel are the
+// planner's decisions (algo/gpu_plan.h); the names stay usable here.
+using algo::kCannotFit;
+using algo::kernelAllToAll;
+using algo::kNoCap;
+using algo::residentBlocksPerSm;
+using algo::sharedGpuMaxBlocks;
 
 // ---- Issue order across routes ----
 //

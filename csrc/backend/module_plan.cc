@@ -1,4 +1,4 @@
-// xccl._C._plan_rows: algo::planTable for `python -m xccl plan` (python/xccl/plan.py).
+// xccl._C._plan_rows: algo::planRows for `python -m xccl plan` (python/xccl/plan.py).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "algo/plan_table.h"
+#include "algo/plan_rows.h"
 #include "backend/machine.h"
 #include "common/error.h"
 
@@ -34,7 +34,7 @@ void bindPlan(py::module& m) {
           const algo::Tunables tunables = algo::Tunables::fromEnvironment();
           const topo::Topology topology =
               topologyFile ? topo::loadTopologyFile(*topologyFile) : thisMachine();
-          for (algo::PlanRow& row : algo::planTable(query, topology, tunables)) {
+          for (algo::PlanRow& row : algo::planRows(query, topology, tunables)) {
             rows.emplace_back(std::move(row.collective), row.bytes, std::move(row.route),
                               std::move(row.algorithm), std::move(row.reason));
           }

@@ -14,10 +14,10 @@
 #include "backend/torch_error.h"
 #include "common/env.h"
 #include "common/logging.h"
+#include "net/address.h"
 #include "net/agree.h"
 #include "net/factory.h"
 #include "net/incarnation.h"
-#include "net/tcp/socket.h"
 #include "topo/affinity.h"
 #include "topo/topology.h"
 
@@ -28,7 +28,7 @@ namespace {
 // listens on; topo/affinity.h); empty leaves the progress thread unpinned. The machine is
 // discovered once per process. Pinning is an optimisation: a failure here (e.g. a malformed
 // XCCL_TOPO_FILE) is logged, never fatal.
-std::vector<int> progressCpus(const net::tcp::Address& listen) {
+std::vector<int> progressCpus(const net::Address& listen) {
   try {
     // No discovery (NVML, sysfs walks) at group creation when its only use is switched off.
     if (!env::getBool("XCCL_PIN_PROGRESS")) return {};
@@ -139,7 +139,7 @@ void ProcessGroupXccl::connectMembership(net::Store& store, std::chrono::millise
   net.storeHost = options_->storeHost;
   net.timeout = timeout;
   // The interface TCP listens on (it makes the same choice from storeHost), to pin near its NIC.
-  net.progressCpus = progressCpus(net::tcp::chooseListenAddress(options_->storeHost));
+  net.progressCpus = progressCpus(net::chooseListenAddress(options_->storeHost));
   net.ifnames = netIfnames();
   transport_ = net::createTransport(store, rank_, size_, net);
   setUpSharedMemory(store);

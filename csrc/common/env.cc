@@ -168,7 +168,7 @@ const std::vector<Variable> kVariables = {
     boolean("XCCL_PIN_PROGRESS", "1",
             "0: leave transport progress threads where the scheduler puts them instead of "
             "pinning them to the CPUs near the NIC (or GPU) they serve."),
-    // algo/gpu_plan.cc parseGpuForce() accepts these (nccl, rccl and vendor are one plan).
+    // The one list of these names: algo/tunables.cc reads it, one entry per GpuForce, in order.
     choice("XCCL_GPU_ALGO", "auto",
            {"auto", "nccl|rccl|vendor", "kernel", "one_shot", "two_shot", "all_pairs"}, kGroupWide,
            "Force the GPU plan (docs/algorithms.md): auto, nccl (also rccl, vendor), kernel, "

@@ -19,7 +19,7 @@
 #include <cstdint>
 
 #include "kernels/device_handle.h"
-#include "kernels/plan.h"
+#include "kernels/launch_checks.h"
 #include "kernels/primitives.cuh"
 
 namespace xccl::kernels {

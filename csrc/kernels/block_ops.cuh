@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "kernels/elements.cuh"
+#include "kernels/launch_checks.h"
 #include "kernels/partition.h"
-#include "kernels/plan.h"
 
 namespace xccl::kernels {
 

@@ -9,8 +9,8 @@
 
 #include "kernels/barrier.cuh"
 #include "kernels/block_ops.cuh"
+#include "kernels/launch_checks.h"
 #include "kernels/partition.h"
-#include "kernels/plan.h"
 
 namespace xccl::kernels {
 

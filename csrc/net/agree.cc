@@ -161,4 +161,8 @@ std::string tally(const std::vector<std::string>& objections) {
   return out;
 }
 
+// A verdict text, so it lives with the others: bootstrap.cc would otherwise include this file
+// while this file includes bootstrap.h for agreeOnSettings's exchange.
+std::string Agreement::all() const { return tally(failures); }
+
 }  // namespace xccl::net

@@ -5,7 +5,6 @@
 #include <random>
 
 #include "common/error.h"
-#include "net/agree.h"
 
 namespace xccl::net {
 namespace {
@@ -36,8 +35,6 @@ std::string Agreement::first() const {
   }
   return "";
 }
-
-std::string Agreement::all() const { return tally(failures); }
 
 Bootstrap::Bootstrap(Store& store, std::string prefix, int rank, int size, milliseconds timeout)
     : store_(store), prefix_(std::move(prefix)), rank_(rank), size_(size), timeout_(timeout) {

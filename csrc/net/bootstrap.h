@@ -30,7 +30,8 @@ struct Agreement {
   bool ok() const;
   // "rank r: reason" for the lowest failing rank; "" when ok().
   std::string first() const;
-  // Every failing rank's reason, ranks with the same reason grouped (tally() in agree.h).
+  // Every failing rank's reason, ranks with the same reason grouped (tally(); defined in
+  // agree.cc with the other verdict texts).
   std::string all() const;
 };
 

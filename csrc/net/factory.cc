@@ -9,7 +9,7 @@
 #include "net/ofi/transport.h"
 #include "net/routed_transport.h"
 #include "net/shm/segment.h"
-#include "net/shm/transport.h"
+#include "net/shm_rings/transport.h"
 #include "net/tcp/transport.h"
 
 namespace xccl::net {
@@ -34,19 +34,19 @@ std::unique_ptr<Transport> createEngine(Engine engine, Store& store, int rank, i
 // This host's shared-memory transport, or null (shared memory disabled on some rank, this host
 // has one rank, or some host could not make its file: then no host uses shared memory, so the
 // whole group decides alike). Collective over the store.
-std::unique_ptr<shm::ShmTransport> createHostTransport(Store& store, int rank, int size,
-                                                       const NetOptions& options,
-                                                       const Hosts& hosts, std::string* why) {
+std::unique_ptr<shm_rings::ShmTransport> createHostTransport(Store& store, int rank, int size,
+                                                             const NetOptions& options,
+                                                             const Hosts& hosts, std::string* why) {
   const int host = hosts.hostOf[rank];
   const std::vector<int> local = hosts.ranksOn(host);
-  std::unique_ptr<shm::ShmTransport> shm;
+  std::unique_ptr<shm_rings::ShmTransport> shm;
   std::string failure;
   if (local.size() > 1) {
-    shm::TransportOptions shmOptions;
+    shm_rings::TransportOptions shmOptions;
     shmOptions.timeout = options.timeout;
     shmOptions.storePrefix = detail::concat(options.storePrefix, "/shm/host", host);
     shmOptions.progressCpus = options.progressCpus;
-    shm = shm::ShmTransport::create(store, rank, size, local, shmOptions, &failure);
+    shm = shm_rings::ShmTransport::create(store, rank, size, local, shmOptions, &failure);
     if (!shm) failure = "host '" + hosts.identities[host] + "': " + failure;
   }
   const Bootstrap bootstrap(store, options.storePrefix, rank, size, options.timeout);
@@ -91,7 +91,7 @@ std::unique_ptr<Transport> createTransport(Store& store, int rank, int size,
   const Bootstrap bootstrap(store, options.storePrefix, rank, size, options.timeout);
   const Census census = takeCensus(bootstrap, "hosts", shmEnv.identity(), !shmEnv.disabled);
   std::string why;
-  std::unique_ptr<shm::ShmTransport> host;
+  std::unique_ptr<shm_rings::ShmTransport> host;
   if (census.firstAbsent >= 0) {
     why = detail::concat("XCCL_SHM_DISABLE is set on rank ", census.firstAbsent);
   } else if (census.hosts.count() == size) {

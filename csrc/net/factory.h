@@ -3,26 +3,14 @@
 // place that decides; every algorithm sees the result as one Transport (net/transport.h).
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <string>
-#include <vector>
 
+#include "net/net_options.h"
 #include "net/store.h"
 #include "net/transport.h"
 
 namespace xccl::net {
-
-// What building a group's transports needs; the same for every engine.
-struct NetOptions {
-  std::string storeHost;  // hint for choosing the interface; may be empty
-  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // bound for connecting
-  std::string storePrefix = "net";  // store keys written under this prefix (unique per group)
-  // CPUs for progress threads, normally those near the NIC the rank uses; empty: unpinned.
-  std::vector<int> progressCpus;
-  // XCCL_NET_IFNAMES, split at commas; empty: every usable interface (net/tcp chooses).
-  std::vector<std::string> ifnames;
-};
 
 // XCCL_NET: "tcp" (xccl's own), "ofi" (libfabric; an error naming why when this build or this
 // machine has none), "auto" (ofi where an RDMA provider is present, else tcp).

@@ -1,5 +1,5 @@
-// One transport for the group made of two: shared memory (shm/transport.h) to the ranks on this
-// host and the network engine (tcp or ofi) to the others, chosen per peer by net/factory.h.
+// One transport for the group made of two: shared memory (shm_rings/transport.h) to the ranks on
+// this host and the network engine (tcp or ofi) to the others, chosen per peer by net/factory.h.
 // Algorithms see one Transport; each request is the underlying transport's own, and waits,
 // abort, status queries and failure checks span both.
 //

@@ -2,7 +2,7 @@
 why, as NCCL_DEBUG=INFO's tuning lines tell NCCL users, but before running anything.
 
 The rows come from the C++ planners themselves (``xccl._C._plan_rows``: algo::planCpu and
-algo::planGpu through csrc/algo/plan_table.h), so what this prints is what a group created in this
+algo::planGpu through csrc/algo/plan_rows.h), so what this prints is what a group created in this
 process with the same world size would do. The tunables are read from this process's XCCL_*
 variables. The GPU plan is pure: it needs no GPU, only a topology (``--topo`` or this machine's).
 """

@@ -1,4 +1,4 @@
-// libFuzzer target: the shared-memory ring reader and writer (csrc/net/shm/ring.h, link.h) in
+// libFuzzer target: the shared-memory ring reader and writer (csrc/net/shm_rings/ring.h, link.h) in
 // plain memory, no processes. The input is a script of what a hostile peer can do to the memory
 // it shares with us: set either index of either ring to any value, write any bytes as frames,
 // interleaved with our reads and sends. Whatever it does, no copy may leave a ring's buffer
@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "common/error.h"
-#include "net/shm/link.h"
+#include "net/shm_rings/link.h"
 
 namespace {
 
-using xccl::net::shm::FrameHeader;
-using xccl::net::shm::FrameSink;
-using xccl::net::shm::FrameTarget;
-using xccl::net::shm::FrameType;
+using xccl::net::shm_rings::FrameHeader;
+using xccl::net::shm_rings::FrameSink;
+using xccl::net::shm_rings::FrameTarget;
+using xccl::net::shm_rings::FrameType;
 
 // As ShmTransport: data may land in a buffer of exactly the frame's size (so ASan sees a write
 // past it), larger frames are discarded (skipped), control texts are capped.
@@ -29,7 +29,7 @@ struct Sink : FrameSink {
   std::vector<uint8_t> buffer;
   uint64_t expected = 0;
   FrameTarget onHeader(int, const FrameHeader& header) override {
-    if (header.magic != xccl::net::shm::kFrameMagic) std::abort();  // the link checks first
+    if (header.magic != xccl::net::shm_rings::kFrameMagic) std::abort();  // the link checks first
     expected = header.bytes;
     if (header.type == FrameType::kStatusReply || header.type == FrameType::kWriteAck) {
       if (header.bytes > kSinkCap) {
@@ -66,15 +66,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Script script{data, size};
   // Capacities from 16 bytes (smaller than a frame header) to 4 KiB, any alignment.
   const size_t capacity = 16 + script.take(2) % 4081;
-  xccl::net::shm::RingIndices inIdx{}, outIdx{};
+  xccl::net::shm_rings::RingIndices inIdx{}, outIdx{};
   const uint64_t start = script.take(8);  // rings start anywhere in the 64-bit count
   inIdx.head = inIdx.tail = outIdx.head = outIdx.tail = start;
   std::vector<uint8_t> inData(capacity), outData(capacity);
-  xccl::net::shm::Mailbox box{};
-  xccl::net::shm::Ring in(&inIdx, inData.data(), capacity), out(&outIdx, outData.data(), capacity);
+  xccl::net::shm_rings::Mailbox box{};
+  xccl::net::shm_rings::Ring in(&inIdx, inData.data(), capacity),
+      out(&outIdx, outData.data(), capacity);
   // The peer's view: it produces into `in` and consumes from `out`.
-  xccl::net::shm::Ring peerIn = in, peerOut = out;
-  xccl::net::shm::Link link(1, out, in, box);
+  xccl::net::shm_rings::Ring peerIn = in, peerOut = out;
+  xccl::net::shm_rings::Link link(1, out, in, box);
   Sink sink;
   std::vector<xccl::net::RequestPtr> completed;
   std::vector<uint8_t> drain(capacity);

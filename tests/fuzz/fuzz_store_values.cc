@@ -21,8 +21,8 @@
 #include "net/hosts.h"
 #include "net/membership.h"
 #include "net/shm/names.h"
-#include "net/shm/mailboxes.h"
 #include "net/shm/segment.h"
+#include "net/shm_rings/mailboxes.h"
 #include "net/store.h"
 #include "net/tcp/interfaces.h"
 #include "net/window_record.h"
@@ -166,11 +166,12 @@ void census(const std::string& text) {
 }
 
 void shmRecord(uint8_t kind, const std::string& text) {
-  // The three records: a segment's (shm/segment.cc), the rings' (shm/ring.cc), a window file's.
+  // The three records: a segment's (shm/segment.cc), the rings' (shm_rings/ring.cc), a window
+  // file's.
   const std::vector<shm::SizeBound> bounds[] = {
       {{"slot bytes", shm::kMinSlotBytes, shm::kMaxRecordBytes},
        {"pool bytes", 0, shm::kMaxRecordBytes}},
-      {{"ring bytes", shm::kMinRingBytes, shm::kRingBytes}},
+      {{"ring bytes", shm_rings::kMinRingBytes, shm_rings::kRingBytes}},
       {{"file bytes", 4096, 4096 + shm::kMaxRecordBytes}}};
   const std::vector<shm::SizeBound>& bound = bounds[kind % 3];
   const shm::Published got = shm::parsePublished(text, bound);

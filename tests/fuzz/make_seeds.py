@@ -62,7 +62,7 @@ def frame_seeds():
     }
 
 
-SHM_MAGIC = 0x58434C50  # csrc/net/shm/link.h kFrameMagic
+SHM_MAGIC = 0x58434C50  # csrc/net/shm_rings/link.h kFrameMagic
 SHM_DATA, SHM_STATUS_QUERY, SHM_STATUS_REPLY, SHM_WRITE, SHM_WRITE_ACK = range(1, 6)
 
 

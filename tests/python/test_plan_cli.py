@@ -1,4 +1,4 @@
-"""`python -m xccl plan` (python/xccl/plan.py over csrc/algo/plan_table.h) on every fixture
+"""`python -m xccl plan` (python/xccl/plan.py over csrc/algo/plan_rows.h) on every fixture
 topology, for CPU and CUDA tensors: the routes and algorithms the planners choose."""
 
 import os

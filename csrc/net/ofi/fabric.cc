@@ -15,8 +15,8 @@
 
 #include "common/env.h"
 #include "common/logging.h"
+#include "net/address.h"
 #include "net/ofi/wire.h"
-#include "net/tcp/socket.h"
 
 namespace xccl::net::ofi {
 namespace {
@@ -49,7 +49,7 @@ std::string joined(const std::vector<std::string>& names) {
 }
 
 // Whether `info` is bound to the interface address `local` (same IP, any port).
-bool sameAddress(const fi_info* info, const tcp::Address& local) {
+bool sameAddress(const fi_info* info, const Address& local) {
   if (info->src_addr == nullptr) return false;
   const auto* a = static_cast<const sockaddr*>(info->src_addr);
   const auto* b = reinterpret_cast<const sockaddr*>(&local.storage);
@@ -76,7 +76,7 @@ const fi_info* pickInterface(const InfoList& list, const NetOptions& options) {
     }
   }
   try {
-    const tcp::Address local = tcp::chooseListenAddress(options.storeHost);
+    const Address local = chooseListenAddress(options.storeHost);
     for (const fi_info* i = list.head(); i != nullptr; i = i->next) {
       if (sameAddress(i, local)) return i;
     }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "net/factory.h"
+#include "net/net_options.h"
 
 namespace xccl::net::ofi {
 

@@ -97,10 +97,7 @@ RequestPtr OfiTransport::iwrite(int peer, const void* data, size_t bytes, const 
     request->failLocked(*refusal);
     return request;
   }
-  Op* op = new Op{};
-  op->type = Op::Type::kWrite;
-  op->peer = peer;
-  op->request = request;
+  Op* op = Op::make(Op::Type::kWrite, peer, request);
   op->data = data;
   op->bytes = bytes;
   // FI_MR_VIRT_ADDR: the target address is virtual; otherwise it is an offset into the region.
@@ -118,13 +115,6 @@ RequestPtr OfiTransport::iwrite(int peer, const void* data, size_t bytes, const 
   }
   post(op);
   return request;
-}
-
-RequestPtr OfiTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone) {
-  XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot wait for a write from rank ",
-                 peer, " on rank ", rank_, " of ", size_);
-  std::lock_guard<std::mutex> guard(mutex_);
-  return signals_.waitLocked(peer, signal, std::move(onDone), health_);
 }
 
 // Progress thread: a peer's write landed here (the provider reports the remote CQ data only

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "net/transport.h"
@@ -34,6 +35,15 @@ struct Op {
   bool signalled = true;  // kWrite: with remote CQ data (fi_writedata), else fi_write
   int postError = 0;  // the libfabric error posting failed with, to report from the progress thread
   uint64_t postedNs = 0;  // XCCL_OFI_TRACE: when the provider took it
+
+  // A new op of `type` for `peer` that completes or fails `request`; owned by whoever posts it.
+  static Op* make(Type type, int peer, RequestPtr request) {
+    Op* op = new Op{};
+    op->type = type;
+    op->peer = peer;
+    op->request = std::move(request);
+    return op;
+  }
 };
 
 }  // namespace xccl::net::ofi

@@ -53,14 +53,11 @@ std::unique_ptr<Transport> createTransport(Store& store, int rank, int size,
 
 OfiTransport::OfiTransport(Store& store, int rank, int size, const NetOptions& options,
                            const std::string& provider)
-    : rank_(rank),
-      size_(size),
+    : TransportBase(rank, size),
       peerAddr_(size),
-      sendStream_(size),
-      streams_(size),
       trace_(env::getBool("XCCL_OFI_TRACE")),
-      health_(size),
-      status_(rank, size, mutex_, completed_) {
+      sendStream_(size),
+      streams_(size) {
   XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
   XCCL_CHECK_ARG(size < (1 << 23), "the ofi transport takes at most 2^23 ranks, not ", size);
   {

@@ -15,14 +15,14 @@
 #include <unordered_set>
 #include <vector>
 
-#include "net/factory.h"
+#include "net/net_options.h"
 #include "net/ofi/streams.h"
 #include "net/ofi/trace.h"
 #include "net/one_sided.h"
 #include "net/peer_health.h"
 #include "net/status_board.h"
 #include "net/store.h"
-#include "net/transport.h"
+#include "net/transport_base.h"
 
 namespace xccl::net::ofi {
 
@@ -46,7 +46,7 @@ class RegistrationCache;
 struct CacheStats;
 struct Op;
 
-class OfiTransport final : public Transport {
+class OfiTransport final : public TransportBase {
  public:
   // `provider`: XCCL_OFI_PROVIDER's value (createTransport reads it), empty for the default.
   OfiTransport(Store& store, int rank, int size, const NetOptions& options,
@@ -55,8 +55,6 @@ class OfiTransport final : public Transport {
   OfiTransport(const OfiTransport&) = delete;
   OfiTransport& operator=(const OfiTransport&) = delete;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   const char* name() const override { return "ofi"; }
   // The libfabric provider in use, e.g. "tcp;ofi_rxm".
   std::string provider() const;
@@ -70,9 +68,7 @@ class OfiTransport final : public Transport {
   void wait(const std::vector<RequestPtr>& requests, Deadline deadline,
             const std::string& what) override;
   void abort(const std::string& reason) override;
-  void setStatusProvider(std::function<std::string()> provider) override;
   std::vector<std::string> queryStatus(Deadline deadline) override;
-  bool peerFailed(int peer, std::string* why) override;
 
   std::unique_ptr<Registration> registerMemory(void* data, size_t bytes) override;
 
@@ -84,7 +80,6 @@ class OfiTransport final : public Transport {
   void failNextRegistrations(int count) { failRegistrations_.store(count); }
   RequestPtr iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
                     uint64_t dstOffset, uint64_t signal, Completion onDone = nullptr) override;
-  RequestPtr iwaitWrite(int peer, uint64_t signal, Completion onDone = nullptr) override;
 
  private:
   // A header that arrived (matched later by irecv) with its inline payload, if any.
@@ -130,8 +125,6 @@ class OfiTransport final : public Transport {
   void failPeer(int peer, const Error& error, bool failAllCollectives);
   void failEverythingLocked(const Error& error);
 
-  const int rank_;
-  const int size_;
   std::unique_ptr<Fabric> fabric_;
   std::unique_ptr<RegistrationCache> cache_;  // destroyed before fabric_ (its MRs need it)
   std::unique_ptr<SignalCodec> codec_;
@@ -157,15 +150,10 @@ class OfiTransport final : public Transport {
   std::vector<uint64_t> sendStream_;  // next stream number per destination
   uint64_t nextDataId_ = 0;
 
-  // Guards matching state, peer health and request completion; waiters sleep on completed_.
-  std::mutex mutex_;
-  std::condition_variable completed_;
+  // Guarded by mutex_ (TransportBase).
   HeaderStreams streams_;  // headers in stream order per source, those ahead of their turn held
   std::list<Posted> posted_;
   std::list<Unexpected> unexpected_;
-  WriteSignals signals_;  // one-sided writes' signals, waited for or arrived first
-  PeerHealth health_;
-  StatusBoard status_;  // takes mutex_ itself
 };
 
 }  // namespace xccl::net::ofi

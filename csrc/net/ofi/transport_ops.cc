@@ -23,11 +23,6 @@ constexpr auto kAbortNoticeTime = std::chrono::seconds(1);
 // more than this: the size comes from the peer's header.
 constexpr uint64_t kMaxDiscardBytes = uint64_t{1} << 30;
 
-RequestPtr failed(RequestPtr request, const Error& error) {
-  request->failLocked(error);
-  return request;
-}
-
 }  // namespace
 
 RequestPtr OfiTransport::sendMessage(int peer, Header header, const void* data,
@@ -36,10 +31,7 @@ RequestPtr OfiTransport::sendMessage(int peer, Header header, const void* data,
   header.session = session_;
   const bool eager = header.bytes <= kEagerBytes;
   header.inlineBytes = eager ? static_cast<uint32_t>(header.bytes) : 0;
-  Op* head = new Op{};
-  head->type = Op::Type::kSend;
-  head->peer = peer;
-  head->request = request;
+  Op* head = Op::make(Op::Type::kSend, peer, request);
   head->completes = eager;
   head->tag = kHeaderTag;
   head->buffer.resize(sizeof(Header) + header.inlineBytes);
@@ -50,10 +42,7 @@ RequestPtr OfiTransport::sendMessage(int peer, Header header, const void* data,
   head->bytes = head->buffer.size();
   Op* payload = nullptr;
   if (!eager) {
-    payload = new Op{};
-    payload->type = Op::Type::kSend;
-    payload->peer = peer;
-    payload->request = request;
+    payload = Op::make(Op::Type::kSend, peer, request);
     payload->data = data;
     payload->bytes = header.bytes;
   }
@@ -69,7 +58,7 @@ RequestPtr OfiTransport::sendMessage(int peer, Header header, const void* data,
     delete head;
     delete payload;
     std::lock_guard<std::mutex> guard(mutex_);
-    return failed(request, e);
+    return failedRequest(request, e);
   }
   // Numbered only now that nothing can fail before the post: the receiver delivers this
   // peer's headers in stream order, so a number taken and never sent would hold back every
@@ -97,15 +86,9 @@ RequestPtr OfiTransport::sendMessage(int peer, Header header, const void* data,
 
 RequestPtr OfiTransport::isend(int peer, MessageTag tag, const void* data, size_t bytes,
                                Completion onDone) {
-  XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot send to rank ", peer,
-                 " from rank ", rank_, " of ", size_);
-  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
-      return failed(request, *refusal);
-    }
-  }
+  bool refused = false;
+  RequestPtr request = newSend(peer, tag, bytes, std::move(onDone), &refused);
+  if (refused) return request;
   Header header;
   header.kind = Kind::kData;
   header.space = tag.space;
@@ -129,10 +112,7 @@ RequestPtr OfiTransport::sendControl(int peer, Kind kind, uint64_t seq, const st
 
 void OfiTransport::receiveData(const RequestPtr& request, uint8_t* data, int peer,
                                uint64_t dataId) {
-  Op* op = new Op{};
-  op->type = Op::Type::kDataRecv;
-  op->peer = peer;
-  op->request = request;
+  Op* op = Op::make(Op::Type::kDataRecv, peer, request);
   op->data = data;
   op->bytes = request->bytes();
   op->tag = dataTag(peer, dataId);
@@ -222,8 +202,9 @@ RequestPtr OfiTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
     const bool inlined = entry.payload.size() == entry.bytes;
     if (differ || entry.bytes != bytes) {
       if (!inlined) discardData(entry.peer, entry.dataId, entry.bytes);
-      return failed(request, differ ? collectiveMismatch(entry.peer, tag, entry.tag)
-                                    : sizeMismatchError(entry.peer, tag, entry.bytes, bytes));
+      return failedRequest(request, differ
+                                        ? collectiveMismatch(entry.peer, tag, entry.tag)
+                                        : sizeMismatchError(entry.peer, tag, entry.bytes, bytes));
     }
     if (inlined) {
       if (bytes > 0) std::memcpy(data, entry.payload.data(), bytes);
@@ -234,7 +215,7 @@ RequestPtr OfiTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
     return request;
   }
   if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
-    return failed(request, *refusal);
+    return failedRequest(request, *refusal);
   }
   posted_.push_back({request, static_cast<uint8_t*>(data)});
   return request;
@@ -339,15 +320,6 @@ void OfiTransport::abort(const std::string& reason) {
     // Received bytes must not land in buffers whose requests have failed.
     if (op->type == Op::Type::kDataRecv) fi_cancel(&fabric_->ep()->fid, &op->context);
   }
-}
-
-bool OfiTransport::peerFailed(int peer, std::string* why) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  return health_.failedLocked(peer, why);
-}
-
-void OfiTransport::setStatusProvider(std::function<std::string()> provider) {
-  status_.setProvider(std::move(provider));
 }
 
 std::vector<std::string> OfiTransport::queryStatus(Deadline deadline) {

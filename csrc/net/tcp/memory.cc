@@ -73,13 +73,6 @@ RequestPtr TcpTransport::iwrite(int peer, const void* data, size_t bytes, const 
   return request;
 }
 
-RequestPtr TcpTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone) {
-  XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot wait for a write from rank ",
-                 peer, " on rank ", rank_, " of ", size_);
-  std::lock_guard<std::mutex> guard(mutex_);
-  return signals_.waitLocked(peer, signal, std::move(onDone), health_);
-}
-
 // Target, progress thread: the first chunk of a write is known. It is checked whole, so a write
 // that does not fit writes nothing; its chunks are then read and dropped.
 void TcpTransport::admitWrite(int peer, Incoming& message) {

@@ -17,7 +17,7 @@
 
 #include "net/one_sided.h"
 #include "net/receive_queues.h"
-#include "net/tcp/link.h"
+#include "net/tcp/peer.h"
 #include "net/tcp/wire.h"
 
 namespace xccl::net::tcp {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "net/address.h"
 #include "net/transport.h"
 
 namespace xccl::net::tcp {
@@ -37,12 +38,7 @@ class Socket {
   int fd_ = -1;
 };
 
-struct Address {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-  std::string toString() const;                   // "ip:port" / "[ip6]:port"
-  static Address parse(const std::string& text);  // inverse of toString
-};
+using Address = net::Address;
 
 // Data-path options of a connected socket: TCP_NODELAY, and socket buffers of 4 MiB where the
 // kernel allows that much (a smaller explicit size would switch off its autotuning).
@@ -59,22 +55,10 @@ Socket acceptOne(const Socket& listener, Deadline deadline);
 // Accepts one connection on whichever of `listeners` has one first, waiting until `deadline`.
 Socket acceptAny(const std::vector<Socket>& listeners, Deadline deadline);
 
-// The IPv4 address of each named interface, in order; kInvalidArgument naming the first name
-// that has none and the interfaces that do.
-std::vector<Address> interfaceAddresses(const std::vector<std::string>& names);
-
-// XCCL_SOCKET_IFNAME's first interface that has an IPv4 address (the list names alternatives,
-// for hosts whose interfaces are named differently); "" when unset; kInvalidArgument when it
-// names none that exists.
-std::string socketIfname();
 // The interfaces TCP listens and links on, decided here only: `netIfnames` (XCCL_NET_IFNAMES,
 // NetOptions::ifnames) when given, else socketIfname() alone, else none named (empty: the
-// listen address and every other usable interface, interfaces.h).
+// listen address and every other usable interface, interfaces.h). socketIfname, Address and
+// chooseListenAddress: net/address.h.
 std::vector<std::string> linkIfnames(const std::vector<std::string>& netIfnames);
-
-// The address this rank listens on: XCCL_SOCKET_IFNAME's interface if set, else the local
-// address that routes to `storeHost` (no packet is sent), else the hostname's address, else
-// loopback.
-Address chooseListenAddress(const std::string& storeHost);
 
 }  // namespace xccl::net::tcp

@@ -33,12 +33,7 @@ class TcpTransport::LinkSink final : public FrameSink {
 };
 
 TcpTransport::TcpTransport(Store& store, int rank, int size, const TcpOptions& options)
-    : rank_(rank),
-      size_(size),
-      peers_(size),
-      receiving_(size),
-      health_(size),
-      status_(rank, size, mutex_, completed_) {
+    : TransportBase(rank, size), peers_(size), receiving_(size) {
   XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
   links_ =
       options.streams > 0 ? options.streams : static_cast<int>(env::getInt("XCCL_NET_STREAMS"));

@@ -25,11 +25,11 @@
 #include "net/store.h"
 #include "net/tcp/handshake.h"
 #include "net/tcp/interfaces.h"
-#include "net/tcp/link.h"
 #include "net/tcp/memory.h"
+#include "net/tcp/peer.h"
 #include "net/tcp/receive_state.h"
 #include "net/tcp/socket.h"
-#include "net/transport.h"
+#include "net/transport_base.h"
 
 namespace xccl::net::tcp {
 
@@ -56,15 +56,13 @@ struct TcpOptions {
   uint64_t maxUnexpectedBytes = 0;            // 0: XCCL_NET_MAX_UNEXPECTED_BYTES
 };
 
-class TcpTransport final : public Transport {
+class TcpTransport final : public TransportBase {
  public:
   TcpTransport(Store& store, int rank, int size, const TcpOptions& options);
   ~TcpTransport() override;
   TcpTransport(const TcpTransport&) = delete;
   TcpTransport& operator=(const TcpTransport&) = delete;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   const char* name() const override { return "tcp"; }
   RequestPtr isend(int peer, MessageTag tag, const void* data, size_t bytes,
                    Completion onDone = nullptr) override;
@@ -73,13 +71,10 @@ class TcpTransport final : public Transport {
   void wait(const std::vector<RequestPtr>& requests, Deadline deadline,
             const std::string& what) override;
   void abort(const std::string& reason) override;
-  void setStatusProvider(std::function<std::string()> provider) override;
   std::vector<std::string> queryStatus(Deadline deadline) override;
-  bool peerFailed(int peer, std::string* why) override;
   std::unique_ptr<Registration> registerMemory(void* data, size_t bytes) override;
   RequestPtr iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
                     uint64_t dstOffset, uint64_t signal, Completion onDone = nullptr) override;
-  RequestPtr iwaitWrite(int peer, uint64_t signal, Completion onDone = nullptr) override;
 
   // Links, for tests and diagnosis.
   int linksPerPeer() const { return links_; }  // per interface pair
@@ -167,8 +162,6 @@ class TcpTransport final : public Transport {
   void stopThreads();
   static void lingerUntilClosed(std::vector<pollfd>& fds, Deadline deadline);
 
-  const int rank_;
-  const int size_;
   int links_ = 1;
   std::chrono::milliseconds linkTimeout_{1000};
   std::chrono::milliseconds peerTimeout_{std::chrono::minutes(5)};
@@ -191,19 +184,14 @@ class TcpTransport final : public Transport {
   std::mutex handoverMutex_;
   std::vector<Handover> handovers_;
 
-  // Guards matching state, peer health and request completion; waiters sleep on completed_.
-  // Lock order: mutex_ before a Peer::sendMutex, never the other way.
-  std::mutex mutex_;
-  std::condition_variable completed_;
+  // Guarded by mutex_ (TransportBase). Lock order: mutex_ before a Peer::sendMutex, never the
+  // other way.
   ReceiveQueues receives_;
-  PeerHealth health_;
-  StatusBoard status_;  // takes mutex_ itself
   // One-sided (memory.cc): registrations by key; how many chunks are being read into each right
   // now (a deregistration waits for none); writes awaiting their answer by (peer, message id).
   RegionTable regions_;
   std::map<uint64_t, int> landing_;
   std::map<std::pair<int, uint64_t>, PendingWrite> writes_;
-  WriteSignals signals_;
 };
 
 }  // namespace xccl::net::tcp

@@ -13,15 +13,9 @@
 namespace xccl::net::tcp {
 RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_t bytes,
                                Completion onDone) {
-  XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot send to rank ", peer,
-                 " from rank ", rank_, " of ", size_);
-  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
-      return failedRequest(request, *refusal);
-    }
-  }
+  bool refusedNow = false;
+  RequestPtr request = newSend(peer, tag, bytes, std::move(onDone), &refusedNow);
+  if (refusedNow) return request;
   Peer& p = *peers_[peer];
   std::vector<RequestPtr> completed;
   bool refused = false;
@@ -250,15 +244,6 @@ void TcpTransport::abort(const std::string& reason) {
   }
   std::lock_guard<std::mutex> guard(mutex_);
   failEverythingLocked(*health_.abortedLocked());
-}
-
-bool TcpTransport::peerFailed(int peer, std::string* why) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  return health_.failedLocked(peer, why);
-}
-
-void TcpTransport::setStatusProvider(std::function<std::string()> provider) {
-  status_.setProvider(std::move(provider));
 }
 
 void TcpTransport::sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload) {

@@ -36,7 +36,7 @@ Algorithm chosen(Collective c, size_t bytes, int world, const algo::Tunables& t,
   switch (plan.route) {
     case algo::CpuRoute::kShm: return Algorithm::kShm;
     case algo::CpuRoute::kHierarchical: return Algorithm::kHierarchical;
-    case algo::CpuRoute::kTcp: break;
+    case algo::CpuRoute::kNet: break;
   }
   return plan.algorithm;
 }

@@ -29,7 +29,7 @@ struct Row {
   size_t ringChunkBytes;
 };
 
-const algo::GroupShape kTcp4{4}, kTcp2{2}, kShm2{2, Locality::kOneHost, 1, 2},
+const algo::GroupShape kNet4{4}, kNet2{2}, kShm2{2, Locality::kOneHost, 1, 2},
     kShm4{4, Locality::kOneHost, 1, 4}, kShm8{8, Locality::kOneHost, 1, 8},
     kTwoHostsOf4{8, Locality::kPerHost, 2, 4}, kFourHostsOf2{8, Locality::kPerHost, 4, 2};
 constexpr Algorithm kAuto = Algorithm::kAuto;
@@ -38,19 +38,19 @@ constexpr size_t kDefault2MiB = 2 * kMiB;
 const Row kRows[] = {
     // TCP: direct up to 64 KiB per rank, ring (512 KiB chunks) above; with 2 ranks direct but
     // all_reduce.
-    {Collective::kAllReduce, 64 * kKiB, kTcp4, kAuto, kDefault2MiB, CpuRoute::kTcp,
+    {Collective::kAllReduce, 64 * kKiB, kNet4, kAuto, kDefault2MiB, CpuRoute::kNet,
      Algorithm::kDirect, Algorithm::kShm, 0},
-    {Collective::kAllReduce, 64 * kKiB + 1, kTcp4, kAuto, kDefault2MiB, CpuRoute::kTcp,
+    {Collective::kAllReduce, 64 * kKiB + 1, kNet4, kAuto, kDefault2MiB, CpuRoute::kNet,
      Algorithm::kRing, Algorithm::kShm, 512 * kKiB},
-    {Collective::kAllReduce, 1 * kMiB, kTcp2, kAuto, kDefault2MiB, CpuRoute::kTcp, Algorithm::kRing,
+    {Collective::kAllReduce, 1 * kMiB, kNet2, kAuto, kDefault2MiB, CpuRoute::kNet, Algorithm::kRing,
      Algorithm::kShm, 512 * kKiB},
-    {Collective::kBroadcast, 1 * kMiB, kTcp2, kAuto, kDefault2MiB, CpuRoute::kTcp,
+    {Collective::kBroadcast, 1 * kMiB, kNet2, kAuto, kDefault2MiB, CpuRoute::kNet,
      Algorithm::kDirect, Algorithm::kShm, 0},
-    {Collective::kAllGather, 1 * kMiB, kTcp4, kAuto, kDefault2MiB, CpuRoute::kTcp, Algorithm::kRing,
+    {Collective::kAllGather, 1 * kMiB, kNet4, kAuto, kDefault2MiB, CpuRoute::kNet, Algorithm::kRing,
      Algorithm::kShm, 512 * kKiB},
-    {Collective::kAllToAll, 64 * kMiB, kTcp4, kAuto, kDefault2MiB, CpuRoute::kTcp,
+    {Collective::kAllToAll, 64 * kMiB, kNet4, kAuto, kDefault2MiB, CpuRoute::kNet,
      Algorithm::kDirect, Algorithm::kShm, 0},
-    {Collective::kBarrier, 0, kTcp4, Algorithm::kRing, kDefault2MiB, CpuRoute::kTcp,
+    {Collective::kBarrier, 0, kNet4, Algorithm::kRing, kDefault2MiB, CpuRoute::kNet,
      Algorithm::kDirect, Algorithm::kShm, 0},
     // One host: shared memory; all_reduce and reduce two-shot from the scaled threshold (4 ranks:
     // 2 MiB; 8 ranks: 2 MiB x 1.75 / 5.875 = 624 KiB and a bit; 2 ranks: never).
@@ -73,7 +73,7 @@ const Row kRows[] = {
     {Collective::kAllReduce, 64 * kMiB, kShm4, Algorithm::kShm, kDefault2MiB, CpuRoute::kShm,
      Algorithm::kTwoShot, Algorithm::kShm, 0},
     // Forcing a TCP algorithm wins over shared memory.
-    {Collective::kAllReduce, 8, kShm4, Algorithm::kRing, kDefault2MiB, CpuRoute::kTcp,
+    {Collective::kAllReduce, 8, kShm4, Algorithm::kRing, kDefault2MiB, CpuRoute::kNet,
      Algorithm::kRing, Algorithm::kShm, 512 * kKiB},
     {Collective::kScatter, 8, kShm4, Algorithm::kRing, kDefault2MiB, CpuRoute::kShm,
      Algorithm::kShm, Algorithm::kShm, 0},
@@ -102,7 +102,7 @@ const Row kRows[] = {
     {Collective::kScatter, 8, kTwoHostsOf4, Algorithm::kRing, kDefault2MiB, CpuRoute::kHierarchical,
      Algorithm::kDirect, Algorithm::kShm, 512 * kKiB},
     {Collective::kAllReduce, 4 * kMiB, kTwoHostsOf4, Algorithm::kDirect, kDefault2MiB,
-     CpuRoute::kTcp, Algorithm::kDirect, Algorithm::kShm, 0},
+     CpuRoute::kNet, Algorithm::kDirect, Algorithm::kShm, 0},
 };
 
 TEST(CpuPlanTable, EveryRow) {

@@ -13,7 +13,7 @@
 #include "gpu/reference.h"
 #include "gpu/virtual_ranks.h"
 #include "kernels/launch.h"
-#include "kernels/plan.h"
+#include "kernels/launch_checks.h"
 
 namespace xccl::testing {
 namespace {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "common/error.h"
+#include "kernels/launch_checks.h"
 #include "kernels/partition.h"
-#include "kernels/plan.h"
 
 namespace xccl::kernels {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "backend/gpu_rules.h"
 #include "common/error.h"
-#include "kernels/plan.h"
+#include "kernels/launch_checks.h"
 
 namespace xccl::testing {
 

@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "harness.h"
-#include "net/shm/transport.h"
+#include "net/shm_rings/transport.h"
 
 namespace xccl::testing {
 
@@ -16,11 +16,11 @@ inline std::unique_ptr<net::Transport> makeShm(net::Store& store, int rank, int 
     members.resize(size);
     std::iota(members.begin(), members.end(), 0);
   }
-  net::shm::TransportOptions options;
+  net::shm_rings::TransportOptions options;
   options.timeout = std::chrono::seconds(30);
   options.storePrefix = prefix;
   std::string why;
-  auto t = net::shm::ShmTransport::create(store, rank, size, members, options, &why);
+  auto t = net::shm_rings::ShmTransport::create(store, rank, size, members, options, &why);
   if (!t) XCCL_THROW(ErrorKind::kInternal, "shared memory unavailable: ", why);
   return t;
 }

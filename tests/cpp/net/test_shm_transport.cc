@@ -8,7 +8,7 @@
 #include <atomic>
 #include <filesystem>
 
-#include "net/shm/transport.h"
+#include "net/shm_rings/transport.h"
 #include "one_sided_testing.h"
 #include "shm/shm_testing.h"
 #include "shm_transport_testing.h"
@@ -191,24 +191,17 @@ double threadCpuSeconds(clockid_t clock) {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-double processCpuSeconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
-         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-}
-
 // Four ranks idle for half a second: their progress threads sleep on futexes. A spinning one
 // would burn ~0.5 s of CPU per thread (or the whole 2 s on 2 cores).
 TEST(ShmTransport, IdleTransportsBurnNoCpu) {
   net::MemoryStore store;
   std::vector<std::unique_ptr<net::Transport>> ts(4);
   testing::runThreads(4, [&](int rank) { ts[rank] = testing::makeShm(store, rank, 4); });
-  const double before = processCpuSeconds();
+  const double before = testing::processCpuSeconds();
   const double mine = threadCpuSeconds(CLOCK_THREAD_CPUTIME_ID);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const double used =
-      processCpuSeconds() - before - (threadCpuSeconds(CLOCK_THREAD_CPUTIME_ID) - mine);
+      testing::processCpuSeconds() - before - (threadCpuSeconds(CLOCK_THREAD_CPUTIME_ID) - mine);
   EXPECT_LT(used, 0.05) << used * 1000 << " ms of CPU in 0.5 s idle: spinning?";
 }
 

@@ -13,11 +13,11 @@
 #include "common/error.h"
 #include "net/bootstrap.h"
 #include "net/hosts.h"
-#include "net/shm/mailboxes.h"
 #include "net/shm/names.h"
-#include "net/shm/ring.h"
 #include "net/shm/segment.h"
 #include "net/shm/window_region.h"
+#include "net/shm_rings/mailboxes.h"
+#include "net/shm_rings/ring.h"
 #include "net/store.h"
 #include "net/tcp/interfaces.h"
 #include "net/window_record.h"
@@ -92,7 +92,7 @@ TEST(StoreValues, RingRecordFromTheStoreIsChecked) {
     store.set("p/name", toBytes(bad));
     store.set("p/mapped/0", Bytes{});
     std::string why;
-    EXPECT_EQ(shm::Mailboxes::create(store, "p", 1, 2, 2s, &why), nullptr) << bad;
+    EXPECT_EQ(shm_rings::Mailboxes::create(store, "p", 1, 2, 2s, &why), nullptr) << bad;
     EXPECT_NE(why.find("shared-memory record"), std::string::npos) << bad << ": " << why;
   }
 }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -231,6 +232,15 @@ inline int forkRanks(int ranks, const std::string& folderPrefix,
   }
   std::filesystem::remove_all(dir);
   return failures == 0 ? 0 : 1;
+}
+
+// User plus system CPU seconds this process has used, all threads together (for tests that
+// check that idle or waiting ranks do not spin).
+inline double processCpuSeconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 }
 
 }  // namespace xccl::testing

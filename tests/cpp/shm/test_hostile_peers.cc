@@ -9,9 +9,9 @@
 #include <string>
 
 #include "harness.h"
-#include "net/shm/link.h"
-#include "net/shm/mailboxes.h"
-#include "net/shm/transport.h"
+#include "net/shm_rings/link.h"
+#include "net/shm_rings/mailboxes.h"
+#include "net/shm_rings/transport.h"
 #include "shm_testing.h"
 #include "threads.h"
 
@@ -19,16 +19,16 @@ namespace xccl {
 namespace {
 
 using namespace std::chrono_literals;
-using net::shm::FrameHeader;
-using net::shm::Mailboxes;
+using net::shm_rings::FrameHeader;
+using net::shm_rings::Mailboxes;
 using testing::p2pTag;
 using testing::soon;
 
 std::unique_ptr<net::Transport> makeTransport(net::Store& store, int rank) {
-  net::shm::TransportOptions options;
+  net::shm_rings::TransportOptions options;
   options.timeout = 10s;
   std::string why;
-  auto t = net::shm::ShmTransport::create(store, rank, 3, {0, 1, 2}, options, &why);
+  auto t = net::shm_rings::ShmTransport::create(store, rank, 3, {0, 1, 2}, options, &why);
   if (!t) XCCL_THROW(ErrorKind::kInternal, "shared memory unavailable: ", why);
   return t;
 }
@@ -114,7 +114,7 @@ TEST(ShmHostilePeer, HeadMovedBeyondTheRingIsRefused) {
   withAttacker(
       [&](net::Transport& t) {
         // Any size the reader may be asked for: the receive is posted for what the frame says.
-        buffer.assign(3 * net::shm::kRingBytes, 0);
+        buffer.assign(3 * net::shm_rings::kRingBytes, 0);
         pending = t.irecv(1, p2pTag(1), buffer.data(), buffer.size());
       },
       [&](Mailboxes& boxes) {
@@ -122,8 +122,8 @@ TEST(ShmHostilePeer, HeadMovedBeyondTheRingIsRefused) {
         FrameHeader header;
         header.space = net::TagSpace::kPointToPoint;
         header.seq = 1;
-        header.bytes = 3 * net::shm::kRingBytes;
-        net::shm::Ring ring = boxes.ring(1, 0);
+        header.bytes = 3 * net::shm_rings::kRingBytes;
+        net::shm_rings::Ring ring = boxes.ring(1, 0);
         ASSERT_EQ(ring.write(&header, sizeof(header)), sizeof(header));
         ring.indices().head.fetch_add(header.bytes);
       },
@@ -139,7 +139,7 @@ TEST(ShmHostilePeer, HeadMovedBeyondTheRingIsRefused) {
 TEST(ShmHostilePeer, TailMovedAheadOfHeadIsRefused) {
   withAttacker([](net::Transport&) {},
                [](Mailboxes& boxes) {
-                 net::shm::RingIndices& ring = boxes.ring(0, 1).indices();
+                 net::shm_rings::RingIndices& ring = boxes.ring(0, 1).indices();
                  ring.tail.store(ring.head.load() + 1);
                },
                [](net::Transport& t) {

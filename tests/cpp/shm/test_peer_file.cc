@@ -12,11 +12,11 @@
 #include <string>
 
 #include "net/bootstrap.h"
-#include "net/shm/mailboxes.h"
 #include "net/shm/names.h"
 #include "net/shm/peer_file.h"
 #include "net/shm/segment.h"
 #include "net/shm/window_region.h"
+#include "net/shm_rings/mailboxes.h"
 #include "shm_testing.h"
 #include "threads.h"
 
@@ -138,7 +138,7 @@ void expectRefusedOnBothRanks(const std::string& suffix,
 
 std::string makeRings(int rank, Store& store) {
   std::string why;
-  auto boxes = Mailboxes::create(store, "p2p", rank, 2, 10s, &why);
+  auto boxes = shm_rings::Mailboxes::create(store, "p2p", rank, 2, 10s, &why);
   return boxes ? "" : why;
 }
 

@@ -113,13 +113,6 @@ Member join(int rank, int size, testing::FileStore& store, size_t slotBytes) {
   return m;
 }
 
-double cpuSecondsOfThisProcess() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
-         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-}
-
 TEST(ShmProcesses, FourProcessesFinishManySmallAllReducesQuickly) {
   constexpr int kRanks = 4, kIterations = 300;
   const auto start = Clock::now();
@@ -132,7 +125,7 @@ TEST(ShmProcesses, FourProcessesFinishManySmallAllReducesQuickly) {
       writeReport(dir, rank, "segment name still in /dev/shm: " + m.segment->name());
       return 3;
     }
-    const double cpuBefore = cpuSecondsOfThisProcess();
+    const double cpuBefore = testing::processCpuSeconds();
     for (int i = 0; i < kIterations; ++i) {
       std::vector<float> data(16, static_cast<float>(rank + i));
       algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(), DataType::kFloat32,
@@ -144,7 +137,7 @@ TEST(ShmProcesses, FourProcessesFinishManySmallAllReducesQuickly) {
         }
       }
     }
-    writeReport(dir, rank, std::to_string(cpuSecondsOfThisProcess() - cpuBefore));
+    writeReport(dir, rank, std::to_string(testing::processCpuSeconds() - cpuBefore));
     return 0;
   });
   for (int r = 0; r < kRanks; ++r) {

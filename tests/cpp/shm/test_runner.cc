@@ -77,7 +77,7 @@ TEST(Runner, RunsEachCollectiveWhereSelectSays) {
     // Coalesced calls: consecutive sequence numbers, each its own collective on the segment.
     const algo::Runner runner = runnerFor(m, ++seq, Algorithm::kAuto, true);
     ++seq;
-    EXPECT_EQ(algo::subCollective(runner, 1).tcp.seq, runner.tcp.seq + 1);
+    EXPECT_EQ(algo::subCollective(runner, 1).net.seq, runner.net.seq + 1);
     for (size_t i = 0; i < 2; ++i) {
       std::vector<int64_t> value{rank + 10 * static_cast<int64_t>(i)};
       algo::allReduce(algo::subCollective(runner, i), value.data(), 1, DataType::kInt64,

@@ -34,7 +34,7 @@ struct PlanRow {
 
 // GPUs: this host's ranks use the first world/hosts GPUs of `topology`, several ranks per GPU
 // when there are more ranks than GPUs. Throws kInvalidArgument for a malformed query.
-std::vector<PlanRow> planTable(const PlanQuery& query, const topo::Topology& topology,
-                               const Tunables& tunables);
+std::vector<PlanRow> planRows(const PlanQuery& query, const topo::Topology& topology,
+                              const Tunables& tunables);
 
 }  // namespace xccl::algo

@@ -1,4 +1,4 @@
-#include "kernels/plan.h"
+#include "kernels/launch_checks.h"
 
 #include <algorithm>
 #include <limits>

@@ -6,7 +6,7 @@
 // `doorbell` then loads `sleepers`; a sleeper increments `sleepers` then loads `doorbell` before
 // futex_wait (which itself refuses to sleep when the word changed). All seq_cst, so at least one
 // side sees the other's store (Dekker) and no wake-up is lost.
-#include "net/shm/ring.h"
+#include "net/shm_rings/ring.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -19,7 +19,7 @@
 
 #include "common/error.h"
 
-namespace xccl::net::shm {
+namespace xccl::net::shm_rings {
 
 // Called with both indices loaded once: the copies below use only these values, so a peer that
 // changes them meanwhile cannot move a copy out of the ring.
@@ -93,4 +93,4 @@ void sleepOnDoorbell(Mailbox& box, uint32_t seen, int64_t timeoutNs) {
   box.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-}  // namespace xccl::net::shm
+}  // namespace xccl::net::shm_rings

@@ -1,5 +1,5 @@
 // One peer on this host as seen by ShmTransport: the framed send queue into the ring to it and
-// the read state machine on the ring from it (the role of tcp/link.h, over rings
+// the read state machine on the ring from it (the role of tcp/peer.h, over rings
 // instead of a socket). Matching received frames to receives is the transport's job (FrameSink).
 #pragma once
 
@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "net/shm/ring.h"
+#include "net/shm_rings/ring.h"
 #include "net/transport.h"
 
-namespace xccl::net::shm {
+namespace xccl::net::shm_rings {
 
 constexpr uint32_t kFrameMagic = 0x58434c50;  // "XCLP"
 
@@ -105,4 +105,4 @@ class Link {
   FrameTarget target_;
 };
 
-}  // namespace xccl::net::shm
+}  // namespace xccl::net::shm_rings

@@ -1,4 +1,4 @@
-#include "net/tcp/link.h"
+#include "net/tcp/peer.h"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>

@@ -1,10 +1,10 @@
-#include "net/shm/link.h"
+#include "net/shm_rings/link.h"
 
 #include <algorithm>
 
 #include "common/error.h"
 
-namespace xccl::net::shm {
+namespace xccl::net::shm_rings {
 
 void Link::enqueue(const FrameHeader& header, const void* payload, RequestPtr request,
                    std::vector<RequestPtr>* completed) {
@@ -111,4 +111,4 @@ std::vector<RequestPtr> Link::closeSends() {
   return requests;
 }
 
-}  // namespace xccl::net::shm
+}  // namespace xccl::net::shm_rings

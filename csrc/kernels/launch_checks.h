@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/gpu_limits.h"
 #include "common/types.h"
 #include "kernels/launch.h"
 
@@ -16,7 +17,7 @@ constexpr int kThreadsPerBlock = 512;
 // Blocks per launch unless LaunchShape says otherwise. Public starting points: vLLM 36 ("too many
 // SMs will cause contention on NVLink"), torch symm-mem and TensorRT-LLM 24. Not yet measured for
 // xccl on multi-GPU hardware.
-constexpr int kDefaultMaxBlocks = 32;
+constexpr int kDefaultMaxBlocks = kGpuDefaultMaxBlocks;
 // Bytes of output per block before another block is added: 512 threads x 16 B x 8 vectors each.
 // Small messages use few blocks, so fewer flag pairs sit on the latency-critical path.
 constexpr size_t kBytesPerBlock = 64 * 1024;

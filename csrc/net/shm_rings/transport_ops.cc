@@ -5,9 +5,9 @@
 #include <exception>
 
 #include "common/logging.h"
-#include "net/shm/transport.h"
+#include "net/shm_rings/transport.h"
 
-namespace xccl::net::shm {
+namespace xccl::net::shm_rings {
 // Deregisters under the transport's mutex, so a write frame arriving afterwards is refused
 // instead of landing in freed memory, then waits for a write already being copied into it (the
 // progress thread copies out of the ring without the lock) to finish or its peer to fail.
@@ -48,15 +48,9 @@ void ShmTransport::sendFrame(int peer, const FrameHeader& header, const void* pa
 
 RequestPtr ShmTransport::isend(int peer, MessageTag tag, const void* data, size_t bytes,
                                Completion onDone) {
-  XCCL_CHECK_ARG(reaches(peer), "rank ", rank_, " cannot send to rank ", peer,
-                 " over shared memory (not a rank of this host)");
-  auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    if (const Error* refusal = health_.refusalLocked(peer, tag.space)) {
-      return failedRequest(request, *refusal);
-    }
-  }
+  bool refused = false;
+  RequestPtr request = newSend(peer, tag, bytes, std::move(onDone), &refused);
+  if (refused) return request;
   FrameHeader header;
   header.space = tag.space;
   header.step = tag.step;
@@ -130,11 +124,10 @@ RequestPtr ShmTransport::iwrite(int peer, const void* data, size_t bytes, const 
   return request;
 }
 
-RequestPtr ShmTransport::iwaitWrite(int peer, uint64_t signal, Completion onDone) {
-  XCCL_CHECK_ARG(reaches(peer), "rank ", rank_, " cannot wait for writes from rank ", peer,
+void ShmTransport::checkPeer(int peer, bool sending) const {
+  XCCL_CHECK_ARG(reaches(peer), "rank ", rank_,
+                 sending ? " cannot send to rank " : " cannot wait for writes from rank ", peer,
                  " over shared memory (not a rank of this host)");
-  std::lock_guard<std::mutex> guard(mutex_);
-  return signals_.waitLocked(peer, signal, std::move(onDone), health_);
 }
 
 void ShmTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
@@ -223,15 +216,6 @@ void ShmTransport::abort(const std::string& reason) {
   failEverythingLocked(*health_.abortedLocked());
 }
 
-bool ShmTransport::peerFailed(int peer, std::string* why) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  return health_.failedLocked(peer, why);
-}
-
-void ShmTransport::setStatusProvider(std::function<std::string()> provider) {
-  status_.setProvider(std::move(provider));
-}
-
 void ShmTransport::sendControl(int peer, FrameType type, uint64_t seq, uint64_t id, uint32_t op,
                                const std::string& text) {
   // The text must outlive the asynchronous write: the request's completion keeps it.
@@ -256,4 +240,4 @@ std::vector<std::string> ShmTransport::queryStatus(Deadline deadline) {
       [&](int peer) { return reaches(peer); });
 }
 
-}  // namespace xccl::net::shm
+}  // namespace xccl::net::shm_rings

@@ -1,4 +1,4 @@
-// The byte rings behind shm::ShmTransport: per ordered pair of ranks of one host a
+// The byte rings behind shm_rings::ShmTransport: per ordered pair of ranks of one host a
 // single-producer single-consumer ring in the host's shared file (mailboxes.h), and per rank a
 // Mailbox (the word its progress thread sleeps on, its pid, its abort notice). The ring is a
 // byte stream, like a TCP connection: frames (link.h) of any size flow through it in pieces as
@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace xccl::net::shm {
+namespace xccl::net::shm_rings {
 
 constexpr size_t kAbortReasonBytes = 512;
 
@@ -74,4 +74,4 @@ class Ring {
   int peer_ = -1;
 };
 
-}  // namespace xccl::net::shm
+}  // namespace xccl::net::shm_rings

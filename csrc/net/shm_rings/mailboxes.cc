@@ -1,5 +1,5 @@
 // Making, checking and mapping the host's ring file through the store.
-#include "net/shm/mailboxes.h"
+#include "net/shm_rings/mailboxes.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -15,7 +15,7 @@
 #include "net/shm/names.h"
 #include "net/shm/peer_file.h"
 
-namespace xccl::net::shm {
+namespace xccl::net::shm_rings {
 namespace {
 
 constexpr uint64_t kRingMagic = 0x5843434c52494e47ull;  // "XCCLRING"
@@ -36,9 +36,9 @@ struct FileLayout {
     const size_t n = static_cast<size_t>(size);
     size_t ringsBytes;
     if (__builtin_mul_overflow(pairs(size), ringBytes, &ringsBytes)) return false;
-    l->boxes = kPageBytes;
-    l->indices = l->boxes + roundUp(n * sizeof(Mailbox), kPageBytes);
-    l->rings = l->indices + roundUp(pairs(size) * sizeof(RingIndices), kPageBytes);
+    l->boxes = shm::kPageBytes;
+    l->indices = l->boxes + shm::roundUp(n * sizeof(Mailbox), shm::kPageBytes);
+    l->rings = l->indices + shm::roundUp(pairs(size) * sizeof(RingIndices), shm::kPageBytes);
     return !__builtin_add_overflow(l->rings, ringsBytes, &l->total);
   }
   static size_t totalOf(int size, size_t ringBytes) {
@@ -94,7 +94,7 @@ int createFile(const std::string& name, int size, size_t ringBytes, std::string*
 
 // The other ranks: "+<ring bytes> <name>" as local rank 0 published it (names.h bounds the size
 // to what chooseRingBytes could pick), then the file itself.
-int openPublished(const Published& published, int size, size_t* ringBytes, std::string* name,
+int openPublished(const shm::Published& published, int size, size_t* ringBytes, std::string* name,
                   std::string* why) {
   const uint64_t ring = published.sizes[0];
   if ((ring & (ring - 1)) != 0) {
@@ -108,7 +108,7 @@ int openPublished(const Published& published, int size, size_t* ringBytes, std::
     *why = detail::concat("rings of ", ring, " bytes for ", size, " ranks overflow a file size");
     return -1;
   }
-  return openPeerFile(*name, kRingFilePrefix, total, why);
+  return shm::openPeerFile(*name, kRingFilePrefix, total, why);
 }
 
 }  // namespace
@@ -123,17 +123,17 @@ std::unique_ptr<Mailboxes> Mailboxes::create(Store& store, const std::string& pr
   if (rank == 0) {
     ringBytes = chooseRingBytes(size, &failure);
     if (ringBytes != 0) {
-      name = newFileName("p2p-", store);
+      name = shm::newFileName("p2p-", store);
       fd = createFile(name, size, ringBytes, &failure);
     }
     bootstrap.broadcast("name", 0,
-                        toBytes(fd >= 0 ? formatPublished({ringBytes}, name)
-                                        : formatRefusal(failure)));
+                        toBytes(fd >= 0 ? shm::formatPublished({ringBytes}, name)
+                                        : shm::formatRefusal(failure)));
   } else {
     const std::string record = toString(bootstrap.broadcast("name", 0, {}));
     try {
-      const Published published =
-          parsePublished(record, {{"ring bytes", kMinRingBytes, kRingBytes}});
+      const shm::Published published =
+          shm::parsePublished(record, {{"ring bytes", kMinRingBytes, kRingBytes}});
       if (!published.made) {
         failure = "local rank 0: " + published.why;
       } else {
@@ -190,4 +190,4 @@ Ring Mailboxes::ring(int from, int to) const {
   return Ring(&indices_[pair], rings_ + pair * ringBytes_, ringBytes_);
 }
 
-}  // namespace xccl::net::shm
+}  // namespace xccl::net::shm_rings

@@ -1,4 +1,4 @@
-#include "algo/plan_table.h"
+#include "algo/plan_rows.h"
 
 #include <algorithm>
 
@@ -15,7 +15,7 @@ std::vector<size_t> defaultSizes() {
   return sizes;
 }
 
-std::string tcpAlgorithm(Algorithm algorithm, const CpuPlan& plan) {
+std::string netAlgorithm(Algorithm algorithm, const CpuPlan& plan) {
   std::string name = algorithmName(algorithm);
   if (algorithm == Algorithm::kRing) name += " (" + formatBytes(plan.ringChunkBytes) + " chunks)";
   return name;
@@ -58,7 +58,7 @@ void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>&
                         formatBytes(plan.ringChunkBytes) + " chunks)";
       } else if (plan.route == CpuRoute::kHierarchical && c == Collective::kBarrier) {
         row.algorithm = std::string("in-host ") + algorithmName(plan.hostAlgorithm) + ", leaders " +
-                        tcpAlgorithm(plan.algorithm, plan);
+                        netAlgorithm(plan.algorithm, plan);
       } else if (plan.route == CpuRoute::kHierarchical) {
         // Pipelined between hosts (algo/hierarchical.h): a chain of hosts, or direct exchanges.
         row.algorithm = std::string("in-host ") + algorithmName(plan.hostAlgorithm) +
@@ -68,7 +68,7 @@ void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>&
           row.algorithm += " (" + formatBytes(plan.ringChunkBytes) + " chunks)";
         }
       } else {
-        row.algorithm = tcpAlgorithm(plan.algorithm, plan);
+        row.algorithm = netAlgorithm(plan.algorithm, plan);
       }
       rows.push_back(std::move(row));
     }
@@ -101,8 +101,8 @@ void gpuRows(const PlanQuery& q, const topo::Topology& topology, const Tunables&
 
 }  // namespace
 
-std::vector<PlanRow> planTable(const PlanQuery& query, const topo::Topology& topology,
-                               const Tunables& tunables) {
+std::vector<PlanRow> planRows(const PlanQuery& query, const topo::Topology& topology,
+                              const Tunables& tunables) {
   XCCL_CHECK_ARG(query.worldSize >= 1, "world size must be at least 1, got ", query.worldSize);
   XCCL_CHECK_ARG(query.hosts >= 1 && query.worldSize % query.hosts == 0, "hosts must divide the ",
                  "world size ", query.worldSize, ", got ", query.hosts);

@@ -17,13 +17,13 @@
 #include "net/one_sided.h"
 #include "net/peer_health.h"
 #include "net/receive_queues.h"
-#include "net/shm/link.h"
-#include "net/shm/mailboxes.h"
+#include "net/shm_rings/link.h"
+#include "net/shm_rings/mailboxes.h"
 #include "net/status_board.h"
 #include "net/store.h"
-#include "net/transport.h"
+#include "net/transport_base.h"
 
-namespace xccl::net::shm {
+namespace xccl::net::shm_rings {
 
 struct TransportOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // bound for creating the file
@@ -31,7 +31,7 @@ struct TransportOptions {
   std::vector<int> progressCpus;        // for the progress thread; empty: unpinned
 };
 
-class ShmTransport final : public Transport, private FrameSink {
+class ShmTransport final : public TransportBase, private FrameSink {
  public:
   // Collective over the store among `members` (ascending group ranks, this rank among them).
   // Returns nullptr with *why, on every member alike, when the shared file cannot be made.
@@ -42,8 +42,6 @@ class ShmTransport final : public Transport, private FrameSink {
   ShmTransport(const ShmTransport&) = delete;
   ShmTransport& operator=(const ShmTransport&) = delete;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   const char* name() const override { return "shm"; }
   // Whether `peer` is on this host (a peer of this transport).
   bool reaches(int peer) const;
@@ -53,14 +51,11 @@ class ShmTransport final : public Transport, private FrameSink {
   void wait(const std::vector<RequestPtr>& requests, Deadline deadline,
             const std::string& what) override;
   void abort(const std::string& reason) override;
-  void setStatusProvider(std::function<std::string()> provider) override;
   // Peers of other hosts answer "" (not asked).
   std::vector<std::string> queryStatus(Deadline deadline) override;
-  bool peerFailed(int peer, std::string* why) override;
   std::unique_ptr<Registration> registerMemory(void* data, size_t bytes) override;
   RequestPtr iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
                     uint64_t dstOffset, uint64_t signal, Completion onDone) override;
-  RequestPtr iwaitWrite(int peer, uint64_t signal, Completion onDone) override;
 
  private:
   class ShmRegistration;
@@ -93,8 +88,9 @@ class ShmTransport final : public Transport, private FrameSink {
   void completeAll(const std::vector<RequestPtr>& requests);
   Link& link(int peer) const { return *links_[peer]; }
 
-  const int rank_;
-  const int size_;
+  // Only ranks of this host (reaches()), with this transport's words for the others.
+  void checkPeer(int peer, bool sending) const override;
+
   std::vector<int> localOf_;  // by group rank: index in the mailboxes, -1 off this host
   std::unique_ptr<Mailboxes> boxes_;
   std::vector<std::unique_ptr<Link>> links_;  // by group rank; null off host / self
@@ -103,21 +99,16 @@ class ShmTransport final : public Transport, private FrameSink {
   std::atomic<bool> stop_{false};
   std::thread progressThread_;
 
-  // Guards matching, peer health, one-sided state, status; waiters sleep on completed_.
-  std::mutex mutex_;
-  std::condition_variable completed_;
+  // Guarded by mutex_ (TransportBase), as the one-sided state below.
   ReceiveQueues receives_;
-  PeerHealth health_;
-  StatusBoard status_;  // takes mutex_ itself
   // One-sided: registrations by key, writes awaiting their ack by id, signals by (peer, signal).
   RegionTable regions_;
   std::map<uint64_t, RequestPtr> writes_;
   uint64_t nextWriteId_ = 1;
-  WriteSignals signals_;
   // By peer: the key of the registration a write from it is being copied into right now (0:
   // none). Set and cleared by the progress thread under mutex_; deregistration waits until no
   // peer lands in its memory, since the copy out of the ring runs without the lock.
   std::vector<uint64_t> landing_;
 };
 
-}  // namespace xccl::net::shm
+}  // namespace xccl::net::shm_rings

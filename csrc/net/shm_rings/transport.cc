@@ -1,4 +1,4 @@
-#include "net/shm/transport.h"
+#include "net/shm_rings/transport.h"
 
 #include <poll.h>
 #include <sys/syscall.h>
@@ -12,7 +12,7 @@
 #include "common/thread_affinity.h"
 #include "common/wait_slice.h"
 
-namespace xccl::net::shm {
+namespace xccl::net::shm_rings {
 namespace {
 
 // How long the progress thread sleeps at most when idle: bounds how late a dead peer is noticed
@@ -65,15 +65,12 @@ std::unique_ptr<ShmTransport> ShmTransport::create(Store& store, int rank, int s
 
 ShmTransport::ShmTransport(int rank, int size, const std::vector<int>& members,
                            std::unique_ptr<Mailboxes> boxes)
-    : rank_(rank),
-      size_(size),
+    : TransportBase(rank, size),
       localOf_(size, -1),
       boxes_(std::move(boxes)),
       links_(size),
       pidfds_(size, -1),
       inflight_(size),
-      health_(size),
-      status_(rank, size, mutex_, completed_),
       landing_(size, 0) {
   for (size_t i = 0; i < members.size(); ++i) localOf_[members[i]] = static_cast<int>(i);
   const int me = localOf_[rank];
@@ -285,4 +282,4 @@ void ShmTransport::onWriteDone(int peer, const FrameHeader& header, Inflight& sl
   sendControl(peer, FrameType::kWriteAck, 0, header.id, slot.refused ? 1 : 0, slot.control);
 }
 
-}  // namespace xccl::net::shm
+}  // namespace xccl::net::shm_rings

@@ -1,5 +1,5 @@
-// The shared file of one host's ranks behind shm::ShmTransport: per rank a Mailbox, per ordered
-// pair of ranks a Ring (ring.h).
+// The shared file of one host's ranks behind shm_rings::ShmTransport: per rank a Mailbox, per
+// ordered pair of ranks a Ring (ring.h).
 //
 // Lifetime as for the collective segment (segment.h): local rank 0 creates the file under a
 // random name (mode 0600), every rank maps it, and the name is unlinked once every rank
@@ -13,10 +13,10 @@
 #include <memory>
 #include <string>
 
-#include "net/shm/ring.h"
+#include "net/shm_rings/ring.h"
 #include "net/store.h"
 
-namespace xccl::net::shm {
+namespace xccl::net::shm_rings {
 
 // Bytes of one ring when they fit: halved (down to kMinRingBytes) until every ordered pair's
 // ring fits in a quarter of /dev/shm's free space, which leaves room for the collective segment.
@@ -57,4 +57,4 @@ class Mailboxes {
   uint8_t* rings_ = nullptr;
 };
 
-}  // namespace xccl::net::shm
+}  // namespace xccl::net::shm_rings
