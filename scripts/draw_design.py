@@ -43,6 +43,88 @@ def cmake_commands(text: str):
         yield match.group(1).lower(), arguments
 
 
+def _substitute(arguments: list, variables: dict) -> list:
+    """Arguments with ${var} replaced by the variable's value; a list value becomes several."""
+    out = []
+    for argument in arguments:
+        value = re.sub(r"\$\{(\w+)\}", lambda m: variables.get(m.group(1), m.group(0)), argument)
+        out += [v for v in value.split(";") if v]
+    return out
+
+
+def _block_end(body: list, index: int) -> int:
+    """The index of the endforeach() closing the foreach() whose body starts at `index`."""
+    depth = 1
+    while index < len(body):
+        depth += {"foreach": 1, "endforeach": -1}.get(body[index][0], 0)
+        if depth == 0:
+            return index
+        index += 1
+    return index
+
+
+def _run_body(body: list, variables: dict, functions: dict):
+    """The calls a list of commands makes, with its variables: set(), list(APPEND),
+    cmake_parse_arguments(), foreach() over a list and calls of `functions` followed (both
+    branches of an if() are taken): enough for the helpers and loops that declare targets."""
+    index = 0
+    while index < len(body):
+        command, arguments = body[index]
+        index += 1
+        if command == "foreach":
+            end = _block_end(body, index)
+            items = _substitute(arguments[1:], variables)
+            items = [i for i in items if i not in ("IN", "LISTS", "ITEMS")]
+            if "LISTS" in arguments:
+                items = _substitute([f"${{{name}}}" for name in items], variables)
+            for item in items:
+                inner = {**variables, arguments[0]: item}
+                yield from _run_body(body[index:end], inner, functions)
+            index = end + 1
+            continue
+        arguments = _substitute(arguments, variables)
+        if command in functions:
+            params, inner_body = functions[command]
+            inner = {**variables, **dict(zip(params, arguments))}
+            inner["ARGN"] = ";".join(arguments[len(params) :])
+            yield from _run_body(inner_body, inner, functions)
+        elif command == "set" and arguments:
+            variables[arguments[0]] = ";".join(arguments[1:])
+        elif command == "list" and arguments[:1] == ["APPEND"] and len(arguments) > 1:
+            variables[arguments[1]] = ";".join(
+                filter(None, [variables.get(arguments[1]), *arguments[2:]])
+            )
+        elif command == "cmake_parse_arguments" and len(arguments) >= 1:
+            # Its keyword lists come first (the empty "" ones are gone), then ${ARGN}'s words.
+            prefix, rest, current = arguments[0], arguments[1:], None
+            keywords = {k for k in rest if k.isupper() and k == k.strip("_")}
+            for item in rest:
+                if item in keywords:
+                    current = f"{prefix}_{item}"
+                    variables.setdefault(current, "")
+                elif current:
+                    variables[current] = ";".join(filter(None, [variables[current], item]))
+        else:
+            yield command, arguments
+
+
+def expand_functions(text: str):
+    """cmake_commands(), with the file's own functions and loops followed (a target named
+    `xccl_net_${name}` is declared by such a helper, and linked in a foreach)."""
+    functions, calls, defining = {}, [], None
+    for command, arguments in cmake_commands(text):
+        if command == "function":
+            defining = (arguments[0].lower(), arguments[1:], [])
+        elif command == "endfunction":
+            functions[defining[0]] = defining[1:]
+            defining = None
+        elif defining:
+            defining[2].append((command, arguments))
+        else:
+            calls.append((command, arguments))
+    yield from _run_body(calls, {}, functions)
+
+
 class Targets:
     """The CMake targets of csrc/**/CMakeLists.txt: folder, sources and links of each."""
 
@@ -55,7 +137,7 @@ class Targets:
             if "CMakeLists.txt" in files:
                 with open(os.path.join(folder, "CMakeLists.txt"), encoding="utf-8") as f:
                     relative = os.path.relpath(folder, csrc).replace(os.sep, "/")
-                    calls += [(relative, *call) for call in cmake_commands(f.read())]
+                    calls += [(relative, *call) for call in expand_functions(f.read())]
         for folder, command, arguments in calls:
             if command in ("add_library", "python3_add_library") and arguments:
                 self.folder[arguments[0]] = folder
