@@ -3,9 +3,9 @@
 // between hosts for all_reduce of groups spanning hosts, else TCP; algo::Runner picks per call).
 //
 // A collective checks its arguments on the caller's thread (ValueError, nothing sent) and hands
-// a body to the group's enqueue(), which gives it the next sequence number and runs it on the
-// group's Executor over raw CPU buffers. Point-to-point is posted to the transport at once
-// (cpu_side_p2p.cc). The GPU side's host route calls these same operations with host copies of
+// a body to GroupCore::enqueue() (group_core.h), which gives it the next sequence number and runs
+// it on the group's Executor over raw CPU buffers. Point-to-point is posted to the transport at
+// once (cpu_side_p2p.cc). The GPU side's host route calls these same operations with host copies of
 // CUDA tensors. Files: cpu_side_reduce.cc (the reducing collectives), cpu_side_exchange.cc (the
 // data-movement ones and barrier), cpu_side_p2p.cc, cpu_side_monitor.cc, cpu_side_sparse.cc.
 #pragma once
@@ -16,13 +16,13 @@
 
 namespace xccl::backend {
 
-class ProcessGroupXccl;
+class GroupCore;
 
 class CpuSide final : public Side {
  public:
-  // The group owns its CPU side and outlives it; one per membership (reconfigure() builds a new
+  // The group's core outlives its CPU side; one per membership (reconfigure() builds a new
   // one), so rank and size never change.
-  explicit CpuSide(ProcessGroupXccl& group);
+  explicit CpuSide(GroupCore& group);
 
   // Side's operations (side.h); defined in the files named at the top.
   XCCL_SIDE_OPERATIONS(XCCL_SIDE_OVERRIDE)
@@ -44,7 +44,7 @@ class CpuSide final : public Side {
   WorkPtr pointToPoint(std::vector<at::Tensor>& tensors, int peer, int tag, bool isSend,
                        const char* opName);
 
-  ProcessGroupXccl& group_;
+  GroupCore& group_;
   const int rank_;
   const int size_;
   std::atomic<uint64_t> monitoredBarriers_{0};  // calls of monitoredBarrier so far

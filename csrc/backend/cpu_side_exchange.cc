@@ -7,7 +7,7 @@
 
 #include "algo/runner.h"
 #include "backend/cpu_side.h"
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "backend/tensor_args.h"
 
 namespace xccl::backend {
@@ -43,8 +43,7 @@ std::vector<size_t> offsetsOf(const std::vector<size_t>& lengths) {
 
 }  // namespace
 
-CpuSide::CpuSide(ProcessGroupXccl& group)
-    : group_(group), rank_(group.getRank()), size_(group.getSize()) {}
+CpuSide::CpuSide(GroupCore& group) : group_(group), rank_(group.rank()), size_(group.size()) {}
 
 Side::WorkPtr CpuSide::broadcast(std::vector<at::Tensor>& tensors,
                                  const c10d::BroadcastOptions& opts) {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "backend/cpu_side.h"
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "backend/torch_error.h"
 
 namespace xccl::backend {
@@ -44,7 +44,7 @@ void CpuSide::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRan
   // Every rank counts its calls alike, so the i-th call of each rank meets the others' i-th.
   const uint64_t count = ++monitoredBarriers_;
   if (size_ == 1) return;
-  net::Transport& transport = *group_.transport_;
+  net::Transport& transport = *group_.transport();
   auto tag = [count](uint32_t step) {
     return net::MessageTag{net::TagSpace::kMonitoredBarrier, step, count};
   };

@@ -8,7 +8,7 @@
 
 #include "backend/cpu_side.h"
 #include "backend/flight_recorder.h"
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "backend/tensor_args.h"
 
 namespace xccl::backend {
@@ -22,14 +22,11 @@ Side::WorkPtr CpuSide::pointToPoint(std::vector<at::Tensor>& tensors, int peer, 
   c10d::OpType type =
       isSend ? c10d::OpType::SEND
              : (peer == net::kAnySource ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV);
-  auto work = c10::make_intrusive<XcclWork>(rank_, type, opName, group_.seq_.load(),
+  auto work = c10::make_intrusive<XcclWork>(rank_, type, opName, group_.sequenceNumber(),
                                             std::vector<at::Tensor>{tensor},
                                             group_.effectiveTimeout(c10d::kUnsetTimeout));
-  {
-    std::lock_guard<std::mutex> guard(group_.stateMutex_);
-    group_.addToBatchLocked(work, opName);
-  }
-  Executor* executor = group_.executor_.get();
+  group_.addToBatch(work, opName);
+  Executor* executor = group_.executor();
   const uint64_t record = group_.recordPointToPoint(isSend, peer, tensor);
   std::string what = std::string(opName) + (isSend ? " to rank " : " from rank ") +
                      (peer == net::kAnySource ? std::string("any") : std::to_string(peer)) +
@@ -51,9 +48,9 @@ Side::WorkPtr CpuSide::pointToPoint(std::vector<at::Tensor>& tensors, int peer, 
   };
   net::MessageTag messageTag{net::TagSpace::kPointToPoint, 0, static_cast<uint64_t>(tag)};
   if (isSend) {
-    group_.transport_->isend(peer, messageTag, tensor.data_ptr(), byteSize(tensor), onDone);
+    group_.transport()->isend(peer, messageTag, tensor.data_ptr(), byteSize(tensor), onDone);
   } else {
-    group_.transport_->irecv(peer, messageTag, tensor.data_ptr(), byteSize(tensor), onDone);
+    group_.transport()->irecv(peer, messageTag, tensor.data_ptr(), byteSize(tensor), onDone);
   }
   return work;
 }

@@ -6,7 +6,7 @@
 
 #include "algo/runner.h"
 #include "backend/cpu_side.h"
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "backend/tensor_args.h"
 
 namespace xccl::backend {

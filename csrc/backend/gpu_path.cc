@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "backend/gpu_rules.h"
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "backend/store_adapter.h"
 #include "common/logging.h"
 
@@ -29,7 +29,7 @@ void scale(at::Tensor& out, const at::Tensor& in, const GpuReduce& reduce) {
 
 }  // namespace
 
-GpuPath::GpuPath(ProcessGroupXccl& group, Side& cpu, int device)
+GpuPath::GpuPath(GroupCore& group, Side& cpu, int device)
     : group_(group),
       cpu_(cpu),
       device_(device),
@@ -37,11 +37,10 @@ GpuPath::GpuPath(ProcessGroupXccl& group, Side& cpu, int device)
       tunables_(group.tunables()) {
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   StoreAdapter store(group_.store(), "xccl/");
-  placement_ =
-      exchangePlacement(store, group_.getRank(), group_.getSize(), device, group_.timeout());
+  placement_ = exchangePlacement(store, group_.rank(), group_.size(), device, group_.timeout());
   maxBlocks_ =
       rules::sharedGpuMaxBlocks(placement_.blocksPerSm, placement_.smCount, placement_.ranksPerGpu);
-  groupRequest_.worldSize = group_.getSize();
+  groupRequest_.worldSize = group_.size();
   groupRequest_.hosts = placement_.hosts;
   groupRequest_.ranksPerGpu = placement_.ranksPerGpu;
   groupRequest_.gpus = placement_.gpus;
@@ -110,7 +109,7 @@ Side::WorkPtr GpuPath::broadcast(std::vector<at::Tensor>& tensors,
                                  const c10d::BroadcastOptions& opts) {
   const char* name = "broadcast";
   at::Tensor tensor = single(tensors, name, home());
-  checkRoot(opts.rootRank, group_.getSize(), name);
+  checkRoot(opts.rootRank, group_.size(), name);
   checkHealthy(name);
   const size_t bytes = byteSize(tensor);
   const algo::GpuPlan plan =
@@ -128,7 +127,7 @@ Side::WorkPtr GpuPath::broadcast(std::vector<at::Tensor>& tensors,
     auto* data = static_cast<char*>(tensor.data_ptr());
     for (size_t base = 0; base < bytes; base += perChunk) {
       const size_t count = std::min(perChunk, bytes - base);
-      if (group_.getRank() == root) copyIn(ws, data + base, count);
+      if (group_.rank() == root) copyIn(ws, data + base, count);
       kernels::BroadcastArgs args;
       args.handle = handle(ws);
       args.output = data + base;
@@ -158,7 +157,7 @@ Side::WorkPtr GpuPath::allgatherBase(at::Tensor& output, at::Tensor& input,
   const char* name = "allgather_into_tensor";
   checkTensor(input, name, "input", home());
   checkTensor(output, name, "output", home());
-  checkFlatPair(output, "output", input, "input", group_.getSize(), name);
+  checkFlatPair(output, "output", input, "input", group_.size(), name);
   checkHealthy(name);
   const size_t bytes = byteSize(input);
   const algo::GpuPlan plan =
@@ -206,7 +205,7 @@ Side::WorkPtr GpuPath::reduceScatterBase(at::Tensor& output, at::Tensor& input,
   const char* name = "reduce_scatter_tensor";
   checkTensor(input, name, "input", home());
   checkTensor(output, name, "output", home());
-  checkFlatPair(input, "input", output, "output", group_.getSize(), name);
+  checkFlatPair(input, "input", output, "output", group_.size(), name);
   checkHealthy(name);
   const GpuReduce reduce = toGpuReduce(opts.reduceOp, name, device_);
   const ElementView view = reduceView(output, reduce.spec, name);
@@ -252,7 +251,7 @@ Side::WorkPtr GpuPath::alltoall_base(at::Tensor& output, at::Tensor& input,
   checkTensor(input, name, "input", home());
   checkTensor(output, name, "output", home());
   checkHealthy(name);
-  const int size = group_.getSize();
+  const int size = group_.size();
   auto rows = [](const at::Tensor& t) { return t.dim() == 0 ? int64_t{1} : t.size(0); };
   // Torch's equal form only (rules::kernelAllToAll): explicit split lists go to NCCL/RCCL.
   const bool even = rules::kernelAllToAll(rows(input), input.numel(), rows(output), output.numel(),
@@ -285,7 +284,7 @@ Side::WorkPtr GpuPath::alltoall_base(at::Tensor& output, at::Tensor& input,
   });
 }
 
-std::unique_ptr<GpuSide> makeGpuSide(ProcessGroupXccl& group, Side& cpu, int device) {
+std::unique_ptr<GpuSide> makeGpuSide(GroupCore& group, Side& cpu, int device) {
   // Creating the GPU side exchanges through the store and allocates pinned memory, neither of
   // which a CUDA graph capture allows (it would invalidate the user's capture): refuse first.
   TORCH_CHECK(!capturing(device),

@@ -44,13 +44,13 @@
 
 namespace xccl::backend {
 
-class ProcessGroupXccl;
+class GroupCore;
 
 bool capturing(int device);
 
 class GpuPath final : public GpuSide {
  public:
-  GpuPath(ProcessGroupXccl& group, Side& cpu, int device);
+  GpuPath(GroupCore& group, Side& cpu, int device);
   ~GpuPath() override;
 
   // Side's operations (side.h). gpu_path.cc defines the five with a kernel (kernel, vendor or
@@ -138,7 +138,7 @@ class GpuPath final : public GpuSide {
   // Sets the abort bit and waits (bounded) for the comm stream; true when it drained.
   bool drainComm(std::chrono::steady_clock::time_point deadline);
 
-  ProcessGroupXccl& group_;
+  GroupCore& group_;
   Side& cpu_;  // the group's CPU side: the host route runs calls there
   const int device_;
   GpuStream comm_;

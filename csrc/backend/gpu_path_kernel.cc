@@ -4,7 +4,7 @@
 
 #include "backend/gpu_path.h"
 #include "backend/gpu_stream.h"
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "backend/store_adapter.h"
 #include "backend/torch_error.h"
 #include "common/logging.h"
@@ -35,9 +35,9 @@ GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
   // Counted alike on every rank: a retry after a timeout never reads this attempt's records.
   workspaceAttempt_++;
   try {
-    workspace_ = Workspace::createAgreed(store, "gpu_ws", workspaceAttempt_, group_.getRank(),
-                                         group_.getSize(), device_, tunables_.gpuWorkspaceBytes,
-                                         group_.timeout(), &whyNot);
+    workspace_ =
+        Workspace::createAgreed(store, "gpu_ws", workspaceAttempt_, group_.rank(), group_.size(),
+                                device_, tunables_.gpuWorkspaceBytes, group_.timeout(), &whyNot);
   } catch (const Error& e) {
     // A timeout here (some rank never voted) can leave ranks with different outcomes (a rank
     // that saw every vote took the workspace): the group's GPU side is failed, not retried.
@@ -111,7 +111,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char*
   std::shared_ptr<CudaEvent> done = order_->afterKernel(current, captured);
   // A captured call's tensors belong to the graph's memory pool; nothing to keep.
   if (!captured) inFlight_->add(done, keep);
-  return c10::make_intrusive<GpuWork>(group_.getRank(), type, op, comm_.unwrap(), done, captured,
+  return c10::make_intrusive<GpuWork>(group_.rank(), type, op, comm_.unwrap(), done, captured,
                                       std::vector<at::Tensor>{keep.front()}, error_);
 }
 
@@ -180,7 +180,7 @@ void GpuPath::shutdown(std::chrono::milliseconds timeout) {
       const auto left = std::max(std::chrono::milliseconds(1),
                                  std::chrono::duration_cast<std::chrono::milliseconds>(
                                      deadline - std::chrono::steady_clock::now()));
-      net::Bootstrap(store, "", group_.getRank(), group_.getSize(), left)
+      net::Bootstrap(store, "", group_.rank(), group_.size(), left)
           .allGather(key, net::toBytes("1"));
       everyoneDone = true;
     } catch (const std::exception& e) {

@@ -3,8 +3,8 @@
 // planFor fills in what only the group knows at call time (resident blocks, a refused workspace,
 // the vendor group, a coalesced batch) and creates what the plan needs.
 #include "backend/gpu_path.h"
+#include "backend/group_core.h"
 #include "backend/machine.h"
-#include "backend/process_group.h"
 #include "common/logging.h"
 
 namespace xccl::backend {

@@ -5,7 +5,7 @@
 
 #include "backend/gpu_path.h"
 #include "backend/gpu_stream.h"
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
@@ -38,8 +38,7 @@ c10d::Backend* GpuPath::vendorGroup(const char* op) {
     vendorTried_ = true;
     if (VendorFactory factory = vendorFactory()) {
       auto store = c10::make_intrusive<c10d::PrefixStore>("xccl/vendor/", group_.store());
-      vendor_ =
-          factory(store, group_.getRank(), group_.getSize(), group_.timeout(), group_.groupName());
+      vendor_ = factory(store, group_.rank(), group_.size(), group_.timeout(), group_.groupName());
     }
     if (!vendor_) {
       XCCL_WARN("backend", "no vendor library (NCCL/RCCL) in this torch: GPU collectives "
@@ -113,8 +112,8 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call
   }
   std::shared_ptr<CudaEvent> done = events_->take();
   checkCuda(XCCL_RT(EventRecord)(done->get(), current.stream()), "cudaEventRecord");
-  auto work = c10::make_intrusive<GpuWork>(group_.getRank(), type, op, current.unwrap(), done,
-                                           false, results, error_);
+  auto work = c10::make_intrusive<GpuWork>(group_.rank(), type, op, current.unwrap(), done, false,
+                                           results, error_);
   work->setSourceRank(source);
   return work;
 }
@@ -129,7 +128,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op, 
   body();  // nothing, one copy or one scaling, on the caller's stream; never the workspace
   std::shared_ptr<CudaEvent> done = events_->take();
   checkCuda(XCCL_RT(EventRecord)(done->get(), current.stream()), "cudaEventRecord");
-  return c10::make_intrusive<GpuWork>(group_.getRank(), type, op, current.unwrap(), done, captured,
+  return c10::make_intrusive<GpuWork>(group_.rank(), type, op, current.unwrap(), done, captured,
                                       std::vector<at::Tensor>{output}, error_);
 }
 

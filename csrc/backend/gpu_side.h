@@ -23,10 +23,10 @@
 
 namespace xccl::backend {
 
-class ProcessGroupXccl;
+class GroupCore;
 
 // Side's operations on CUDA tensors, plus what only the GPU side has: coalesced batches of its
-// own (a CPU batch is ProcessGroupXccl's list of Works) and an end that must wait for the GPU.
+// own (a CPU batch is GroupCore's list of Works) and an end that must wait for the GPU.
 class GpuSide : public Side {
  public:
   // A coalesced batch of CUDA calls (batch_isend_irecv, torch's coalescing manager): every call
@@ -54,7 +54,7 @@ class GpuSide : public Side {
 // collective step (ranks exchange where their GPUs are through the group's store). `cpu` is the
 // group's CPU side, which the host route calls; it outlives the GPU side. Throws a ValueError in
 // builds without the CUDA parts.
-std::unique_ptr<GpuSide> makeGpuSide(ProcessGroupXccl& group, Side& cpu, int device);
+std::unique_ptr<GpuSide> makeGpuSide(GroupCore& group, Side& cpu, int device);
 
 // The inner vendor-library group: built by Python (python/xccl/_registration.py registers the
 // factory when torch has NCCL/RCCL) from the group's store (already prefixed for it), rank,

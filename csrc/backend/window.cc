@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "backend/store_adapter.h"
 #include "backend/torch_error.h"
 #include "net/hosts.h"
@@ -51,23 +51,24 @@ std::string messageOf(const Error& e) {
 
 }  // namespace
 
-XcclWindow::XcclWindow(c10::intrusive_ptr<ProcessGroupXccl> group, uint64_t id)
-    : group_(std::move(group)),
+XcclWindow::XcclWindow(c10::intrusive_ptr<c10d::Backend> owner, GroupCore& group, uint64_t id)
+    : owner_(std::move(owner)),
+      group_(group),
       id_(id),
-      rank_(group_->getRank()),
-      size_(group_->getSize()),
+      rank_(group_.rank()),
+      size_(group_.size()),
       signalValue_(kSignalBase | (id % kSignalIds)),
-      epoch_(group_->membershipEpoch()),
+      epoch_(group_.membershipEpoch()),
       pending_(size_),
       orphans_(size_) {
   // Which ranks share this host, as the group's shared-memory transport decides (one rank's
   // XCCL_SHM_DISABLE turns it off for all): their windows are mapped, the others' reached
   // through the transport.
   const net::shm::Options shm = net::shm::Options::fromEnvironment();
-  StoreAdapter store(group_->store(), "xccl/win/" + std::to_string(id_) + "/");
+  StoreAdapter store(group_.store(), "xccl/win/" + std::to_string(id_) + "/");
   try {
     const net::Census census =
-        net::takeCensus(bootstrapOf(store, rank_, size_, "new", group_->timeout()), "hosts",
+        net::takeCensus(bootstrapOf(store, rank_, size_, "new", group_.timeout()), "hosts",
                         shm.identity(), !shm.disabled);
     local_ = census.firstAbsent < 0 ? census.hosts.ranksOn(census.hosts.hostOf[rank_])
                                     : std::vector<int>{rank_};
@@ -92,13 +93,13 @@ XcclWindow::~XcclWindow() {
   // and with it every registration's state: nothing is left to deregister from, and the
   // registration must not try.
   std::lock_guard<std::mutex> guard(mutex_);
-  if (registered_ && registered_->registration && (group_->transportGone() || stale())) {
+  if (registered_ && registered_->registration && (group_.transportGone() || stale())) {
     (void)registered_->registration.release();
   }
 }
 
 void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
-  group_->checkUsable("tensor_register");
+  group_.checkUsable("tensor_register");
   TORCH_CHECK_VALUE(!stale(), "xccl window tensor_register: ", kStale);
   // Arguments are checked on every rank and agreed on first, so a bad one raises ValueError on
   // all ranks instead of leaving the others in the collective until the timeout.
@@ -114,9 +115,9 @@ void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
     if (registered_) bad = "a tensor is already registered (call tensor_deregister first)";
   }
   const std::string step = std::to_string(++generation_);
-  StoreAdapter store(group_->store(), "xccl/win/" + std::to_string(id_) + "/reg" + step + "/");
-  const net::Bootstrap bootstrap = bootstrapOf(store, rank_, size_, "", group_->timeout())
-                                       .until(net::Clock::now() + group_->timeout());
+  StoreAdapter store(group_.store(), "xccl/win/" + std::to_string(id_) + "/reg" + step + "/");
+  const net::Bootstrap bootstrap = bootstrapOf(store, rank_, size_, "", group_.timeout())
+                                       .until(net::Clock::now() + group_.timeout());
   try {
     const net::Agreement args = bootstrap.agree("args", bad);
     if (!args.ok()) XCCL_THROW(ErrorKind::kInvalidArgument, args.first());
@@ -142,7 +143,7 @@ void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
     net::RemoteRegion remote;
     if (static_cast<int>(local_.size()) < size_) {
       try {
-        reg->registration = group_->transport_->registerMemory(own->data(), bytes);
+        reg->registration = group_.transport()->registerMemory(own->data(), bytes);
         remote = reg->registration->remote();
       } catch (const Error& e) {
         failure = e.what();
@@ -182,8 +183,8 @@ void XcclWindow::tensor_deregister() {
     return;
   }
   std::shared_ptr<Registered> reg = current("tensor_deregister");
-  StoreAdapter store(group_->store(), "xccl/win/" + std::to_string(id_) + "/dereg" +
-                                          std::to_string(generation_) + "/");
+  StoreAdapter store(group_.store(), "xccl/win/" + std::to_string(id_) + "/dereg" +
+                                         std::to_string(generation_) + "/");
   try {
     // Our puts in flight end first; then every rank agrees, so nobody writes any more once the
     // memory leaves the transport and the peers' mappings go.
@@ -191,7 +192,7 @@ void XcclWindow::tensor_deregister() {
       if (!reg->region->maps(peer))
         fence(peer, deadlineOf(c10d::kUnsetTimeout), "tensor_deregister");
     }
-    bootstrapOf(store, rank_, size_, "", group_->timeout()).agree("done", "");
+    bootstrapOf(store, rank_, size_, "", group_.timeout()).agree("done", "");
   } catch (const Error& e) {
     throwTorchError(e.kind(), std::string("xccl tensor_deregister: ") + messageOf(e));
   }
@@ -226,7 +227,7 @@ c10d::WindowAttr XcclWindow::get_attr(int64_t peerRank) {
 
 std::shared_ptr<XcclWindow::Registered> XcclWindow::current(const char* opName) const {
   // A group shut down (its transport gone) or broken by a failed collective refuses windows too.
-  group_->checkUsable(opName);
+  group_.checkUsable(opName);
   TORCH_CHECK_VALUE(!stale(), "xccl window ", opName, ": ", kStale);
   std::lock_guard<std::mutex> guard(mutex_);
   TORCH_CHECK_VALUE(registered_ != nullptr, "xccl window ", opName, ": ",
@@ -236,7 +237,7 @@ std::shared_ptr<XcclWindow::Registered> XcclWindow::current(const char* opName) 
   return registered_;
 }
 
-bool XcclWindow::stale() const { return group_->membershipEpoch() != epoch_; }
+bool XcclWindow::stale() const { return group_.membershipEpoch() != epoch_; }
 
 void XcclWindow::checkRank(int64_t rank, const char* opName) const {
   TORCH_CHECK_VALUE(rank >= 0 && rank < size_, "xccl window ", opName, ": rank ", rank,
@@ -246,21 +247,21 @@ void XcclWindow::checkRank(int64_t rank, const char* opName) const {
 void XcclWindow::checkAlive(int peer) const {
   if (peer == rank_) return;
   try {
-    group_->peerAlive(peer);
+    group_.peerAlive(peer);
   } catch (const Error& e) {
     throwTorchError(e.kind(), e.what());
   }
 }
 
 net::Deadline XcclWindow::deadlineOf(std::chrono::milliseconds requested) const {
-  const auto timeout = requested != c10d::kUnsetTimeout ? requested : group_->timeout();
+  const auto timeout = requested != c10d::kUnsetTimeout ? requested : group_.timeout();
   return net::Clock::now() + timeout;
 }
 
 c10::intrusive_ptr<XcclWork> XcclWindow::newWork(c10d::OpType type, const char* opName,
                                                  std::vector<at::Tensor> outputs) const {
   return c10::make_intrusive<XcclWork>(rank_, type, opName, 0, std::move(outputs),
-                                       group_->timeout());
+                                       group_.timeout());
 }
 
 }  // namespace xccl::backend

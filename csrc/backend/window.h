@@ -19,6 +19,7 @@
 
 #if XCCL_TORCH_HAS_WINDOW
 
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Window.hpp>
 
 #include <condition_variable>
@@ -35,7 +36,7 @@
 
 namespace xccl::backend {
 
-class ProcessGroupXccl;
+class GroupCore;
 
 // One contiguous run of bytes of a write: from `src` to byte `dstOffset` of the target's window.
 struct WindowPiece {
@@ -47,8 +48,9 @@ struct WindowPiece {
 class XcclWindow final : public c10d::Window {
  public:
   using WorkPtr = c10::intrusive_ptr<c10d::Work>;
-  // Collective (new_window): finds which ranks share this rank's host.
-  XcclWindow(c10::intrusive_ptr<ProcessGroupXccl> group, uint64_t id);
+  // Collective (new_window): finds which ranks share this rank's host. `owner` is the process
+  // group whose core `group` is: the window keeps it alive.
+  XcclWindow(c10::intrusive_ptr<c10d::Backend> owner, GroupCore& group, uint64_t id);
   ~XcclWindow() override;
 
   void tensor_register(const at::Tensor& tensor, bool owning = true) override;
@@ -132,12 +134,13 @@ class XcclWindow final : public c10d::Window {
   c10::intrusive_ptr<XcclWork> newWork(c10d::OpType type, const char* opName,
                                        std::vector<at::Tensor> outputs = {}) const;
 
-  const c10::intrusive_ptr<ProcessGroupXccl> group_;
+  const c10::intrusive_ptr<c10d::Backend> owner_;
+  GroupCore& group_;
   const uint64_t id_;
   const int rank_;
   const int size_;
   const uint64_t signalValue_;  // what this window's signals carry over the transport (never 0)
-  // The group's membership (ProcessGroupXccl::membershipEpoch) this window was created in: a
+  // The group's membership (GroupCore::membershipEpoch) this window was created in: a
   // reconfigure since then ended it, with the transport its registration belongs to.
   const uint64_t epoch_;
   std::vector<int> local_;      // ranks on this host whose windows are mapped (ascending)

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "backend/torch_error.h"
 #include "backend/window.h"
 
@@ -261,7 +261,7 @@ XcclWindow::WorkPtr XcclWindow::write(const char* opName, const Registered& reg,
   auto batch = std::make_shared<Batch>();
   batch->left = pieces.size();
   const std::string what = std::string(opName) + " to rank " + std::to_string(dst);
-  Executor* executor = group_->executor_.get();
+  Executor* executor = group_.executor();
   auto onDone = [batch, work, executor, what](const net::Request& request) {
     if (request.state() == net::Request::State::kFailed) {
       std::lock_guard<std::mutex> guard(batch->mutex);
@@ -283,7 +283,7 @@ XcclWindow::WorkPtr XcclWindow::write(const char* opName, const Registered& reg,
   std::vector<net::RequestPtr> requests;
   requests.reserve(pieces.size());
   for (const WindowPiece& piece : pieces) {
-    requests.push_back(group_->transport_->iwrite(dst, piece.src, piece.bytes,
+    requests.push_back(group_.transport()->iwrite(dst, piece.src, piece.bytes,
                                                   reg.peers[dst].remote, piece.dstOffset,
                                                   /*signal=*/0, onDone));
   }
@@ -295,7 +295,7 @@ XcclWindow::WorkPtr XcclWindow::write(const char* opName, const Registered& reg,
   }
   if (!asyncOp) {
     try {
-      group_->transport_->wait(requests, deadline, what);
+      group_.transport()->wait(requests, deadline, what);
     } catch (const Error& e) {
       throwTorchError(e.kind(), e.what());
     }
@@ -310,7 +310,7 @@ void XcclWindow::fence(int peer, net::Deadline deadline, const std::string& what
     pending.swap(pending_[peer]);
   }
   std::erase_if(pending, [](const net::RequestPtr& r) { return r->done(); });
-  if (!pending.empty()) group_->transport_->wait(pending, deadline, what);
+  if (!pending.empty()) group_.transport()->wait(pending, deadline, what);
 }
 
 XcclWindow::WorkPtr XcclWindow::signal(int64_t peerRank, bool asyncOp,
@@ -332,9 +332,9 @@ XcclWindow::WorkPtr XcclWindow::signal(int64_t peerRank, bool asyncOp,
     // Another host: the transport may deliver a later write first, so the signal leaves only
     // once every earlier put to `peer` completed (its bytes visible there).
     fence(peer, deadline, what);
-    Executor* executor = group_->executor_.get();
+    Executor* executor = group_.executor();
     net::RequestPtr request =
-        group_->transport_->iwrite(peer, nullptr, 0, reg->peers[peer].remote, 0, signalValue_,
+        group_.transport()->iwrite(peer, nullptr, 0, reg->peers[peer].remote, 0, signalValue_,
                                    [work, executor, what](const net::Request& r) {
                                      const bool ok = r.state() == net::Request::State::kDone;
                                      const std::string error =
@@ -347,7 +347,7 @@ XcclWindow::WorkPtr XcclWindow::signal(int64_t peerRank, bool asyncOp,
                                        }
                                      });
                                    });
-    if (!asyncOp) group_->transport_->wait({request}, deadline, what);
+    if (!asyncOp) group_.transport()->wait({request}, deadline, what);
   } catch (const Error& e) {
     throwTorchError(e.kind(), e.what());
   }

@@ -6,7 +6,7 @@
 
 #include <optional>
 
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "backend/torch_error.h"
 #include "backend/window.h"
 #include "common/wait_slice.h"
@@ -59,7 +59,7 @@ XcclWindow::WorkPtr XcclWindow::wait_signal(int64_t peerRank, bool asyncOp,
     return work;
   }
   const std::string what = "window wait_signal";
-  const net::shm::PeerAlive alive = [this](int r) { return group_->peerAlive(r); };
+  const net::shm::PeerAlive alive = [this](int r) { return group_.peerAlive(r); };
   try {
     reg->region->waitSignal(peer, net::shm::WaitBounds{deadline, what, alive});
   } catch (const Error& e) {
@@ -82,9 +82,9 @@ XcclWindow::WorkPtr XcclWindow::waitRemote(const Registered& reg, int peer, bool
   }
   if (!slot) {
     slot = std::make_shared<SignalSlot>();
-    Executor* executor = group_->executor_.get();
+    Executor* executor = group_.executor();
     const std::string what = "wait_signal from rank " + std::to_string(peer);
-    group_->transport_->iwaitWrite(peer, signalValue_,
+    group_.transport()->iwaitWrite(peer, signalValue_,
                                    [slot, executor, what](const net::Request& request) {
                                      c10::intrusive_ptr<XcclWork> attached;
                                      std::string error;
@@ -175,7 +175,7 @@ void XcclWindow::waiterLoop() {
       }
       if (!done && it->peer != rank_) {
         try {
-          group_->peerAlive(it->peer);
+          group_.peerAlive(it->peer);
         } catch (const Error& e) {
           done = true;
           end.kind = e.kind();

@@ -1,9 +1,9 @@
-// ProcessGroupXccl's flight-recorder entries (flight_recorder.h), its abort hooks and torch's
+// GroupCore's flight-recorder entries (flight_recorder.h), its abort hooks and torch's
 // wording for timeouts.
 #include <c10/util/Exception.h>
 
 #include "backend/flight_recorder.h"
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
@@ -44,7 +44,7 @@ bool firstUse(std::atomic<bool>& used) {
 
 }  // namespace
 
-void ProcessGroupXccl::describeToRecorder() {
+void GroupCore::describeToRecorder() {
   std::vector<uint64_t> ranks(options_->global_ranks_in_group.begin(),
                               options_->global_ranks_in_group.end());
   if (ranks.size() != static_cast<size_t>(size_)) {
@@ -52,17 +52,18 @@ void ProcessGroupXccl::describeToRecorder() {
     ranks.clear();
     for (int r = 0; r < size_; ++r) ranks.push_back(static_cast<uint64_t>(r));
   }
-  std::string name = options_->group_name.empty() ? getGroupUid() : options_->group_name;
+  std::string name = options_->group_name.empty() ? face_.getGroupUid() : options_->group_name;
   if (name.empty()) name = std::to_string(recorderGroupId_);
-  const std::string desc = getGroupDesc().empty() ? std::string("undefined") : getGroupDesc();
+  const std::string desc =
+      face_.getGroupDesc().empty() ? std::string("undefined") : face_.getGroupDesc();
   FlightRecorder::get().describeGroup(recorderGroupId_, name, desc, ranks,
                                       static_cast<int>(ranks[rank_]));
 }
 
-uint64_t ProcessGroupXccl::recordCollective(c10d::OpType type, uint64_t seq, uint64_t count,
-                                            const std::vector<at::Tensor>& inputs,
-                                            const std::vector<at::Tensor>& outputs,
-                                            std::chrono::milliseconds timeout) {
+uint64_t GroupCore::recordCollective(c10d::OpType type, uint64_t seq, uint64_t count,
+                                     const std::vector<at::Tensor>& inputs,
+                                     const std::vector<at::Tensor>& outputs,
+                                     std::chrono::milliseconds timeout) {
   FlightRecorder& recorder = FlightRecorder::get();
   if (!recorder.enabled()) return FlightRecorder::kNoRecord;
   // Again at the first operation: torch names the group (setGroupDesc) after building it.
@@ -76,7 +77,7 @@ uint64_t ProcessGroupXccl::recordCollective(c10d::OpType type, uint64_t seq, uin
   return recorder.record(call, inputs, outputs);
 }
 
-uint64_t ProcessGroupXccl::recordPointToPoint(bool isSend, int peer, const at::Tensor& tensor) {
+uint64_t GroupCore::recordPointToPoint(bool isSend, int peer, const at::Tensor& tensor) {
   FlightRecorder& recorder = FlightRecorder::get();
   if (!recorder.enabled()) return FlightRecorder::kNoRecord;
   // Again at the first operation: torch names the group (setGroupDesc) after building it.
@@ -96,7 +97,7 @@ uint64_t ProcessGroupXccl::recordPointToPoint(bool isSend, int peer, const at::T
   return id;
 }
 
-void ProcessGroupXccl::beforeAbort() {
+void GroupCore::beforeAbort() {
   std::map<int64_t, std::function<void()>> hooks;
   {
     std::lock_guard<std::mutex> guard(abortHooksMutex_);
@@ -114,21 +115,19 @@ void ProcessGroupXccl::beforeAbort() {
   FlightRecorder::get().write("", /*onlyActive=*/false);
 }
 
-#if XCCL_TORCH_HAS_ABORT_HOOK
-void ProcessGroupXccl::registerAbortHook(int64_t hookId, c10d::AbortHook hook) {
+void GroupCore::registerAbortHook(int64_t hookId, std::function<void()> hook) {
   std::lock_guard<std::mutex> guard(abortHooksMutex_);
   abortHooks_[hookId] = std::move(hook);
 }
 
-void ProcessGroupXccl::unregisterAbortHook(int64_t hookId) {
+void GroupCore::unregisterAbortHook(int64_t hookId) {
   std::lock_guard<std::mutex> guard(abortHooksMutex_);
   abortHooks_.erase(hookId);
 }
-#endif
 
-std::string ProcessGroupXccl::torchTimeoutWording(c10d::OpType type, uint64_t seq,
-                                                  std::chrono::milliseconds ranFor,
-                                                  std::chrono::milliseconds timeout) const {
+std::string GroupCore::torchTimeoutWording(c10d::OpType type, uint64_t seq,
+                                           std::chrono::milliseconds ranFor,
+                                           std::chrono::milliseconds timeout) const {
   return "[Rank " + std::to_string(rank_) +
          "] Watchdog caught collective operation timeout: WorkXccl(SeqNum=" + std::to_string(seq) +
          ", OpType=" + c10d::opTypeToString(type) +

@@ -1,15 +1,24 @@
-// Coalesced batches (batch_isend_irecv, torch's coalescing manager): the Works started between
-// startCoalescing and endCoalescing. A batch is all CPU (its Works collected here, whichever
-// side started them) or all CUDA (the GPU side's vendor group runs it, gpu_side.h).
+// GroupCore's coalesced batches (batch_isend_irecv, torch's coalescing manager): the Works started
+// between startCoalescing and endCoalescing. A batch is all CPU (its Works collected here,
+// whichever side started them) or all CUDA (the GPU side's vendor group runs it, gpu_side.h).
 #include <c10/util/Exception.h>
 
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
 
-void ProcessGroupXccl::addToBatchLocked(const c10::intrusive_ptr<XcclWork>& work,
-                                        const char* opName) {
+void GroupCore::setGpuBatch(GpuBatch gpuBatch) {
+  std::lock_guard<std::mutex> guard(stateMutex_);
+  gpuBatch_ = std::move(gpuBatch);
+}
+
+void GroupCore::addToBatch(const c10::intrusive_ptr<XcclWork>& work, const char* opName) {
+  std::lock_guard<std::mutex> guard(stateMutex_);
+  addToBatchLocked(work, opName);
+}
+
+void GroupCore::addToBatchLocked(const c10::intrusive_ptr<XcclWork>& work, const char* opName) {
   dropClosedGpuBatchLocked();
   if (!coalescing_) return;
   TORCH_CHECK_VALUE(!gpuCoalescing_, "xccl ", opName,
@@ -18,15 +27,15 @@ void ProcessGroupXccl::addToBatchLocked(const c10::intrusive_ptr<XcclWork>& work
   coalesced_.push_back(work);
 }
 
-void ProcessGroupXccl::dropClosedGpuBatchLocked() {
-  // gpu_ was set (under gpuMutex_) before gpuCoalescing_ could become true.
-  if (gpuCoalescing_ && !gpu_->coalescing()) {
+void GroupCore::dropClosedGpuBatchLocked() {
+  // The GPU side existed before gpuCoalescing_ could become true.
+  if (gpuCoalescing_ && !gpuBatch_.stillOpen()) {
     coalescing_ = false;
     gpuCoalescing_ = false;
   }
 }
 
-void ProcessGroupXccl::startCoalescing() {
+void GroupCore::startCoalescing() {
   bool closeGpuBatch = false;
   {
     std::lock_guard<std::mutex> guard(stateMutex_);
@@ -42,13 +51,10 @@ void ProcessGroupXccl::startCoalescing() {
     gpuCoalescing_ = false;
     coalesced_.clear();
   }
-  if (closeGpuBatch) {
-    std::lock_guard<std::mutex> guard(gpuMutex_);
-    (void)gpu_->endCoalescing();
-  }
+  if (closeGpuBatch) gpuBatch_.close();
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::endCoalescing() {
+GroupCore::WorkPtr GroupCore::endCoalescing() {
   std::vector<c10::intrusive_ptr<XcclWork>> works;
   bool onGpu = false;
   {
@@ -58,10 +64,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::endCoalescing() {
     std::swap(onGpu, gpuCoalescing_);
     works.swap(coalesced_);
   }
-  if (onGpu) {
-    std::lock_guard<std::mutex> guard(gpuMutex_);
-    return gpu_->endCoalescing();
-  }
+  if (onGpu) return gpuBatch_.end();
   // One Work that completes when every operation issued while coalescing has: the operations
   // already run concurrently (p2p is posted at once), so nothing is re-issued here.
   std::vector<at::Tensor> outputs;
@@ -101,6 +104,32 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::endCoalescing() {
     });
   }
   return group;
+}
+
+bool GroupCore::joinBatchOnGpu(const char* opName) {
+  // A batch that cannot run on the GPU is abandoned before the ValueError: torch never ends a
+  // batch whose body raised, and later calls must not find it still open.
+  std::lock_guard<std::mutex> state(stateMutex_);
+  dropClosedGpuBatchLocked();
+  const bool opensBatch = coalescing_ && !gpuCoalescing_;
+  if (opensBatch && !coalesced_.empty()) {
+    coalescing_ = false;
+    coalesced_.clear();
+    TORCH_CHECK_VALUE(false, "xccl ", opName,
+                      ": a coalesced batch (batch_isend_irecv) mixes "
+                      "CPU and CUDA tensors; use one device per batch");
+  }
+  return opensBatch;
+}
+
+void GroupCore::gpuBatchOpened() {
+  std::lock_guard<std::mutex> state(stateMutex_);
+  gpuCoalescing_ = true;
+}
+
+void GroupCore::gpuBatchFailed() {
+  std::lock_guard<std::mutex> state(stateMutex_);
+  coalescing_ = false;
 }
 
 }  // namespace xccl::backend

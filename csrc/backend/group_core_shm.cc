@@ -2,7 +2,7 @@
 // plus the host leaders' TCP subset when the group spans hosts (net/hierarchy.h), built at group
 // creation; and the liveness check their waits call. Which collective runs where is
 // algo::planCpu's choice (algo::Runner); layout, algorithms and cleanup guarantees: docs/shm.md.
-#include "backend/process_group.h"
+#include "backend/group_core.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
@@ -10,7 +10,7 @@ namespace xccl::backend {
 // Collective over the store, right after the TCP mesh (so peerAlive works from the first
 // collective on). Every rank reaches the same outcome, so the whole group agrees on the
 // transport; group rank 0 says once why shared memory is not (fully) used.
-void ProcessGroupXccl::setUpSharedMemory(net::Store& store) {
+void GroupCore::setUpSharedMemory(net::Store& store, bool lendsPool) {
   alive_ = [this](int peer) { return peerAlive(peer); };
   if (size_ == 1) return;  // nothing to share: every collective is a local copy
   net::shm::Options options = net::shm::Options::fromEnvironment();
@@ -18,7 +18,7 @@ void ProcessGroupXccl::setUpSharedMemory(net::Store& store) {
   options.storePrefix = "shm";
   options.timeout = options_->timeout;
   // A membership that reconfigure() may replace lends no pool tensors: they would outlive it.
-  if (!handle_.empty()) options.poolBytes = 0;
+  if (!lendsPool) options.poolBytes = 0;
   std::string why;
   segment_ = net::shm::Segment::create(store, rank_, size_, options, &why);
   if (segment_) return;
@@ -45,7 +45,7 @@ void ProcessGroupXccl::setUpSharedMemory(net::Store& store) {
 }
 
 // Called by shared-memory waits that already slept (every few milliseconds per peer): cheap.
-bool ProcessGroupXccl::peerAlive(int peer) {
+bool GroupCore::peerAlive(int peer) {
   if (broken_.load()) {
     std::lock_guard<std::mutex> guard(stateMutex_);
     throw Error(ErrorKind::kAborted, "the process group is unusable: " + brokenReason_);
@@ -57,7 +57,7 @@ bool ProcessGroupXccl::peerAlive(int peer) {
   return true;
 }
 
-bool ProcessGroupXccl::somePeerFailed() const {
+bool GroupCore::somePeerFailed() const {
   if (broken_.load()) return true;
   if (!transport_) return false;
   for (int peer = 0; peer < size_; ++peer) {
@@ -66,13 +66,13 @@ bool ProcessGroupXccl::somePeerFailed() const {
   return false;
 }
 
-std::string ProcessGroupXccl::shmSegmentName() const {
+std::string GroupCore::shmSegmentName() const {
   if (segment_) return segment_->name();
   if (hierarchy_ && hierarchy_->segment()) return hierarchy_->segment()->name();
   return "";
 }
 
-const char* ProcessGroupXccl::transportName() const {
+const char* GroupCore::transportName() const {
   return segment_ ? "shm" : hierarchy_ ? "hierarchical" : "tcp";
 }
 
