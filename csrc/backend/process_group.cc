@@ -5,9 +5,9 @@
 
 #include <algorithm>
 
-#include "backend/gil.h"
-#include "backend/store_adapter.h"
-#include "backend/torch_error.h"
+#include "backend/core/gil.h"
+#include "backend/core/store_adapter.h"
+#include "backend/core/torch_error.h"
 #include "common/env.h"
 #include "common/logging.h"
 #include "net/incarnation.h"

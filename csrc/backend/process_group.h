@@ -31,10 +31,10 @@
 #include <set>
 #include <unordered_map>
 
-#include "backend/compat.h"
-#include "backend/cpu_side.h"
-#include "backend/gpu_side.h"
-#include "backend/group_core.h"
+#include "backend/core/compat.h"
+#include "backend/core/gpu_side.h"
+#include "backend/core/group_core.h"
+#include "backend/cpu/cpu_side.h"
 #include "net/store.h"
 
 namespace xccl::backend {
@@ -160,7 +160,7 @@ class ProcessGroupXccl : public c10d::Backend {
                                                      bool betweenHostsOnly) {
     return cpu_->compressedAllreduce(tensor, wire, betweenHostsOnly);
   }
-  // Coalesced batches (process_group_batch.cc).
+  // Coalesced batches (core/group_core_batch.cc; the GPU side joins them in process_group_gpu.cc).
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 

@@ -1,45 +1,10 @@
-// ProcessGroupXccl's door to its GPU side (gpu_side.h): which calls go there, creating it, the
-// coalesced batches it shares with the core (group_core_batch.cc), and the vendor-library factory
-// Python registers.
+// ProcessGroupXccl's door to its GPU side (gpu_side.h): which calls go there, creating it, and the
+// coalesced batches it shares with the core (core/group_core_batch.cc).
 #include <c10/util/Exception.h>
 
 #include "backend/process_group.h"
-#include "common/config.h"
 
 namespace xccl::backend {
-namespace {
-
-std::mutex& factoryMutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
-VendorFactory& factorySlot() {
-  static VendorFactory factory;
-  return factory;
-}
-
-}  // namespace
-
-void setVendorFactory(VendorFactory factory) {
-  std::lock_guard<std::mutex> guard(factoryMutex());
-  factorySlot() = std::move(factory);
-}
-
-VendorFactory vendorFactory() {
-  std::lock_guard<std::mutex> guard(factoryMutex());
-  return factorySlot();
-}
-
-#if !XCCL_WITH_CUDA
-std::unique_ptr<GpuSide> makeGpuSide(GroupCore&, Side&, int device) {
-  C10_THROW_ERROR(ValueError, c10::str("xccl: got a tensor on cuda:", device,
-                                       ", but this build "
-                                       "of xccl has no CUDA support (it was built against a "
-                                       "CPU-only torch or without a CUDA compiler; see the "
-                                       "README)"));
-}
-#endif
 
 bool ProcessGroupXccl::gpuTensors(const std::vector<at::Tensor*>& tensors) {
   for (const at::Tensor* t : tensors) {

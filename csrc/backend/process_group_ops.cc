@@ -1,9 +1,9 @@
 // ProcessGroupXccl's c10d entry points for collectives and point-to-point: each picks the side
 // once, from its tensors' device (side()), and forwards the call unchanged (side.h). The name
 // given to side() is the one a refused call reports.
-#include "backend/cpu_side.h"
+#include "backend/core/tensor_args.h"
+#include "backend/cpu/cpu_side.h"
 #include "backend/process_group.h"
-#include "backend/tensor_args.h"
 
 namespace xccl::backend {
 

@@ -10,10 +10,10 @@
 #include <unordered_set>
 #include <variant>
 
-#include "backend/gil.h"
+#include "backend/core/gil.h"
+#include "backend/core/store_adapter.h"
+#include "backend/core/torch_error.h"
 #include "backend/process_group.h"
-#include "backend/store_adapter.h"
-#include "backend/torch_error.h"
 #include "common/logging.h"
 #include "net/membership.h"
 #include "topo/host.h"

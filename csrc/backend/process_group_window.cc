@@ -1,6 +1,6 @@
 // ProcessGroupXccl::new_window: torch's one-sided windows on this group (window.h).
 #include "backend/process_group.h"
-#include "backend/window.h"
+#include "backend/window/window.h"
 
 #if XCCL_TORCH_HAS_WINDOW
 

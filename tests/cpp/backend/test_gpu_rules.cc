@@ -1,5 +1,5 @@
-// The GPU side's decisions that every rank must take alike (csrc/backend/gpu_rules.h).
-#include "backend/gpu_rules.h"
+// The GPU side's decisions that every rank must take alike (csrc/backend/gpu/gpu_rules.h).
+#include "backend/gpu/gpu_rules.h"
 
 #include <gtest/gtest.h>
 
