@@ -18,6 +18,11 @@
 // rebuilds it at each reconfigure (process_group_reconfigure.cc). This class is the c10d face:
 // it picks a side per call and owns what only c10d asks for (split, shrink, reconfigure, the
 // allocator); the engine is the GroupCore.
+//
+// The backend's rooms, lowest first (each folder's README.md; docs/design.md): recorder/ ->
+// core/ -> cpu/, gpu/, window/ -> this folder, the face (process_group*, module*). A room
+// includes only the rooms below it, as its include root enforces (csrc/backend/CMakeLists.txt);
+// only the face sees every room, and nothing but the face includes this header.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
