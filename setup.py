@@ -87,7 +87,7 @@ def hip_archs(torch) -> "str | None":
 
 
 def hipify_v2(torch) -> bool:
-    """Whether a ROCm torch's headers keep the c10::cuda names (csrc/backend/gpu_stream.h)."""
+    """Whether a ROCm torch's headers keep the c10::cuda names (csrc/backend/gpu/gpu_stream.h)."""
     try:
         from torch.utils.hipify import __version__ as version
     except ImportError:

@@ -14,7 +14,7 @@ set(XCCL_CUDA_ARCHS "80-real;90" CACHE STRING "CUDA architectures of the device 
 set(XCCL_HIP_ARCHS "gfx90a;gfx942" CACHE STRING "HIP offload architectures of the device code")
 set(XCCL_TORCH_HIP "" CACHE STRING "torch.version.hip of that torch; empty unless a ROCm build")
 # torch.utils.hipify.__version__ >= 2: a ROCm torch's headers keep the c10::cuda names (see
-# backend/gpu_stream.h). Only read for a ROCm torch.
+# backend/gpu/gpu_stream.h). Only read for a ROCm torch.
 set(XCCL_TORCH_HIPIFY_V2 0 CACHE BOOL "The ROCm torch was hipified with hipify v2")
 
 if(NOT XCCL_GPU MATCHES "^(AUTO|ON|OFF)$")

@@ -8,8 +8,8 @@
 #     the GPU tests) as C++ against HIP's headers, as CMake's HIP build compiles it (hip::host);
 #   - that no file but common/gpu_runtime.h (and kernels/partition.h's __host__ __device__
 #     markers) tests the compiler macros __HIP__, __HIP_PLATFORM_AMD__ or __CUDACC__.
-# The backend's GPU files (csrc/backend/gpu_path.cc, gpu_work.cc, process_group_gpu.cc and
-# gpu_stream.h) need a ROCm torch's headers, which are not on PyPI: they are not compiled here,
+# The backend's GPU files (csrc/backend/gpu/gpu_path.cc, gpu/gpu_work.cc, process_group_gpu.cc and
+# gpu/gpu_stream.h) need a ROCm torch's headers, which are not on PyPI: they are not compiled here,
 # and the output says so.
 #
 #   scripts/check_hip.sh [--require] [-j N]
@@ -140,7 +140,8 @@ count=$(wc -l <"$list")
 if [[ $count -gt 0 ]]; then
   xargs -P "$jobs" -L 1 bash -c 'compile "$@"' _ <"$list" || status=1
 fi
-echo "  not compiled: csrc/backend/gpu_path.cc gpu_work.cc process_group_gpu.cc gpu_stream.h" \
+echo "  not compiled: csrc/backend/gpu/gpu_path.cc gpu/gpu_work.cc process_group_gpu.cc" \
+     "gpu/gpu_stream.h" \
      "(they need a ROCm torch's headers; not on PyPI)"
 
 if [[ $status -ne 0 ]]; then

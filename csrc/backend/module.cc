@@ -4,10 +4,10 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "backend/flight_recorder.h"
+#include "backend/core/work.h"
 #include "backend/process_group.h"
-#include "backend/window.h"
-#include "backend/work.h"
+#include "backend/recorder/flight_recorder.h"
+#include "backend/window/window.h"
 
 namespace py = pybind11;
 
@@ -22,7 +22,7 @@ c10::intrusive_ptr<Options> copyOptions(const Options& options) {
 
 }  // namespace
 
-void bindPlan(py::module& m);  // module_plan.cc
+void bindPlan(py::module& m);  // module_rows.cc
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xccl: collective-communication backend for torch.distributed";

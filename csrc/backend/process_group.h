@@ -3,19 +3,26 @@
 // One object serves every device type the group was registered for, through two sides with one
 // interface (side.h): each entry point picks the side once, from its tensors' device, and
 // forwards (process_group_ops.cc). The CPU side (cpu_side.h) checks a collective on the caller's
-// thread (ValueError, nothing sent) and hands it to enqueue(), which gives it the next sequence
-// number and runs it on the Executor over the group's transports: a shared-memory segment when
-// every rank is on one host, segments per host plus the network between hosts for groups
-// spanning hosts (process_group_shm.cc), else the network; algo::Runner runs what algo::planCpu
-// plans per call (algo/cpu_plan.h). Point-to-point goes over the transport net::createTransport
-// picked per peer (net/factory.h). The GPU side (gpu_side.h), created by the
+// thread (ValueError, nothing sent) and hands it to the GroupCore's enqueue() (group_core.h), which
+// gives it the next sequence number and runs it on the Executor over the group's transports: a
+// shared-memory segment when every rank is on one host, segments per host plus the network
+// between hosts for groups spanning hosts, else the network; algo::Runner runs what
+// algo::planCpu plans per call (algo/cpu_plan.h). Point-to-point goes over the transport
+// net::createTransport picked per peer (net/factory.h). The GPU side (gpu_side.h), created by the
 // first call on CUDA tensors, runs kernels or the vendor library, or calls the CPU side with host
 // copies. A communication failure or timeout aborts the TCP transport, which tells every peer
 // (their shared-memory waits see it through peerAlive), and leaves this group unusable (like NCCL);
-// argument errors leave it usable. Everything that depends on the membership (rank_, size_, the
+// argument errors leave it usable. Everything that depends on the membership (rank, size, the
 // transports, the segment, the sides, the sequence numbers) is built by connectMembership(); a
 // group created with enable_reconfigure builds it only when reconfigure() forms a membership, and
-// rebuilds it at each reconfigure (process_group_reconfigure.cc).
+// rebuilds it at each reconfigure (process_group_reconfigure.cc). This class is the c10d face:
+// it picks a side per call and owns what only c10d asks for (split, shrink, reconfigure, the
+// allocator); the engine is the GroupCore.
+//
+// The backend's rooms, lowest first (each folder's README.md; docs/design.md): recorder/ ->
+// core/ -> cpu/, gpu/, window/ -> this folder, the face (process_group*, module*). A room
+// includes only the rooms below it, as its include root enforces (csrc/backend/CMakeLists.txt);
+// only the face sees every room, and nothing but the face includes this header.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -29,16 +36,11 @@
 #include <set>
 #include <unordered_map>
 
-#include "algo/context.h"
-#include "algo/cpu_plan.h"
-#include "algo/runner.h"
-#include "backend/compat.h"
-#include "backend/cpu_side.h"
-#include "backend/executor.h"
-#include "backend/gpu_side.h"
-#include "backend/work.h"
-#include "net/shm/segment.h"
-#include "net/transport.h"
+#include "backend/core/compat.h"
+#include "backend/core/gpu_side.h"
+#include "backend/core/group_core.h"
+#include "backend/cpu/cpu_side.h"
+#include "net/store.h"
 
 namespace xccl::backend {
 
@@ -67,7 +69,7 @@ class ProcessGroupXccl : public c10d::Backend {
   bool supportsCoalescing() const override { return true; }
   void setTimeout(std::chrono::milliseconds timeout) override;
   void setSequenceNumberForGroup() override {}  // sequence numbers start at 0 on every rank
-  uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
+  uint64_t getSequenceNumberForGroup() override { return core_->sequenceNumber(); }
   c10::intrusive_ptr<c10d::Backend> split(
       const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
       const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
@@ -84,9 +86,6 @@ class ProcessGroupXccl : public c10d::Backend {
   c10d::ReconfigureHandle get_reconfigure_handle() const override;
   c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
 #endif
-  // 0 for the membership a group is created with, +1 at each reconfigure: what belongs to one
-  // membership (a window) compares it to refuse use after the membership changed.
-  uint64_t membershipEpoch() const { return membershipEpoch_.load(); }
 #if XCCL_TORCH_HAS_ABORT_HOOK
   // Hooks run before the group fails (a timeout, an error, abort()); see beforeAbort().
   void registerAbortHook(int64_t hookId, c10d::AbortHook hook) override;
@@ -94,25 +93,16 @@ class ProcessGroupXccl : public c10d::Backend {
 #endif
   // The name this rank's shared-memory segment had (already unlinked; the host's segment in a
   // hierarchical group); empty without one.
-  std::string shmSegmentName() const;
+  std::string shmSegmentName() const { return core_->shmSegmentName(); }
   // How the group's collectives travel: "shm" (one host), "hierarchical" (segments per host
   // and the network between them) or "tcp" (the network alone, whichever engine XCCL_NET picked).
-  const char* transportName() const;
+  const char* transportName() const { return core_->transportName(); }
   // What carries messages to peers (net/factory.h): "shm" (every rank on this host), "shm+tcp"
   // (shared memory to this host's ranks, XCCL_NET's engine to the others), "tcp" or "ofi".
-  const char* peerTransportName() const { return transport_ ? transport_->name() : "none"; }
+  const char* peerTransportName() const { return core_->peerTransportName(); }
   // The group's tunables (algo/tunables.h), read once at creation; every plan uses them.
-  const algo::Tunables& tunables() const { return tunables_; }
-  // For the GPU side (gpu_path.h).
-  // The store of the current membership: the group's, or a reconfigure's under its own prefix.
-  const c10::intrusive_ptr<c10d::Store>& store() const {
-    return membershipStore_ ? membershipStore_ : store_;
-  }
-  std::chrono::milliseconds timeout() const { return effectiveTimeout(c10d::kUnsetTimeout); }
-  std::string groupName() const { return options_->group_name; }
-  // Whether the transport saw some peer fail (its connection closed: the process died or
-  // aborted) or this group was aborted. Never blocks; for the GPU side's bounded shutdown.
-  bool somePeerFailed() const;
+  const algo::Tunables& tunables() const { return core_->tunables(); }
+  std::chrono::milliseconds timeout() const { return core_->timeout(); }
 
   // Collectives and point-to-point: each forwards to side() (process_group_ops.cc).
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
@@ -175,7 +165,7 @@ class ProcessGroupXccl : public c10d::Backend {
                                                      bool betweenHostsOnly) {
     return cpu_->compressedAllreduce(tensor, wire, betweenHostsOnly);
   }
-  // Coalesced batches (process_group_batch.cc).
+  // Coalesced batches (core/group_core_batch.cc; the GPU side joins them in process_group_gpu.cc).
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
@@ -193,42 +183,14 @@ class ProcessGroupXccl : public c10d::Backend {
   // One-sided windows on CPU tensors (window.h; process_group_window.cc). new_window is
   // collective, like tensor_register.
   bool supportsWindow() const override { return true; }
-  // Whether shutdown() already destroyed the transport (windows' registrations went with it).
-  bool transportGone() const { return transport_ == nullptr; }
   c10::intrusive_ptr<c10d::Window> new_window(
       const std::optional<at::Tensor>& tensor = std::nullopt) override;
 #endif
 
  private:
-  // The CPU side runs on this group's engine: enqueue() and its state, the transport, the batch.
-  friend class CpuSide;
-  // Windows use the transport, the store, the executor's completion thread and peerAlive.
-  friend class XcclWindow;
-
-  using Body = std::function<void(const algo::Runner&)>;
-
-  // Checks the group is usable, assigns `seqCount` consecutive sequence numbers and runs
-  // `body` (on the executor) as collective `opName`; `outputs` become the future's value.
-  // A body running several collectives gives the i-th the runner subCollective(runner, i).
-  // The flight recorder lists `inputs` as the operation's inputs (none: it works in place,
-  // its inputs are its outputs).
-  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* opName,
-                                         std::vector<at::Tensor> outputs,
-                                         std::optional<std::vector<at::Tensor>> inputs,
-                                         std::chrono::milliseconds timeout, bool asyncOp, Body body,
-                                         uint64_t seqCount = 1);
-  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* opName,
-                                         std::vector<at::Tensor> outputs,
-                                         std::chrono::milliseconds timeout, bool asyncOp, Body body,
-                                         uint64_t seqCount = 1) {
-    return enqueue(type, opName, std::move(outputs), std::nullopt, timeout, asyncOp,
-                   std::move(body), seqCount);
-  }
-  std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds requested) const;
-  void checkUsable(const char* opName) const;
-  // Builds what depends on the membership (rank_, size_): the executor, the CPU side, the
-  // transports and shared memory, through `store` (keys unique to this membership). Collective
-  // over the members; the constructor's and reconfigure()'s.
+  // Builds what depends on the membership (rank, size): the core's executor, transports and
+  // shared memory, and the CPU side, through `store` (keys unique to this membership).
+  // Collective over the members; the constructor's and reconfigure()'s.
   void connectMembership(net::Store& store, std::chrono::milliseconds setupTimeout);
   std::chrono::milliseconds setupTimeout() const;  // XCCL_CONNECT_TIMEOUT_MS or the timeout
   // With enable_reconfigure: draws this member's handle and returns true (the constructor
@@ -237,18 +199,6 @@ class ProcessGroupXccl : public c10d::Backend {
   // Ends the current membership: queued and in-flight work fails with `reason` (or is finished,
   // when `reason` is empty: shutdown), then the sides, transports and segments are torn down.
   void dropMembership(const std::string& reason);
-  // After a failed collective: remember why, and tell the peers by aborting the transport.
-  void markBroken(const std::string& reason);
-  // After a timeout in collective `seq`: asks every peer where it is and says which ranks
-  // never entered it (the ones to look at) and which were waiting like us.
-  std::string diagnoseTimeout(uint64_t seq, std::chrono::milliseconds timeout);
-  // What this rank answers to a peer's status query: "<entered> <completed> <op>".
-  std::string statusText() const;
-  // Shared memory (process_group_shm.cc): builds the segment when the group can have one, and
-  // answers its waits whether a peer is alive (throws once this group is broken or aborted, or
-  // with the TCP transport's reason once that peer failed).
-  void setUpSharedMemory(net::Store& store);
-  bool peerAlive(int peer);
   // The side a call on `tensors` goes to: the GPU side when any of them is a CUDA tensor
   // (gpuTensors()), else the CPU side. `opName` names the call in a refusal.
   Side& side(const std::vector<at::Tensor*>& tensors, const char* opName);
@@ -259,59 +209,16 @@ class ProcessGroupXccl : public c10d::Backend {
   // abort() on the GPU side, if there is one (process_group_gpu.cc).
   void abortGpu();
 
-  // Flight recorder (flight_recorder.h) and abort hooks: process_group_recorder.cc.
-  // Names this group to the recorder (its name, description and members' global ranks).
-  void describeToRecorder();
-  // Records a collective of `count` sequence numbers from `seq` as scheduled.
-  uint64_t recordCollective(c10d::OpType type, uint64_t seq, uint64_t count,
-                            const std::vector<at::Tensor>& inputs,
-                            const std::vector<at::Tensor>& outputs,
-                            std::chrono::milliseconds timeout);
-  // Records a send or recv (peer net::kAnySource: any) as started: it is posted at once.
-  uint64_t recordPointToPoint(bool isSend, int peer, const at::Tensor& tensor);
-  // Once, before the group fails (markBroken): runs the abort hooks, each once, then dumps the
-  // flight recorder. Hooks' exceptions are logged, never propagated.
-  void beforeAbort();
-  // torch's wording for a collective that timed out (ProcessGroupNCCL's watchdog, Gloo's
-  // "Timed out waiting"), ahead of xccl's own message; `ranFor` is how long it ran.
-  std::string torchTimeoutWording(c10d::OpType type, uint64_t seq, std::chrono::milliseconds ranFor,
-                                  std::chrono::milliseconds timeout) const;
-  const size_t recorderGroupId_;
-  std::atomic<bool> recorderDescribed_{false};
-  std::atomic<uint64_t> p2pSeq_{0};
-  std::mutex abortHooksMutex_;
-  std::map<int64_t, std::function<void()>> abortHooks_;  // run (and dropped) by beforeAbort()
-  // Adds a CPU operation's Work to the batch when coalescing (caller holds stateMutex_); a
-  // ValueError when the batch already holds CUDA operations.
-  void addToBatchLocked(const c10::intrusive_ptr<XcclWork>& work, const char* opName);
-  // Forgets a CUDA batch that the GPU side closed after refusing one of its calls (caller
-  // holds stateMutex_).
-  void dropClosedGpuBatchLocked();
-
   c10::intrusive_ptr<Options> options_;
-  c10::intrusive_ptr<c10d::Store> store_;
-  algo::Tunables tunables_;
-  std::unique_ptr<net::Transport> transport_;
-  std::unique_ptr<net::shm::Segment> segment_;  // one host; null otherwise
-  std::unique_ptr<net::Hierarchy> hierarchy_;  // several hosts sharing memory per host
-  net::shm::PeerAlive alive_;  // peerAlive() for every shared-memory wait
-  std::unique_ptr<Executor> executor_;
+  // The engine; the sides hold references to it, so it is declared (and built) first.
+  std::unique_ptr<GroupCore> core_;
   // The sides. The GPU side calls the CPU side (host route): declared after it, destroyed first.
   std::unique_ptr<CpuSide> cpu_;
   std::mutex gpuMutex_;
   std::unique_ptr<GpuSide> gpu_;
-  std::atomic<uint64_t> seq_{0};
-  // Progress, readable from the transport's progress thread without locks.
-  std::atomic<uint64_t> entered_{0};  // sequence number of the last collective started
-  std::atomic<uint64_t> completed_{0};  // ... and of the last one finished (either way)
-  std::atomic<const char*> enteredOp_{"none"};
-
-  mutable std::mutex stateMutex_;
-  std::string brokenReason_;  // non-empty once a collective failed or abort() ran
-  std::atomic<bool> broken_{false};  // brokenReason_ is set: read without the lock
-  bool shutDown_ = false;
 
   // split(): how many children each member list got so far (names their store prefix).
+  std::mutex splitMutex_;
   std::map<std::vector<int>, int> splitCounts_;
 
   // Dynamic membership (process_group_reconfigure.cc). handle_ is empty unless the group was
@@ -322,17 +229,6 @@ class ProcessGroupXccl : public c10d::Backend {
   std::set<int64_t> usedUuids_;
   std::string membershipName_ = "initial";  // names the membership in shrink()'s store prefix
   int shrinks_ = 0;  // shrink() calls so far (names the child's store prefix)
-  std::atomic<uint64_t> membershipEpoch_{0};
-  c10::intrusive_ptr<c10d::Store> membershipStore_;  // null until the first reconfigure
-
-  // batch_isend_irecv and torch's coalescing manager: Works started between startCoalescing and
-  // endCoalescing. A batch is all CPU (its Works collected here) or all CUDA (gpuCoalescing_:
-  // the GPU side's vendor group coalesces it).
-  bool coalescing_ = false;
-  bool gpuCoalescing_ = false;
-  std::vector<c10::intrusive_ptr<XcclWork>> coalesced_;
-
-  std::atomic<uint64_t> windows_{0};  // new_window calls so far: names each window's store keys
 
   std::once_flag allocatorOnce_;
   std::shared_ptr<class PoolAllocator> allocator_;  // getMemAllocator(), made on first use

@@ -54,12 +54,14 @@ class PoolAllocator final : public c10::Allocator {
 // Only CPU tensors: c10d passes just the device index (-1 for the CPU; a CUDA device names its
 // index), and a CUDA IPC pool is not implemented. A group without a segment has no pool to offer.
 bool ProcessGroupXccl::supportsTensorAlloc(c10::DeviceIndex deviceIdx) {
-  return deviceIdx < 0 && segment_ != nullptr && segment_->pool() != nullptr;
+  net::shm::Segment* segment = core_->segment();
+  return deviceIdx < 0 && segment != nullptr && segment->pool() != nullptr;
 }
 
 std::shared_ptr<c10::Allocator> ProcessGroupXccl::getMemAllocator() {
   std::call_once(allocatorOnce_, [this] {
-    allocator_ = std::make_shared<PoolAllocator>(segment_ ? segment_->pool() : nullptr);
+    net::shm::Segment* segment = core_->segment();
+    allocator_ = std::make_shared<PoolAllocator>(segment ? segment->pool() : nullptr);
   });
   return allocator_;
 }
@@ -91,7 +93,8 @@ std::unordered_map<std::string, uint64_t> ProcessGroupXccl::memoryStats() {
   // slots, bytes read in place from pools, and calls whose input was in this rank's pool; and
   // what the single-copy path read.
   net::shm::Traffic none;
-  const net::shm::Traffic& traffic = segment_ ? segment_->traffic() : none;
+  net::shm::Segment* segment = core_->segment();
+  const net::shm::Traffic& traffic = segment ? segment->traffic() : none;
   stats["shm_bytes_staged"] = traffic.staged.load();
   stats["shm_bytes_direct"] = traffic.direct.load();
   stats["shm_direct_calls"] = traffic.directCalls.load();

@@ -1,13 +1,29 @@
 // ProcessGroupXccl's c10d entry points for collectives and point-to-point: each picks the side
 // once, from its tensors' device (side()), and forwards the call unchanged (side.h). The name
 // given to side() is the one a refused call reports.
-#include "backend/cpu_side.h"
+#include "backend/core/tensor_args.h"
+#include "backend/cpu/cpu_side.h"
 #include "backend/process_group.h"
-#include "backend/tensor_args.h"
 
 namespace xccl::backend {
 
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+namespace {
+
+// The one-pair forms (_allgather_base, _reduce_scatter_base) are their coalesced forms with one
+// pair, so both take one path through the sides and one set of checks.
+template <typename Options>
+WorkPtr asOnePair(ProcessGroupXccl& group, at::Tensor& output, at::Tensor& input,
+                  const Options& opts,
+                  WorkPtr (ProcessGroupXccl::*coalesced)(std::vector<at::Tensor>&,
+                                                         std::vector<at::Tensor>&,
+                                                         const Options&)) {
+  std::vector<at::Tensor> outputs{output}, inputs{input};
+  return (group.*coalesced)(outputs, inputs, opts);
+}
+
+}  // namespace
 
 Side& ProcessGroupXccl::side(const std::vector<at::Tensor*>& tensors, const char* opName) {
   if (gpuTensors(tensors)) return gpu(tensors, opName);
@@ -51,8 +67,7 @@ WorkPtr ProcessGroupXccl::allgather(std::vector<std::vector<at::Tensor>>& output
 
 WorkPtr ProcessGroupXccl::_allgather_base(at::Tensor& output, at::Tensor& input,
                                           const c10d::AllgatherOptions& opts) {
-  std::vector<at::Tensor> outputs{output}, inputs{input};
-  return allgather_into_tensor_coalesced(outputs, inputs, opts);
+  return asOnePair(*this, output, input, opts, &ProcessGroupXccl::allgather_into_tensor_coalesced);
 }
 
 WorkPtr ProcessGroupXccl::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -96,8 +111,7 @@ WorkPtr ProcessGroupXccl::reduce_scatter(std::vector<at::Tensor>& outputs,
 
 WorkPtr ProcessGroupXccl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                const c10d::ReduceScatterOptions& opts) {
-  std::vector<at::Tensor> outputs{output}, inputs{input};
-  return reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+  return asOnePair(*this, output, input, opts, &ProcessGroupXccl::reduce_scatter_tensor_coalesced);
 }
 
 WorkPtr ProcessGroupXccl::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,

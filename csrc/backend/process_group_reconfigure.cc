@@ -10,10 +10,10 @@
 #include <unordered_set>
 #include <variant>
 
-#include "backend/gil.h"
+#include "backend/core/gil.h"
+#include "backend/core/store_adapter.h"
+#include "backend/core/torch_error.h"
 #include "backend/process_group.h"
-#include "backend/store_adapter.h"
-#include "backend/torch_error.h"
 #include "common/logging.h"
 #include "net/membership.h"
 #include "topo/host.h"
@@ -27,8 +27,8 @@ bool ProcessGroupXccl::startUnconnected(net::Store& store) {
   job_ = net::jobToken(store, "reconf/job", setupTimeout());
   handle_ = net::MemberHandle{job_, net::newMemberId(), topo::hostIdentity()}.format();
   // No transport yet: calls reach checkUsable(), which says to reconfigure first.
-  executor_ = std::make_unique<Executor>();
-  cpu_ = std::make_unique<CpuSide>(*this);
+  core_->startWithoutMembers();
+  cpu_ = std::make_unique<CpuSide>(*core_);
   return true;
 #else
   (void)store;
@@ -40,18 +40,19 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupXccl::shrink(
     const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
     const c10::intrusive_ptr<c10d::Backend::Options>& optsOverride) {
   std::lock_guard<std::mutex> serial(reconfigureMutex_);
+  const int rank = core_->rank(), size = core_->size();
   std::vector<int> survivors;
-  for (int r = 0; r < size_; ++r) {
+  for (int r = 0; r < size; ++r) {
     if (std::find(ranksToExclude.begin(), ranksToExclude.end(), r) == ranksToExclude.end()) {
       survivors.push_back(r);
     }
   }
   for (int64_t r : ranksToExclude) {
-    TORCH_CHECK_VALUE(r >= 0 && r < size_, "xccl shrink: rank ", r, " is not in this group of ",
-                      size_);
+    TORCH_CHECK_VALUE(r >= 0 && r < size, "xccl shrink: rank ", r, " is not in this group of ",
+                      size);
   }
-  TORCH_CHECK_VALUE(std::find(survivors.begin(), survivors.end(), rank_) != survivors.end(),
-                    "xccl shrink: rank ", rank_, " excludes itself; only survivors call shrink");
+  TORCH_CHECK_VALUE(std::find(survivors.begin(), survivors.end(), rank) != survivors.end(),
+                    "xccl shrink: rank ", rank, " excludes itself; only survivors call shrink");
   // torch's SHRINK_ABORT (1): this group's work ends now instead of waiting on excluded ranks.
   if (shrinkFlags & 1) abort();
   auto childOptions = c10::make_intrusive<Options>(*options_);
@@ -67,17 +68,13 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupXccl::shrink(
   // waited for. Survivors shrink in the same order, which makes the count agree.
   std::string prefix = "xccl/shrink/" + membershipName_ + "/";
   for (int64_t r : ranksToExclude) prefix += std::to_string(r) + ",";
-  {
-    std::lock_guard<std::mutex> guard(stateMutex_);
-    prefix += "/" + std::to_string(shrinks_++) + "/";
-  }
+  prefix += "/" + std::to_string(shrinks_++) + "/";  // under reconfigureMutex_
   const int childRank =
-      static_cast<int>(std::find(survivors.begin(), survivors.end(), rank_) - survivors.begin());
+      static_cast<int>(std::find(survivors.begin(), survivors.end(), rank) - survivors.begin());
   GilReleasedIfHeld noGil;  // building the child waits for the other survivors
-  return c10::make_intrusive<ProcessGroupXccl>(c10::make_intrusive<c10d::PrefixStore>(prefix,
-                                                                                      store_),
-                                               childRank, static_cast<int>(survivors.size()),
-                                               std::move(childOptions));
+  return c10::make_intrusive<ProcessGroupXccl>(
+      c10::make_intrusive<c10d::PrefixStore>(prefix, core_->groupStore()), childRank,
+      static_cast<int>(survivors.size()), std::move(childOptions));
 }
 
 #if XCCL_TORCH_HAS_RECONFIGURE
@@ -94,17 +91,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reconfigure(const c10d::Reconfi
   const int64_t uuid = opts.uuid;
   const std::chrono::milliseconds timeout = opts.timeout.value_or(this->timeout());
   const std::string name = "reconf/" + std::to_string(uuid) + "/";
-  StoreAdapter store(store_, "xccl/" + name);
+  StoreAdapter store(core_->groupStore(), "xccl/" + name);
   std::vector<std::string> handles;
   int rank = -1;
   // Checks first: a refusal changes nothing and the current membership stays usable.
   try {
     XCCL_CHECK_ARG(!handle_.empty(), "reconfigure: this group was not created with "
                                      "init_process_group(..., enable_reconfigure=True)");
-    {
-      std::lock_guard<std::mutex> guard(stateMutex_);
-      XCCL_CHECK_ARG(!shutDown_, "reconfigure: the process group was shut down");
-    }
+    XCCL_CHECK_ARG(!core_->isShutDown(), "reconfigure: the process group was shut down");
     const bool ordered = std::holds_alternative<std::vector<c10d::ReconfigureHandle>>(opts.handles);
     if (ordered) {
       handles = std::get<std::vector<c10d::ReconfigureHandle>>(opts.handles);
@@ -124,27 +118,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reconfigure(const c10d::Reconfi
   // transports and segments go, and the counters restart for the new membership.
   dropMembership("xccl: the membership was superseded by reconfigure uuid " + std::to_string(uuid) +
                  " (work issued before it cannot complete)");
-  {
-    std::lock_guard<std::mutex> guard(stateMutex_);
-    brokenReason_.clear();
-    broken_.store(false);
-    coalescing_ = gpuCoalescing_ = false;
-    coalesced_.clear();
-  }
   rank_ = rank;
   size_ = static_cast<int>(handles.size());
-  seq_.store(0);
-  p2pSeq_.store(0);
-  entered_.store(0);
-  completed_.store(0);
-  enteredOp_.store("none");
-  // Windows are numbered per membership, under its store prefix: a newcomer's first window and
-  // the old members' next one must get the same number and keys.
-  windows_.store(0);
+  core_->renew(rank_, size_, name);
   membershipName_ = name;
-  // The GPU side's exchanges (store()) get keys of this membership's own.
-  membershipStore_ = c10::make_intrusive<c10d::PrefixStore>(name, store_);
-  membershipEpoch_.fetch_add(1);
   const auto began = std::chrono::steady_clock::now();
   try {
     net::awaitMembers(store, "", uuid, rank, handles, timeout);

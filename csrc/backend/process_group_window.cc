@@ -1,6 +1,6 @@
 // ProcessGroupXccl::new_window: torch's one-sided windows on this group (window.h).
 #include "backend/process_group.h"
-#include "backend/window.h"
+#include "backend/window/window.h"
 
 #if XCCL_TORCH_HAS_WINDOW
 
@@ -8,10 +8,11 @@ namespace xccl::backend {
 
 c10::intrusive_ptr<c10d::Window> ProcessGroupXccl::new_window(
     const std::optional<at::Tensor>& tensor) {
-  checkUsable("new_window");
+  core_->checkUsable("new_window");
   // Every rank creates windows in the same order, so the count names one window alike on all.
   auto window = c10::make_intrusive<XcclWindow>(
-      c10::intrusive_ptr<ProcessGroupXccl>::unsafe_reclaim_from_nonowning(this), ++windows_);
+      c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(this), *core_,
+      core_->nextWindowId());
   if (tensor) window->tensor_register(*tensor);
   return window;
 }

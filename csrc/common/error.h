@@ -1,7 +1,7 @@
 // Typed errors for every layer below the backend.
 //
 // Internal code throws xccl::Error with a kind and file:line; the backend converts a kind to the
-// matching Python exception exactly once, in backend/torch_error.h (kInvalidArgument ->
+// matching Python exception exactly once, in backend/core/torch_error.h (kInvalidArgument ->
 // ValueError, everything else -> DistBackendError). Nothing in xccl calls exit() or abort().
 #pragma once
 

@@ -1,5 +1,5 @@
 // One rank's window registration as every rank of the group learns it through the store
-// (backend/window.cc): its dtype, shape and the transport's RemoteRegion. Torch-free, so the
+// (backend/window/window.cc): its dtype, shape and the transport's RemoteRegion. Torch-free, so the
 // parser of what peers publish can be fuzzed (tests/fuzz/fuzz_store_values.cc).
 #pragma once
 

@@ -69,7 +69,7 @@ def create_backend(dist_opts, pg_options=None):
 
 
 def _vendor_group(store, rank, size, timeout, group_name):
-    """The inner NCCL/RCCL group of a GPU group (csrc/backend/gpu_side.h), built on first need.
+    """The inner NCCL/RCCL group of a GPU group (csrc/backend/core/gpu_side.h), built on first need.
 
     Called from C++ with the group's store already prefixed for it; returns None when this
     torch has no NCCL (then GPU collectives without a kernel go through host memory)."""

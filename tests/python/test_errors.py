@@ -364,7 +364,7 @@ def test_connect_timeout_bounds_group_creation(tmp_path):
     ],
 )
 def test_a_failed_work_raises_the_exception_of_its_error_kind(kind, exception):
-    """The Work's failure path converts like every other boundary (csrc/backend/torch_error.h):
+    """The Work's failure path converts like every other boundary (csrc/backend/core/torch_error.h):
     a bad argument that reaches a CPU-side Work is a ValueError, not a DistBackendError, from
     wait() and from the future alike; every other kind is a DistBackendError."""
     c = pytest.importorskip("xccl._C")

@@ -1,4 +1,4 @@
-"""Backend "xccl" on CUDA tensors: every route of csrc/backend/gpu_side.h, stream semantics and
+"""Backend "xccl" on CUDA tensors: every route of csrc/backend/core/gpu_side.h, stream semantics and
 CUDA graph capture. Skipped without a CUDA GPU.
 
 Each multi-rank test runs in two placements (dist_harness.device_index). "shared": every rank on

@@ -1,6 +1,6 @@
-// The GPU side's decisions that every rank must take alike (csrc/backend/gpu_rules.h); the grid
-// cap and the all_to_all kernel rule are the planner's (tests/cpp/algo/test_gpu_grid.cc).
-#include "backend/gpu_rules.h"
+// The GPU side's decisions that every rank must take alike (csrc/backend/gpu/gpu_rules.h); the
+// grid cap and the all_to_all kernel rule are the planner's (tests/cpp/algo/test_gpu_grid.cc).
+#include "backend/gpu/gpu_rules.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "backend/gpu_rules.h"
+#include "backend/gpu/gpu_rules.h"
 #include "common/error.h"
 #include "kernels/launch_checks.h"
 
@@ -97,8 +97,8 @@ kernels::DeviceHandle VirtualRanks::handle(int rank, size_t bufferOffset) const 
 }
 
 kernels::LaunchShape VirtualRanks::shape() const {
-  // The cap the backend uses for ranks that share a GPU (backend/gpu_rules.h): the virtual ranks
-  // are world_ ranks on one GPU, and must all have their blocks resident at once.
+  // The cap the backend uses for ranks that share a GPU (backend/gpu/gpu_rules.h): the virtual
+  // ranks are world_ ranks on one GPU, and must all have their blocks resident at once.
   int device = 0, threads = 0, regsPerSm = 0, regsPerBlock = 0;
   gpuCheck(XCCL_RT(GetDevice)(&device), "GetDevice");
   gpuCheck(XCCL_RT(DeviceGetAttribute)(&threads, gpuDevAttrMaxThreadsPerMultiProcessor, device),

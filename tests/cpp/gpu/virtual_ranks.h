@@ -56,7 +56,7 @@ class VirtualRanks {
 
   // Rank r's handle; buffers[p] = buffer(p) + bufferOffset (to test unaligned starts).
   kernels::DeviceHandle handle(int rank, size_t bufferOffset = 0) const;
-  // The backend's cap for ranks sharing a GPU (backend/gpu_rules.h, sharedGpuMaxBlocks): few
+  // The backend's cap for ranks sharing a GPU (backend/gpu/gpu_rules.h, sharedGpuMaxBlocks): few
   // enough blocks that all ranks' blocks fit on the GPU at once, at most kDefaultMaxBlocks.
   kernels::LaunchShape shape() const;
   // A launcher's arguments (any kernels::*Args) for `rank` with handle(rank) and output(rank);

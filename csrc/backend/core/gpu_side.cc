@@ -1,0 +1,46 @@
+// The vendor-library factory Python registers (gpu_side.h), and makeGpuSide in builds without
+// the GPU room (gpu/), where a CUDA tensor is a ValueError.
+#include "backend/core/gpu_side.h"
+
+#include <c10/util/Exception.h>
+
+#include <mutex>
+
+#include "common/config.h"
+
+namespace xccl::backend {
+namespace {
+
+std::mutex& factoryMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+VendorFactory& factorySlot() {
+  static VendorFactory factory;
+  return factory;
+}
+
+}  // namespace
+
+void setVendorFactory(VendorFactory factory) {
+  std::lock_guard<std::mutex> guard(factoryMutex());
+  factorySlot() = std::move(factory);
+}
+
+VendorFactory vendorFactory() {
+  std::lock_guard<std::mutex> guard(factoryMutex());
+  return factorySlot();
+}
+
+#if !XCCL_WITH_CUDA
+std::unique_ptr<GpuSide> makeGpuSide(GroupCore&, Side&, int device) {
+  C10_THROW_ERROR(ValueError, c10::str("xccl: got a tensor on cuda:", device,
+                                       ", but this build "
+                                       "of xccl has no CUDA support (it was built against a "
+                                       "CPU-only torch or without a CUDA compiler; see the "
+                                       "README)"));
+}
+#endif
+
+}  // namespace xccl::backend

@@ -1,0 +1,68 @@
+// The GPU side of ProcessGroupXccl (side.h): what it does with CUDA tensors. Plain C++ (no CUDA
+// headers): the implementation (GpuPath, gpu_path.h) exists only in builds with the CUDA parts;
+// other builds refuse CUDA tensors with a ValueError that says so.
+//
+// Every CUDA call takes one of three routes, decided per call by algo::planGpu from the request,
+// this host's topology and where the group's ranks and GPUs are (docs/algorithms.md):
+//  - kernel: xccl's kernels over the group's CUDA IPC workspace, on an internal comm stream;
+//  - vendor: the same call on an inner ProcessGroupNCCL (RCCL on ROCm), created on first use;
+//  - host:   copies to host memory, the same call on the group's CPU side, copies back (the
+//            caller blocks); the way left when ranks share a GPU (NCCL refuses that) and no
+//            kernel runs the request.
+// All ranks of a group decide alike: the inputs to the decision are exchanged at creation.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "backend/core/side.h"
+
+namespace xccl::backend {
+
+class GroupCore;
+
+// Side's operations on CUDA tensors, plus what only the GPU side has: coalesced batches of its
+// own (a CPU batch is GroupCore's list of Works) and an end that must wait for the GPU.
+class GpuSide : public Side {
+ public:
+  // A coalesced batch of CUDA calls (batch_isend_irecv, torch's coalescing manager): every call
+  // between the two takes the vendor route and the vendor group runs the batch as one (an NCCL
+  // group); endCoalescing returns its Work for the batch. startCoalescing throws a ValueError
+  // when this group has no vendor route (ranks share a GPU, or torch has no NCCL/RCCL); a call
+  // in the batch that the vendor cannot run (a bitwise reduction) throws a ValueError too, after
+  // closing the batch (coalescing() is false from then on: torch never ends a batch whose body
+  // raised, and later calls must not join it).
+  virtual void startCoalescing(const char* op) = 0;
+  virtual c10::intrusive_ptr<c10d::Work> endCoalescing() = 0;
+  virtual bool coalescing() const = 0;
+
+  // Waits (bounded) until this rank's GPU work finished and every rank is done with the shared
+  // workspace, then releases it. Kernels still spinning after half of `timeout` are aborted
+  // (see abort()). Called by shutdown().
+  virtual void shutdown(std::chrono::milliseconds timeout) = 0;
+
+  // Makes spinning kernels return and every later call and wait raise DistBackendError; aborts
+  // the vendor group. Never blocks on the GPU. Called by abort().
+  virtual void abort() = 0;
+};
+
+// Creates the GPU side for the group on `device` (the first CUDA collective's device): a
+// collective step (ranks exchange where their GPUs are through the group's store). `cpu` is the
+// group's CPU side, which the host route calls; it outlives the GPU side. Throws a ValueError in
+// builds without the CUDA parts.
+std::unique_ptr<GpuSide> makeGpuSide(GroupCore& group, Side& cpu, int device);
+
+// The inner vendor-library group: built by Python (python/xccl/_registration.py registers the
+// factory when torch has NCCL/RCCL) from the group's store (already prefixed for it), rank,
+// size, timeout and name. Empty when no vendor library is available.
+using VendorFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout, const std::string& groupName)>;
+void setVendorFactory(VendorFactory factory);
+VendorFactory vendorFactory();
+
+}  // namespace xccl::backend

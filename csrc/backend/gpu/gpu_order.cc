@@ -1,0 +1,105 @@
+#include "backend/gpu/gpu_order.h"
+
+#include "backend/gpu/gpu_rules.h"
+
+namespace xccl::backend {
+
+StreamOrder::StreamOrder(GpuStream comm, std::shared_ptr<EventPool> pool)
+    : comm_(comm), pool_(std::move(pool)) {}
+
+void StreamOrder::crossCaptureBoundary(bool captured) {
+  if (captured == lastCaptured_) return;
+  lastCaptured_ = captured;
+  // Into a capture: the device was idle when it began (torch.cuda.graph synchronises), and a
+  // capture may not wait on events recorded outside it. Out of one: the captured events belong
+  // to the graph and cannot be waited on or queried eagerly.
+  lastKernel_.reset();
+  if (pendingVendor_ && pendingVendorCaptured_ != captured) pendingVendor_.reset();
+}
+
+bool StreamOrder::kernelPending() {
+  if (lastKernel_ && lastKernel_->query()) lastKernel_.reset();  // done: nothing to wait for
+  return lastKernel_ != nullptr;
+}
+
+void StreamOrder::beforeKernel(gpuStream_t current, bool captured) {
+  crossCaptureBoundary(captured);
+  const rules::OrderSteps steps =
+      rules::orderBefore(rules::Route::kKernel, false, pendingVendor_.defined());
+  if (steps.commWaitsVendor) {
+    // WorkNCCL::synchronize makes the *current* stream wait on NCCL's end event and then lets
+    // NCCL drop its references to the call's tensors, so it must run with the caller's stream
+    // current (GpuPath guards the device; the stream is the caller's): with the comm stream
+    // current NCCL would release tensors that the caller's stream never waited for. The comm
+    // stream then follows through the caller's stream, just below.
+    pendingVendor_->synchronize();
+    pendingVendor_.reset();
+  }
+  checkCuda(XCCL_RT(EventRecord)(ready_.get(), current), "cudaEventRecord");
+  checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), ready_.get(), 0), "cudaStreamWaitEvent");
+  if (captured) {
+    // At each replay: after the eager kernel-route calls issued before the replay.
+    checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), eagerTail_.get(),
+                                       XCCL_RT(EventWaitExternal)),
+              "cudaStreamWaitEvent(external)");
+  } else {
+    // After the replays launched before this call (a no-op while no graph was replayed).
+    checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), graphTail_.get(), 0), "cudaStreamWaitEvent");
+  }
+}
+
+std::shared_ptr<CudaEvent> StreamOrder::afterKernel(gpuStream_t current, bool captured) {
+  std::shared_ptr<CudaEvent> done = pool_->take();
+  if (captured) {
+    // The external record first: `done`, which the capturing stream joins, must come after every
+    // node the call added to the comm stream, or the capture ends with an unjoined node.
+    checkCuda(XCCL_RT(EventRecordWithFlags)(graphTail_.get(), comm_.stream(),
+                                            XCCL_RT(EventRecordExternal)),
+              "cudaEventRecordWithFlags(external)");
+    checkCuda(XCCL_RT(EventRecord)(done->get(), comm_.stream()), "cudaEventRecord");
+    checkCuda(XCCL_RT(StreamWaitEvent)(current, done->get(), 0), "cudaStreamWaitEvent");
+  } else {
+    checkCuda(XCCL_RT(EventRecord)(done->get(), comm_.stream()), "cudaEventRecord");
+    checkCuda(XCCL_RT(EventRecord)(eagerTail_.get(), comm_.stream()), "cudaEventRecord");
+    lastKernel_ = done;
+  }
+  return done;
+}
+
+void StreamOrder::beforeVendor(gpuStream_t current, bool captured) {
+  crossCaptureBoundary(captured);
+  // Under capture lastKernel_ is empty: a captured kernel call already joined the caller's stream.
+  const rules::OrderSteps steps =
+      rules::orderBefore(rules::Route::kVendor, kernelPending(), pendingVendor_.defined());
+  if (steps.currentWaitsKernel) {
+    checkCuda(XCCL_RT(StreamWaitEvent)(current, lastKernel_->get(), 0), "cudaStreamWaitEvent");
+  }
+}
+
+void StreamOrder::afterVendor(c10::intrusive_ptr<c10d::Work> work, bool captured) {
+  pendingVendor_ = std::move(work);
+  pendingVendorCaptured_ = captured;
+}
+
+void StreamOrder::beforeCurrentStream(gpuStream_t current, bool captured) {
+  crossCaptureBoundary(captured);
+  const rules::OrderSteps steps =
+      rules::orderBefore(rules::Route::kHost, kernelPending(), pendingVendor_.defined());
+  if (steps.currentWaitsKernel) {
+    checkCuda(XCCL_RT(StreamWaitEvent)(current, lastKernel_->get(), 0), "cudaStreamWaitEvent");
+  }
+  if (steps.currentWaitsVendor) {
+    // With the caller's stream current (GpuPath guards the device; the stream is the current
+    // one). Kept pending: the comm stream has not waited on it, and a later kernel-route call
+    // may come from another stream.
+    pendingVendor_->synchronize();
+  }
+}
+
+void StreamOrder::commWaitsReplays() {
+  // graphTail_ is recorded by the external record nodes of captured calls at every replay; the
+  // same wait every eager kernel-route call makes (beforeKernel).
+  checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), graphTail_.get(), 0), "cudaStreamWaitEvent");
+}
+
+}  // namespace xccl::backend

@@ -1,0 +1,211 @@
+// GpuPath: the workspace session: creating and mapping the workspace, the device handle, one
+// kernel-route call, and ending it all (shutdown, abort). gpu_path.h says which file holds what.
+#include <c10/util/Exception.h>
+
+#include "backend/core/group_core.h"
+#include "backend/core/store_adapter.h"
+#include "backend/core/torch_error.h"
+#include "backend/gpu/gpu_path.h"
+#include "backend/gpu/gpu_stream.h"
+#include "common/logging.h"
+#include "net/bootstrap.h"
+
+namespace xccl::backend {
+
+bool capturing(int device) {
+  // The group's device, whatever device is current: its current stream is the one the call uses.
+  return currentStreamCapturing(static_cast<c10::DeviceIndex>(device));
+}
+
+// Created on first use: a collective step, reached by every rank at the same call because every
+// rank plans alike (planFor asks before any kernel route is taken). createAgreed gives every rank
+// the same outcome: a workspace with every peer mapped, or nullptr when some rank cannot allocate,
+// export or map (no peer access, IPC refused): the group then warns once and plans without
+// kernels from then on, instead of failing every CUDA collective.
+GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (workspace_ || !ipcRefused_.empty()) return workspace_.get();
+  TORCH_CHECK(!capturing(device_), "xccl ", op,
+              ": the first GPU collective of a group sets up "
+              "shared device memory, which cannot happen during CUDA graph "
+              "capture; run the collective once before capturing");
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  StoreAdapter store(group_.store(), "xccl/");
+  std::string whyNot;
+  // Counted alike on every rank: a retry after a timeout never reads this attempt's records.
+  workspaceAttempt_++;
+  try {
+    workspace_ =
+        Workspace::createAgreed(store, "gpu_ws", workspaceAttempt_, group_.rank(), group_.size(),
+                                device_, tunables_.gpuWorkspaceBytes, group_.timeout(), &whyNot);
+  } catch (const Error& e) {
+    // A timeout here (some rank never voted) can leave ranks with different outcomes (a rank
+    // that saw every vote took the workspace): the group's GPU side is failed, not retried.
+    if (e.kind() != ErrorKind::kInvalidArgument) error_->abort();
+    throwTorchError(e.kind(), std::string("xccl ") + op + ": " + e.what());
+  }
+  if (!workspace_) {
+    ipcRefused_ = whyNot.empty() ? std::string("no reason given") : whyNot;
+    XCCL_WARN("backend", "group '", group_.groupName(),
+              "': xccl's GPU kernels are off for this "
+              "group, its CUDA collectives use ",
+              placement_.ranksPerGpu > 1 ? "host memory" : "NCCL/RCCL", ": ", ipcRefused_);
+  }
+  return workspace_.get();
+}
+
+GpuPath::Workspace& GpuPath::workspace(const char* op) {
+  Workspace* ws = workspaceOrNull(op);
+  // planFor never takes the kernel route without a workspace.
+  TORCH_CHECK(ws != nullptr, "xccl ", op, ": internal error: kernel route without a workspace");
+  return *ws;
+}
+
+kernels::DeviceHandle GpuPath::handle(Workspace& ws) const {
+  kernels::DeviceHandle h{};
+  for (int r = 0; r < ws.size(); ++r) {
+    h.buffers[r] = ws.data(r);
+    h.flags[r] = static_cast<kernels::FlagArea*>(ws.flags(r));
+  }
+  h.epochs = ws.epochs();
+  // The workspace's word in device memory for the kernels' fast check at start, and the group's
+  // mapped host word, into which they mirror every failure (read by the host without a copy) and
+  // where the host sets the abort bit.
+  h.error = ws.error();
+  h.hostWord = error_->deviceAlias();
+  h.timeoutNs = static_cast<uint64_t>(group_.timeout().count()) * 1000000ull;
+  h.rank = ws.rank();
+  h.worldSize = ws.size();
+  return h;
+}
+
+void GpuPath::copyIn(Workspace& ws, const void* src, size_t bytes) {
+  checkCuda(XCCL_RT(MemcpyAsync)(ws.data(ws.rank()), src, bytes, XCCL_RT(MemcpyDeviceToDevice),
+                                 comm_.stream()),
+            "cudaMemcpyAsync");
+}
+
+c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char* op,
+                                                  std::vector<at::Tensor> keep,
+                                                  const std::function<void(Workspace&)>& body) {
+  Workspace& ws = workspace(op);
+  const bool captured = capturing(device_);
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  // One call enqueues at a time: every rank must launch the same kernels in the same order.
+  std::lock_guard<std::timed_mutex> issue(issueMutex_);
+  checkHealthy(op);
+  if (!captured) inFlight_->prune();
+  const gpuStream_t current = currentGpuStream(device_).stream();
+  order_->beforeKernel(current, captured);
+  try {
+    body(ws);
+  } catch (const Error& e) {
+    // Chunks before the failing one may be queued: track them like a whole call (their tensors
+    // stay referenced, later calls and a capture's join follow them). This rank then launched
+    // fewer kernels than its peers, whose epochs no longer match ours: the group is failed.
+    std::shared_ptr<CudaEvent> done = order_->afterKernel(current, captured);
+    if (!captured) inFlight_->add(done, keep);
+    error_->abort();
+    throwTorchError(e.kind(), std::string("xccl ") + op + ": " + e.what());
+  }
+  std::shared_ptr<CudaEvent> done = order_->afterKernel(current, captured);
+  // A captured call's tensors belong to the graph's memory pool; nothing to keep.
+  if (!captured) inFlight_->add(done, keep);
+  return c10::make_intrusive<GpuWork>(group_.rank(), type, op, comm_.unwrap(), done, captured,
+                                      std::vector<at::Tensor>{keep.front()}, error_);
+}
+
+bool GpuPath::drainComm(std::chrono::steady_clock::time_point deadline) {
+  GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+  // Graph replays run on the replaying stream, not on the comm stream: the drain waits for them
+  // too, or the workspace could be freed under a replayed kernel.
+  order_->commWaitsReplays();
+  std::shared_ptr<CudaEvent> tail = events_->take();
+  checkCuda(XCCL_RT(EventRecord)(tail->get(), comm_.stream()), "cudaEventRecord");
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point halfway = Clock::now() + (deadline - Clock::now()) / 2;
+  // Healthy kernels get half the time; then the abort bit makes spinning ones return at their
+  // next poll. A failed group, or a peer the transport saw fail (its connection closed: it died
+  // or aborted), can never release them: abort at once rather than wait out the group timeout.
+  bool aborted = false;
+  for (;;) {
+    if (!aborted && (error_->read() != 0 || Clock::now() >= halfway || group_.somePeerFailed())) {
+      error_->abort();
+      aborted = true;
+    }
+    if (tail->pollUntil(std::min(deadline, Clock::now() + std::chrono::milliseconds(50)))) {
+      return true;
+    }
+    if (Clock::now() >= deadline) return false;
+  }
+}
+
+void GpuPath::shutdown(std::chrono::milliseconds timeout) {
+  // One deadline for every step, so the whole shutdown stays within `timeout`.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // A host-route call holds the issue lock for a whole CPU collective: wait for it only until
+  // the deadline (the drain below then aborts whatever still runs).
+  std::unique_lock<std::timed_mutex> issue(issueMutex_, deadline);
+  if (!issue.owns_lock()) XCCL_WARN("backend", "GPU shutdown: a call still in progress");
+  if (shutDown_.exchange(true)) return;  // once: shutdown() and then the destructor
+  c10::intrusive_ptr<c10d::Backend> vendor;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    vendor = vendor_;
+  }
+  // NCCL's own orderly shutdown: without it ~ProcessGroupNCCL aborts work still in flight.
+  if (vendor) {
+    try {
+      vendor->shutdown();
+    } catch (const std::exception& e) {
+      XCCL_WARN("backend", "GPU shutdown: the vendor group: ", e.what());
+    }
+  }
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!workspace_) return;
+  // Peers may still read this rank's buffer until they finished their last kernel: wait for our
+  // own kernels, then for every rank to say so, before freeing (net/cuda_ipc/workspace.h).
+  // Bounded (drainComm): a peer that died would otherwise hold our kernels for the group timeout.
+  bool drained = false;
+  try {
+    drained = drainComm(deadline);
+  } catch (const std::exception& e) {
+    XCCL_WARN("backend", "GPU shutdown: ", e.what());
+  }
+  bool everyoneDone = false;
+  if (drained) {
+    try {
+      StoreAdapter store(group_.store(), "xccl/");
+      const std::string key = "gpu_ws/" + std::to_string(workspaceAttempt_) + "/done";
+      const auto left = std::max(std::chrono::milliseconds(1),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - std::chrono::steady_clock::now()));
+      net::Bootstrap(store, "", group_.rank(), group_.size(), left)
+          .allGather(key, net::toBytes("1"));
+      everyoneDone = true;
+    } catch (const std::exception& e) {
+      XCCL_WARN("backend", "GPU workspace kept until the process exits: ", e.what());
+    }
+  } else {
+    XCCL_WARN("backend", "GPU kernels still running at shutdown: the workspace, the error word "
+                         "and the tensors of calls in flight are kept until the process exits");
+    // Kernels still write the error word and the tensors of their calls: never free them under
+    // a kernel.
+    (void)new std::shared_ptr<ErrorWord>(error_);
+    (void)inFlight_.release();
+  }
+  if (everyoneDone) {
+    workspace_.reset();
+  } else {
+    (void)workspace_.release();  // a peer may still map it: never free under it
+  }
+}
+
+void GpuPath::abort() {
+  // Kernels spinning on flags return at their next poll; every later call and wait raises.
+  error_->abort();
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (vendor_) vendor_->abort();
+}
+
+}  // namespace xccl::backend
