@@ -14,9 +14,9 @@
 #include "backend/recorder/flight_recorder.h"
 #include "common/env.h"
 #include "common/logging.h"
+#include "net/address.h"
 #include "net/agree.h"
 #include "net/factory.h"
-#include "net/address.h"
 #include "topo/affinity.h"
 
 namespace xccl::backend {
