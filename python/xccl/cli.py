@@ -29,11 +29,11 @@ def _cmd_env(args) -> int:
         # Nothing was applied in this process (disabled, or a platform asked for): show what
         # would be set for the current environment without changing it.
         disabled = report is not None and report.disabled
-        plan = env.plan_defaults(dict(os.environ), platform=args.platform)
+        would = env.decide_defaults(dict(os.environ), platform=args.platform)
         if disabled:
             print(env.format_report(report))
             print("What xccl would set without it:\n")
-        report = plan
+        report = would
     if args.json:
         print(json.dumps(env.report_to_dict(report), indent=2, default=str))
     else:

@@ -480,12 +480,12 @@ def check_environment(environ: Mapping[str, str], facts: _env.Facts) -> list:
             )
         )
     else:
-        plan = _env.plan_defaults(environ, facts=facts)
+        would = _env.decide_defaults(environ, facts=facts)
         checks.append(
             Check(
                 PASS,
                 "environment",
-                f"platform {plan.platform}; defaults not "
+                f"platform {would.platform}; defaults not "
                 f"applied in this process (python -m xccl env)",
             )
         )

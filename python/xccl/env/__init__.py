@@ -20,10 +20,18 @@ cheap enough to run on every import. All functions take a filesystem ``root`` so
 them at fake trees.
 
 Modules: facts (what the host and job are), rules (the per-platform table and why; documented
-in docs/environment.md), plan (which defaults apply given the environment, and applying them),
+in docs/environment.md), decisions (which defaults apply given the environment, and applying them),
 report (`python -m xccl env` output).
 """
 
+from .decisions import (
+    Decision,
+    Report,
+    apply_defaults,
+    check_user_settings,
+    decide_defaults,
+    last_report,
+)
 from .facts import (
     Facts,
     candidate_interfaces,
@@ -31,7 +39,6 @@ from .facts import (
     job_shape,
     route_interface,
 )
-from .plan import Decision, Report, apply_defaults, check_user_settings, last_report, plan_defaults
 from .report import format_report, report_to_dict
 from .rules import (
     AMD_MI250,
@@ -79,7 +86,7 @@ __all__ = [
     "format_report",
     "job_shape",
     "last_report",
-    "plan_defaults",
+    "decide_defaults",
     "report_to_dict",
     "route_interface",
 ]

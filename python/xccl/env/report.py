@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .plan import Report
+from .decisions import Report
 from .rules import LEFT_ALONE, NO_DEFAULTS_VAR, PLATFORMS
 
 

@@ -1,7 +1,7 @@
 """Rules: the per-platform environment defaults, each with its reason and source.
 
 The table (and what xccl deliberately never sets) is documented in docs/environment.md; a test
-checks that the two agree. Which rules apply on a host is decided in plan.py, from Facts only.
+checks that the two agree. Which rules apply on a host is decided in decisions.py, from Facts only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Plan: which defaults apply given the environment, and applying them.
+"""Which defaults apply given the environment (the decisions), and applying them.
 
 The rules of this package (see its __init__): a value the user set, or one an NCCL/RCCL config
 file sets, is never overridden; "detected" rules need their condition proven on this host;
@@ -54,7 +54,7 @@ class Report:
         return [d for d in self.decisions if d.action == action]
 
 
-def plan_defaults(
+def decide_defaults(
     environ: Mapping[str, str],
     platform: str | None = None,
     root: str = "/",
@@ -102,7 +102,7 @@ def apply_defaults(
         if target is os.environ:
             _last_report = Report(platform or "", Facts(), [], disabled=True)
         return []
-    report = plan_defaults(target, platform, root, facts)
+    report = decide_defaults(target, platform, root, facts)
     for decision in report.decisions:
         if decision.action == "set":
             target[decision.name] = decision.value
