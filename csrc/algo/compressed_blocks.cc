@@ -9,16 +9,12 @@
 
 #include "algo/compressed_codec.h"
 #include "algo/reduce.h"
+#include "algo/simd_target.h"
 
 #if XCCL_X86_SIMD
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,f16c")
-#endif
+XCCL_SIMD_TARGET_BEGIN("avx2,f16c")
 
 namespace xccl::algo::compressed {
 namespace {
@@ -62,11 +58,7 @@ void divideAvx2(float* acc, size_t count, float divisor) {
 }  // namespace
 }  // namespace xccl::algo::compressed
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+XCCL_SIMD_TARGET_END()
 #endif  // XCCL_X86_SIMD
 
 namespace xccl::algo::compressed {

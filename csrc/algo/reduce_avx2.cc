@@ -1,6 +1,7 @@
 // AVX2 (+F16C) reduction kernels: 32-byte vectors, 8 floats or 4 doubles. Called only when the
-// CPU has AVX2 and F16C (reduce.cc checks); every function below the pragma is compiled for them,
-// and nothing here is inline in a header, so no AVX2 code can leak into other files' callers.
+// CPU has AVX2 and F16C (reduce.cc checks); every function after XCCL_SIMD_TARGET_BEGIN is
+// compiled for them, and nothing here is inline in a header, so no AVX2 code can leak into other
+// files' callers.
 // The kernels themselves are reduce_simd_lanes.inc's, shared with reduce_avx512.cc.
 #include <immintrin.h>
 
@@ -10,13 +11,9 @@
 
 #include "algo/reduce.h"
 #include "algo/reduce_simd.h"
+#include "algo/simd_target.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,f16c")
-#endif
+XCCL_SIMD_TARGET_BEGIN("avx2,f16c")
 
 namespace xccl::algo::simd::avx2 {
 
@@ -56,8 +53,4 @@ F64x pick(F64x a, F64x b) {
 
 }  // namespace xccl::algo::simd::avx2
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+XCCL_SIMD_TARGET_END()

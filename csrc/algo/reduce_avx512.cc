@@ -15,13 +15,9 @@
 
 #include "algo/reduce.h"
 #include "algo/reduce_simd.h"
+#include "algo/simd_target.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx2,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,f16c")
-#endif
+XCCL_SIMD_TARGET_BEGIN("avx512f,avx2,f16c")
 
 namespace xccl::algo::simd::avx512 {
 
@@ -59,8 +55,4 @@ F64x pick(F64x a, F64x b) {
 
 }  // namespace xccl::algo::simd::avx512
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+XCCL_SIMD_TARGET_END()

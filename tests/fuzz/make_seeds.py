@@ -17,31 +17,22 @@ MAGIC = 0x58434C34  # kFrameMagic
 DATA, ACK, ABORT, STATUS_QUERY, STATUS_REPLY, BYE, WRITE, WRITE_ACK = range(1, 9)
 
 
+def with_header(layout, size, fields, payload):
+    """`fields` packed by `layout` into a C header of `size` bytes, then `payload`."""
+    header = struct.pack(layout, *fields)
+    assert len(header) == size, f"{layout} packs {len(header)} bytes, the header has {size}"
+    return header + payload
+
+
 def frame(
     kind, payload=b"", *, message=0, offset=0, total=None, seq=0, ack=0, tag_seq=0, key=0, target=0
 ):
     total = len(payload) if total is None else total
-    header = struct.pack(
-        "<IBBHIIII8Q",
-        MAGIC,
-        kind,
-        0,
-        2,
-        0,
-        0,
-        len(payload),
-        0,
-        tag_seq,
-        message,
-        offset,
-        total,
-        seq,
-        ack,
-        key,
-        target,
-    )
-    assert len(header) == 88  # sizeof(FrameHeader)
-    return header + payload
+    # magic, type, reserved, space (point-to-point), step, op, length, reserved2
+    words = (MAGIC, kind, 0, 2, 0, 0, len(payload), 0)
+    # tagSeq, message, offset, total, seq, ack, key, target
+    longs = (tag_seq, message, offset, total, seq, ack, key, target)
+    return with_header("<IBBHIIII8Q", 88, words + longs, payload)
 
 
 def frame_seeds():
@@ -70,9 +61,8 @@ def shm_frame(kind, payload=b"", *, seq=0, bytes_=None, key=0, offset=0, ident=0
     """A shm FrameHeader (64 bytes) and its payload."""
     size = len(payload) if bytes_ is None else bytes_
     # magic, type, space (point-to-point), step, op, seq, bytes, key, offset, id, reserved
-    header = struct.pack("<IHHII6Q", SHM_MAGIC, kind, 1, 0, 0, seq, size, key, offset, ident, 0)
-    assert len(header) == 64  # sizeof(FrameHeader)
-    return header + payload
+    fields = (SHM_MAGIC, kind, 1, 0, 0, seq, size, key, offset, ident, 0)
+    return with_header("<IHHII6Q", 64, fields, payload)
 
 
 def shm_ring_seeds():
@@ -250,23 +240,11 @@ RAW, CRAFTED, BURST, SIGNAL = range(4)  # fuzz_ofi_header.cc's record ops
 
 def ofi_header(kind=1, space=2, source=1, inline=b"", stream=0, size=None, data_id=0):
     size = len(inline) if size is None else size
-    header = struct.pack(
-        "<IHHIIiIQQQQQ",
-        OFI_MAGIC,
-        kind,
-        space,
-        0,
-        0,
-        source,
-        len(inline),
-        7,
-        size,
-        stream,
-        data_id,
-        OFI_SESSION,
-    )
-    assert len(header) == 64  # sizeof(Header)
-    return header + inline
+    # magic, kind, space, step, op, source, inlineBytes
+    words = (OFI_MAGIC, kind, space, 0, 0, source, len(inline))
+    # seq, bytes, stream, dataId, session
+    longs = (7, size, stream, data_id, OFI_SESSION)
+    return with_header("<IHHIIiIQQQQQ", 64, words + longs, inline)
 
 
 def crafted(source=1, kind=0, inline=16, delta=0, mode=1, size=None):

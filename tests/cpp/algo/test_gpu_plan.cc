@@ -55,6 +55,19 @@ void expectPlan(const GpuRequest& r, const topo::Topology& t, const std::string&
   EXPECT_EQ(plan.fabric, fabric) << where;
 }
 
+// all_reduce's kernel thresholds at their edges: one-shot below `oneShotBytes` at 8 ranks (below
+// twice that at 4), two-shot from there up to `kernelBytes`, `vendor`'s library above it.
+// `ar(bytes, world)` is the plan's name on the machine under test.
+void expectAllReduceEdges(const std::function<std::string(size_t, int)>& ar, size_t oneShotBytes,
+                          size_t kernelBytes, const char* vendor) {
+  EXPECT_EQ(ar(oneShotBytes - 1, 8), "one_shot");
+  EXPECT_EQ(ar(oneShotBytes, 8), "two_shot");
+  EXPECT_EQ(ar(2 * oneShotBytes - 1, 4), "one_shot");
+  EXPECT_EQ(ar(2 * oneShotBytes, 4), "two_shot");
+  EXPECT_EQ(ar(kernelBytes, 8), "two_shot");
+  EXPECT_EQ(ar(kernelBytes + 1, 8), vendor);
+}
+
 std::vector<int> range(int n, int first = 0) {
   std::vector<int> v;
   for (int i = 0; i < n; ++i) v.push_back(first + i);
@@ -141,12 +154,7 @@ TEST(GpuPlan, H100NvswitchAllReduce) {
     return nameOf(request(GpuCollective::kAllReduce, bytes, world), t);
   };
   EXPECT_EQ(ar(0, 8), "one_shot");
-  EXPECT_EQ(ar(256 * kKiB - 1, 8), "one_shot");
-  EXPECT_EQ(ar(256 * kKiB, 8), "two_shot");
-  EXPECT_EQ(ar(512 * kKiB - 1, 4), "one_shot");
-  EXPECT_EQ(ar(512 * kKiB, 4), "two_shot");
-  EXPECT_EQ(ar(8 * kMiB, 8), "two_shot");
-  EXPECT_EQ(ar(8 * kMiB + 1, 8), "nccl");
+  expectAllReduceEdges(ar, 256 * kKiB, 8 * kMiB, "nccl");
   EXPECT_EQ(ar(size_t{1} << 30, 8), "nccl");
   EXPECT_EQ(ar(8 * kMiB, 2), "one_shot");  // 2 ranks: one-shot up to the delegation limit
   EXPECT_EQ(ar(8 * kMiB + 1, 2), "nccl");
@@ -184,12 +192,7 @@ TEST(GpuPlan, Mi300xXgmiMesh) {
   auto ar = [&](size_t bytes, int world) {
     return nameOf(request(GpuCollective::kAllReduce, bytes, world, 1, range(world)), t);
   };
-  EXPECT_EQ(ar(80 * kKiB - 1, 8), "one_shot");
-  EXPECT_EQ(ar(80 * kKiB, 8), "two_shot");
-  EXPECT_EQ(ar(160 * kKiB - 1, 4), "one_shot");
-  EXPECT_EQ(ar(160 * kKiB, 4), "two_shot");
-  EXPECT_EQ(ar(4 * kMiB, 8), "two_shot");
-  EXPECT_EQ(ar(4 * kMiB + 1, 8), "rccl");
+  expectAllReduceEdges(ar, 80 * kKiB, 4 * kMiB, "rccl");
   // All-pairs at every size the workspace holds: it drives all seven links, RCCL's rings do
   // not. A per-rank input past the workspace (one launch) goes to RCCL.
   Tunables unlimited;

@@ -65,6 +65,14 @@ void FakeSysfs::addNumaNode(int id, const std::string& cpus, const std::string& 
   write(dir + "/meminfo", "Node " + std::to_string(id) + " MemTotal:       1048576 kB\n");
 }
 
+void FakeSysfs::setTwoNodeCpus(int cpuCount, const std::string& model, int remote) {
+  const std::string last = std::to_string(cpuCount - 1);
+  const std::string far = std::to_string(remote);
+  setCpus("0-" + last, model, /*hypervisor=*/false);
+  addNumaNode(0, "0-" + std::to_string(cpuCount / 2 - 1), "10 " + far);
+  addNumaNode(1, std::to_string(cpuCount / 2) + "-" + last, far + " 10");
+}
+
 void FakeSysfs::addPci(const std::string& path, unsigned vendor, unsigned device,
                        unsigned classCode, int numa, const std::string& cpus) {
   std::string dir = "/sys/devices/" + path;

@@ -25,6 +25,9 @@ class FakeSysfs {
 
   void setCpus(const std::string& online, const std::string& model, bool hypervisor);
   void addNumaNode(int id, const std::string& cpus, const std::string& distances);
+  // A bare-metal host of `cpuCount` CPUs in two NUMA nodes, node 0 the lower half, `remote` the
+  // distance between them (10 being local).
+  void setTwoNodeCpus(int cpuCount, const std::string& model, int remote);
 
   // A PCI function at /sys/devices/<path> (its last component is the bus id), linked from
   // /sys/bus/pci/devices. numa -1 and cpus "" mimic a VM.

@@ -102,9 +102,7 @@ TEST(TopoDiscover, EmptyTreeYieldsAnEmptyTopology) {
 // io_link reports 4x bandwidth, plus a GPU whose numa_node is -1 but whose CPUs are node 1's.
 TEST(TopoDiscover, AmdGpusAndXgmiFromKfd) {
   FakeSysfs fs;
-  fs.setCpus("0-7", "AMD EPYC 9654", false);
-  fs.addNumaNode(0, "0-3", "10 32");
-  fs.addNumaNode(1, "4-7", "32 10");
+  fs.setTwoNodeCpus(8, "AMD EPYC 9654", 32);
   fs.addPci("pci0000:00/0000:00:01.0/0000:05:00.0", 0x1002, 0x74a1, 0x120000, 0, "0-3");
   fs.addPci("pci0000:80/0000:80:01.0/0000:85:00.0", 0x1002, 0x74a1, 0x120000, -1, "4-7");
   fs.addPci("pci0000:80/0000:80:01.0/0000:86:00.0", 0x1002, 0x74a1, 0x120000, 1, "4-7");
@@ -175,9 +173,7 @@ TEST(TopoDiscover, NvidiaGpusWithNvswitchOnPci) {
 
 TEST(TopoDiscover, NvidiaGpusOnPcieOnly) {
   FakeSysfs fs;
-  fs.setCpus("0-3", "Xeon", false);
-  fs.addNumaNode(0, "0-1", "10 20");
-  fs.addNumaNode(1, "2-3", "20 10");
+  fs.setTwoNodeCpus(4, "Xeon", 20);
   fs.addPci("pci0000:30/0000:30:01.0/0000:31:00.0", 0x10de, 0x26b9, 0x030200, 0, "0-1");
   fs.addPci("pci0000:b0/0000:b0:01.0/0000:b1:00.0", 0x10de, 0x26b9, 0x030200, 1, "2-3");
   Topology t = discoverFromRoot(fs.root(), offline());
@@ -190,9 +186,7 @@ TEST(TopoDiscover, NvidiaGpusOnPcieOnly) {
 
 TEST(TopoDiscover, RdmaPortsOfEveryKind) {
   FakeSysfs fs;
-  fs.setCpus("0-3", "Xeon", false);
-  fs.addNumaNode(0, "0-1", "10 20");
-  fs.addNumaNode(1, "2-3", "20 10");
+  fs.setTwoNodeCpus(4, "Xeon", 20);
   fs.addPci("pci0000:c0/0000:c0:01.0/0000:c1:00.0", 0x15b3, 0x101b, 0x020700, 1, "2-3");
   fs.addRdmaPort("mlx5_0", "pci0000:c0/0000:c0:01.0/0000:c1:00.0", 1, "4: ACTIVE", "InfiniBand",
                  "200 Gb/sec (4X HDR)", "ib0", "mlx5_core");
