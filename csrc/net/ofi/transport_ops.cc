@@ -252,44 +252,34 @@ void OfiTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadli
   account();
 }
 
-void OfiTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
-  XCCL_INFO("ofi", error.what());
-  std::lock_guard<std::mutex> guard(mutex_);
-  health_.markFailedLocked(peer, error, failAllCollectives);
+void OfiTransport::failPeerLocked(const PeerLoss& loss, const Error& error) {
   {
     std::lock_guard<std::mutex> ops(opsMutex_);
     for (Op* op : live_) {
-      if (op->peer != peer || op->type == Op::Type::kHeaderRecv) continue;
+      if (op->peer != loss.peer || op->type == Op::Type::kHeaderRecv) continue;
       if (op->request) op->request->failLocked(error);
       // The user's buffer must not be written after its request failed. Under opsMutex_, so
       // the op cannot be finished (freed) meanwhile.
       if (op->type == Op::Type::kDataRecv) fi_cancel(&fabric_->ep()->fid, &op->context);
     }
   }
-  auto shouldFail = [&](int from, TagSpace space) {
-    return from == peer || (failAllCollectives && space == TagSpace::kCollective);
-  };
   for (auto it = posted_.begin(); it != posted_.end();) {
-    if (shouldFail(it->request->peer(), it->request->tag().space)) {
+    if (loss.covers(it->request->peer(), it->request->tag().space)) {
       it->request->failLocked(error);
       it = posted_.erase(it);
     } else {
       ++it;
     }
   }
-  signals_.failLocked(peer, error);
-  completed_.notify_all();
 }
 
-void OfiTransport::failEverythingLocked(const Error& error) {
+void OfiTransport::failRequestsLocked(const Error& error) {
   for (auto& p : posted_) p.request->failLocked(error);
   posted_.clear();
-  signals_.failLocked(-1, error);
   std::lock_guard<std::mutex> ops(opsMutex_);
   for (Op* op : live_) {
     if (op->request) op->request->failLocked(error);
   }
-  completed_.notify_all();
 }
 
 void OfiTransport::abort(const std::string& reason) {
