@@ -50,6 +50,19 @@ class TransportBase : public Transport {
   // The isend prologue: checks `peer`, makes the send request and, when health_ refuses new
   // traffic with `peer` in `tag.space`, fails it at once (`*refused` set; the caller returns it).
   RequestPtr newSend(int peer, MessageTag tag, size_t bytes, Completion onDone, bool* refused);
+  // A data message's wire header for `tag` and `bytes`, for the engines whose header names the
+  // tag's fields as MessageTag does (ofi's Header, shm_rings' FrameHeader; their defaults say
+  // "data").
+  template <typename Header>
+  static Header dataHeader(const MessageTag& tag, uint64_t bytes) {
+    Header header;
+    header.space = tag.space;
+    header.step = tag.step;
+    header.op = tag.op;
+    header.seq = tag.seq;
+    header.bytes = bytes;
+    return header;
+  }
   // Completes those of `requests` not done yet (with their own peer as source) and wakes the
   // waiters. Takes mutex_.
   void completeAll(const std::vector<RequestPtr>& requests);

@@ -89,14 +89,7 @@ RequestPtr OfiTransport::isend(int peer, MessageTag tag, const void* data, size_
   bool refused = false;
   RequestPtr request = newSend(peer, tag, bytes, std::move(onDone), &refused);
   if (refused) return request;
-  Header header;
-  header.kind = Kind::kData;
-  header.space = tag.space;
-  header.step = tag.step;
-  header.op = tag.op;
-  header.seq = tag.seq;
-  header.bytes = bytes;
-  return sendMessage(peer, header, data, request);
+  return sendMessage(peer, dataHeader<Header>(tag, bytes), data, request);
 }
 
 RequestPtr OfiTransport::sendControl(int peer, Kind kind, uint64_t seq, const std::string& text) {

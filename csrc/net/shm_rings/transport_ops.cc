@@ -51,13 +51,7 @@ RequestPtr ShmTransport::isend(int peer, MessageTag tag, const void* data, size_
   bool refused = false;
   RequestPtr request = newSend(peer, tag, bytes, std::move(onDone), &refused);
   if (refused) return request;
-  FrameHeader header;
-  header.space = tag.space;
-  header.step = tag.step;
-  header.seq = tag.seq;
-  header.op = tag.op;
-  header.bytes = bytes;
-  sendFrame(peer, header, data, request);
+  sendFrame(peer, dataHeader<FrameHeader>(tag, bytes), data, request);
   return request;
 }
 
