@@ -199,9 +199,11 @@ class ProcessGroupXccl : public c10d::Backend {
   // Ends the current membership: queued and in-flight work fails with `reason` (or is finished,
   // when `reason` is empty: shutdown), then the sides, transports and segments are torn down.
   void dropMembership(const std::string& reason);
-  // The side a call on `tensors` goes to: the GPU side when any of them is a CUDA tensor
-  // (gpuTensors()), else the CPU side. `opName` names the call in a refusal.
-  Side& side(const std::vector<at::Tensor*>& tensors, const char* opName);
+  // Runs `call` (Side& -> Work) on the side a call on `tensors` goes to: the GPU side when any of
+  // them is a CUDA tensor (gpuTensors()), else the CPU side. `opName` names the call in a refusal.
+  template <typename Call>
+  c10::intrusive_ptr<c10d::Work> onSide(const std::vector<at::Tensor*>& tensors, const char* opName,
+                                        Call&& call);
   // The GPU side, created by the first collective on CUDA tensors (a collective step: every
   // rank's first CUDA call creates it); opens its batch when the call starts a coalesced one.
   GpuSide& gpu(const std::vector<at::Tensor*>& tensors, const char* opName);

@@ -2,6 +2,7 @@
 // coalesced batches it shares with the core (core/group_core_batch.cc).
 #include <c10/util/Exception.h>
 
+#include "backend/core/torch_error.h"
 #include "backend/process_group.h"
 
 namespace xccl::backend {
@@ -29,11 +30,11 @@ GpuSide& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const ch
     core_->setGpuBatch({[this] { return gpu_->coalescing(); },
                         [this] {
                           std::lock_guard<std::mutex> guard(gpuMutex_);
-                          (void)gpu_->endCoalescing();
+                          (void)torchErrors([&] { return gpu_->endCoalescing(); });
                         },
                         [this] {
                           std::lock_guard<std::mutex> guard(gpuMutex_);
-                          return gpu_->endCoalescing();
+                          return torchErrors([&] { return gpu_->endCoalescing(); });
                         }});
   }
   // The first CUDA call of a coalesced batch opens the batch on the GPU side. Not under the

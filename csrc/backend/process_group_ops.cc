@@ -1,7 +1,8 @@
 // ProcessGroupXccl's c10d entry points for collectives and point-to-point: each picks the side
-// once, from its tensors' device (side()), and forwards the call unchanged (side.h). The name
-// given to side() is the one a refused call reports.
+// once, from its tensors' device (onSide()), and forwards the call unchanged (side.h). The name
+// given to onSide() is the one a refused call reports.
 #include "backend/core/tensor_args.h"
+#include "backend/core/torch_error.h"
 #include "backend/cpu/cpu_side.h"
 #include "backend/process_group.h"
 
@@ -25,14 +26,19 @@ WorkPtr asOnePair(ProcessGroupXccl& group, at::Tensor& output, at::Tensor& input
 
 }  // namespace
 
-Side& ProcessGroupXccl::side(const std::vector<at::Tensor*>& tensors, const char* opName) {
-  if (gpuTensors(tensors)) return gpu(tensors, opName);
-  return *cpu_;
+// The GPU side throws xccl::Error (a failed CUDA call, its workspace's setup): converted here,
+// once, for every call a CUDA tensor takes. The CPU side's calls convert their own.
+template <typename Call>
+WorkPtr ProcessGroupXccl::onSide(const std::vector<at::Tensor*>& tensors, const char* opName,
+                                 Call&& call) {
+  if (!gpuTensors(tensors)) return call(static_cast<Side&>(*cpu_));
+  return torchErrors([&] { return call(static_cast<Side&>(gpu(tensors, opName))); });
 }
 
 WorkPtr ProcessGroupXccl::broadcast(std::vector<at::Tensor>& tensors,
                                     const c10d::BroadcastOptions& opts) {
-  return side(pointers(tensors), "broadcast").broadcast(tensors, opts);
+  return onSide(pointers(tensors), "broadcast",
+                [&](Side& s) { return s.broadcast(tensors, opts); });
 }
 
 WorkPtr ProcessGroupXccl::allreduce(std::vector<at::Tensor>& tensors,
@@ -41,7 +47,8 @@ WorkPtr ProcessGroupXccl::allreduce(std::vector<at::Tensor>& tensors,
   if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse()) {
     return allreduce_sparse(tensors, opts);
   }
-  return side(pointers(tensors), "allreduce").allreduce(tensors, opts);
+  return onSide(pointers(tensors), "allreduce",
+                [&](Side& s) { return s.allreduce(tensors, opts); });
 }
 
 WorkPtr ProcessGroupXccl::allreduce_sparse(std::vector<at::Tensor>& tensors,
@@ -51,18 +58,20 @@ WorkPtr ProcessGroupXccl::allreduce_sparse(std::vector<at::Tensor>& tensors,
 
 WorkPtr ProcessGroupXccl::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                               const c10d::AllreduceCoalescedOptions& opts) {
-  return side(pointers(tensors), "allreduce_coalesced").allreduce_coalesced(tensors, opts);
+  return onSide(pointers(tensors), "allreduce_coalesced",
+                [&](Side& s) { return s.allreduce_coalesced(tensors, opts); });
 }
 
 WorkPtr ProcessGroupXccl::reduce(std::vector<at::Tensor>& tensors,
                                  const c10d::ReduceOptions& opts) {
-  return side(pointers(tensors), "reduce").reduce(tensors, opts);
+  return onSide(pointers(tensors), "reduce", [&](Side& s) { return s.reduce(tensors, opts); });
 }
 
 WorkPtr ProcessGroupXccl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                     std::vector<at::Tensor>& inputs,
                                     const c10d::AllgatherOptions& opts) {
-  return side(pointers(outputs, inputs), "allgather").allgather(outputs, inputs, opts);
+  return onSide(pointers(outputs, inputs), "allgather",
+                [&](Side& s) { return s.allgather(outputs, inputs, opts); });
 }
 
 WorkPtr ProcessGroupXccl::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -73,40 +82,43 @@ WorkPtr ProcessGroupXccl::_allgather_base(at::Tensor& output, at::Tensor& input,
 WorkPtr ProcessGroupXccl::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllgatherOptions& opts) {
-  return side(pointers(outputs, inputs), "allgather_into_tensor")
-      .allgather_into_tensor_coalesced(outputs, inputs, opts);
+  return onSide(pointers(outputs, inputs), "allgather_into_tensor",
+                [&](Side& s) { return s.allgather_into_tensor_coalesced(outputs, inputs, opts); });
 }
 
 WorkPtr ProcessGroupXccl::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                               std::vector<at::Tensor>& inputs,
                                               const c10d::AllgatherOptions& opts) {
-  return side(pointers(outputs, inputs), "allgather_coalesced")
-      .allgather_coalesced(outputs, inputs, opts);
+  return onSide(pointers(outputs, inputs), "allgather_coalesced",
+                [&](Side& s) { return s.allgather_coalesced(outputs, inputs, opts); });
 }
 
 WorkPtr ProcessGroupXccl::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                  std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
-  return side(pointers(outputs, inputs), "gather").gather(outputs, inputs, opts);
+  return onSide(pointers(outputs, inputs), "gather",
+                [&](Side& s) { return s.gather(outputs, inputs, opts); });
 }
 
 #if XCCL_TORCH_HAS_GATHER_INTO_TENSOR
 WorkPtr ProcessGroupXccl::gather_into_tensor(at::Tensor& output, at::Tensor& input,
                                              const c10d::GatherOptions& opts) {
-  return side(pointers(output, input), "gather_into_tensor")
-      .gather_into_tensor(output, input, opts);
+  return onSide(pointers(output, input), "gather_into_tensor",
+                [&](Side& s) { return s.gather_into_tensor(output, input, opts); });
 }
 #endif
 
 WorkPtr ProcessGroupXccl::scatter(std::vector<at::Tensor>& outputs,
                                   std::vector<std::vector<at::Tensor>>& inputs,
                                   const c10d::ScatterOptions& opts) {
-  return side(pointers(outputs, inputs), "scatter").scatter(outputs, inputs, opts);
+  return onSide(pointers(outputs, inputs), "scatter",
+                [&](Side& s) { return s.scatter(outputs, inputs, opts); });
 }
 
 WorkPtr ProcessGroupXccl::reduce_scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ReduceScatterOptions& opts) {
-  return side(pointers(outputs, inputs), "reduce_scatter").reduce_scatter(outputs, inputs, opts);
+  return onSide(pointers(outputs, inputs), "reduce_scatter",
+                [&](Side& s) { return s.reduce_scatter(outputs, inputs, opts); });
 }
 
 WorkPtr ProcessGroupXccl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -117,22 +129,24 @@ WorkPtr ProcessGroupXccl::_reduce_scatter_base(at::Tensor& output, at::Tensor& i
 WorkPtr ProcessGroupXccl::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::ReduceScatterOptions& opts) {
-  return side(pointers(outputs, inputs), "reduce_scatter_tensor")
-      .reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+  return onSide(pointers(outputs, inputs), "reduce_scatter_tensor",
+                [&](Side& s) { return s.reduce_scatter_tensor_coalesced(outputs, inputs, opts); });
 }
 
 WorkPtr ProcessGroupXccl::alltoall_base(at::Tensor& output, at::Tensor& input,
                                         std::vector<int64_t>& outputSplitSizes,
                                         std::vector<int64_t>& inputSplitSizes,
                                         const c10d::AllToAllOptions& opts) {
-  return side(pointers(output, input), "alltoall")
-      .alltoall_base(output, input, outputSplitSizes, inputSplitSizes, opts);
+  return onSide(pointers(output, input), "alltoall", [&](Side& s) {
+    return s.alltoall_base(output, input, outputSplitSizes, inputSplitSizes, opts);
+  });
 }
 
 WorkPtr ProcessGroupXccl::alltoall(std::vector<at::Tensor>& outputs,
                                    std::vector<at::Tensor>& inputs,
                                    const c10d::AllToAllOptions& opts) {
-  return side(pointers(outputs, inputs), "alltoall").alltoall(outputs, inputs, opts);
+  return onSide(pointers(outputs, inputs), "alltoall",
+                [&](Side& s) { return s.alltoall(outputs, inputs, opts); });
 }
 
 WorkPtr ProcessGroupXccl::barrier(const c10d::BarrierOptions& opts) { return cpu_->barrier(opts); }
@@ -142,15 +156,15 @@ void ProcessGroupXccl::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
 }
 
 WorkPtr ProcessGroupXccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
-  return side(pointers(tensors), "send").send(tensors, dstRank, tag);
+  return onSide(pointers(tensors), "send", [&](Side& s) { return s.send(tensors, dstRank, tag); });
 }
 
 WorkPtr ProcessGroupXccl::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
-  return side(pointers(tensors), "recv").recv(tensors, srcRank, tag);
+  return onSide(pointers(tensors), "recv", [&](Side& s) { return s.recv(tensors, srcRank, tag); });
 }
 
 WorkPtr ProcessGroupXccl::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  return side(pointers(tensors), "recv").recvAnysource(tensors, tag);
+  return onSide(pointers(tensors), "recv", [&](Side& s) { return s.recvAnysource(tensors, tag); });
 }
 
 }  // namespace xccl::backend

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "common/error.h"
 
@@ -73,15 +74,43 @@ inline gpuError_t gpuHostAlloc(void** p, size_t bytes, unsigned flags) {
 }
 inline gpuError_t gpuFreeHost(void* p) { return XCCL_RT_NAMED(hipHostFree, cudaFreeHost)(p); }
 
+// The runtime's name and text for an error code, "cudaErrorInvalidValue (invalid argument)".
+inline std::string gpuErrorText(gpuError_t rc) {
+  return detail::concat(gpuGetErrorName(rc), " (", gpuGetErrorString(rc), ")");
+}
+
+namespace detail {
+
+// A checked call's text as written, with XCCL_RT(Name) spelled as the runtime's own name
+// (cudaName or hipName), so a message names the call a reader can look up.
+inline std::string gpuCallText(const char* written) {
+  std::string text = written;
+  const std::string alias = "XCCL_RT(";
+  for (size_t at = text.find(alias); at != std::string::npos; at = text.find(alias, at)) {
+    const size_t close = text.find(')', at);
+    if (close == std::string::npos) break;
+    const std::string name = text.substr(at + alias.size(), close - at - alias.size());
+    text.replace(at, close + 1 - at, (XCCL_GPU_HIP ? "hip" : "cuda") + name);
+  }
+  return text;
+}
+
+}  // namespace detail
 }  // namespace xccl
 
-// Runs a CUDA/HIP runtime call and throws xccl::Error(kInternal) with the runtime's text when it
-// fails. Never exits.
-#define XCCL_GPU_CHECK(call)                                            \
-  do {                                                                  \
-    const ::xccl::gpuError_t xccl_gpu_rc_ = (call);                     \
-    if (xccl_gpu_rc_ != ::xccl::gpuSuccess) {                           \
-      XCCL_THROW(::xccl::ErrorKind::kInternal, #call,                   \
-                 " failed: ", ::xccl::gpuGetErrorString(xccl_gpu_rc_)); \
-    }                                                                   \
+// The one check of a CUDA/HIP runtime call, for every layer: when `call` fails it throws
+// xccl::Error(kind) "xccl: <call> failed: <name> (<text>) [file:line]", e.g. "xccl:
+// cudaEventRecord(done->get(), stream) failed: cudaErrorInvalidResourceHandle (invalid resource
+// handle) [gpu_order.cc:55]". It clears the runtime's last error first: the caller (torch)
+// checks cudaGetLastError after its own launches and must not be blamed for ours. Never exits.
+// The backend converts the error to torch's exception at its boundary (backend/core/
+// torch_error.h), as for every other xccl::Error.
+#define XCCL_GPU_CHECK(kind, call)                                 \
+  do {                                                             \
+    const ::xccl::gpuError_t xccl_gpu_rc_ = (call);                \
+    if (xccl_gpu_rc_ != ::xccl::gpuSuccess) {                      \
+      (void)::xccl::gpuGetLastError();                             \
+      XCCL_THROW((kind), ::xccl::detail::gpuCallText(#call),       \
+                 " failed: ", ::xccl::gpuErrorText(xccl_gpu_rc_)); \
+    }                                                              \
   } while (0)

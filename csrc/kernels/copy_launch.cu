@@ -12,7 +12,7 @@ void launchCopy(const DeviceHandle& handle, void* output, size_t chunkBytes, siz
   const CopyParams params{handle,  output, chunkBytes,          srcOffset,
                           sources, root,   grid.partsPerSource, gather};
   pullCopyKernel<<<grid.blocks, kThreadsPerBlock, 0, static_cast<gpuStream_t>(stream)>>>(params);
-  XCCL_GPU_CHECK(gpuGetLastError());
+  XCCL_GPU_CHECK(ErrorKind::kInternal, gpuGetLastError());
 }
 
 }  // namespace

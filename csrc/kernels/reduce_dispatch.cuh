@@ -23,7 +23,7 @@ void launchReduceKernel(const ReduceLaunch& launch) {
     directReduceKernel<T, K, W>
         <<<launch.blocks, kThreadsPerBlock, 0, launch.stream>>>(launch.params);
   }
-  XCCL_GPU_CHECK(gpuGetLastError());
+  XCCL_GPU_CHECK(ErrorKind::kInternal, gpuGetLastError());
 }
 
 template <typename T, ReduceKind K>

@@ -1,6 +1,7 @@
 #include "net/transport_base.h"
 
 #include "common/error.h"
+#include "common/logging.h"
 
 namespace xccl::net {
 
@@ -37,6 +38,44 @@ RequestPtr TransportBase::newSend(int peer, MessageTag tag, size_t bytes, Comple
   const Error* refusal = health_.refusalLocked(peer, tag.space);
   *refused = refusal != nullptr;
   return *refused ? failedRequest(request, *refusal) : request;
+}
+
+void TransportBase::wait(const std::vector<RequestPtr>& requests, Deadline deadline,
+                         const std::string& what) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  waitForRequests(lock, completed_, requests, deadline, what);
+}
+
+void TransportBase::completeAll(const std::vector<RequestPtr>& requests) {
+  if (requests.empty()) return;
+  std::lock_guard<std::mutex> guard(mutex_);
+  for (const auto& r : requests) {
+    if (!r->done()) r->completeLocked(r->peer());
+  }
+  completed_.notify_all();
+}
+
+void TransportBase::failPeer(int peer, const Error& error, bool failAllCollectives) {
+  XCCL_INFO(name(), error.what());
+  std::vector<RequestPtr> sends = dropPeer(peer);
+  std::lock_guard<std::mutex> guard(mutex_);
+  health_.markFailedLocked(peer, error, failAllCollectives);
+  for (auto& r : sends) r->failLocked(error);
+  failPeerLocked(PeerLoss{peer, failAllCollectives}, error);
+  signals_.failLocked(peer, error);
+  completed_.notify_all();
+}
+
+void TransportBase::failEverythingLocked(const Error& error) {
+  failRequestsLocked(error);
+  signals_.failLocked(-1, error);
+  completed_.notify_all();
+}
+
+void TransportBase::failAll(const Error& error) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  health_.failAllLocked(error);
+  failEverythingLocked(error);
 }
 
 }  // namespace xccl::net

@@ -1,7 +1,9 @@
 // What the three transports that move bytes themselves (net/tcp, net/ofi, net/shm_rings) share
 // around their data paths: their rank and size, the mutex that guards matching state, peer health
-// and request completion, the peers' health, the one-sided signals and the status board, and the
-// operations made only of those (peerFailed, setStatusProvider, iwaitWrite, the isend prologue).
+// and request completion, the peers' health, the one-sided signals and the status board, the
+// operations made only of those (peerFailed, setStatusProvider, iwaitWrite, the isend prologue,
+// the plain wait), and the order in which a failure takes requests down (failPeer,
+// failEverythingLocked), with each engine's own requests behind a hook.
 // The transports that join others (RoutedTransport, SubsetTransport) forward instead.
 #pragma once
 
@@ -9,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "net/one_sided.h"
 #include "net/peer_health.h"
@@ -24,8 +27,20 @@ class TransportBase : public Transport {
   void setStatusProvider(std::function<std::string()> provider) override;
   bool peerFailed(int peer, std::string* why) override;
   RequestPtr iwaitWrite(int peer, uint64_t signal, Completion onDone = nullptr) override;
+  // Sleeps on completed_ until every request is done or `deadline` (waitForRequests).
+  void wait(const std::vector<RequestPtr>& requests, Deadline deadline,
+            const std::string& what) override;
 
  protected:
+  // Which requests a peer's failure takes down: those with the peer and, when the failure left
+  // the ranks' collective state unknown (a collective message lost), every collective one.
+  struct PeerLoss {
+    int peer;
+    bool allCollectives;
+    bool covers(int from, TagSpace space) const {
+      return from == peer || (allCollectives && space == TagSpace::kCollective);
+    }
+  };
   TransportBase(int rank, int size)
       : rank_(rank), size_(size), health_(size), status_(rank, size, mutex_, completed_) {}
 
@@ -35,6 +50,41 @@ class TransportBase : public Transport {
   // The isend prologue: checks `peer`, makes the send request and, when health_ refuses new
   // traffic with `peer` in `tag.space`, fails it at once (`*refused` set; the caller returns it).
   RequestPtr newSend(int peer, MessageTag tag, size_t bytes, Completion onDone, bool* refused);
+  // A data message's wire header for `tag` and `bytes`, for the engines whose header names the
+  // tag's fields as MessageTag does (ofi's Header, shm_rings' FrameHeader; their defaults say
+  // "data").
+  template <typename Header>
+  static Header dataHeader(const MessageTag& tag, uint64_t bytes) {
+    Header header;
+    header.space = tag.space;
+    header.step = tag.step;
+    header.op = tag.op;
+    header.seq = tag.seq;
+    header.bytes = bytes;
+    return header;
+  }
+  // Completes those of `requests` not done yet (with their own peer as source) and wakes the
+  // waiters. Takes mutex_.
+  void completeAll(const std::vector<RequestPtr>& requests);
+
+  // `peer` is gone (its links are down, or it sent what we cannot accept): logs `error`, refuses
+  // new traffic with it (health_), and fails with `error` its sends in flight (dropPeer), the
+  // engine's requests PeerLoss covers (failPeerLocked) and its one-sided signals, then wakes the
+  // waiters. Takes mutex_ after dropPeer, which may take the engine's own locks first.
+  void failPeer(int peer, const Error& error, bool failAllCollectives);
+  // Fails every request in flight (failRequestsLocked) and every signal with `error`, and wakes
+  // the waiters. Called with mutex_ held, once health_ refuses new traffic (abort, failAll).
+  void failEverythingLocked(const Error& error);
+  // failEverythingLocked after refusing all traffic: the progress thread stopped for good.
+  void failAll(const Error& error);
+
+  // failPeer's steps of each engine. dropPeer runs without mutex_: it takes the engine's hold on
+  // `peer` down (links, queued frames) and returns the sends that were in flight to it.
+  virtual std::vector<RequestPtr> dropPeer(int /*peer*/) { return {}; }
+  // With mutex_ held: fails the engine's receives, writes and other requests that `loss` covers.
+  virtual void failPeerLocked(const PeerLoss& loss, const Error& error) = 0;
+  // With mutex_ held: fails every request the engine holds (failEverythingLocked).
+  virtual void failRequestsLocked(const Error& error) = 0;
 
   const int rank_;
   const int size_;

@@ -22,4 +22,16 @@ std::exception_ptr torchError(ErrorKind kind, const std::string& message);
 // Throws torchError(kind, message).
 [[noreturn]] void throwTorchError(ErrorKind kind, const std::string& message);
 
+// Returns body(), converting an xccl::Error it throws (a failed GPU runtime call's XCCL_GPU_CHECK,
+// a cuda_ipc workspace's) into the torch exception for its kind: the boundary of a room that
+// throws xccl's own errors, as the GPU side's entry points and its Work's are.
+template <typename Body>
+decltype(auto) torchErrors(Body&& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    throwTorchError(e.kind(), e.what());
+  }
+}
+
 }  // namespace xccl::backend

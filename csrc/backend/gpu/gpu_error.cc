@@ -9,28 +9,22 @@
 
 namespace xccl::backend {
 
-void checkCuda(gpuError_t status, const char* what) {
-  if (status != gpuSuccess) {
-    throwTorchError(ErrorKind::kSystem,
-                    std::string("xccl: ") + what + " failed: " + gpuGetErrorString(status));
-  }
-}
-
 const uint32_t ErrorWord::kAbortBit = rules::kErrorAborted;
 
 ErrorWord::ErrorWord(int device) {
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device));
   // Portable: the word stays valid whichever device is current when the host reads it.
   void* host = nullptr;
-  checkCuda(gpuHostAlloc(&host, sizeof(uint32_t), gpuHostAllocMapped | gpuHostAllocPortable),
-            "cudaHostAlloc");
+  XCCL_GPU_CHECK(ErrorKind::kSystem,
+                 gpuHostAlloc(&host, sizeof(uint32_t), gpuHostAllocMapped | gpuHostAllocPortable));
   host_ = static_cast<uint32_t*>(host);
   __atomic_store_n(host_, 0u, __ATOMIC_RELEASE);
   void* alias = nullptr;
-  const gpuError_t status = XCCL_RT(HostGetDevicePointer)(&alias, host, 0);
-  if (status != gpuSuccess) {
+  try {
+    XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(HostGetDevicePointer)(&alias, host, 0));
+  } catch (const Error&) {
     gpuFreeHost(host);
-    checkCuda(status, "cudaHostGetDevicePointer");
+    throw;
   }
   device_ = static_cast<uint32_t*>(alias);
 }

@@ -1,5 +1,6 @@
-// The group's mapped error word, in pinned host memory (gpu_path.h), and the GPU side's check of
-// a runtime call (checkCuda).
+// The group's mapped error word, in pinned host memory (gpu_path.h). The GPU side checks its
+// runtime calls with XCCL_GPU_CHECK (common/gpu_runtime.h), whose xccl::Error the backend turns
+// into DistBackendError at its boundary (process_group_ops.cc, gpu_work.cc).
 //
 // Kernels get its device alias as DeviceHandle::hostWord (kernels/device_handle.h): they mirror
 // every failure they record in the workspace's device word into it with system-scope atomics, and
@@ -16,9 +17,6 @@
 #include "common/gpu_runtime.h"
 
 namespace xccl::backend {
-
-// Throws DistBackendError "xccl: <what> failed: <CUDA's text>" unless `status` is gpuSuccess.
-void checkCuda(gpuError_t status, const char* what);
 
 class ErrorWord {
  public:

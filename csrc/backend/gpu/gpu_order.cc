@@ -35,16 +35,16 @@ void StreamOrder::beforeKernel(gpuStream_t current, bool captured) {
     pendingVendor_->synchronize();
     pendingVendor_.reset();
   }
-  checkCuda(XCCL_RT(EventRecord)(ready_.get(), current), "cudaEventRecord");
-  checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), ready_.get(), 0), "cudaStreamWaitEvent");
+  XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(ready_.get(), current));
+  XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(comm_.stream(), ready_.get(), 0));
   if (captured) {
     // At each replay: after the eager kernel-route calls issued before the replay.
-    checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), eagerTail_.get(),
-                                       XCCL_RT(EventWaitExternal)),
-              "cudaStreamWaitEvent(external)");
+    XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(comm_.stream(), eagerTail_.get(),
+                                                                XCCL_RT(EventWaitExternal)));
   } else {
     // After the replays launched before this call (a no-op while no graph was replayed).
-    checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), graphTail_.get(), 0), "cudaStreamWaitEvent");
+    XCCL_GPU_CHECK(ErrorKind::kSystem,
+                   XCCL_RT(StreamWaitEvent)(comm_.stream(), graphTail_.get(), 0));
   }
 }
 
@@ -53,14 +53,14 @@ std::shared_ptr<CudaEvent> StreamOrder::afterKernel(gpuStream_t current, bool ca
   if (captured) {
     // The external record first: `done`, which the capturing stream joins, must come after every
     // node the call added to the comm stream, or the capture ends with an unjoined node.
-    checkCuda(XCCL_RT(EventRecordWithFlags)(graphTail_.get(), comm_.stream(),
-                                            XCCL_RT(EventRecordExternal)),
-              "cudaEventRecordWithFlags(external)");
-    checkCuda(XCCL_RT(EventRecord)(done->get(), comm_.stream()), "cudaEventRecord");
-    checkCuda(XCCL_RT(StreamWaitEvent)(current, done->get(), 0), "cudaStreamWaitEvent");
+    XCCL_GPU_CHECK(ErrorKind::kSystem,
+                   XCCL_RT(EventRecordWithFlags)(graphTail_.get(), comm_.stream(),
+                                                 XCCL_RT(EventRecordExternal)));
+    XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(done->get(), comm_.stream()));
+    XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(current, done->get(), 0));
   } else {
-    checkCuda(XCCL_RT(EventRecord)(done->get(), comm_.stream()), "cudaEventRecord");
-    checkCuda(XCCL_RT(EventRecord)(eagerTail_.get(), comm_.stream()), "cudaEventRecord");
+    XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(done->get(), comm_.stream()));
+    XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(eagerTail_.get(), comm_.stream()));
     lastKernel_ = done;
   }
   return done;
@@ -72,7 +72,7 @@ void StreamOrder::beforeVendor(gpuStream_t current, bool captured) {
   const rules::OrderSteps steps =
       rules::orderBefore(rules::Route::kVendor, kernelPending(), pendingVendor_.defined());
   if (steps.currentWaitsKernel) {
-    checkCuda(XCCL_RT(StreamWaitEvent)(current, lastKernel_->get(), 0), "cudaStreamWaitEvent");
+    XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(current, lastKernel_->get(), 0));
   }
 }
 
@@ -86,7 +86,7 @@ void StreamOrder::beforeCurrentStream(gpuStream_t current, bool captured) {
   const rules::OrderSteps steps =
       rules::orderBefore(rules::Route::kHost, kernelPending(), pendingVendor_.defined());
   if (steps.currentWaitsKernel) {
-    checkCuda(XCCL_RT(StreamWaitEvent)(current, lastKernel_->get(), 0), "cudaStreamWaitEvent");
+    XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(current, lastKernel_->get(), 0));
   }
   if (steps.currentWaitsVendor) {
     // With the caller's stream current (GpuPath guards the device; the stream is the current
@@ -99,7 +99,7 @@ void StreamOrder::beforeCurrentStream(gpuStream_t current, bool captured) {
 void StreamOrder::commWaitsReplays() {
   // graphTail_ is recorded by the external record nodes of captured calls at every replay; the
   // same wait every eager kernel-route call makes (beforeKernel).
-  checkCuda(XCCL_RT(StreamWaitEvent)(comm_.stream(), graphTail_.get(), 0), "cudaStreamWaitEvent");
+  XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(comm_.stream(), graphTail_.get(), 0));
 }
 
 }  // namespace xccl::backend

@@ -80,9 +80,9 @@ kernels::DeviceHandle GpuPath::handle(Workspace& ws) const {
 }
 
 void GpuPath::copyIn(Workspace& ws, const void* src, size_t bytes) {
-  checkCuda(XCCL_RT(MemcpyAsync)(ws.data(ws.rank()), src, bytes, XCCL_RT(MemcpyDeviceToDevice),
-                                 comm_.stream()),
-            "cudaMemcpyAsync");
+  XCCL_GPU_CHECK(ErrorKind::kSystem,
+                 XCCL_RT(MemcpyAsync)(ws.data(ws.rank()), src, bytes, XCCL_RT(MemcpyDeviceToDevice),
+                                      comm_.stream()));
 }
 
 c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char* op,
@@ -121,7 +121,7 @@ bool GpuPath::drainComm(std::chrono::steady_clock::time_point deadline) {
   // too, or the workspace could be freed under a replayed kernel.
   order_->commWaitsReplays();
   std::shared_ptr<CudaEvent> tail = events_->take();
-  checkCuda(XCCL_RT(EventRecord)(tail->get(), comm_.stream()), "cudaEventRecord");
+  XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(tail->get(), comm_.stream()));
   using Clock = std::chrono::steady_clock;
   const Clock::time_point halfway = Clock::now() + (deadline - Clock::now()) / 2;
   // Healthy kernels get half the time; then the abort bit makes spinning ones return at their

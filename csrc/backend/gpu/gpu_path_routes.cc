@@ -111,7 +111,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call
     results.push_back(*outputs[i]);
   }
   std::shared_ptr<CudaEvent> done = events_->take();
-  checkCuda(XCCL_RT(EventRecord)(done->get(), current.stream()), "cudaEventRecord");
+  XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(done->get(), current.stream()));
   auto work = c10::make_intrusive<GpuWork>(group_.rank(), type, op, current.unwrap(), done, false,
                                            results, error_);
   work->setSourceRank(source);
@@ -127,7 +127,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op, 
   order_->beforeCurrentStream(current.stream(), captured);
   body();  // nothing, one copy or one scaling, on the caller's stream; never the workspace
   std::shared_ptr<CudaEvent> done = events_->take();
-  checkCuda(XCCL_RT(EventRecord)(done->get(), current.stream()), "cudaEventRecord");
+  XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(done->get(), current.stream()));
   return c10::make_intrusive<GpuWork>(group_.rank(), type, op, current.unwrap(), done, captured,
                                       std::vector<at::Tensor>{output}, error_);
 }

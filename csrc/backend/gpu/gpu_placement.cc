@@ -22,7 +22,7 @@ namespace {
 // "0000:18:00.0", lower case, as topology files write it.
 std::string busIdOf(int device) {
   char id[32] = {};
-  checkCuda(XCCL_RT(DeviceGetPCIBusId)(id, sizeof(id), device), "cudaDeviceGetPCIBusId");
+  XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(DeviceGetPCIBusId)(id, sizeof(id), device));
   std::string text(id);
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
@@ -30,7 +30,7 @@ std::string busIdOf(int device) {
 
 int attribute(gpuDeviceAttr_t what, int device) {
   int value = 0;
-  checkCuda(XCCL_RT(DeviceGetAttribute)(&value, what, device), "cudaDeviceGetAttribute");
+  XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(DeviceGetAttribute)(&value, what, device));
   return value;
 }
 

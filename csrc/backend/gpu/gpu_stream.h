@@ -74,7 +74,8 @@ inline GpuStream currentGpuStream(c10::DeviceIndex device) {
 // cudaStreamIsCapturing of the current stream too).
 inline bool currentStreamCapturing(c10::DeviceIndex device = -1) {
   XCCL_RT(StreamCaptureStatus) status = XCCL_RT(StreamCaptureStatusNone);
-  XCCL_GPU_CHECK(XCCL_RT(StreamIsCapturing)(currentGpuStream(device).stream(), &status));
+  XCCL_GPU_CHECK(ErrorKind::kInternal,
+                 XCCL_RT(StreamIsCapturing)(currentGpuStream(device).stream(), &status));
   return status != XCCL_RT(StreamCaptureStatusNone);
 }
 

@@ -12,8 +12,8 @@
 namespace xccl::backend {
 
 CudaEvent::CudaEvent() {
-  checkCuda(XCCL_RT(EventCreateWithFlags)(&event_, XCCL_RT(EventDisableTiming)),
-            "cudaEventCreateWithFlags");
+  XCCL_GPU_CHECK(ErrorKind::kSystem,
+                 XCCL_RT(EventCreateWithFlags)(&event_, XCCL_RT(EventDisableTiming)));
 }
 
 CudaEvent::~CudaEvent() {
@@ -21,12 +21,13 @@ CudaEvent::~CudaEvent() {
 }
 
 bool CudaEvent::query() const {
-  const gpuError_t status = XCCL_RT(EventQuery)(event_);
-  if (status == XCCL_RT(ErrorNotReady)) {
+  // Named for the message: XCCL_GPU_CHECK names what it checks.
+  const gpuError_t eventQuery = XCCL_RT(EventQuery)(event_);
+  if (eventQuery == XCCL_RT(ErrorNotReady)) {
     (void)gpuGetLastError();  // NotReady is sticky in the last-error slot; it is no error
     return false;
   }
-  checkCuda(status, "cudaEventQuery");
+  XCCL_GPU_CHECK(ErrorKind::kSystem, eventQuery);
   return true;
 }
 
@@ -62,14 +63,16 @@ GpuWork::GpuWork(int rank, c10d::OpType opType, const char* opName, c10::Stream 
 bool GpuWork::isCompleted() {
   checkErrorWord();
   if (captured_) return true;
-  if (!done_->query()) return false;
+  if (!torchErrors([&] { return done_->query(); })) return false;
   checkErrorWord();  // the word as of the collective's end
   return true;
 }
 
 void GpuWork::joinCurrentStream() {
   gpuStream_t current = currentGpuStream(device_.index()).stream();
-  checkCuda(XCCL_RT(StreamWaitEvent)(current, done_->get(), 0), "cudaStreamWaitEvent");
+  torchErrors([&] {
+    XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(current, done_->get(), 0));
+  });
 }
 
 void GpuWork::synchronize() {
@@ -88,7 +91,7 @@ bool GpuWork::wait(std::chrono::milliseconds timeout) {
     joinCurrentStream();
     return true;
   }
-  if (!done_->pollUntil(std::chrono::steady_clock::now() + timeout)) {
+  if (!torchErrors([&] { return done_->pollUntil(std::chrono::steady_clock::now() + timeout); })) {
     checkErrorWord();  // a peer's failure explains the wait better than the timeout
     throwTorchError(ErrorKind::kTimeout, "xccl " + opName_ + ": wait(" +
                                              std::to_string(timeout.count()) +

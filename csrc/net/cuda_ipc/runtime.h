@@ -1,4 +1,4 @@
-// Host-side CUDA/HIP helpers of the workspace (workspace.cc): error text, checked calls, a scoped
+// Host-side CUDA/HIP helpers of the workspace (workspace.cc): a destructor's check, a scoped
 // current device and the allocation. Internal to net/cuda_ipc; needs the runtime headers, so it
 // is included only by sources built when XCCL_WITH_CUDA is 1.
 #pragma once
@@ -11,27 +11,12 @@
 
 namespace xccl::net::cuda_ipc {
 
-inline std::string runtimeText(gpuError_t rc) {
-  return detail::concat(gpuGetErrorName(rc), " (", gpuGetErrorString(rc), ")");
-}
-
-// Throws `kind` naming the failed call. Clears the runtime's last error first: the caller (torch)
-// checks cudaGetLastError after its own launches and must not be blamed for ours.
-#define XCCL_IPC_CHECK(kind, call)                                                              \
-  do {                                                                                          \
-    const ::xccl::gpuError_t xccl_ipc_rc_ = (call);                                             \
-    if (xccl_ipc_rc_ != ::xccl::gpuSuccess) {                                                   \
-      (void)::xccl::gpuGetLastError();                                                          \
-      XCCL_THROW((kind), #call, " failed: ", ::xccl::net::cuda_ipc::runtimeText(xccl_ipc_rc_)); \
-    }                                                                                           \
-  } while (0)
-
 // For destructors: logs instead of throwing. At process exit the runtime may already be unloading;
 // the driver then reclaims everything and there is nothing to report.
 inline void warnIfFailed(gpuError_t rc, const char* what) {
   if (rc == gpuSuccess) return;
   (void)gpuGetLastError();
-  if (rc != gpuErrorUnloading) XCCL_WARN("cuda_ipc", what, " failed: ", runtimeText(rc));
+  if (rc != gpuErrorUnloading) XCCL_WARN("cuda_ipc", what, " failed: ", gpuErrorText(rc));
 }
 
 // Makes `device` current for a scope and restores the caller's device after it: the backend shares
@@ -64,7 +49,7 @@ class ScopedDevice {
 class ScopedStream {
  public:
   ScopedStream() {
-    XCCL_IPC_CHECK(ErrorKind::kInternal,
+    XCCL_GPU_CHECK(ErrorKind::kInternal,
                    XCCL_RT(StreamCreateWithFlags)(&stream_, XCCL_RT(StreamNonBlocking)));
   }
   ~ScopedStream() { warnIfFailed(XCCL_RT(StreamDestroy)(stream_), "destroying a setup stream"); }

@@ -68,29 +68,29 @@ Workspace::Published Workspace::publish(Store& store, const std::string& records
   try {
     const WorkspaceLayout layout = layoutFor(dataBytes);
     int count = 0;
-    XCCL_IPC_CHECK(ErrorKind::kInternal, XCCL_RT(GetDeviceCount)(&count));
+    XCCL_GPU_CHECK(ErrorKind::kInternal, XCCL_RT(GetDeviceCount)(&count));
     XCCL_CHECK_ARG(device >= 0 && device < count, "cuda_ipc workspace: device ", device, " of ",
                    count, " visible CUDA devices");
     out.workspace.reset(new Workspace(rank, size, device, layout));
     ScopedDevice scoped(device);
-    XCCL_IPC_CHECK(ErrorKind::kInternal, scoped.status());
+    XCCL_GPU_CHECK(ErrorKind::kInternal, scoped.status());
 
     void* base = nullptr;
-    XCCL_IPC_CHECK(ErrorKind::kInternal, allocate(&base, layout.totalBytes));
+    XCCL_GPU_CHECK(ErrorKind::kInternal, allocate(&base, layout.totalBytes));
     out.workspace->own_ = static_cast<char*>(base);
     // Zeroed and complete before the handle is published, hence before any peer can write a flag
     // (kernels/device_handle.h).
     ScopedStream stream;
-    XCCL_IPC_CHECK(ErrorKind::kInternal,
+    XCCL_GPU_CHECK(ErrorKind::kInternal,
                    XCCL_RT(MemsetAsync)(out.workspace->own_ + layout.flagsOffset, 0,
                                         layout.totalBytes - layout.flagsOffset, stream.get()));
-    XCCL_IPC_CHECK(ErrorKind::kInternal, XCCL_RT(StreamSynchronize)(stream.get()));
+    XCCL_GPU_CHECK(ErrorKind::kInternal, XCCL_RT(StreamSynchronize)(stream.get()));
 
     XCCL_RT(IpcMemHandle_t) handle;
-    XCCL_IPC_CHECK(kIpcUnavailable, XCCL_RT(IpcGetMemHandle)(&handle, base));
+    XCCL_GPU_CHECK(kIpcUnavailable, XCCL_RT(IpcGetMemHandle)(&handle, base));
     std::memcpy(mine.handle.data(), &handle, kIpcHandleBytes);
     char busId[kMaxBusIdBytes] = {};
-    XCCL_IPC_CHECK(ErrorKind::kInternal,
+    XCCL_GPU_CHECK(ErrorKind::kInternal,
                    XCCL_RT(DeviceGetPCIBusId)(busId, sizeof(busId) - 1, device));
     mine.busId = busId;
     mine.address = reinterpret_cast<uintptr_t>(base);
@@ -229,7 +229,7 @@ std::string Workspace::checkPeers(const PeerCheckHook& hook) {
   std::string objections;
   try {
     ScopedDevice scoped(device_);
-    XCCL_IPC_CHECK(ErrorKind::kInternal, scoped.status());
+    XCCL_GPU_CHECK(ErrorKind::kInternal, scoped.status());
     ScopedStream stream;
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
@@ -258,7 +258,7 @@ std::string Workspace::checkPeer(int r, void* stream) {
     const gpuError_t rc = XCCL_RT(DeviceCanAccessPeer)(&canAccess, device_, visible);
     if (rc != gpuSuccess) {
       (void)gpuGetLastError();
-      return "cudaDeviceCanAccessPeer for " + whom + " failed: " + runtimeText(rc);
+      return "cudaDeviceCanAccessPeer for " + whom + " failed: " + gpuErrorText(rc);
     }
     if (!canAccess) return "no peer access from device " + std::to_string(device_) + " to " + whom;
   }
@@ -268,9 +268,9 @@ std::string Workspace::checkPeer(int r, void* stream) {
     const void* flags = static_cast<const char*>(base(r)) + layout_.flagsOffset;
     uint32_t word = 1;
     const auto s = static_cast<gpuStream_t>(stream);
-    XCCL_IPC_CHECK(kIpcUnavailable, XCCL_RT(MemcpyAsync)(&word, flags, sizeof(word),
+    XCCL_GPU_CHECK(kIpcUnavailable, XCCL_RT(MemcpyAsync)(&word, flags, sizeof(word),
                                                          XCCL_RT(MemcpyDeviceToHost), s));
-    XCCL_IPC_CHECK(kIpcUnavailable, XCCL_RT(StreamSynchronize)(s));
+    XCCL_GPU_CHECK(kIpcUnavailable, XCCL_RT(StreamSynchronize)(s));
     if (word != 0) return "reading " + whom + "'s zeroed flags through its mapping gave nonzero";
   } catch (const Error& e) {
     return e.what();
@@ -290,14 +290,14 @@ void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
   const Record& peer = records_[r];
   const Record& me = records_[rank_];
   ScopedDevice scoped(device_);
-  XCCL_IPC_CHECK(ErrorKind::kInternal, scoped.status());
+  XCCL_GPU_CHECK(ErrorKind::kInternal, scoped.status());
 
   // This very process: CUDA refuses to open a process's own handle, and needs none (one address
   // space); a kernel on this device reading another device's memory needs peer access though.
   if (peer.pid == me.pid && peer.processToken == me.processToken) {
     if (peer.device != device_) {
       int canAccess = 0;
-      XCCL_IPC_CHECK(ErrorKind::kInternal,
+      XCCL_GPU_CHECK(ErrorKind::kInternal,
                      XCCL_RT(DeviceCanAccessPeer)(&canAccess, device_, peer.device));
       if (!canAccess) {
         XCCL_THROW(kIpcUnavailable, "cuda_ipc: rank ", rank_, " on ", describe(me),
@@ -307,7 +307,7 @@ void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
       if (rc == XCCL_RT(ErrorPeerAccessAlreadyEnabled)) {
         (void)gpuGetLastError();  // enabled by an earlier workspace or by the caller: fine
       } else {
-        XCCL_IPC_CHECK(kIpcUnavailable, rc);
+        XCCL_GPU_CHECK(kIpcUnavailable, rc);
       }
     }
     return reinterpret_cast<void*>(static_cast<uintptr_t>(peer.address));
@@ -322,7 +322,7 @@ void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
     (void)gpuGetLastError();
     XCCL_THROW(kIpcUnavailable, "cuda_ipc: rank ", rank_, " on ", describe(me), " cannot map rank ",
                r, "'s workspace on ", describe(peer),
-               ": opening its IPC handle failed: ", runtimeText(rc));
+               ": opening its IPC handle failed: ", gpuErrorText(rc));
   }
   opened_[r] = true;
   XCCL_DEBUG("cuda_ipc", "rank ", rank_, " mapped rank ", r, "'s workspace (", describe(peer), ")");

@@ -210,9 +210,7 @@ void OfiTransport::progressLoop() {
     } catch (const std::exception& e) {
       // Nothing escapes the progress thread: every request fails with the cause instead.
       Error error(ErrorKind::kSystem, detail::concat("ofi progress thread stopped: ", e.what()));
-      std::lock_guard<std::mutex> guard(mutex_);
-      health_.failAllLocked(error);
-      failEverythingLocked(error);
+      failAll(error);
       return;
     }
   }

@@ -122,8 +122,8 @@ class OfiTransport final : public TransportBase {
   void receiveData(const RequestPtr& request, uint8_t* data, int peer, uint64_t dataId);
   void discardData(int peer, uint64_t dataId, uint64_t bytes);
   RequestPtr sendControl(int peer, Kind kind, uint64_t seq, const std::string& text);
-  void failPeer(int peer, const Error& error, bool failAllCollectives);
-  void failEverythingLocked(const Error& error);
+  void failPeerLocked(const PeerLoss& loss, const Error& error) override;
+  void failRequestsLocked(const Error& error) override;
 
   std::unique_ptr<Fabric> fabric_;
   std::unique_ptr<RegistrationCache> cache_;  // destroyed before fabric_ (its MRs need it)

@@ -89,14 +89,7 @@ RequestPtr OfiTransport::isend(int peer, MessageTag tag, const void* data, size_
   bool refused = false;
   RequestPtr request = newSend(peer, tag, bytes, std::move(onDone), &refused);
   if (refused) return request;
-  Header header;
-  header.kind = Kind::kData;
-  header.space = tag.space;
-  header.step = tag.step;
-  header.op = tag.op;
-  header.seq = tag.seq;
-  header.bytes = bytes;
-  return sendMessage(peer, header, data, request);
+  return sendMessage(peer, dataHeader<Header>(tag, bytes), data, request);
 }
 
 RequestPtr OfiTransport::sendControl(int peer, Kind kind, uint64_t seq, const std::string& text) {
@@ -252,44 +245,34 @@ void OfiTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadli
   account();
 }
 
-void OfiTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
-  XCCL_INFO("ofi", error.what());
-  std::lock_guard<std::mutex> guard(mutex_);
-  health_.markFailedLocked(peer, error, failAllCollectives);
+void OfiTransport::failPeerLocked(const PeerLoss& loss, const Error& error) {
   {
     std::lock_guard<std::mutex> ops(opsMutex_);
     for (Op* op : live_) {
-      if (op->peer != peer || op->type == Op::Type::kHeaderRecv) continue;
+      if (op->peer != loss.peer || op->type == Op::Type::kHeaderRecv) continue;
       if (op->request) op->request->failLocked(error);
       // The user's buffer must not be written after its request failed. Under opsMutex_, so
       // the op cannot be finished (freed) meanwhile.
       if (op->type == Op::Type::kDataRecv) fi_cancel(&fabric_->ep()->fid, &op->context);
     }
   }
-  auto shouldFail = [&](int from, TagSpace space) {
-    return from == peer || (failAllCollectives && space == TagSpace::kCollective);
-  };
   for (auto it = posted_.begin(); it != posted_.end();) {
-    if (shouldFail(it->request->peer(), it->request->tag().space)) {
+    if (loss.covers(it->request->peer(), it->request->tag().space)) {
       it->request->failLocked(error);
       it = posted_.erase(it);
     } else {
       ++it;
     }
   }
-  signals_.failLocked(peer, error);
-  completed_.notify_all();
 }
 
-void OfiTransport::failEverythingLocked(const Error& error) {
+void OfiTransport::failRequestsLocked(const Error& error) {
   for (auto& p : posted_) p.request->failLocked(error);
   posted_.clear();
-  signals_.failLocked(-1, error);
   std::lock_guard<std::mutex> ops(opsMutex_);
   for (Op* op : live_) {
     if (op->request) op->request->failLocked(error);
   }
-  completed_.notify_all();
 }
 
 void OfiTransport::abort(const std::string& reason) {

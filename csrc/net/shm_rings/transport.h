@@ -48,8 +48,6 @@ class ShmTransport final : public TransportBase, private FrameSink {
   RequestPtr isend(int peer, MessageTag tag, const void* data, size_t bytes,
                    Completion onDone) override;
   RequestPtr irecv(int peer, MessageTag tag, void* data, size_t bytes, Completion onDone) override;
-  void wait(const std::vector<RequestPtr>& requests, Deadline deadline,
-            const std::string& what) override;
   void abort(const std::string& reason) override;
   // Peers of other hosts answer "" (not asked).
   std::vector<std::string> queryStatus(Deadline deadline) override;
@@ -77,15 +75,15 @@ class ShmTransport final : public TransportBase, private FrameSink {
   void onPayload(int peer, const FrameHeader& header, const FrameTarget& target) override;
   FrameTarget matchDataLocked(int peer, const MessageTag& tag, uint64_t bytes, Inflight& slot);
   void onWriteDone(int peer, const FrameHeader& header, Inflight& slot);
-  void failPeer(int peer, const Error& error, bool failAllCollectives);
-  void failEverythingLocked(const Error& error);
+  std::vector<RequestPtr> dropPeer(int peer) override;
+  void failPeerLocked(const PeerLoss& loss, const Error& error) override;
+  void failRequestsLocked(const Error& error) override;
   // From a catch block of the progress thread: fails every waiter with `what` and the caught
   // exception's text. Never throws.
   void failEverything(const std::string& what) noexcept;
   void sendFrame(int peer, const FrameHeader& header, const void* payload, RequestPtr request);
   void sendControl(int peer, FrameType type, uint64_t seq, uint64_t id, uint32_t op,
                    const std::string& text);
-  void completeAll(const std::vector<RequestPtr>& requests);
   Link& link(int peer) const { return *links_[peer]; }
 
   // Only ranks of this host (reaches()), with this transport's words for the others.

@@ -51,13 +51,7 @@ RequestPtr ShmTransport::isend(int peer, MessageTag tag, const void* data, size_
   bool refused = false;
   RequestPtr request = newSend(peer, tag, bytes, std::move(onDone), &refused);
   if (refused) return request;
-  FrameHeader header;
-  header.space = tag.space;
-  header.step = tag.step;
-  header.seq = tag.seq;
-  header.op = tag.op;
-  header.bytes = bytes;
-  sendFrame(peer, header, data, request);
+  sendFrame(peer, dataHeader<FrameHeader>(tag, bytes), data, request);
   return request;
 }
 
@@ -68,21 +62,6 @@ RequestPtr ShmTransport::irecv(int peer, MessageTag tag, void* data, size_t byte
   auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/false, std::move(onDone));
   receives_.receive(request, static_cast<uint8_t*>(data), health_, mutex_, completed_);
   return request;
-}
-
-void ShmTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadline,
-                        const std::string& what) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  waitForRequests(lock, completed_, requests, deadline, what);
-}
-
-void ShmTransport::completeAll(const std::vector<RequestPtr>& requests) {
-  if (requests.empty()) return;
-  std::lock_guard<std::mutex> guard(mutex_);
-  for (const auto& r : requests) {
-    if (!r->done()) r->completeLocked(r->peer());
-  }
-  completed_.notify_all();
 }
 
 std::unique_ptr<Registration> ShmTransport::registerMemory(void* data, size_t bytes) {
@@ -130,21 +109,18 @@ void ShmTransport::checkPeer(int peer, bool sending) const {
                  " over shared memory (not a rank of this host)");
 }
 
-void ShmTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
-  XCCL_INFO("shm", error.what());
-  std::vector<RequestPtr> sends = links_[peer]->closeSends();
+std::vector<RequestPtr> ShmTransport::dropPeer(int peer) { return links_[peer]->closeSends(); }
+
+void ShmTransport::failPeerLocked(const PeerLoss& loss, const Error& error) {
+  const int peer = loss.peer;
+  landing_[peer] = 0;  // the link is dropped: nothing more is copied from this peer
   Inflight slot = std::move(inflight_[peer]);
   inflight_[peer] = Inflight{};
-  std::lock_guard<std::mutex> guard(mutex_);
-  landing_[peer] = 0;  // the link is dropped: nothing more is copied from this peer
-  health_.markFailedLocked(peer, error, failAllCollectives);
-  auto lost = [&](int from, const MessageTag& tag) {
-    return from == peer || (failAllCollectives && tag.space == TagSpace::kCollective);
-  };
-  for (auto& r : sends) r->failLocked(error);
   if (slot.request) slot.request->failLocked(error);
   if (slot.unexpected && slot.unexpected->waiter) slot.unexpected->waiter->failLocked(error);
-  receives_.failLocked(error, lost);
+  receives_.failLocked(error, [&](int from, const MessageTag& tag) {
+    return loss.covers(from, tag.space);
+  });
   for (auto it = writes_.begin(); it != writes_.end();) {
     if (it->second->peer() == peer) {
       it->second->failLocked(error);
@@ -153,11 +129,9 @@ void ShmTransport::failPeer(int peer, const Error& error, bool failAllCollective
       ++it;
     }
   }
-  signals_.failLocked(peer, error);
-  completed_.notify_all();
 }
 
-void ShmTransport::failEverythingLocked(const Error& error) {
+void ShmTransport::failRequestsLocked(const Error& error) {
   receives_.failWaitingLocked(error);
   for (auto& slot : inflight_) {
     if (slot.request) slot.request->failLocked(error);
@@ -166,8 +140,6 @@ void ShmTransport::failEverythingLocked(const Error& error) {
   }
   for (auto& w : writes_) w.second->failLocked(error);
   writes_.clear();
-  signals_.failLocked(-1, error);
-  completed_.notify_all();
 }
 
 void ShmTransport::failEverything(const std::string& what) noexcept {

@@ -174,7 +174,8 @@ void TcpTransport::finishWriteLocked(int peer, uint64_t id) {
   completed_.notify_all();
 }
 
-// Fails the writes to and the signal waits on `peer` (every peer when -1). mutex_ held.
+// Fails the writes to `peer` (every peer when -1); its signal waits are failPeer's and
+// failEverythingLocked's own step (TransportBase). mutex_ held.
 void TcpTransport::failWritesLocked(int peer, const Error& error) {
   for (auto it = writes_.begin(); it != writes_.end();) {
     if (peer < 0 || it->first.first == peer) {
@@ -184,7 +185,6 @@ void TcpTransport::failWritesLocked(int peer, const Error& error) {
       ++it;
     }
   }
-  signals_.failLocked(peer, error);
 }
 
 }  // namespace xccl::net::tcp

@@ -154,11 +154,10 @@ class TcpTransport final : public TransportBase {
   // `header` holds what every chunk of the message carries (type, tag or write fields).
   void enqueueLocked(Peer& p, const RequestPtr& request, FrameHeader header, const void* data,
                      size_t bytes, std::vector<RequestPtr>* completed, bool flush = true);
-  void failPeer(int peer, const Error& error, bool failAllCollectives);
-  void failAll(const Error& error);
+  std::vector<RequestPtr> dropPeer(int peer) override;
+  void failPeerLocked(const PeerLoss& loss, const Error& error) override;
+  void failRequestsLocked(const Error& error) override;
   void sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload);
-  void failEverythingLocked(const Error& error);
-  void completeAll(const std::vector<RequestPtr>& requests);
   void stopThreads();
   static void lingerUntilClosed(std::vector<pollfd>& fds, Deadline deadline);
 

@@ -130,17 +130,7 @@ void TcpTransport::wait(const std::vector<RequestPtr>& requests, Deadline deadli
   }
 }
 
-void TcpTransport::completeAll(const std::vector<RequestPtr>& requests) {
-  if (requests.empty()) return;
-  std::lock_guard<std::mutex> guard(mutex_);
-  for (const auto& r : requests) {
-    if (!r->done()) r->completeLocked(r->peer());
-  }
-  completed_.notify_all();
-}
-
-void TcpTransport::failPeer(int peer, const Error& error, bool failAllCollectives) {
-  XCCL_INFO("tcp", error.what());
+std::vector<RequestPtr> TcpTransport::dropPeer(int peer) {
   Peer& p = *peers_[peer];
   std::vector<RequestPtr> sends;
   {
@@ -164,30 +154,24 @@ void TcpTransport::failPeer(int peer, const Error& error, bool failAllCollective
     p.retained.clear();
     p.sent.clear();
   }
-  Receiving& r = receiving_[peer];
   // Its links are closed: no chunk is read into registered memory any more.
-  for (auto& slot : r.slots) unpin(slot);
-  std::lock_guard<std::mutex> guard(mutex_);
-  health_.markFailedLocked(peer, error, failAllCollectives);
-  for (auto& r : sends) r->failLocked(error);
-  failWritesLocked(peer, error);
+  for (auto& slot : receiving_[peer].slots) unpin(slot);
+  return sends;
+}
+
+void TcpTransport::failPeerLocked(const PeerLoss& loss, const Error& error) {
+  failWritesLocked(loss.peer, error);
+  Receiving& r = receiving_[loss.peer];
   for (auto& message : r.incoming) {
     if (message.request) message.request->failLocked(error);
   }
   r.clear();
   receives_.failLocked(error, [&](int from, const MessageTag& tag) {
-    return from == peer || (failAllCollectives && tag.space == TagSpace::kCollective);
+    return loss.covers(from, tag.space);
   });
-  completed_.notify_all();
 }
 
-void TcpTransport::failAll(const Error& error) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  health_.failAllLocked(error);
-  failEverythingLocked(error);
-}
-
-void TcpTransport::failEverythingLocked(const Error& error) {
+void TcpTransport::failRequestsLocked(const Error& error) {
   receives_.failLocked(error, [](int, const MessageTag&) { return true; });
   for (auto& r : receiving_) {
     for (auto& message : r.incoming) {
@@ -208,7 +192,6 @@ void TcpTransport::failEverythingLocked(const Error& error) {
   // Called once the progress thread stopped (abort) or is leaving (failAll): it reads into no
   // registered memory any more, so deregistrations need not wait.
   landing_.clear();
-  completed_.notify_all();
 }
 
 void TcpTransport::abort(const std::string& reason) {
