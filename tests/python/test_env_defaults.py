@@ -257,7 +257,7 @@ def _private_environ(monkeypatch):
 
 def test_apply_to_os_environ_records_a_report(monkeypatch, capsys):
     _private_environ(monkeypatch)
-    monkeypatch.setattr(env.plan, "_last_report", None)
+    monkeypatch.setattr(env.decisions, "_last_report", None)
     os.environ.update(XCCL_LOG_LEVEL="info", NCCL_DEBUG="INFO")
     decisions = env.apply_defaults(platform=env.AMD_MI250, facts=Facts())
     assert os.environ["HIP_FORCE_DEV_KERNARG"] == "1"
@@ -271,7 +271,7 @@ def test_apply_to_os_environ_records_a_report(monkeypatch, capsys):
 
 
 def test_report_text_and_json():
-    report = env.plan_defaults(
+    report = env.decide_defaults(
         {"NCCL_DEBUG": "TRACE"}, platform=env.AMD_MI300X, facts=Facts(mec_firmware=200)
     )
     text = env.format_report(report, show_all=True)
@@ -284,7 +284,7 @@ def test_report_text_and_json():
     assert data["platform"] == "amd_mi300x"
     assert {d["name"] for d in data["decisions"] if d["action"] == "set"} >= {"RCCL_MSCCL_ENABLE"}
     with pytest.raises(ValueError, match="unknown platform"):
-        env.plan_defaults({}, platform="tpu", facts=Facts())
+        env.decide_defaults({}, platform="tpu", facts=Facts())
 
 
 def test_user_settings_that_hurt_are_flagged():

@@ -49,7 +49,7 @@ def test_this_host_is_detected_quickly_and_without_torch():
     """On import of xccl this runs before torch: it must not import torch and must be cheap."""
     out = fresh_python(
         FROM_SOURCE + "import time; env = load('env'); t = time.perf_counter(); "
-        "report = env.plan_defaults({}); print(report.platform, "
+        "report = env.decide_defaults({}); print(report.platform, "
         "round(time.perf_counter() - t, 3), 'torch' in sys.modules)"
     )
     platform, seconds, torch_loaded = out[0], float(out[1]), out[2]
@@ -247,7 +247,7 @@ def test_docs_list_every_xccl_variable():
 
 def test_env_command_previews_and_explains(monkeypatch, capsys):
     cli = load("cli")
-    monkeypatch.setattr(env.plan, "_last_report", None)
+    monkeypatch.setattr(env.decisions, "_last_report", None)
     _private_environ(monkeypatch)
     os.environ["NCCL_DEBUG"] = "INFO"
     assert cli.main(["env", "--platform", "amd_mi300x", "--all"]) == 0
@@ -267,7 +267,7 @@ def test_env_command_previews_and_explains(monkeypatch, capsys):
 def test_env_command_shows_what_import_applied(monkeypatch, capsys):
     cli = load("cli")
     _private_environ(monkeypatch)
-    monkeypatch.setattr(env.plan, "_last_report", None)
+    monkeypatch.setattr(env.decisions, "_last_report", None)
     env.apply_defaults(platform=env.AMD_MI250, facts=Facts())
     assert cli.main(["env"]) == 0
     out = capsys.readouterr().out
