@@ -329,6 +329,20 @@ GpuPlan planGpu(const GpuRequest& request, const topo::Topology& topology,
   return Planner(request, topology, tunables).plan();
 }
 
+uint8_t gpuCallFlags(const GpuRequest& request) {
+  return (request.evenSplits ? kEvenSplits : 0) | (request.vendorReduces ? kVendorReduces : 0) |
+         (request.coalescing ? kCoalescing : 0) | (request.ipcRefused ? kIpcRefused : 0) |
+         (request.vendorAvailable ? kVendorAvailable : 0);
+}
+
+void setGpuCallFlags(GpuRequest& request, uint8_t flags) {
+  request.evenSplits = (flags & kEvenSplits) != 0;
+  request.vendorReduces = (flags & kVendorReduces) != 0;
+  request.coalescing = (flags & kCoalescing) != 0;
+  request.ipcRefused = (flags & kIpcRefused) != 0;
+  request.vendorAvailable = (flags & kVendorAvailable) != 0;
+}
+
 const char* gpuCollectiveName(GpuCollective collective) {
   switch (collective) {
     case GpuCollective::kAllReduce: return "all_reduce";

@@ -113,6 +113,18 @@ struct GpuPlan {
   std::string reason;  // one line: the rule that decided, with the numbers it compared
 };
 
+// The request's booleans that vary between the calls of one group, as bits (a set bit: the field
+// of that name is true): what a plan cache keys on beside the collective, size, dtype and op.
+enum GpuCallFlag : uint8_t {
+  kEvenSplits = 1,
+  kVendorReduces = 2,
+  kCoalescing = 4,
+  kIpcRefused = 8,
+  kVendorAvailable = 16,
+};
+uint8_t gpuCallFlags(const GpuRequest& request);
+void setGpuCallFlags(GpuRequest& request, uint8_t flags);
+
 // Throws kInvalidArgument for a malformed request (world, hosts or ranksPerGpu below 1, more
 // hosts than ranks, GPU indices the topology does not have).
 GpuPlan planGpu(const GpuRequest& request, const topo::Topology& topology,

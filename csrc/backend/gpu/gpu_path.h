@@ -169,7 +169,7 @@ class GpuPath final : public GpuSide {
   struct PlanKey {
     size_t bytes;
     uint8_t collective, dtype, op;
-    uint8_t flags;  // evenSplits, vendorReduces, coalescing, ipcRefused, vendorAvailable
+    uint8_t flags;  // algo::gpuCallFlags
     bool operator==(const PlanKey& o) const {
       return bytes == o.bytes && collective == o.collective && dtype == o.dtype && op == o.op &&
              flags == o.flags;
@@ -180,13 +180,6 @@ class GpuPath final : public GpuSide {
       return std::hash<size_t>()(k.bytes) ^ (size_t{k.collective} << 1 | size_t{k.dtype} << 9 |
                                              size_t{k.op} << 17 | size_t{k.flags} << 25);
     }
-  };
-  enum PlanFlag : uint8_t {
-    kEvenSplits = 1,
-    kVendorReduces = 2,
-    kCoalescing = 4,
-    kIpcRefused = 8,
-    kVendorAvailable = 16,
   };
   // The plan for `key`: a hash lookup, or algo::planGpu on groupRequest_ plus the key's part.
   algo::GpuPlan cachedPlan(const PlanKey& key);

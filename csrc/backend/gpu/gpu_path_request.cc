@@ -12,26 +12,28 @@ namespace xccl::backend {
 
 algo::GpuPlan GpuPath::planFor(algo::GpuCollective collective, size_t bytes, DataType dtype,
                                ReduceOp op, bool evenSplits, bool vendorReduces) {
-  uint8_t flags = (evenSplits ? kEvenSplits : 0) | (vendorReduces ? kVendorReduces : 0) |
-                  (coalescing_ ? kCoalescing : 0);
+  algo::GpuRequest call;
+  call.evenSplits = evenSplits;
+  call.vendorReduces = vendorReduces;
+  call.coalescing = coalescing_;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (!ipcRefused_.empty()) flags |= kIpcRefused;
-    if (!vendorTried_ || vendor_) flags |= kVendorAvailable;
+    call.ipcRefused = !ipcRefused_.empty();
+    call.vendorAvailable = !vendorTried_ || vendor_;
   }
   PlanKey key{bytes, static_cast<uint8_t>(collective), static_cast<uint8_t>(dtype),
-              static_cast<uint8_t>(op), flags};
+              static_cast<uint8_t>(op), algo::gpuCallFlags(call)};
   algo::GpuPlan plan = cachedPlan(key);
   const char* name = algo::gpuCollectiveName(collective);
   // The first kernel-route call creates the workspace (a step every rank takes alike, as every
   // rank planned alike); the first vendor-route call of a group whose ranks share a GPU creates
   // the vendor group. Where that failed, the group knows more and plans again.
   if (plan.route == algo::GpuRoute::kKernel && workspaceOrNull(name) == nullptr) {
-    key.flags |= kIpcRefused;
+    key.flags |= algo::kIpcRefused;
     plan = cachedPlan(key);
   }
   if (plan.route == algo::GpuRoute::kVendor && vendorGroup(name) == nullptr) {
-    key.flags &= ~kVendorAvailable;
+    key.flags &= ~algo::kVendorAvailable;
     plan = cachedPlan(key);
   }
   XCCL_DEBUG("backend", name, " ", bytes, " B: ", algo::gpuRouteName(plan.route), " ", plan.name,
@@ -53,11 +55,7 @@ algo::GpuPlan GpuPath::cachedPlan(const PlanKey& key) {
   request.bytes = key.bytes;
   request.dtype = static_cast<DataType>(key.dtype);
   request.op = static_cast<ReduceOp>(key.op);
-  request.evenSplits = key.flags & kEvenSplits;
-  request.vendorReduces = key.flags & kVendorReduces;
-  request.coalescing = key.flags & kCoalescing;
-  request.ipcRefused = key.flags & kIpcRefused;
-  request.vendorAvailable = key.flags & kVendorAvailable;
+  algo::setGpuCallFlags(request, key.flags);
   algo::GpuPlan plan = algo::planGpu(request, thisMachine(), tunables_);
   if (plans_.size() >= kMaxCachedPlans) plans_.clear();  // bounded: a sweep over many sizes
   plans_.emplace(key, plan);

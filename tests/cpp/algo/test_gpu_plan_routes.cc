@@ -10,15 +10,13 @@
 namespace xccl::algo {
 namespace {
 
-enum Flag : unsigned {
-  kNone = 0,
-  kCoalescing = 1,
-  kNoVendorReduce = 2,
-  kNoVendor = 4,
-  kKernelsDoNotFit = 8,
-  kIpcRefused = 16,
-  kUneven = 32,
-};
+// A row's flags: the per-call flags (algo::GpuCallFlag) it flips in a default request, named
+// for what the flip means, and kKernelsDoNotFit (the group's kernelsFit, false).
+constexpr unsigned kNone = 0;
+constexpr unsigned kUneven = kEvenSplits;
+constexpr unsigned kNoVendorReduce = kVendorReduces;
+constexpr unsigned kNoVendor = kVendorAvailable;
+constexpr unsigned kKernelsDoNotFit = 1u << 8;
 
 struct Row {
   GpuCollective collective;
@@ -82,12 +80,8 @@ TEST(GpuPlanRoutes, EveryRow) {
     r.dtype = DataType::kBFloat16;
     r.worldSize = row.world;
     r.ranksPerGpu = row.ranksPerGpu;
-    r.coalescing = (row.flags & kCoalescing) != 0;
-    r.vendorReduces = (row.flags & kNoVendorReduce) == 0;
-    r.vendorAvailable = (row.flags & kNoVendor) == 0;
+    setGpuCallFlags(r, gpuCallFlags(r) ^ (row.flags & 0xff));
     r.kernelsFit = (row.flags & kKernelsDoNotFit) == 0;
-    r.ipcRefused = (row.flags & kIpcRefused) != 0;
-    r.evenSplits = (row.flags & kUneven) == 0;
     const GpuPlan plan = planGpu(r, h100, tunables);
     const std::string where = std::string(gpuCollectiveName(row.collective)) + " " +
                               std::to_string(row.bytes) + " B, world " + std::to_string(row.world) +
@@ -98,6 +92,18 @@ TEST(GpuPlanRoutes, EveryRow) {
     EXPECT_EQ(plan.name, row.name) << where;
     EXPECT_EQ(plan.route == GpuRoute::kKernel, plan.kernel != GpuKernel::kNone) << where;
     EXPECT_FALSE(plan.reason.empty()) << where;
+  }
+}
+
+// The plan cache's key (backend/gpu/gpu_path.h) holds a request's per-call booleans as these
+// bits: every combination must come back as the same request fields.
+TEST(GpuPlanRoutes, CallFlagsRoundTrip) {
+  for (unsigned flags = 0; flags < 32; ++flags) {
+    GpuRequest r;
+    setGpuCallFlags(r, static_cast<uint8_t>(flags));
+    EXPECT_EQ(gpuCallFlags(r), flags);
+    EXPECT_EQ(r.coalescing, (flags & kCoalescing) != 0) << flags;
+    EXPECT_EQ(r.vendorAvailable, (flags & kVendorAvailable) != 0) << flags;
   }
 }
 
