@@ -16,16 +16,14 @@
 #include "ofi_harness.h"
 #include "one_sided_testing.h"
 
-namespace xccl {
+namespace xccl::net::ofi {
 namespace {
 
-using net::MessageTag;
-using net::TagSpace;
 using testing::errorOf;
 using testing::ofiP2p;
 using testing::ofiSoon;
 using testing::runOfiRanks;
-using Ofi = net::ofi::OfiTransport;
+using Ofi = OfiTransport;
 
 constexpr size_t kEager = net::ofi::kEagerBytes;  // larger payloads travel on their own
 
@@ -385,4 +383,4 @@ TEST(OfiCache, BoundedWithLruEviction) {
 }
 
 }  // namespace
-}  // namespace xccl
+}  // namespace xccl::net::ofi

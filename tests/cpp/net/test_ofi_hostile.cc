@@ -16,15 +16,13 @@
 #include "net/ofi/wire.h"
 #include "ofi_harness.h"
 
-namespace xccl {
+namespace xccl::net::ofi {
 namespace {
 
-using net::MessageTag;
-using net::TagSpace;
 using testing::errorOf;
 using testing::ofiP2p;
 using testing::ofiSoon;
-using Ofi = net::ofi::OfiTransport;
+using Ofi = OfiTransport;
 
 // An endpoint outside the group on the same provider, aimed at one rank's endpoint (its name read
 // from the store, where the ranks publish it): what anyone who can reach that endpoint, or a
@@ -230,4 +228,4 @@ TEST(OfiHostile, RegistrationKeysAreNotSequential) {
 }
 
 }  // namespace
-}  // namespace xccl
+}  // namespace xccl::net::ofi

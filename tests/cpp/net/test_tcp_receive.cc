@@ -7,13 +7,8 @@
 #include "harness.h"
 #include "net/tcp/receive_state.h"
 
-namespace xccl {
+namespace xccl::net::tcp {
 namespace {
-
-using net::tcp::FrameHeader;
-using net::tcp::FrameType;
-using net::tcp::Incoming;
-using net::tcp::ReceiveState;
 
 // Every message lands in a buffer of its own; completions are counted.
 struct FakeOwner : net::tcp::ReceiveOwner {
@@ -182,4 +177,4 @@ TEST(TcpReceive, UnexpectedMessagePastTheLimitFailsThePeer) {
 }
 
 }  // namespace
-}  // namespace xccl
+}  // namespace xccl::net::tcp
