@@ -39,13 +39,13 @@ GpuPath::GpuPath(GroupCore& group, Side& cpu, int device)
   StoreAdapter store(group_.store(), "xccl/");
   placement_ = exchangePlacement(store, group_.rank(), group_.size(), device, group_.timeout());
   maxBlocks_ =
-      rules::sharedGpuMaxBlocks(placement_.blocksPerSm, placement_.smCount, placement_.ranksPerGpu);
+      algo::sharedGpuMaxBlocks(placement_.blocksPerSm, placement_.smCount, placement_.ranksPerGpu);
   groupRequest_.worldSize = group_.size();
   groupRequest_.hosts = placement_.hosts;
   groupRequest_.ranksPerGpu = placement_.ranksPerGpu;
   groupRequest_.gpus = placement_.gpus;
-  groupRequest_.kernelsFit = maxBlocks_ != rules::kCannotFit;
-  if (maxBlocks_ == rules::kCannotFit) {
+  groupRequest_.kernelsFit = maxBlocks_ != algo::kCannotFit;
+  if (maxBlocks_ == algo::kCannotFit) {
     XCCL_WARN("backend", placement_.ranksPerGpu, " ranks share a GPU of ", placement_.smCount,
               " SMs: too few for every rank's kernel blocks at once; GPU collectives go through "
               "host memory");
@@ -253,9 +253,9 @@ Side::WorkPtr GpuPath::alltoall_base(at::Tensor& output, at::Tensor& input,
   checkHealthy(name);
   const int size = group_.size();
   auto rows = [](const at::Tensor& t) { return t.dim() == 0 ? int64_t{1} : t.size(0); };
-  // Torch's equal form only (rules::kernelAllToAll): explicit split lists go to NCCL/RCCL.
-  const bool even = rules::kernelAllToAll(rows(input), input.numel(), rows(output), output.numel(),
-                                          inputSplits, outputSplits, size);
+  // Torch's equal form only (algo::kernelAllToAll): explicit split lists go to NCCL/RCCL.
+  const bool even = algo::kernelAllToAll(rows(input), input.numel(), rows(output), output.numel(),
+                                         inputSplits, outputSplits, size);
   const size_t bytes = byteSize(input);
   const algo::GpuPlan plan =
       planFor(algo::GpuCollective::kAllToAll, bytes, DataType::kUInt8, ReduceOp::kSum, even);

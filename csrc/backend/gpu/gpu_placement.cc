@@ -42,10 +42,10 @@ Placement exchangePlacement(net::Store& store, int rank, int size, int device,
   const std::string bus = busIdOf(device);
   const int sms = attribute(gpuDevAttrMultiProcessorCount, device);
   const int perSm =
-      rules::residentBlocksPerSm(kernels::kThreadsPerBlock,
-                                 attribute(gpuDevAttrMaxThreadsPerMultiProcessor, device),
-                                 attribute(gpuDevAttrMaxRegistersPerMultiprocessor, device),
-                                 attribute(gpuDevAttrMaxRegistersPerBlock, device));
+      algo::residentBlocksPerSm(kernels::kThreadsPerBlock,
+                                attribute(gpuDevAttrMaxThreadsPerMultiProcessor, device),
+                                attribute(gpuDevAttrMaxRegistersPerMultiprocessor, device),
+                                attribute(gpuDevAttrMaxRegistersPerBlock, device));
   // One record per rank: host, bus id, SM count, blocks per SM (host names hold no newline).
   const std::vector<std::string> all =
       net::Bootstrap(store, "", rank, size, timeout)

@@ -15,8 +15,8 @@ struct Placement {
   std::vector<int> gpus;  // topology indices of this host's ranks' GPUs (empty: not listed)
   bool sameHost = true;   // every rank on this host
   // The smallest SM count of the group's GPUs and the fewest kernel blocks one of their SMs is
-  // sure to hold (rules::residentBlocksPerSm): the minimum over all ranks, so the grid cap for
-  // ranks that share a GPU (rules::sharedGpuMaxBlocks) is the same on every rank.
+  // sure to hold (algo::residentBlocksPerSm): the minimum over all ranks, so the grid cap for
+  // ranks that share a GPU (algo::sharedGpuMaxBlocks) is the same on every rank.
   int smCount = 0;
   int blocksPerSm = 1;
 };

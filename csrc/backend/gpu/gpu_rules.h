@@ -1,5 +1,6 @@
-// Decisions of the GPU side (gpu_path.cc and its parts) that need neither CUDA nor torch: pure
-// functions of what every rank knows alike, unit-tested on CPU (tests/cpp/backend).
+// What the GPU side (gpu_path.cc and its parts) does with the planner's decisions (algo/gpu_plan.h
+// decides; the grid cap and the all_to_all kernel rule are there too), in pure functions that need
+// neither CUDA nor torch, unit-tested on CPU (tests/cpp/backend).
 //
 // Each one feeds a choice that must be identical on every rank of a group (the grid of a kernel,
 // the route of a call) or that orders a group's calls across its three routes; keeping them here
@@ -28,14 +29,6 @@ inline kernels::Algorithm allReduceAlgorithm(algo::GpuKernel kernel) {
   XCCL_THROW(ErrorKind::kInvalidArgument, algo::gpuKernelName(kernel),
              " is not an all-reduce kernel");
 }
-
-// The grid cap when ranks share a GPU and when all_to_all_single may run the kernel are the
-// planner's decisions (algo/gpu_plan.h); the names stay usable here.
-using algo::kCannotFit;
-using algo::kernelAllToAll;
-using algo::kNoCap;
-using algo::residentBlocksPerSm;
-using algo::sharedGpuMaxBlocks;
 
 // ---- Issue order across routes ----
 //

@@ -107,11 +107,10 @@ kernels::LaunchShape VirtualRanks::shape() const {
            "DeviceGetAttribute");
   gpuCheck(XCCL_RT(DeviceGetAttribute)(&regsPerBlock, gpuDevAttrMaxRegistersPerBlock, device),
            "DeviceGetAttribute");
-  const int perSm = backend::rules::residentBlocksPerSm(kernels::kThreadsPerBlock, threads,
-                                                        regsPerSm, regsPerBlock);
-  const int cap = backend::rules::sharedGpuMaxBlocks(perSm, smCount_, world_);
-  XCCL_CHECK(cap != backend::rules::kCannotFit, world_, " virtual ranks do not fit on ", smCount_,
-             " SMs");
+  const int perSm =
+      algo::residentBlocksPerSm(kernels::kThreadsPerBlock, threads, regsPerSm, regsPerBlock);
+  const int cap = algo::sharedGpuMaxBlocks(perSm, smCount_, world_);
+  XCCL_CHECK(cap != algo::kCannotFit, world_, " virtual ranks do not fit on ", smCount_, " SMs");
   return kernels::LaunchShape{cap};
 }
 
