@@ -8,6 +8,7 @@ this check `pip install .` would get as far as setup.py's CMake step and fail th
 traceback about a missing module. An sdist needs no torch and is left alone.
 """
 
+import functools
 import importlib.util
 
 from setuptools import build_meta as _setuptools
@@ -30,31 +31,23 @@ def _require_torch() -> None:
         raise SystemExit(NO_TORCH)
 
 
-def get_requires_for_build_wheel(config_settings=None):
-    _require_torch()  # pip's first call: the message comes before anything is built
-    return _setuptools.get_requires_for_build_wheel(config_settings)
+def _needing_torch(hook):
+    """setuptools' `hook`, stopping first with NO_TORCH when torch cannot be imported."""
+
+    @functools.wraps(hook)
+    def checked(*args, **kwargs):
+        _require_torch()
+        return hook(*args, **kwargs)
+
+    return checked
 
 
-def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
-    _require_torch()
-    return _setuptools.prepare_metadata_for_build_wheel(metadata_directory, config_settings)
-
-
-def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    _require_torch()
-    return _setuptools.build_wheel(wheel_directory, config_settings, metadata_directory)
-
-
-def get_requires_for_build_editable(config_settings=None):
-    _require_torch()
-    return _setuptools.get_requires_for_build_editable(config_settings)
-
-
-def prepare_metadata_for_build_editable(metadata_directory, config_settings=None):
-    _require_torch()
-    return _setuptools.prepare_metadata_for_build_editable(metadata_directory, config_settings)
-
-
-def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
-    _require_torch()
-    return _setuptools.build_editable(wheel_directory, config_settings, metadata_directory)
+# pip's first call is get_requires_for_build_wheel: the message comes before anything is built.
+get_requires_for_build_wheel = _needing_torch(_setuptools.get_requires_for_build_wheel)
+prepare_metadata_for_build_wheel = _needing_torch(_setuptools.prepare_metadata_for_build_wheel)
+build_wheel = _needing_torch(_setuptools.build_wheel)
+get_requires_for_build_editable = _needing_torch(_setuptools.get_requires_for_build_editable)
+prepare_metadata_for_build_editable = _needing_torch(
+    _setuptools.prepare_metadata_for_build_editable
+)
+build_editable = _needing_torch(_setuptools.build_editable)
