@@ -397,14 +397,16 @@ stage_shared() {
 stage_perf() {
   local rc
   ((ext_ok)) || { state="not run" note="no extension (see the build stage)"; return; }
-  # gpu_bench.py shares its time out itself (least valuable mode dropped first); 10 s are kept
-  # for its tables.
+  # gpu_bench.py shares its time out itself (least valuable mode dropped first); it may overrun
+  # its limit by 10 s ending a run, and 5 s are kept for its tables.
   bounded python3 "$here/gpu_bench.py" --out "$work/perf" --one-gpu \
-    --time-limit $((stage_deadline - SECONDS - 10))
+    --time-limit $((stage_deadline - SECONDS - 15))
   rc=$?
   [[ -s "$work/perf/gpu_bench.md" ]] && cp "$work/perf/gpu_bench.md" "$out_dir/bench.md"
   if ((rc == 0)); then
     state=ok note="tables in bench.md"
+  elif ((rc == 4)); then
+    state=partial note="a mode was left out for lack of time (bench.md says which)"
   elif timed_out "$rc"; then
     state=partial note="timed out; the runs that finished are in bench.md"
   else
@@ -418,7 +420,7 @@ stage_multi() {
   # Two thirds of the time for the table across GPUs, the rest for the spread tests.
   local bench_s=$(((stage_deadline - SECONDS) * 2 / 3))
   bounded python3 "$here/gpu_bench.py" --out "$work/multi" --nranks "$gpu_count" \
-    --time-limit $((bench_s - 10))
+    --time-limit $((bench_s - 15))
   rc=$?
   [[ -s "$work/multi/gpu_bench.md" ]] && cp "$work/multi/gpu_bench.md" "$out_dir/bench_multi.md"
   local bench_note="gpu_bench rc $rc"
@@ -428,7 +430,7 @@ stage_multi() {
   local prc=$?
   verdict "$prc" "$(tail -n +"$start_line" "$stage_log" | planner tally pytest /dev/stdin)"
   note="$bench_note (bench_multi.md); spread tests: $note"
-  ((rc != 0)) && ! timed_out "$rc" && state=FAIL
+  ((rc != 0 && rc != 4)) && ! timed_out "$rc" && state=FAIL
 }
 
 # Tests replace stages here (fake commands on a machine without a GPU).
