@@ -212,6 +212,12 @@ def copy_roofline_gbps(torch) -> float:
     return COPY_BYTES / sorted(times)[len(times) // 2] / 1e9
 
 
+def markdown_module():
+    from xccl.bench import markdown  # the installed package, as the runs used
+
+    return markdown
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     os.makedirs(args.out, exist_ok=True)
@@ -291,7 +297,7 @@ def main(argv=None) -> int:
     if args.dry_run:
         return 0
     table = os.path.join(args.out, "gpu_bench.md")
-    from xccl.bench import markdown  # the installed package, as the runs used
+    markdown = markdown_module()
 
     runs = []
     for mode, path in finished:

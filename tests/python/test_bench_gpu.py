@@ -325,3 +325,22 @@ def test_one_gpu_tables_say_nccl_cannot_run_and_world_one_is_no_comparison():
     assert "world size 1: no byte crosses a link" in text and "not a comparison" in text
     # No issue-9 verdicts against NCCL at world size 1.
     assert "target <= 0.5" not in text and "slower than NCCL" not in text
+
+
+def test_a_short_time_limit_runs_the_most_valuable_mode(tmp_path, monkeypatch, capsys):
+    bench = gpu_bench()
+    ran = []
+
+    def fake_run(command, **kwargs):
+        ran.append(command[command.index("--json") + 1].rsplit("/", 1)[-1].split(".")[0])
+        with open(command[command.index("--json") + 1], "w", encoding="utf-8") as f:
+            json.dump({"meta": META, "results": [record("all_reduce", 8, 10.0, 25.0)]}, f)
+        return bench.subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    monkeypatch.setattr(bench, "markdown_module", lambda: markdown)
+    status = bench.main(["--nranks", "8", "--out", str(tmp_path), "--time-limit", "40"])
+    assert ran == ["auto"]  # not the least valuable one
+    assert status == 4  # nothing failed; modes were left out for lack of time
+    table = (tmp_path / "gpu_bench.md").read_text()
+    assert "### eager, xccl's own plan" in table and "left out: 40 s cannot give it" in table
