@@ -19,7 +19,8 @@
 #            (every collective x dtype x op exact against a host reference, graph capture and
 #            replay, the hardening tests)
 #   d perf   benchmarks/gpu_bench.py's one-GPU modes: kernel-route latency and busbw 8 B-256 MiB
-#            for 2 and 4 ranks on the GPU against its copy roofline, NCCL at world size 1
+#            for 2 and 4 ranks on the GPU against its copy roofline, NCCL at world size 1 (no
+#            comparison, and said so); then, with time left, xccl_kernel_bench --quick
 #   e multi  with two or more GPUs: gpu_bench.py across the GPUs (xccl vs NCCL) and the Python
 #            GPU tests with ranks spread over the GPUs
 # Each stage runs within its own limit: what is left of the budget less the budgets of the stages
@@ -319,7 +320,8 @@ stage_build() {
   fi
   # The same build folder: only the GoogleTest sources are left to compile.
   if [[ -d "$build/tests/cpp/gpu" ]]; then
-    bounded cmake --build "$build" -j "$jobs" --target test_gpu_kernels test_cuda_ipc
+    bounded cmake --build "$build" -j "$jobs" --target test_gpu_kernels test_cuda_ipc \
+      xccl_kernel_bench
     rc=$?
     if ((rc != 0)); then
       state=FAIL note="$note; GoogleTests: $(timed_out "$rc" && echo timed out || echo "FAILED (rc $rc)")"
@@ -403,6 +405,21 @@ stage_perf() {
     --time-limit $((stage_deadline - SECONDS - 15))
   rc=$?
   [[ -s "$work/perf/gpu_bench.md" ]] && cp "$work/perf/gpu_bench.md" "$out_dir/bench.md"
+  # Time left: the kernels alone with virtual ranks (one process, so no time-slicing), against
+  # the copy rate it measures itself; its table joins bench.md.
+  local kbench="$build/tests/cpp/gpu/xccl_kernel_bench" krc
+  if [[ -x "$kbench" ]] && ((stage_deadline - SECONDS >= 20)); then
+    bounded "$kbench" --quick --worlds 2,4 --csv "$work/perf/kernel_bench.csv"
+    krc=$?
+    {
+      echo
+      echo "### kernels alone: 2 and 4 virtual ranks (xccl_kernel_bench --quick, exit status $krc)"
+      echo
+      echo '```'
+      sed -n '/HBM roofline/,$p' "$stage_log"
+      echo '```'
+    } >>"$out_dir/bench.md"
+  fi
   if ((rc == 0)); then
     state=ok note="tables in bench.md"
   elif ((rc == 4)); then
