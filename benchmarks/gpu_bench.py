@@ -76,7 +76,7 @@ MULTI_GPU_MODES = ("auto", "graph", "kernel", "vendor")
 ONE_GPU_MODES = ("share2", "share4", "world1")
 # Seconds a mode needs to give any table: rank start-up, the groups and NCCL's communicator take
 # ~10-20 s on several GPUs; the one-GPU sweeps are shorter.
-MIN_RUN_S = {"share2": 25, "share4": 25, "world1": 15}
+MIN_RUN_S = {"share2": 20, "share4": 20, "world1": 15}
 DEFAULT_MIN_RUN_S = 30
 LABELS = {
     "auto": "eager, xccl's own plan (XCCL_GPU_ALGO unset)",

@@ -259,7 +259,8 @@ def test_gpu_bench_leaves_out_the_least_valuable_modes_first():
     assert bench.keep_modes(modes, 4 * bench.DEFAULT_MIN_RUN_S) == (modes, [])
     assert bench.keep_modes(modes, 10) == ([], modes)
     one = list(bench.ONE_GPU_MODES)
-    assert bench.keep_modes(one, 55) == (["share2", "share4"], ["world1"])
+    assert bench.keep_modes(one, 45) == (["share2", "share4"], ["world1"])
+    assert bench.keep_modes(one, 30) == (["share2"], ["share4", "world1"])
 
 
 def test_gpu_bench_one_gpu_modes_share_the_gpu_on_the_kernel_route_without_nccl():
