@@ -101,6 +101,7 @@ declare -a names=() titles=() budgets=() states=() times=() notes=()
 current=-1  # index of the stage running now
 children=()  # background commands of the running stage (process-group leaders: timeout(1))
 gpu_count=0 gpu_name="" archs="${XCCL_CUDA_ARCHS:-}" header="" ext_ok=0 exit_status=0
+stage_log="" stage_t0=0 stage_deadline=0
 
 add_stage() {  # add_stage NAME TITLE BUDGET STATE [NOTE]
   names+=("$1") titles+=("$2") budgets+=("$3") states+=("$4") times+=("") notes+=("${5:-}")
@@ -485,6 +486,9 @@ load_plan() {  # load_plan GPUS: every stage after the first (already run) is re
 load_plan 1
 run_stage gpu
 if [[ "${states[0]}" != ok ]]; then
+  for i in "${!states[@]}"; do
+    [[ "${states[$i]}" == planned ]] && states[i]="not run" && notes[i]="no GPU"
+  done
   exit_status=3
   exit 3
 fi
