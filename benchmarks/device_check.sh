@@ -143,7 +143,11 @@ pack_logs() {
 finish() {
   local rc=$1 why=$2 i pid
   trap - EXIT TERM INT HUP
-  for pid in "${children[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
+  # Every background command of this shell, also one started a moment before the signal and not
+  # yet in children: its group when timeout(1) has made one, else the process itself.
+  for pid in "${children[@]}" $(jobs -p); do
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+  done
   if ((current >= 0)) && [[ "${states[$current]}" == running ]]; then
     states[current]="cut off"
     times[current]=$((SECONDS - stage_t0))

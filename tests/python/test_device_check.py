@@ -159,7 +159,9 @@ def test_summary_records_a_failed_and_a_timed_out_stage_and_the_rest_still_runs(
 
 def test_summary_is_written_when_the_run_is_terminated_mid_stage(fake):
     env, out = fake
-    env["FAKE_SLEEP"] = "60"
+    # A duration no other process on the machine uses: the leftover check looks for it alone.
+    sleep = f"60.{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
+    env["FAKE_SLEEP"] = sleep
     proc = subprocess.Popen(
         ["bash", SCRIPT, "--out", str(out)],
         env={**os.environ, **env},
@@ -180,8 +182,8 @@ def test_summary_is_written_when_the_run_is_terminated_mid_stage(fake):
     assert table["c shared"][0] == "cut off" and "SIGTERM" in table["c shared"][1]
     assert table["d perf"] == ("not run", "terminated (SIGTERM) before it started")
     assert table["b kernels"][0] == "FAIL"  # what finished before stays
-    # The stage's command (sleep 60) was ended with it.
-    leftover = subprocess.run(["pgrep", "-f", "sleep 60"], capture_output=True, text=True)
+    # The stage's command (the sleep) was ended with it.
+    leftover = subprocess.run(["pgrep", "-f", f"sleep {sleep}"], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", leftover.stdout
 
 
