@@ -322,6 +322,7 @@ def test_one_gpu_tables_say_nccl_cannot_run_and_world_one_is_no_comparison():
     # 256 MiB in 1000 us: 268.4 GB/s algbw; busbw x 1.75 (the record's factor) = 469.8 GB/s.
     assert "| all_reduce | 256 MiB | 1000 | 268.4 | 469.8 | 0.23 | n/a | PASS |" in text
     assert "NCCL cannot run several ranks on one GPU" in text
+    assert "2 ranks sharing one NVIDIA H200, float32" in text
     assert "Copy roofline of this GPU, measured in the same run: 2000 GB/s" in text
     assert "world size 1: no byte crosses a link" in text and "not a comparison" in text
     # No issue-9 verdicts against NCCL at world size 1.

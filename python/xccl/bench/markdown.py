@@ -158,8 +158,9 @@ def describe_run(meta: dict) -> str:
         timing = f"batch of {method.get('batch_calls')} calls per synchronize"
     graph = method.get("graph_calls")
     mode = f"CUDA graph of {graph} calls per replay" if graph else "eager"
+    where = "sharing one" if meta.get("share_gpu") else "on"
     return (
-        f"{meta.get('nranks')} ranks on {meta.get('device')}, {meta.get('dtype')}, "
+        f"{meta.get('nranks')} ranks {where} {meta.get('device')}, {meta.get('dtype')}, "
         f"XCCL_GPU_ALGO={route}, {mode}, timing: {timing}"
     )
 
