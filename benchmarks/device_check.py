@@ -54,15 +54,14 @@ STAGES = (
         "shared",
         "c",
         105,
-        "2 and 4 ranks sharing the GPU, kernel route: collective x dtype x op exact, "
-        "graphs, hardening (tests/python/test_gpu*.py)",
+        "ranks sharing the GPU, kernel route: tests/python/test_gpu*.py (matrix, graphs, ...)",
         45,
     ),
     Stage(
         "perf",
         "d",
         60,
-        "one GPU: kernel-route latency and busbw 8 B-256 MiB, 2 and 4 ranks, vs copy roofline",
+        "kernel-route latency, busbw 8 B-256 MiB, 2 and 4 ranks on the GPU vs copy rate",
         25,
     ),
     Stage(
