@@ -45,7 +45,7 @@ GRAPH_CALLS = 20  # K: all_reduce calls captured in one graph
 GRAPH_BYTES = 1 << 10
 GRAPH_REPLAYS = 50  # replays per timed block
 BACKENDS = ("xccl", "nccl")
-TABLE_MARK = "== gpu_overhead"  # benchmarks/device_check.sh prints from this line on
+TABLE_MARK = "== gpu_overhead"  # where the tables start in the output
 
 _current = {"row": "start-up"}
 
