@@ -261,7 +261,7 @@ run_stage() {  # run_stage NAME
 stage_gpu() {
   local line torch_line
   line="$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null | head -n1)"
-  torch_line="$(timeout 60 python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.device_count(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")' 2>>"$stage_log" | tail -n1)"
+  torch_line="$(timeout $((stage_deadline - SECONDS)) python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.device_count(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")' 2>>"$stage_log" | tail -n1)"
   gpu_count="$(awk '{print $3}' <<<"$torch_line")"
   [[ "$gpu_count" =~ ^[0-9]+$ ]] || gpu_count="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
   gpu_name="$(cut -d, -f1 <<<"$line")"
