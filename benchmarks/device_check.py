@@ -244,7 +244,9 @@ def tally_gtest(text: str) -> Tally:
         if m:
             running = m.group(1)
             continue
-        m = re.match(r"^\[ *(OK|FAILED|SKIPPED) *\] (\S+\.\S+?)(?: \(\d+ ms\))?$", line)
+        # "[  FAILED  ] Suite/Test.Case/W2, where GetParam() = ... (5 ms)": the name is the
+        # first word; the summary's repeated names come after the last RUN has finished.
+        m = re.match(r"^\[ *(OK|FAILED|SKIPPED) *\] (\S+?),? ", line + " ")
         if m and m.group(2) == running:
             done[running] = m.group(1)
             running = None

@@ -231,8 +231,11 @@ def test_tally_counts_tests_not_reached_as_not_run():
             "[       OK ] GpuTest.A (5 ms)",
             "[ RUN      ] GpuTest.B",
             "[  SKIPPED ] GpuTest.B (0 ms)",
+            "[ RUN      ] K/AllReduceTest.Bitwise/W2_OneShot_float32",
+            "[  FAILED  ] K/AllReduceTest.Bitwise/W2_OneShot_float32, where GetParam() = "
+            "(2, 4-byte object <00-00 00-00>, 4-byte object <00-00 00-00>) (7 ms)",
             "[ RUN      ] GpuTest.C",
         ]
     )
     t = p.tally_gtest(gtest)
-    assert t.line() == "1 passed, 0 failed, 1 skipped, 2 not run (cut off in GpuTest.C)"
+    assert t.line() == "1 passed, 1 failed, 1 skipped, 1 not run (cut off in GpuTest.C)"
