@@ -158,7 +158,8 @@ def shell_plan(gpus: int, budget_s: int) -> str:
 
 # -- tallies -------------------------------------------------------------------------------------
 
-_PYTEST_COLLECTED = re.compile(r"^collected (\d+) items?")
+# "collected 17 items", "collecting ... collected 17 items / 9 deselected / 8 selected"
+_PYTEST_COLLECTED = re.compile(r"\bcollected (\d+) items?(?: / (\d+) deselected)?")
 # pytest-xdist: "4 workers [17 items]" (also after "created: 4/4 workers").
 _XDIST_COLLECTED = re.compile(r"(?:^|\s)\d+ workers \[(\d+) items?\]")
 _PYTEST_RESULT = re.compile(
@@ -196,9 +197,9 @@ def tally_pytest(text: str) -> Tally:
     collected, outcomes, started = 0, {}, None
     for line in text.splitlines():
         line = line.strip()
-        m = _PYTEST_COLLECTED.match(line)
+        m = _PYTEST_COLLECTED.search(line)
         if m:
-            collected = int(m.group(1))
+            collected = int(m.group(1)) - int(m.group(2) or 0)
             continue
         m = _XDIST_COLLECTED.search(line)
         if m:

@@ -202,7 +202,7 @@ def test_tally_counts_tests_not_reached_as_not_run():
     p = planner()
     serial = "\n".join(
         [
-            "collected 5 items",
+            "collecting ... collected 7 items / 2 deselected / 5 selected",
             "",
             "tests/python/test_gpu.py::test_a[2-shared] PASSED    [ 20%]",
             "tests/python/test_gpu.py::test_b[2-shared] FAILED    [ 40%]",
