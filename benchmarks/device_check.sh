@@ -1,394 +1,308 @@
 #!/usr/bin/env bash
-# One-shot check on a machine with NVIDIA GPUs, no network, torch and the CUDA toolkit
-# installed: build the kernels, the GPU tests, the kernel benchmark and the Python extension, run
-# them, print a summary. Meant to finish well inside 8 minutes on an H200 (16 cores).
+# One-shot check on a machine with NVIDIA GPUs, torch and the CUDA toolkit, no network: one
+# prepared command that builds xccl and runs its GPU checks in stages, most valuable first, inside
+# one time budget (XCCL_CHECK_BUDGET_S, default 420 s), and writes a summary that survives a
+# failed stage or a cut-off run.
 #
-#   benchmarks/device_check.sh [--build-only] [--out DIR]
+#   benchmarks/device_check.sh [--out DIR]      run the check
+#   benchmarks/device_check.sh --plan [--gpus N]  print the stages and their budgets (no GPU, no
+#                                                build); ends with `total N s`
+#   benchmarks/device_check.sh --build-only     the build stage alone, without a GPU
 #
-#   --build-only   configure and build only (the CMake targets and the extension, which is
-#                  installed with pip), without looking for a GPU (to check this script on a
-#                  machine without one).
-#   --out DIR      where the log, the CSVs and the multi-GPU tables go (default: $OUT, else
-#                  the build folder).
-# Steps, most valuable first: GPU, configure, build (CMake), then the extension is built and
-# installed (pip) in the background while the GoogleTests run (test_gpu_logic, test_gpu_kernels,
-# test_cuda_ipc). Then, with one GPU: tests/python/test_gpu.py and test_gpu_hardening.py,
-# benchmarks/gpu_overhead.py (xccl vs NCCL at world size 1) and the kernel benchmark (virtual
-# ranks). With two or more GPUs (multi-GPU mode): benchmarks/gpu_bench.py (xccl vs NCCL on every
-# GPU: all_reduce, all_gather_into_tensor, reduce_scatter_tensor from 8 B to 256 MiB on xccl's
-# own plan, the kernel route and the vendor route, and small all_reduce replayed from CUDA
-# graphs; markdown tables in DIR/gpu_bench/gpu_bench.md and in the summary), then the Python GPU
-# tests that need several GPUs (ranks spread over the GPUs; the shared-GPU cases are what the
-# one-GPU mode runs), then the one-GPU benchmarks if time is left (skipped, not failed, when it
-# is not). Each step has its own timeout, cut to what is left of the time budget; a step the
-# budget leaves no time for is a FAIL ("not run"). A failed configure or CMake build (e.g. no
-# GoogleTest) costs only the GoogleTests and the kernel benchmark.
-# Environment:
-#   OUT                 if set (and no --out), the full log (device_check.log), the benchmark
-#                       CSVs and the multi-GPU tables go there
-#   XCCL_BUILD_DIR      build folder (default: build/device in the repository); the extension
-#                       builds in its ext/ subfolder
-#   XCCL_GTEST_SOURCE   a googletest source tree to build when CMake finds no installed GTest
-#                       (default: third_party/googletest, then /usr/src/googletest)
-#   XCCL_CUDA_ARCHS     override the detected architecture, e.g. "90"
-#   XCCL_CHECK_BUDGET_S seconds the whole check may take (default 420; not in --build-only)
+# Stages (benchmarks/device_check.py holds the table, the budgets and the drop rule;
+# benchmarks/device_check_stages.sh the commands):
+#   gpu      find the GPU(s), the driver and torch
+#   a build  ONE CMake build folder with all cores: pip builds and installs the extension
+#            (setup.py configures the folder), then the GPU GoogleTests build in the same folder
+#   b kernels  test_gpu_kernels (virtual ranks, sharded over parallel processes) and
+#            test_cuda_ipc
+#   c shared 2 and 4 ranks sharing the GPU with XCCL_GPU_ALGO=kernel: tests/python/test_gpu*.py
+#            (every collective x dtype x op exact against a host reference, graph capture and
+#            replay, the hardening tests)
+#   d perf   benchmarks/gpu_bench.py's one-GPU modes: kernel-route latency and busbw 8 B-256 MiB
+#            for 2 and 4 ranks on the GPU against its copy roofline, NCCL at world size 1 (no
+#            comparison, and said so); then, with time left, xccl_kernel_bench --quick
+#   e multi  with two or more GPUs: gpu_bench.py across the GPUs (xccl vs NCCL) and the Python
+#            GPU tests with ranks spread over the GPUs
+# Each stage runs within its own limit: what is left of the budget less the budgets of the stages
+# after it. Under a short budget the least valuable stage is shortened, then dropped, first.
+# Tests a stage did not reach are "not run" (the stage reads "partial"), never FAIL.
 #
-# Exit status: 0 all passed; 1 a step failed; 2 bad usage; 3 no GPU found (nothing was built or
-# run).
+# Output (DIR: --out, else $OUT, else the build folder's device_check/): at most six files,
+#   summary.md        the stage table and the benchmark tables; rewritten as each stage starts
+#                     and ends, and on exit or SIGTERM (a stage cut off reads "cut off")
+#   device_check.log  every finished stage's output, in order (appended as each one ends)
+#   running_stage.log the running stage's output as it comes (so a run killed outright still
+#                     has it); appended to device_check.log and removed when the stage ends
+#   logs.tar.gz       each stage's own log and raw results (JSON, CSV, test logs), repacked after
+#                     every stage
+#   bench.md          the one-GPU performance tables (stage d)
+#   bench_multi.md    the tables across GPUs (stage e)
+# Environment: XCCL_CHECK_BUDGET_S (seconds, default 420); XCCL_BUILD_DIR (default
+# build/device); XCCL_CUDA_ARCHS (default: the GPU's compute capability); XCCL_GTEST_SOURCE (a
+# googletest source tree to build when none is installed; default third_party/googletest, then
+# /usr/src/googletest); XCCL_CHECK_STAGES_FILE (a bash file sourced after the stage functions,
+# to replace some: the CPU tests run the script with fake stages this way).
+#
+# Exit status: 0 every stage that ran passed; 1 a stage failed; 2 bad usage; 3 no GPU found;
+# 4 nothing failed but some tests or stages were not run (time); 143 terminated.
+# shellcheck disable=SC2317  # the stages and finish() are called through "stage_$name" and traps
 set -uo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
 build="${XCCL_BUILD_DIR:-$repo/build/device}"
-build_only=0
 out_dir="${OUT:-}"
+mode=check
+plan_gpus=""
 while (($# > 0)); do
   case "$1" in
-    --build-only) build_only=1 ;;
+    --plan) mode=plan ;;
+    --build-only) mode="build-only" ;;
+    --gpus)
+      [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || { echo "device_check: --gpus needs a number" >&2; exit 2; }
+      plan_gpus="$2"
+      shift
+      ;;
     --out)
       [[ $# -ge 2 && -n "$2" ]] || { echo "device_check: --out needs a folder" >&2; exit 2; }
       out_dir="$2"
       shift
       ;;
-    -h | --help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,/^# shellcheck/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "device_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-jobs="$(nproc 2>/dev/null || echo 4)"
 budget_s="${XCCL_CHECK_BUDGET_S:-420}"
+[[ "$budget_s" =~ ^[0-9]+$ && $budget_s -ge 1 ]] || {
+  echo "device_check: XCCL_CHECK_BUDGET_S must be a positive number of seconds" >&2
+  exit 2
+}
+planner() { python3 "$here/device_check.py" "$@"; }
 
-mkdir -p "$build"
-logdir="${out_dir:-$build}"
-mkdir -p "$logdir"
-log="$logdir/device_check.log"
-: >"$log"
-exec > >(tee -a "$log") 2>&1
-
-declare -a summary=()
-failed=0
-record() {  # record STEP STATUS SECONDS [NOTE]
-  summary+=("$(printf '%-22s %-8s %6ss  %s' "$1" "$2" "$3" "${4:-}")")
-  [[ "$2" == FAIL ]] && failed=1
-}
-print_summary() {
-  echo
-  echo "==================== device_check summary ===================="
-  printf '%-22s %-8s %7s  %s\n' step status time note
-  printf '%s\n' "${summary[@]}"
-  [[ -n "${overhead_lines:-}" ]] && printf '\n%s\n' "$overhead_lines"
-  [[ -n "${bench_lines:-}" ]] && printf '\n%s\n' "$bench_lines"
-  [[ -n "${gpu_bench_lines:-}" ]] && printf '\n%s\n' "$gpu_bench_lines"
-  echo "log: $log"
-}
-step_start() { echo; echo "=== $1 ($(date +%H:%M:%S))"; t0=$SECONDS; }
-# Seconds a step may run: WANT, or what is left of the budget when that is less.
-step_limit() {  # step_limit WANT
-  local left=$((budget_s - SECONDS))
-  echo $(($1 < left ? $1 : left))
-}
-# True (and STEP recorded as not run) when LIMIT leaves STEP no useful time. Never let a limit of
-# 0 reach timeout(1): 0 there means no limit at all. OPTIONAL steps (the one-GPU benchmarks in
-# multi-GPU mode) are recorded as skipped, not failed.
-out_of_time() {  # out_of_time STEP LIMIT [optional]
-  (($2 >= 20)) && return 1
-  if [[ "${3:-}" == optional ]]; then
-    record "$1" skipped 0 "the ${budget_s}s budget went to the multi-GPU steps"
-  else
-    record "$1" FAIL 0 "not run: the ${budget_s}s budget is spent"
+if [[ $mode == plan ]]; then
+  if [[ -z "$plan_gpus" ]]; then
+    plan_gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
+    ((plan_gpus > 0)) || plan_gpus=1  # no GPU here: the plan of the one-GPU machine
   fi
-  return 0
-}
-# Starts STEP (TITLE on screen) when READY is 1 and LIMIT leaves it time, else records why it
-# does not run (WHY when not READY; OPTIONAL as out_of_time's) and returns 1.
-begin_step() {  # begin_step STEP READY WHY LIMIT TITLE [optional]
-  if [[ $2 -ne 1 ]]; then
-    record "$1" FAIL 0 "not run: $3"
-    return 1
-  fi
-  out_of_time "$1" "$4" "${6:-}" && return 1
-  step_start "$5"
-}
-# Records the outcome of the step begun last from its command's status RC: ok with OK_NOTE, timed
-# out (timeout(1)'s 124, or 137 after its -k), else FAIL with "rc RC: WHY".
-end_step() {  # end_step STEP RC LIMIT OK_NOTE WHY
-  case $2 in
-    0) record "$1" ok $((SECONDS - t0)) "$4" ;;
-    124 | 137) record "$1" FAIL $((SECONDS - t0)) "timed out after ${3}s" ;;
-    *) record "$1" FAIL $((SECONDS - t0)) "rc $2: $5" ;;
-  esac
-}
-
-# --- 1. GPU ------------------------------------------------------------------------------------
-step_start "GPU"
-gpu_name=""
-gpu_count=0
-multi_gpu=0
-if [[ $build_only -eq 0 ]]; then
-  if command -v nvidia-smi >/dev/null 2>&1; then
-    gpu_name="$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null | head -n1)"
-  fi
-  if [[ -z "$gpu_name" ]]; then
-    gpu_name="$(python3 -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")' 2>/dev/null)"
-  fi
-  if [[ -z "$gpu_name" ]]; then
-    echo "device_check: NO GPU FOUND (nvidia-smi lists none and torch.cuda.is_available() is False)."
-    echo "device_check: this script needs a machine with an NVIDIA GPU; nothing was built or run."
-    record gpu FAIL $((SECONDS - t0)) "no GPU"
-    print_summary
-    exit 3
-  fi
-  # torch's count honours CUDA_VISIBLE_DEVICES; nvidia-smi's is the fallback.
-  gpu_count="$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null)"
-  [[ "$gpu_count" =~ ^[0-9]+$ ]] || gpu_count="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
-  ((gpu_count >= 2)) && multi_gpu=1
-  mode="one-GPU"
-  ((multi_gpu)) && mode="multi-GPU"
-  echo "GPU: $gpu_name ($gpu_count visible: $mode mode)"
-  record gpu ok $((SECONDS - t0)) "$gpu_count x $gpu_name"
-else
-  echo "--build-only: not looking for a GPU"
+  planner plan --gpus "$plan_gpus" --budget "$budget_s"
+  exit $?
 fi
 
-# --- 2. Configure ------------------------------------------------------------------------------
-step_start "configure"
-torch_cuda="$(python3 -c 'import torch; print(torch.version.cuda or "")' 2>/dev/null)"
-if [[ -z "$torch_cuda" ]]; then
-  torch_cuda="$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')"
-  echo "warning: no CUDA torch found; using nvcc's version ($torch_cuda)"
-fi
-archs="${XCCL_CUDA_ARCHS:-}"
-if [[ -z "$archs" && $build_only -eq 0 ]]; then
-  archs="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '. ')"
-fi
-archs="${archs:-80;90}"
-nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-echo "torch CUDA $torch_cuda, nvcc $nvcc_path, architectures $archs, $jobs jobs"
+out_dir="${out_dir:-$build/device_check}"
+work="$build/device_check_work"  # per-stage logs and raw results, packed into logs.tar.gz
+mkdir -p "$out_dir" "$build"
+rm -rf "$work" && mkdir -p "$work"
+rm -f "$out_dir"/{summary.md,device_check.log,logs.tar.gz,bench.md,bench_multi.md,running_stage.log}
+jobs="$(nproc 2>/dev/null || echo 4)"
 
-# The Python extension builds in the background from here on: pip runs setup.py (CMake in
-# $build/ext, the CUDA parts on, this torch) and installs xccl._C. Each build compiles the five
-# kernel TUs (csrc/kernels/*.cu), too few to fill 16 cores alone, so the two builds overlap, and the
-# extension's finishing overlaps the GoogleTests, which hold the GPU, not the CPUs. No index: the
-# machine has no network, and --no-deps --no-build-isolation need nothing from one. timeout(1)
-# leads its own process group, which the EXIT trap ends if the script stops early.
-ext_out="$build/ext_install.out"
-ext_limit=0  # --build-only: no limit (a 2-core machine takes long)
-# With a GPU: bounded, and never 0 (which timeout(1) reads as no limit).
-[[ $build_only -eq 0 ]] && ext_limit="$(step_limit 400)" && ((ext_limit < 1)) && ext_limit=1
-ext_t0=$SECONDS
-ext_ok=0
-echo "extension: pip install in the background from $(date +%H:%M:%S); log: $ext_out"
-CUDACXX="$nvcc_path" XCCL_GPU=ON XCCL_CUDA_ARCHS="$archs" XCCL_BUILD_DIR="$build/ext" \
-  MAX_JOBS="$jobs" PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore \
-  PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 \
-  timeout -k 10 "$ext_limit" python3 -m pip install --no-build-isolation --no-deps --no-index \
-  -q "$repo" >"$ext_out" 2>&1 &
-ext_pid=$!
-trap '[[ -n "$ext_pid" ]] && kill -TERM -- "-$ext_pid" 2>/dev/null' EXIT
-finish_extension() {  # waits for the pip install; records it; sets ext_ok
-  step_start "extension"
-  wait "$ext_pid"
-  local rc=$? where
-  ext_pid=""
-  # From / so that nothing but the installed package can answer `import xccl`.
-  if [[ $rc -eq 0 ]] && where="$(cd / && python3 -c 'import xccl; print(xccl.__file__)' 2>&1)"; then
-    ext_ok=1
-    echo "xccl installed: $where"
-    record extension ok $((SECONDS - ext_t0)) "pip install, sm $archs (alongside other steps)"
-  else
-    # pip ends with its own traceback: show the build's errors first, then that end.
-    grep -E 'FAILED:|error:|Error|interrupted|Killed' "$ext_out" | head -n 30
-    tail -n 15 "$ext_out"
-    [[ $rc -eq 0 ]] && echo "$where"
-    local why="rc $rc"
-    [[ $rc -eq 124 || $rc -eq 137 ]] && why="timed out after ${ext_limit}s"
-    [[ $rc -eq 0 ]] && why="installed but import xccl fails"
-    record extension FAIL $((SECONDS - ext_t0)) "$why; log: $ext_out"
-  fi
-}
+# -- results and the summary -----------------------------------------------------------------
+declare -a names=() titles=() budgets=() states=() times=() notes=()
+current=-1  # index of the stage running now
+children=()  # background commands of the running stage (process-group leaders: timeout(1))
+gpu_count=0 gpu_name="" archs="${XCCL_CUDA_ARCHS:-}" header="" ext_ok=0 exit_status=0
+stage_log="" stage_t0=0 stage_deadline=0
 
-configure() {
-  cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXCCL_GPU=ON \
-    -DXCCL_TORCH_CUDA="$torch_cuda" -DCMAKE_CUDA_COMPILER="$nvcc_path" \
-    -DXCCL_CUDA_ARCHS="$archs" "$@"
+add_stage() {  # add_stage NAME TITLE BUDGET STATE [NOTE]
+  names+=("$1") titles+=("$2") budgets+=("$3") states+=("$4") times+=("") notes+=("${5:-}")
 }
-configure_ok=0
-if configure; then configure_ok=1; fi
-# No installed GoogleTest (the device image has none): build one from source into the build tree.
-if [[ $configure_ok -eq 1 && ! -d "$build/tests/cpp/gpu" ]]; then
-  gtest_src="${XCCL_GTEST_SOURCE:-}"
-  for candidate in "$repo/third_party/googletest" /usr/src/googletest; do
-    [[ -z "$gtest_src" && -f "$candidate/CMakeLists.txt" ]] && gtest_src="$candidate"
+index_of() {  # index_of NAME
+  local i
+  for i in "${!names[@]}"; do [[ "${names[$i]}" == "$1" ]] && { echo "$i"; return; }; done
+  echo -1
+}
+write_summary() {
+  local i tmp="$out_dir/.summary.md.tmp"
+  {
+    echo "# device_check summary"
+    echo
+    echo "${header:-$(date -u '+%Y-%m-%d %H:%M:%S UTC'), budget ${budget_s} s}"
+    echo
+    echo "| stage | status | time | limit | note |"
+    echo "|---|---|---:|---:|---|"
+    for i in "${!names[@]}"; do
+      printf '| %s | %s | %s | %s | %s |\n' "${titles[$i]}" "${states[$i]}" \
+        "${times[$i]:+${times[$i]} s}" "${budgets[$i]:+${budgets[$i]} s}" "${notes[$i]//|/\\|}"
+    done
+    echo
+    echo "Files: device_check.log (every stage's output, in order), logs.tar.gz (each stage's log"
+    echo "and raw results), bench.md / bench_multi.md (the performance tables, also below)."
+    local table
+    for table in bench.md bench_multi.md; do
+      if [[ -s "$out_dir/$table" ]]; then echo; echo "## $table"; echo; cat "$out_dir/$table"; fi
+    done
+  } >"$tmp"
+  mv -f "$tmp" "$out_dir/summary.md"
+}
+pack_logs() {
+  tar -czf "$out_dir/.logs.tar.gz.tmp" -C "$work" . 2>/dev/null &&
+    mv -f "$out_dir/.logs.tar.gz.tmp" "$out_dir/logs.tar.gz"
+}
+# The end, however it comes: the running stage is cut off, its commands are ended, the stages
+# after it are "not run", and the summary and logs are written.
+finish() {
+  local rc=$1 why=$2 i pid
+  trap - EXIT TERM INT HUP
+  # Every background command of this shell, also one started a moment before the signal and not
+  # yet in children: its group when timeout(1) has made one, else the process itself.
+  for pid in "${children[@]}" $(jobs -p); do
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
   done
-  if [[ -n "$gtest_src" ]]; then
-    echo "GoogleTest not installed: building it from $gtest_src"
-    cmake -S "$gtest_src" -B "$build/_gtest" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX="$build/_gtest/install" &&
-      cmake --build "$build/_gtest" -j "$jobs" && cmake --install "$build/_gtest" >/dev/null &&
-      configure -DCMAKE_PREFIX_PATH="$build/_gtest/install" || configure_ok=0
+  if ((current >= 0)) && [[ "${states[$current]}" == running ]]; then
+    states[current]="cut off"
+    times[current]=$((SECONDS - stage_t0))
+    notes[current]="$why; ${notes[$current]}"
   fi
-  if [[ ! -d "$build/tests/cpp/gpu" ]]; then
-    echo "device_check: GoogleTest not found; set XCCL_GTEST_SOURCE to a googletest source tree"
-    configure_ok=0
-  fi
-fi
-record configure "$([[ $configure_ok -eq 1 ]] && echo ok || echo FAIL)" $((SECONDS - t0)) \
-  "CUDA $torch_cuda, sm $archs"
-
-# --- 3. Build ----------------------------------------------------------------------------------
-# A failed configure or build costs the GoogleTests and the kernel benchmark only: the extension
-# builds on its own (above), and its Python tests and benchmark still run.
-native_ok=0
-if [[ $configure_ok -eq 1 ]]; then
-  step_start "build"
-  if cmake --build "$build" -j "$jobs" --target xccl_kernels test_gpu_logic test_gpu_kernels \
-       test_cuda_ipc xccl_kernel_bench; then
-    native_ok=1
-    record build ok $((SECONDS - t0)) "kernels, gpu tests, kernel bench"
-  else
-    record build FAIL $((SECONDS - t0))
-  fi
-else
-  record build FAIL 0 "not run: configure failed"
-fi
-
-if [[ $build_only -eq 1 ]]; then
-  finish_extension
-  record run skipped 0 "--build-only"
-  print_summary
-  exit $failed
-fi
-
-# --- 4. Tests ----------------------------------------------------------------------------------
-# Run each test binary directly (one process, one CUDA context). A skip on a machine with a GPU
-# means the test could not see it: that is a failure here.
-run_tests() {  # run_tests NAME BINARY
-  local limit
-  limit="$(step_limit 300)"
-  begin_step "$1" 1 "" "$limit" "$1" || return
-  local out="$build/$1.out"
-  timeout -k 10 "$limit" "$2" --gtest_color=no 2>&1 | tee "$out"
-  local rc=${PIPESTATUS[0]}
-  local passed skipped
-  passed="$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n1)"
-  skipped="$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$out" | tail -n1)"
-  if [[ $rc -eq 0 && -z "$skipped" ]]; then
-    record "$1" ok $((SECONDS - t0)) "${passed:-0} passed"
-  else
-    [[ $rc -eq 124 || $rc -eq 137 ]] && rc="$rc (timed out after ${limit}s)"
-    record "$1" FAIL $((SECONDS - t0)) "rc $rc, ${passed:-0} passed, ${skipped:-0} skipped"
-  fi
+  for i in "${!states[@]}"; do
+    [[ "${states[$i]}" == planned ]] && states[i]="not run" && notes[i]="$why before it started"
+  done
+  ((current >= 0)) && close_stage_log "$current"
+  write_summary
+  pack_logs
+  cat "$out_dir/summary.md"
+  echo "device_check: summary in $out_dir/summary.md (exit status $rc)"
+  exit "$rc"
 }
-gpu_tests="$build/tests/cpp/gpu"
-if [[ $native_ok -eq 1 ]]; then
-  run_tests test_gpu_logic "$gpu_tests/test_gpu_logic"
-  run_tests test_gpu_kernels "$gpu_tests/test_gpu_kernels"
-  # CUDA IPC workspaces between fork()ed processes on the one GPU.
-  run_tests test_cuda_ipc "$gpu_tests/test_cuda_ipc"
-else
-  record gtests FAIL 0 "not run: no build"
-fi
-finish_extension
+trap 'finish 143 "terminated (SIGTERM)"' TERM
+trap 'finish 130 "interrupted"' INT HUP
+trap 'finish $? "the script stopped"' EXIT
 
-# --- 5. Python GPU tests -----------------------------------------------------------------------
-# tests/python/test_gpu.py and test_gpu_hardening.py against the installed extension (the
-# harness forks its ranks from a forkserver; timeout(1) signals its whole process group). Skips
-# count as failures, as above. In multi-GPU mode only the cases that need several GPUs run
-# (`-k "not shared"` leaves out the ranks-share-cuda:0 parametrisations, which one GPU covers).
-python_tests() {
-  local limit out rc tally passed failed_n skipped errors note
-  local select=()
-  ((multi_gpu)) && select=(-k "not shared")
-  limit="$(step_limit 240)"
-  begin_step test_gpu.py "$ext_ok" "no extension" "$limit" test_gpu.py || return
-  out="$build/test_gpu_py.out"
-  (cd "$repo" && PYTHONPATH="$repo/tests/python${PYTHONPATH:+:$PYTHONPATH}" \
-    timeout -k 10 "$limit" python3 -m pytest tests/python/test_gpu.py \
-    tests/python/test_gpu_hardening.py "${select[@]}" -q -p no:cacheprovider) 2>&1 | tee "$out"
-  rc=${PIPESTATUS[0]}
-  # pytest's last line: "3 passed, 1 skipped in 41.2s" (any of passed/failed/skipped/error(s)).
-  tally="$(tail -n 3 "$out" | grep -E '[0-9]+ (passed|failed|skipped|errors?)' | tail -n1)"
-  count() { grep -oE "[0-9]+ $1" <<<"$tally" | grep -oE '^[0-9]+' || echo 0; }
-  passed="$(count passed)" failed_n="$(count failed)" skipped="$(count skipped)"
-  errors="$(count 'errors?')"
-  note="$passed passed, $failed_n failed, $skipped skipped, $errors errors${select:+ (not shared)}"
-  if [[ $rc -eq 0 && $passed -gt 0 && $skipped -eq 0 ]]; then
-    record test_gpu.py ok $((SECONDS - t0)) "$note"
-  else
-    [[ $rc -eq 124 || $rc -eq 137 ]] && rc="$rc (timed out after ${limit}s)"
-    record test_gpu.py FAIL $((SECONDS - t0)) "rc $rc, $note"
-  fi
+say() { echo "$*" | tee -a "$out_dir/device_check.log"; }
+# The stage's log joins device_check.log (and the packed logs) once the stage is over.
+close_stage_log() {  # close_stage_log INDEX
+  [[ -f "$stage_log" ]] || return 0
+  cat "$stage_log" >>"$out_dir/device_check.log"
+  tail -n 20 "$stage_log"
+  mv -f "$stage_log" "$work/$1.${names[$1]}.log"
 }
 
-# --- 6. xccl vs NCCL on every GPU (multi-GPU mode) ---------------------------------------------
-# benchmarks/gpu_bench.py: one `python -m xccl.bench` run per mode (own plan, graph replay,
-# kernel route, vendor route) inside its own time limit, which it shares out; the markdown
-# tables go to $logdir/gpu_bench/gpu_bench.md and into the summary.
-gpu_bench() {
-  local limit out rc dir="$logdir/gpu_bench"
-  limit="$(step_limit 200)"
-  begin_step gpu_bench "$ext_ok" "no extension" "$limit" "gpu_bench ($gpu_count GPUs)" || return
-  out="$build/gpu_bench.out"
-  # Its own limit leaves 15 s to write the tables after the last run.
-  timeout -k 10 "$limit" python3 "$repo/benchmarks/gpu_bench.py" --out "$dir" \
-    --nranks "$gpu_count" --time-limit $((limit > 45 ? limit - 15 : 30)) 2>&1 | tee "$out"
-  rc=${PIPESTATUS[0]}
-  gpu_bench_lines="$(sed -n '/^== gpu_bench/,$p' "$out")"
-  end_step gpu_bench "$rc" "$limit" "tables: $dir/gpu_bench.md" "a run or a check failed (see $dir)"
+# -- running commands within the stage's time --------------------------------------------------
+# bounded CMD...: runs CMD within the running stage's deadline (timeout(1) leads its own process
+# group, which it signals whole, and so does finish()); output to the stage's log.
+bounded() {
+  local left=$((stage_deadline - SECONDS)) rc
+  ((left >= 1)) || return 124
+  timeout -k 5 "$left" "$@" >>"$stage_log" 2>&1 &
+  children+=("$!")
+  wait "$!"
+  rc=$?
+  children=()
+  return "$rc"
 }
-
-# --- 7. xccl vs NCCL at world size 1 -----------------------------------------------------------
-gpu_overhead() {
-  local limit out rc
-  limit="$(step_limit 120)"
-  begin_step gpu_overhead "$ext_ok" "no extension" "$limit" gpu_overhead "$optional" || return
-  out="$build/gpu_overhead.out"
-  # Its own time limit (counted after torch's import) ends a hung run with the rows it has.
-  timeout -k 10 "$limit" python3 "$repo/benchmarks/gpu_overhead.py" \
-    --csv "$logdir/gpu_overhead.csv" --time-limit $((limit > 50 ? limit - 25 : 25)) 2>&1 |
-    tee "$out"
-  rc=${PIPESTATUS[0]}
-  overhead_lines="$(sed -n '/^== gpu_overhead/,$p' "$out" | grep -v '^  FAIL ')"
-  local why="a measurement failed (see the table)"
-  ((rc == 3)) && why="torch sees no GPU"
-  end_step gpu_overhead "$rc" "$limit" "csv: $logdir/gpu_overhead.csv" "$why"
+# bounded_to LOG CMD...: the same in the background, output to LOG only (parallel runs); the
+# caller waits with wait_bounded.
+bounded_to() {
+  local log=$1 left=$((stage_deadline - SECONDS))
+  shift
+  ((left >= 1)) || { echo "not started: the stage's time is spent" >"$log"; return 124; }
+  timeout -k 5 "$left" "$@" >"$log" 2>&1 &
+  children+=("$!")
 }
+wait_bounded() {  # waits for every bounded_to command; returns the first non-zero status
+  local pid rc worst=0
+  for pid in "${children[@]}"; do
+    wait "$pid"
+    rc=$?
+    ((worst == 0)) && worst=$rc
+  done
+  children=()
+  return "$worst"
+}
+timed_out() { [[ $1 -eq 124 || $1 -eq 137 ]]; }
 
-# --- 8. Kernel benchmark (virtual ranks on one GPU) --------------------------------------------
-kernel_bench() {
-  local limit bench_out rc
-  limit="$(step_limit 240)"
-  begin_step kernel_bench "$native_ok" "no build" "$limit" "kernel bench" "$optional" || return
-  bench_out="$build/kernel_bench.out"
-  # Less than its full time left: the --quick sweep (every 64x in size instead of 8x).
-  local quick=()
-  ((limit < 240)) && quick=(--quick)
-  timeout -k 10 "$limit" "$gpu_tests/xccl_kernel_bench" "${quick[@]}" \
-    --csv "$logdir/kernel_bench.csv" 2>&1 | tee "$bench_out"
-  rc=${PIPESTATUS[0]}
-  if [[ $rc -eq 0 ]]; then
-    record kernel_bench ok $((SECONDS - t0)) "${quick[*]:+--quick, }csv: $logdir/kernel_bench.csv"
-    # The roofline and each kernel's largest-size row (world 8) for the summary.
-    bench_lines="$(grep -m1 'HBM roofline' "$bench_out")"$'\n'"$(
-      awk '$1 ~ /^[a-z_0-9]+$/ && $1 !~ /^[0-9]/ && $1 != "collective" && $2 == 8 { last[$1] = $0 }
-           END { for (k in last) print last[k] }' "$bench_out" |
-        sort)"
-  else
-    [[ $rc -eq 124 || $rc -eq 137 ]] && rc="$rc (timed out after ${limit}s)"
-    record kernel_bench FAIL $((SECONDS - t0)) "rc $rc"
+# A stage function sets `state` (ok, FAIL, partial, not run) and `note`; it may use bounded.
+run_stage() {  # run_stage NAME
+  local i later=0 j limit
+  i="$(index_of "$1")"
+  [[ "${states[$i]}" == planned ]] || return 0
+  for ((j = i + 1; j < ${#names[@]}; j++)); do
+    [[ "${states[$j]}" == planned ]] && later=$((later + budgets[j]))
+  done
+  # What is left less the later stages' budgets; never less than its own budget while the total
+  # allows (when the required stages alone exceed a short budget, the later ones wait).
+  limit=$((budget_s - SECONDS - later))
+  if ((limit < budgets[i])); then
+    limit=$((budgets[i] < budget_s - SECONDS ? budgets[i] : budget_s - SECONDS))
   fi
+  [[ $mode == build-only ]] && limit=86400
+  if ((limit < 15)); then
+    states[i]="not run"
+    notes[i]="the budget is spent (${limit} s left for it)"
+    write_summary
+    return 0
+  fi
+  current=$i
+  stage_t0=$SECONDS
+  stage_deadline=$((SECONDS + limit))
+  stage_log="$out_dir/running_stage.log"
+  budgets[i]=$limit
+  states[i]=running
+  notes[i]="started $(date -u +%H:%M:%S)"
+  write_summary
+  say "===== ${titles[$i]}: up to ${limit} s ($(date -u +%H:%M:%S)) ====="
+  : >"$stage_log"
+  state=FAIL note=""
+  "stage_$1"
+  states[i]=$state
+  notes[i]=$note
+  times[i]=$((SECONDS - stage_t0))
+  close_stage_log "$i"
+  current=-1
+  say "===== ${titles[$i]}: $state after ${times[$i]} s: $note"
+  case $state in
+    FAIL) exit_status=1 ;;
+    partial) ((exit_status == 0)) && exit_status=4 ;;
+  esac
+  write_summary
+  pack_logs
 }
 
-# Multi-GPU mode: the table across GPUs first (what RESULTS.md records), then the tests that
-# need several GPUs, then the one-GPU benchmarks with what is left (optional there).
-optional=""
-if ((multi_gpu)); then
-  gpu_bench
-  python_tests
-  optional=optional
-else
-  python_tests
+# -- the stages (benchmarks/device_check_stages.sh) ---------------------------------------------
+# shellcheck source=benchmarks/device_check_stages.sh
+source "$here/device_check_stages.sh"
+
+# Tests replace stages here (fake commands on a machine without a GPU).
+if [[ -n "${XCCL_CHECK_STAGES_FILE:-}" ]]; then
+  # shellcheck source=/dev/null
+  source "$XCCL_CHECK_STAGES_FILE"
 fi
-gpu_overhead
-kernel_bench
-print_summary
-exit $failed
+
+# -- the run ---------------------------------------------------------------------------------------
+if [[ $mode == build-only ]]; then
+  add_stage build "a build" "" planned
+  header="$(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname), --build-only"
+  write_summary
+  run_stage build
+  exit "$exit_status"
+fi
+
+# The stages for this many GPUs and this budget (benchmarks/device_check.py): first the one-GPU
+# plan, so that finding the GPU is held to its budget, then the plan for the GPUs it found.
+load_plan() {  # load_plan GPUS: every stage after the first (already run) is replaced
+  local name letter budget keep first=$((${#names[@]} > 0 ? 1 : 0))
+  names=("${names[@]:0:first}") titles=("${titles[@]:0:first}") budgets=("${budgets[@]:0:first}")
+  states=("${states[@]:0:first}") times=("${times[@]:0:first}") notes=("${notes[@]:0:first}")
+  while read -r name letter budget keep; do
+    ((first)) && [[ $name == gpu ]] && continue
+    [[ $letter == - ]] && letter="" || letter="$letter "
+    case $keep in
+      keep) add_stage "$name" "$letter$name" "$budget" planned ;;
+      dropped) add_stage "$name" "$letter$name" "" "not run" "dropped to fit the ${budget_s} s budget" ;;
+      *) add_stage "$name" "$letter$name" "" "not run" "needs 2 or more GPUs" ;;
+    esac
+  done < <(planner plan --shell --gpus "$1" --budget "$budget_s")
+  write_summary
+}
+load_plan 1
+run_stage gpu
+if [[ "${states[0]}" != ok ]]; then
+  for i in "${!states[@]}"; do
+    [[ "${states[$i]}" == planned ]] && states[i]="not run" && notes[i]="no GPU"
+  done
+  exit_status=3
+  exit 3
+fi
+((gpu_count >= 2)) && load_plan "$gpu_count"
+for name in "${names[@]:1}"; do run_stage "$name"; done
+exit "$exit_status"

@@ -2,7 +2,8 @@
 
     python benchmarks/gpu_overhead.py [--iters N] [--csv FILE] [--time-limit S]
 
-At one rank no byte crosses a link, so these numbers are each backend's own fixed costs: host
+This is not a comparison of collectives and its speedup column says nothing about one: at one
+rank no byte crosses a link, so these numbers are each backend's own fixed costs: host
 dispatch, the stream and event hand-offs around its kernel, the launch, and at large sizes the
 copy through HBM. Two measurements, both backends in this one process (each its own group):
 
@@ -44,7 +45,7 @@ GRAPH_CALLS = 20  # K: all_reduce calls captured in one graph
 GRAPH_BYTES = 1 << 10
 GRAPH_REPLAYS = 50  # replays per timed block
 BACKENDS = ("xccl", "nccl")
-TABLE_MARK = "== gpu_overhead"  # benchmarks/device_check.sh prints from this line on
+TABLE_MARK = "== gpu_overhead"  # where the tables start in the output
 
 _current = {"row": "start-up"}
 
@@ -271,8 +272,13 @@ def main() -> int:
     except Exception:  # noqa: BLE001  (a torch without NCCL: its rows fail with the reason)
         nccl_version = "-"
     print(
-        f"{TABLE_MARK}: xccl vs nccl, all_reduce float32, world size 1 on "
+        f"{TABLE_MARK}: xccl and nccl, all_reduce float32, world size 1 on "
         f"{torch.cuda.get_device_name(0)}"
+    )
+    print(
+        "# NOT a comparison of collectives: at world size 1 no byte crosses a link (xccl makes "
+        "at most a local copy, NCCL runs its one-rank path); these are each backend's fixed "
+        "costs per call. Collective performance on one GPU: benchmarks/gpu_bench.py --one-gpu"
     )
     print(
         f"# torch {torch.__version__}, xccl {getattr(xccl, '__version__', '-')}, "

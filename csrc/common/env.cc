@@ -201,6 +201,8 @@ const std::vector<Variable> kVariables = {
          "benchmarks/device_check.sh: a googletest source tree to build when none is installed."),
     integer("XCCL_CHECK_BUDGET_S", "420", 1, 86400, 1, kPerRank,
             "benchmarks/device_check.sh: seconds the whole GPU check may take."),
+    text("XCCL_CHECK_STAGES_FILE",
+         "benchmarks/device_check.sh: a bash file sourced after the stage functions."),
 };
 
 std::mutex gMutex;

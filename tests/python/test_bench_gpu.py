@@ -244,8 +244,45 @@ def test_gpu_bench_forces_each_route_through_the_environment():
 
 def test_gpu_bench_keeps_time_for_the_later_runs():
     bench = gpu_bench()
-    assert bench.run_limit(200, 3) == 200 - 3 * bench.MIN_RUN_S
-    assert bench.run_limit(40, 0) == 40
+    kept = ["auto", "graph", "kernel", "vendor"]
+    assert bench.run_limit(200, kept[1:]) == 200 - 3 * bench.DEFAULT_MIN_RUN_S
+    assert bench.run_limit(40, []) == 40
+
+
+def test_gpu_bench_leaves_out_the_least_valuable_modes_first():
+    bench = gpu_bench()
+    modes = list(bench.MULTI_GPU_MODES)
+    # A short budget runs the first, most valuable mode with all of it.
+    kept, dropped = bench.keep_modes(modes, 40)
+    assert kept == ["auto"] and dropped == ["graph", "kernel", "vendor"]
+    assert bench.run_limit(40, kept[1:]) == 40
+    assert bench.keep_modes(modes, 4 * bench.DEFAULT_MIN_RUN_S) == (modes, [])
+    assert bench.keep_modes(modes, 10) == ([], modes)
+    one = list(bench.ONE_GPU_MODES)
+    assert bench.keep_modes(one, 45) == (["share2", "share4"], ["world1"])
+    assert bench.keep_modes(one, 30) == (["share2"], ["share4", "world1"])
+
+
+def test_gpu_bench_one_gpu_modes_share_the_gpu_on_the_kernel_route_without_nccl():
+    bench = gpu_bench()
+    for mode, ranks in (("share2", 2), ("share4", 4)):
+        command = bench.bench_command(mode, 1, "/out", 60)
+        assert command[command.index("--nranks") + 1] == str(ranks)
+        assert "--share-gpu" in command and "--check" in command
+        assert command[command.index("--reference") + 1] == "none"
+        assert bench.bench_env(mode, {})["XCCL_GPU_ALGO"] == "kernel"
+        sizes = options.parse_sizes(command[command.index("--sizes") + 1])
+        assert sizes[0] == 8 and sizes[-1] == 256 * MiB
+        parsed = options.parse_args(command[3:])
+        assert parsed.share_gpu and parsed.reference == "none"
+    world1 = bench.bench_command("world1", 1, "/out", 60)
+    assert world1[world1.index("--nranks") + 1] == "1"
+    assert world1[world1.index("--reference") + 1] == "nccl"
+    # NCCL cannot be the reference of ranks sharing a GPU: a usage error, not a hang.
+    with pytest.raises(SystemExit):
+        options.parse_args(["--device", "cuda", "--share-gpu", "--reference", "nccl"])
+    with pytest.raises(SystemExit):
+        options.parse_args(["--share-gpu"])
 
 
 def test_gpu_bench_dry_run_prints_one_command_per_mode(capsys, tmp_path):
@@ -259,7 +296,53 @@ def test_gpu_bench_dry_run_prints_one_command_per_mode(capsys, tmp_path):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
     assert lines[0].startswith("XCCL_GPU_ALGO=nccl ") and "--graph" in lines[1]
+    # One rank: the one-GPU modes.
+    assert bench.main(["--dry-run", "--nranks", "1", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.count("--share-gpu") for line in lines] == [1, 1, 0]
     with pytest.raises(SystemExit):
         bench.parse_args(["--out", str(tmp_path), "--modes", "auto,fast"])
     with pytest.raises(SystemExit):
         bench.parse_args(["--out", str(tmp_path), "--dry-run"])
+
+
+def test_one_gpu_tables_say_nccl_cannot_run_and_world_one_is_no_comparison():
+    shared = record("all_reduce", 256 * MiB, 1000.0, 1.0)
+    shared["reference"] = None
+    meta = {**META, "nranks": 2, "reference": None, "share_gpu": True}
+    one = {**META, "nranks": 1}
+    text = markdown.document(
+        [
+            ("2 ranks", {"meta": meta, "results": [shared]}),
+            ("world 1", {"meta": one, "results": [record("all_reduce", 8, 10.0, 5.0)]}),
+        ],
+        copy_gbps=2000.0,
+    )
+    assert "| op | size | xccl us | xccl algbw | xccl busbw | busbw/copy | NCCL | check |" in text
+    # 256 MiB in 1000 us: 268.4 GB/s algbw; busbw x 1.75 (the record's factor) = 469.8 GB/s.
+    assert "| all_reduce | 256 MiB | 1000 | 268.4 | 469.8 | 0.23 | n/a | PASS |" in text
+    assert "NCCL cannot run several ranks on one GPU" in text
+    assert "2 ranks sharing one NVIDIA H200, float32" in text
+    assert "Copy roofline of this GPU, measured in the same run: 2000 GB/s" in text
+    assert "world size 1: no byte crosses a link" in text and "not a comparison" in text
+    # No issue-9 verdicts against NCCL at world size 1.
+    assert "target <= 0.5" not in text and "slower than NCCL" not in text
+
+
+def test_a_short_time_limit_runs_the_most_valuable_mode(tmp_path, monkeypatch, capsys):
+    bench = gpu_bench()
+    ran = []
+
+    def fake_run(command, **kwargs):
+        ran.append(command[command.index("--json") + 1].rsplit("/", 1)[-1].split(".")[0])
+        with open(command[command.index("--json") + 1], "w", encoding="utf-8") as f:
+            json.dump({"meta": META, "results": [record("all_reduce", 8, 10.0, 25.0)]}, f)
+        return bench.subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    monkeypatch.setattr(bench, "markdown_module", lambda: markdown)
+    status = bench.main(["--nranks", "8", "--out", str(tmp_path), "--time-limit", "40"])
+    assert ran == ["auto"]  # not the least valuable one
+    assert status == 4  # nothing failed; modes were left out for lack of time
+    table = (tmp_path / "gpu_bench.md").read_text()
+    assert "### eager, xccl's own plan" in table and "left out: 40 s cannot give it" in table

@@ -158,17 +158,66 @@ def describe_run(meta: dict) -> str:
         timing = f"batch of {method.get('batch_calls')} calls per synchronize"
     graph = method.get("graph_calls")
     mode = f"CUDA graph of {graph} calls per replay" if graph else "eager"
+    where = "sharing one" if meta.get("share_gpu") else "on"
     return (
-        f"{meta.get('nranks')} ranks on {meta.get('device')}, {meta.get('dtype')}, "
+        f"{meta.get('nranks')} ranks {where} {meta.get('device')}, {meta.get('dtype')}, "
         f"XCCL_GPU_ALGO={route}, {mode}, timing: {timing}"
     )
 
 
-def section(label: str, document: dict) -> str:
+def has_reference(records: list) -> bool:
+    return any(r.get("reference") for r in records)
+
+
+def shared_table(records: list, copy_gbps: float | None) -> str:
+    """Ranks sharing one GPU: xccl alone (NCCL cannot run there), busbw against the GPU's copy
+    rate, since every byte a rank reads from a peer is a read of the same HBM."""
+    heads = ("op", "size", "xccl us", "xccl algbw", "xccl busbw", "busbw/copy", "NCCL", "check")
+    lines = [
+        "| " + " | ".join(heads) + " |",
+        "|" + "|".join("---" if c in ("op", "NCCL", "check") else "---:" for c in heads) + "|",
+    ]
+    for record in records:
+        mine = record["backend"]
+        busbw = mine.get("busbw_gbps")
+        share = f"{busbw / copy_gbps:.2f}" if busbw is not None and copy_gbps else "-"
+        cells = [
+            record["op"],
+            format_size(record["bytes"]),
+            _us(mine.get("median_us")),
+            _gbps(mine.get("algbw_gbps")),
+            _gbps(busbw),
+            share,
+            "n/a",
+            _check(record),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+NO_NCCL_ON_SHARED_GPU = (
+    "NCCL: not measured: NCCL cannot run several ranks on one GPU (it refuses two ranks on one "
+    "device), so there is no vendor number to compare with here"
+)
+WORLD_ONE = (
+    "world size 1: no byte crosses a link (xccl makes at most a local copy, NCCL runs its "
+    "one-rank path): per-call fixed costs, not a comparison of collectives; issue 9's targets "
+    "do not apply"
+)
+
+
+def section(label: str, document: dict, copy_gbps: float | None = None) -> str:
     records, meta = document.get("results", []), document.get("meta", {})
     parts = [f"### {label}", "", describe_run(meta), ""]
-    parts.append(table(records) if records else "(no results)")
-    lines = verdicts(records)
+    if records and not has_reference(records):
+        parts.append(shared_table(records, copy_gbps))
+        lines = [NO_NCCL_ON_SHARED_GPU] + [v for v in verdicts(records) if v.startswith("check")]
+    elif meta.get("nranks") == 1:
+        parts.append(table(records) if records else "(no results)")
+        lines = [WORLD_ONE] + [v for v in verdicts(records) if v.startswith("check")]
+    else:
+        parts.append(table(records) if records else "(no results)")
+        lines = verdicts(records)
     if lines:
         parts += [""] + [f"- {line}" for line in lines]
     return "\n".join(parts)
@@ -177,8 +226,9 @@ def section(label: str, document: dict) -> str:
 def header(document: dict) -> str:
     meta = document.get("meta", {})
     mine, ref = names(document.get("results", []))
+    versus = f"{mine} vs {ref}" if has_reference(document.get("results", [])) else mine
     return (
-        f"xccl {meta.get('xccl_version')}: {mine} vs {ref}, torch {meta.get('torch_version')}, "
+        f"xccl {meta.get('xccl_version')}: {versus}, torch {meta.get('torch_version')}, "
         f"{meta.get('nranks')} x {meta.get('device')}, host {meta.get('host')}, "
         f"{meta.get('created')}. Times: median per-call us of the slowest rank; algbw = "
         "size / time and busbw in GB/s, busbw with nccl-tests' factors (all_reduce 2(n-1)/n, "
@@ -187,13 +237,20 @@ def header(document: dict) -> str:
     )
 
 
-def document(runs: list, missing: list = ()) -> str:
-    """The whole report: runs is [(label, json document)], missing [(label, why)]."""
+def document(runs: list, missing: list = (), copy_gbps: float | None = None) -> str:
+    """The whole report: runs is [(label, json document)], missing [(label, why)]; copy_gbps,
+    when measured, the GPU's device-to-device copy rate (10^9 bytes copied per second)."""
     if not runs:
         parts = ["No GPU benchmark run produced results."]
     else:
         parts = [header(runs[0][1])]
-        parts += [section(label, doc) for label, doc in runs]
+        if copy_gbps:
+            parts.append(
+                f"Copy roofline of this GPU, measured in the same run: {copy_gbps:.0f} GB/s "
+                "(one device-to-device copy of 1 GiB, bytes copied / time; HBM moves twice "
+                "that). busbw/copy: the kernels' busbw over it."
+            )
+        parts += [section(label, doc, copy_gbps) for label, doc in runs]
     parts += [f"### {label}\n\nnot run: {why}" for label, why in missing]
     return "\n\n".join(parts) + "\n"
 

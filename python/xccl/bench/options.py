@@ -231,6 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto: cuda:LOCAL_RANK under a launcher when GPUs exist, else cpu",
     )
+    who.add_argument(
+        "--share-gpu",
+        action="store_true",
+        help="with --device cuda: every rank on cuda:0 (xccl's kernels over CUDA IPC within one "
+        "device); no reference unless named, since NCCL cannot run two ranks on one GPU",
+    )
     # Across hosts made of network namespaces on this machine (bench/netns.py, needs root).
     hosts = parser.add_argument_group("across namespace hosts (root)")
     hosts.add_argument(
@@ -353,6 +359,12 @@ def parse_args(argv) -> argparse.Namespace:
         )
     if args.graph < 0:
         parser.error("--graph must be >= 0")
+    if args.share_gpu and args.device != "cuda":
+        parser.error("--share-gpu puts the ranks on one GPU: it needs --device cuda")
+    if args.share_gpu and args.reference.lower() in ("auto", "nccl", "rccl"):
+        if args.reference.lower() != "auto":
+            parser.error("--share-gpu: NCCL/RCCL cannot run several ranks on one GPU")
+        args.reference = "none"
     if args.graph and args.device == "cpu":
         parser.error("--graph captures CUDA graphs: it needs --device cuda (or auto with GPUs)")
     for name in ("nranks", "warmup", "iters"):

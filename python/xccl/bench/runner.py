@@ -40,10 +40,14 @@ class Side:
         self.role, self.name, self.group = role, name, group
 
 
-def resolve_device(choice: str, launched: bool, local_rank: int) -> torch.device:
+def resolve_device(
+    choice: str, launched: bool, local_rank: int, share_gpu: bool = False
+) -> torch.device:
     if choice == "cuda" or (choice == "auto" and launched and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             raise RuntimeError("--device cuda: torch sees no CUDA device")
+        if share_gpu:
+            return torch.device("cuda", 0)
         if local_rank >= torch.cuda.device_count():
             raise RuntimeError(
                 f"local rank {local_rank} has no GPU ({torch.cuda.device_count()} visible)"
@@ -322,13 +326,15 @@ def metadata(args, world: int, device: torch.device, sides: list) -> dict:
         },
         # The GPU route xccl was told to take (docs/environment.md); None: its own plan.
         "xccl_gpu_algo": os.environ.get("XCCL_GPU_ALGO") or None,
+        # --share-gpu: every rank on cuda:0, so no reference can be NCCL.
+        "share_gpu": bool(getattr(args, "share_gpu", False)),
         "argv": args.argv,
     }
 
 
 def run(args, rank: int, world: int, local_rank: int, init_method: str, launched: bool) -> int:
     """Runs the whole benchmark as one rank; returns the exit status (1 if a check failed)."""
-    device = resolve_device(args.device, launched, local_rank)
+    device = resolve_device(args.device, launched, local_rank, args.share_gpu)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     reference = resolve_reference(args.reference, device)

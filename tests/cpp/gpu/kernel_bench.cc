@@ -244,7 +244,7 @@ int run(int argc, char** argv) {
   }
 
   // Launch overhead: the same one-shot all-reduce eager (one launch per rank per op, plus the
-  // fork-join events) and from a graph holding 20 of them.
+  // fork-join events) and from one graph per rank holding 20 of them (one fork-join per replay).
   std::printf("\nlaunch overhead: one-shot all-reduce, bf16, eager vs CUDA graph (us per op)\n");
   std::printf("%5s %10s %12s %12s\n", "world", "size", "eager_p50", "graph_p50");
   constexpr int kOpsPerGraph = 20;

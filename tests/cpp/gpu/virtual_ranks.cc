@@ -76,7 +76,7 @@ VirtualRanks::~VirtualRanks() {
   // Best effort, results ignored: never throw from a destructor; a failed kernel has already
   // been reported.
   for (gpuStream_t s : streams_) (void)XCCL_RT(StreamSynchronize)(s);
-  if (graph_ != nullptr) (void)XCCL_RT(GraphExecDestroy)(graph_);
+  destroyGraphs();
   for (gpuEvent_t e : events_) (void)XCCL_RT(EventDestroy)(e);
   for (gpuStream_t s : streams_) (void)XCCL_RT(StreamDestroy)(s);
 }
@@ -126,29 +126,45 @@ void VirtualRanks::forkJoin(const std::function<void(int, gpuStream_t)>& body) {
   }
 }
 
+void VirtualRanks::destroyGraphs() {
+  for (XCCL_RT(GraphExec_t) graph : graphs_) (void)XCCL_RT(GraphExecDestroy)(graph);
+  graphs_.clear();
+}
+
 void VirtualRanks::capture(const std::function<void(int, gpuStream_t)>& body) {
-  if (graph_ != nullptr) {
-    gpuCheck(XCCL_RT(GraphExecDestroy)(graph_), "GraphExecDestroy");
-    graph_ = nullptr;
-  }
-  XCCL_RT(Graph_t) graph;
-  gpuCheck(XCCL_RT(StreamBeginCapture)(streams_[0], XCCL_RT(StreamCaptureModeThreadLocal)),
-           "StreamBeginCapture");
+  destroyGraphs();
+  std::vector<XCCL_RT(GraphExec_t)> graphs;
   try {
-    forkJoin(body);
+    for (int r = 0; r < world_; ++r) {
+      XCCL_RT(Graph_t) graph = nullptr;
+      gpuCheck(XCCL_RT(StreamBeginCapture)(streams_[r], XCCL_RT(StreamCaptureModeThreadLocal)),
+               "StreamBeginCapture");
+      try {
+        body(r, streams_[r]);
+      } catch (...) {
+        (void)XCCL_RT(StreamEndCapture)(streams_[r], &graph);
+        if (graph != nullptr) (void)XCCL_RT(GraphDestroy)(graph);
+        throw;
+      }
+      gpuCheck(XCCL_RT(StreamEndCapture)(streams_[r], &graph), "StreamEndCapture");
+      XCCL_RT(GraphExec_t) exec = nullptr;
+      const gpuError_t rc = XCCL_RT(GraphInstantiateWithFlags)(&exec, graph, 0);
+      (void)XCCL_RT(GraphDestroy)(graph);
+      gpuCheck(rc, "GraphInstantiate");
+      graphs.push_back(exec);
+    }
   } catch (...) {
-    (void)XCCL_RT(StreamEndCapture)(streams_[0], &graph);
+    for (XCCL_RT(GraphExec_t) exec : graphs) (void)XCCL_RT(GraphExecDestroy)(exec);
     throw;
   }
-  gpuCheck(XCCL_RT(StreamEndCapture)(streams_[0], &graph), "StreamEndCapture");
-  const gpuError_t rc = XCCL_RT(GraphInstantiateWithFlags)(&graph_, graph, 0);
-  (void)XCCL_RT(GraphDestroy)(graph);
-  gpuCheck(rc, "GraphInstantiate");
+  graphs_ = std::move(graphs);
 }
 
 void VirtualRanks::replay() {
-  XCCL_CHECK(graph_ != nullptr, "replay() before capture()");
-  gpuCheck(XCCL_RT(GraphLaunch)(graph_, streams_[0]), "GraphLaunch");
+  XCCL_CHECK(!graphs_.empty(), "replay() before capture()");
+  forkJoin([&](int rank, gpuStream_t stream) {
+    gpuCheck(XCCL_RT(GraphLaunch)(graphs_[rank], stream), "GraphLaunch");
+  });
 }
 
 void VirtualRanks::upload(char* device, const std::vector<uint8_t>& host) {

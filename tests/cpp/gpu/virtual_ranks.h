@@ -80,7 +80,12 @@ class VirtualRanks {
   // and inside a CUDA graph capture on stream(0).
   void forkJoin(const std::function<void(int rank, gpuStream_t stream)>& body);
 
-  // Captures forkJoin(body) into a graph (launched with replay()).
+  // Captures body(rank, stream(rank)) into one graph per rank, as each process of a real group
+  // captures its own; replay() launches rank r's graph on stream(r) inside a fork-join on
+  // stream(0). One graph holding every rank would make the ranks parallel branches of it, and
+  // CUDA does not promise to run a graph's branches concurrently: a legal schedule that runs
+  // them one after another leaves the first rank waiting for peers that never start. Graphs on
+  // separate streams need only what every eager launch here needs.
   void capture(const std::function<void(int rank, gpuStream_t stream)>& body);
   void replay();
 
@@ -107,7 +112,9 @@ class VirtualRanks {
   DeviceBuffer errors_;  // world words
   std::vector<gpuStream_t> streams_;
   std::vector<gpuEvent_t> events_;  // fork event, then one join event per rank
-  XCCL_RT(GraphExec_t) graph_ = nullptr;
+  std::vector<XCCL_RT(GraphExec_t)> graphs_;  // one per rank once captured; empty before
+
+  void destroyGraphs();
 };
 
 }  // namespace xccl::testing
