@@ -27,6 +27,15 @@ bool isMigUuid(const std::string& uuid) {
   return uuid.compare(start, 4, "MIG-") == 0;
 }
 
+bool isMigDeviceName(const std::string& name) {
+  // " MIG " then a profile "<n>g.<size>gb" (or "<n>c.<n>g.<size>gb" for compute instances).
+  const size_t at = name.find(" MIG ");
+  if (at == std::string::npos) return false;
+  const size_t profile = at + 5;
+  return profile < name.size() && std::isdigit(static_cast<unsigned char>(name[profile])) &&
+         name.find('g', profile) != std::string::npos;
+}
+
 bool visibleDevicesAreMig(const char* visibleDevices) {
   if (visibleDevices == nullptr) return false;
   std::istringstream entries(visibleDevices);

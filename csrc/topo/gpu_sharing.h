@@ -21,6 +21,10 @@ bool mpsControlDaemonRunning(const std::string& pipeDirectory);
 // "MIG-..." (nvidia-smi -L's and NVML's spelling of a MIG instance; "GPU-..." for a whole GPU).
 bool isMigUuid(const std::string& uuid);
 
+// True for a device name as CUDA reports a MIG instance's: the GPU's name followed by its profile,
+// "NVIDIA A100-SXM4-40GB MIG 1g.5gb" (what CUDA shows when MIG instances are not chosen by UUID).
+bool isMigDeviceName(const std::string& name);
+
 // True when the CUDA_VISIBLE_DEVICES text (nullptr when unset) selects MIG instances: any of its
 // comma-separated entries is a MIG UUID (CUDA exposes MIG instances only by UUID).
 bool visibleDevicesAreMig(const char* visibleDevices);

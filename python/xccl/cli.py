@@ -125,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="hosts the ranks are spread over, evenly (default 1)",
     )
     plan.add_argument(
+        "--kernels",
+        default="auto",
+        choices=("auto", "verified", "unverified"),
+        help="plan as on a machine where xccl's GPU kernels were verified or not (default auto: "
+        "this machine's stamp from `python -m xccl doctor --gpu`)",
+    )
+    plan.add_argument(
         "sizes",
         nargs="*",
         metavar="SIZE",

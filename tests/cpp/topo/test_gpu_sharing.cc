@@ -36,6 +36,11 @@ TEST(MigDetection, UuidsAndVisibleDevices) {
   EXPECT_FALSE(isMigUuid("GPU-4b1e7c9a-2f3d-5e6f-8a9b-0c1d2e3f4a5b"));
   EXPECT_FALSE(isMigUuid("mig"));
   EXPECT_FALSE(isMigUuid(""));
+  EXPECT_TRUE(isMigDeviceName("NVIDIA A100-SXM4-40GB MIG 1g.5gb"));
+  EXPECT_TRUE(isMigDeviceName("NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb"));
+  EXPECT_FALSE(isMigDeviceName("NVIDIA H200"));
+  EXPECT_FALSE(isMigDeviceName("NVIDIA MIGHTY 5"));
+  EXPECT_FALSE(isMigDeviceName("Vendor MIG "));
   EXPECT_FALSE(visibleDevicesAreMig(nullptr));
   EXPECT_FALSE(visibleDevicesAreMig(""));
   EXPECT_FALSE(visibleDevicesAreMig("0,1,2,3"));
