@@ -167,3 +167,27 @@ def test_the_known_good_list_is_empty_until_a_device_check_earns_an_entry(tmp_pa
     assert not verify.known_good({**k, "driver": "575.51"}, (entry,))
     assert not verify.known_good({**k, "xccl": "0.2.0"}, (entry,))
     assert not verify.known_good(k)
+
+
+def test_doctor_gpu_without_a_gpu_verifies_nothing(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: `python -m xccl doctor --gpu` runs it (device check)")
+    from xccl.doctor import gpu_check
+
+    monkeypatch.setenv("XCCL_CACHE_DIR", str(tmp_path / "cache"))
+    (check,) = gpu_check.run_gpu_check(topology())
+    assert check.status == "WARN" and "nothing to verify" in check.line()
+    assert not os.path.exists(verify.stamp_path())
+
+
+def test_doctor_gpu_covers_every_kernel_case():
+    from xccl.doctor import gpu_check
+
+    cases = list(gpu_check._cases(gpu_check.COLLECTIVES))
+    assert {c[0] for c in cases} == set(gpu_check.COLLECTIVES)
+    reductions = {(c[1], c[2]) for c in cases if c[0] in ("all_reduce", "reduce_scatter")}
+    assert reductions == {(d, o) for d in gpu_check.DTYPES for o in gpu_check.OPS}
+    assert {c[3] for c in cases} == set(gpu_check.COUNTS)
+    # all_reduce's two-shot kernel gets a pass of its own.
+    assert ("two_shot", ("all_reduce",)) in gpu_check.PASSES
