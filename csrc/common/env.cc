@@ -46,9 +46,10 @@ Variable boolean(const char* name, const char* defaultValue, const char* meaning
   return declare(name, defaultValue, Kind::kBoolean, meaning);
 }
 
-// A variable every rank of a group must set alike (Variable::groupWide), of any kind.
-Variable sameOnEveryRank(Variable v) {
-  v.groupWide = true;
+// A boolean every rank of a group must set alike (Variable::groupWide).
+Variable boolean(const char* name, const char* defaultValue, bool groupWide, const char* meaning) {
+  Variable v = boolean(name, defaultValue, meaning);
+  v.groupWide = groupWide;
   return v;
 }
 
@@ -209,11 +210,10 @@ const std::vector<Variable> kVariables = {
             "benchmarks/device_check.sh: seconds the whole GPU check may take."),
     // Every rank runs the vendor's collective beside each kernel call: one rank alone would
     // wait for peers that never join it.
-    sameOnEveryRank(boolean("XCCL_GPU_VERIFY", "0",
-                            "1: every kernel-route GPU collective is also run by NCCL/RCCL (host "
-                            "memory where ranks share a GPU) and the results compared; a "
-                            "mismatch raises an error naming the operation, dtype, size and "
-                            "rank. Debugging only: each call waits for both.")),
+    boolean("XCCL_GPU_VERIFY", "0", kGroupWide,
+            "1: every kernel-route GPU collective is also run by NCCL/RCCL (host memory where "
+            "ranks share a GPU) and the results compared; a mismatch raises an error naming the "
+            "operation, dtype, size and rank. Debugging only: each call waits for both."),
     // Read by the Python package (python/xccl/verify.py).
     text("XCCL_CACHE_DIR",
          "Folder of xccl's per-user cache (the GPU kernel verification stamp); default "
