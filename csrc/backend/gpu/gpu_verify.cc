@@ -84,10 +84,13 @@ void GpuPath::agreeOnKernels(net::Store& store) {
   }
   groupRequest_.timeSliced = anySliced;
   if (anySliced && rank == 0) {
-    XCCL_WARN("backend", placement_.ranksPerGpu,
-              " ranks share a GPU and no MPS control daemon runs (nvidia-cuda-mps-control -d): "
-              "the driver time-slices them, so GPU collectives go through host memory unless "
-              "XCCL_GPU_ALGO names a kernel");
+    static std::once_flag told;
+    std::call_once(told, [&] {
+      XCCL_WARN("backend", placement_.ranksPerGpu,
+                " ranks share a GPU and no MPS control daemon runs (nvidia-cuda-mps-control -d): "
+                "the driver time-slices them, so GPU collectives go through host memory unless "
+                "XCCL_GPU_ALGO names a kernel");
+    });
   }
   if (anyMig) {
     std::lock_guard<std::mutex> guard(mutex_);
