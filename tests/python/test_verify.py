@@ -191,3 +191,20 @@ def test_doctor_gpu_covers_every_kernel_case():
     assert {c[3] for c in cases} == set(gpu_check.COUNTS)
     # all_reduce's two-shot kernel gets a pass of its own.
     assert ("two_shot", ("all_reduce",)) in gpu_check.PASSES
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_doctor_gpu_reference_matches_xccl_on_cpu(world):
+    # The same cases and host reference on the CPU side: a wrong reference would fail the
+    # verification on a GPU for nothing (world 3: avg's rounding tolerance).
+    from xccl.doctor import gpu_check
+
+    ranks, error = gpu_check._launch(
+        "auto", gpu_check.COLLECTIVES, world, 120.0, counts=(1, 1001), device_kind="cpu"
+    )
+    assert error is None
+    assert [r.get("error") for r in ranks] == [None] * world
+    assert [f for r in ranks for f in r["failures"]] == []
+    assert all(
+        r["cases"] == len(list(gpu_check._cases(gpu_check.COLLECTIVES, (1, 1001)))) for r in ranks
+    )

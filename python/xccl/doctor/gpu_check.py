@@ -53,12 +53,12 @@ def _reduce_op(dist, op):
     )
 
 
-def _cases(collectives):
+def _cases(collectives, counts=COUNTS):
     for collective in collectives:
         reduces = collective in ("all_reduce", "reduce_scatter")
         for dtype in DTYPES:
             for op in OPS if reduces else ("copy",):
-                for n in COUNTS:
+                for n in counts:
                     yield collective, dtype, op, n
 
 
@@ -72,7 +72,7 @@ def _run_case(torch, dist, case, rank, world, device):
         )
         for r in range(world)
     ]
-    mine = inputs[rank].to(device)
+    mine = inputs[rank].to(device, copy=True)  # the reference keeps the inputs
     if collective == "all_reduce":
         dist.all_reduce(mine, op=_reduce_op(dist, op))
         return mine.cpu(), _reduce(torch, op, inputs, world).to(dtype)
@@ -105,8 +105,9 @@ def _alike(torch, got, want, op, world) -> bool:
     return torch.equal(got, want)
 
 
-def _worker(algo, collectives, timeout_s, results, rank, world, init_method):
-    """One rank; never raises: its failures (or error) go to `results`."""
+def _worker(algo, collectives, counts, device_kind, timeout_s, results, rank, world, init_method):
+    """One rank; never raises: its failures (or error) go to `results`. device_kind "cpu" runs
+    the same cases on the CPU side (the reference's own test)."""
     out = {"rank": rank, "failures": [], "cases": 0}
     try:
         os.environ["XCCL_GPU_ALGO"] = algo  # before xccl reads it (once per process)
@@ -115,8 +116,11 @@ def _worker(algo, collectives, timeout_s, results, rank, world, init_method):
 
         import xccl  # noqa: F401 - registers the backend
 
-        device = torch.device("cuda", rank % torch.cuda.device_count())
-        torch.cuda.set_device(device)
+        if device_kind == "cuda":
+            device = torch.device("cuda", rank % torch.cuda.device_count())
+            torch.cuda.set_device(device)
+        else:
+            device = torch.device("cpu")
         dist.init_process_group(
             "xccl",
             init_method=init_method,
@@ -124,7 +128,7 @@ def _worker(algo, collectives, timeout_s, results, rank, world, init_method):
             world_size=world,
             timeout=timedelta(seconds=timeout_s),
         )
-        for case in _cases(collectives):
+        for case in _cases(collectives, counts):
             got, want = _run_case(torch, dist, case, rank, world, device)
             out["cases"] += 1
             if not _alike(torch, got, want, case[2], world):
@@ -135,17 +139,20 @@ def _worker(algo, collectives, timeout_s, results, rank, world, init_method):
                     f"rank {rank}: element {first} is {got.reshape(-1)[first].item()} instead "
                     f"of {want.reshape(-1)[first].item()}"
                 )
-        torch.cuda.synchronize()
+        if device_kind == "cuda":
+            torch.cuda.synchronize()
         dist.destroy_process_group()
     except Exception as error:  # noqa: BLE001 - a rank reports every failure, never raises
         out["error"] = f"{type(error).__name__}: {error}"
     results.put(out)
 
 
-def _launch(algo, collectives, world, timeout_s) -> tuple[list, str | None]:
+def _launch(
+    algo, collectives, world, timeout_s, counts=COUNTS, device_kind="cuda"
+) -> tuple[list, str | None]:
     results = _procs.rank_context().Queue()
     deadline = time.monotonic() + timeout_s
-    args = (algo, collectives, timeout_s * 0.8, results)
+    args = (algo, collectives, counts, device_kind, timeout_s * 0.8, results)
     ranks, error = [], None
     with launch.local_ranks(_worker, world, args, prefix="xccl-gpu-check") as procs:
         while len(ranks) < world:
