@@ -96,12 +96,13 @@ def _run_case(torch, dist, case, rank, world, device):
 
 def _alike(torch, got, want, op, world) -> bool:
     """Bit for bit (integer inputs make every sum exact in any order), except avg over a world
-    size that is no power of two, whose division rounds: within one unit in the last place."""
+    size that is no power of two, whose division rounds (twice where the kernel multiplies by a
+    rounded 1/world): within two units in the last place."""
     if got.dtype != want.dtype or got.shape != want.shape:
         return False
     if op == "avg" and world & (world - 1):
         eps = torch.finfo(got.dtype).eps
-        return torch.allclose(got.to(torch.float64), want.to(torch.float64), rtol=eps, atol=0)
+        return torch.allclose(got.to(torch.float64), want.to(torch.float64), rtol=2 * eps, atol=0)
     return torch.equal(got, want)
 
 
