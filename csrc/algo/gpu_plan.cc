@@ -155,6 +155,15 @@ class Planner {
       return noKernel("some GPU pair has neither NVLink/xGMI nor a common PCIe switch (no P2P)");
     }
     const FabricLimits& limits = limitsFor(fabric_, tunables_);
+    if (!forcedKernel_ && !r.kernelsVerified) {
+      return elsewhere("kernels not verified on this machine (python -m xccl doctor --gpu)");
+    }
+    if (shared_ && r.timeSliced && !forcedKernel_) {
+      return host(detail::concat(r.ranksPerGpu,
+                                 " ranks share a GPU without MPS: time-sliced, a kernel would "
+                                 "wait out whole time slices for its peers (NCCL refuses "
+                                 "shared GPUs)"));
+    }
     if (shared_) {
       return kernelBySize(limits,
                           detail::concat(r.ranksPerGpu, " ranks share a GPU (NCCL "
@@ -217,7 +226,7 @@ class Planner {
 
   // Where a call goes without a kernel: the vendor library, or host memory when ranks share a
   // GPU (NCCL refuses that).
-  GpuPlan elsewhere(const char* why) const { return shared_ ? host(why) : vendor(why); }
+  GpuPlan elsewhere(const std::string& why) const { return shared_ ? host(why) : vendor(why); }
 
   // The fabric among this host's GPUs. Without an explicit set, ranks that all share one GPU
   // need no topology; otherwise the whole machine stands in for the set.

@@ -101,6 +101,15 @@ struct GpuRequest {
   bool ipcRefused = false;
   // False when this torch has no NCCL/RCCL (torch.distributed.is_nccl_available()).
   bool vendorAvailable = true;
+  // Whether xccl's kernels were verified on this machine (GPU model, driver, topology and xccl
+  // version: `python -m xccl doctor --gpu` leaves a stamp, or the known-good list names it), as
+  // the group agreed at creation (rank 0's answer). False by default: an unverified kernel never
+  // runs unless XCCL_GPU_ALGO names it (docs/gpu.md, "Verified kernels").
+  bool kernelsVerified = false;
+  // Ranks share a GPU (ranksPerGpu > 1) with no MPS control daemon: the driver time-slices their
+  // contexts, so a kernel's blocks spin through whole time slices waiting for a peer's blocks
+  // (NVIDIA only; AMD runs the queues of several processes concurrently).
+  bool timeSliced = false;
 };
 
 struct GpuPlan {

@@ -82,6 +82,7 @@ void gpuRows(const PlanQuery& q, const topo::Topology& topology, const Tunables&
   GpuRequest request;
   request.worldSize = q.worldSize;
   request.hosts = q.hosts;
+  request.kernelsVerified = q.kernelsVerified;
   if (gpus > 0) {
     request.ranksPerGpu = (perHost + gpus - 1) / gpus;
     for (int i = 0; i < std::min(perHost, gpus); ++i) request.gpus.push_back(i);

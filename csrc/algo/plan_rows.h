@@ -22,6 +22,9 @@ struct PlanQuery {
   // Message sizes in nccl-tests' convention (all_gather: the output; reduce_scatter and
   // all_to_all: the input; the others: the buffer). Empty: 1 KiB to 1 GiB in steps of 4x.
   std::vector<size_t> sizes;
+  // GPUs: whether xccl's kernels count as verified on the machine (GpuRequest::kernelsVerified):
+  // unverified, only a forced XCCL_GPU_ALGO plans a kernel.
+  bool kernelsVerified = false;
 };
 
 struct PlanRow {

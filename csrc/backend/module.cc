@@ -113,6 +113,34 @@ PYBIND11_MODULE(_C, m) {
       "None removes it.");
 
   m.def(
+      "_set_kernel_check",
+      [](py::object check) {
+        if (check.is_none()) {
+          setKernelCheck(nullptr);
+          return;
+        }
+        auto held =
+            std::shared_ptr<py::object>(new py::object(std::move(check)), [](py::object* f) {
+              if (Py_IsInitialized()) {
+                py::gil_scoped_acquire gil;
+                delete f;
+              }
+            });
+        setKernelCheck([held]() -> KernelCheckResult {
+          py::gil_scoped_acquire gil;
+          // A check that raises or answers oddly means "not verified", never a failed group.
+          try {
+            py::tuple answer = (*held)();
+            return {answer[0].cast<bool>(), answer[1].cast<std::string>()};
+          } catch (const std::exception& e) {
+            return {false, std::string("the verification check failed: ") + e.what()};
+          }
+        });
+      },
+      "Registers the callable () -> (verified: bool, why: str) that says whether xccl's GPU "
+      "kernels were verified on this machine (python/xccl/verify.py); None removes it.");
+
+  m.def(
       "_failed_work",
       [](const std::string& kind, const std::string& message) {
         for (ErrorKind k : {ErrorKind::kInternal, ErrorKind::kInvalidArgument, ErrorKind::kTimeout,

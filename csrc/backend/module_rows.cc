@@ -19,7 +19,7 @@ void bindPlan(py::module& m) {
   m.def(
       "_plan_rows",
       [](const std::string& device, int world, int hosts, const std::vector<size_t>& sizes,
-         const std::optional<std::string>& topologyFile) {
+         const std::optional<std::string>& topologyFile, bool kernelsVerified) {
         std::vector<std::tuple<std::string, size_t, std::string, std::string, std::string>> rows;
         try {
           if (device != "cpu" && device != "cuda") {
@@ -30,6 +30,7 @@ void bindPlan(py::module& m) {
           query.worldSize = world;
           query.hosts = hosts;
           query.sizes = sizes;
+          query.kernelsVerified = kernelsVerified;
           // The tunables as a group created now would read them (XCCL_* of this process).
           const algo::Tunables tunables = algo::Tunables::fromEnvironment();
           const topo::Topology topology =
@@ -45,9 +46,10 @@ void bindPlan(py::module& m) {
         return rows;
       },
       py::arg("device"), py::arg("world"), py::arg("hosts"), py::arg("sizes"),
-      py::arg("topology_file") = py::none(),
+      py::arg("topology_file") = py::none(), py::arg("kernels_verified") = false,
       "The plan per collective and message size: (collective, bytes, route, algorithm, reason) "
-      "rows (docs/algorithms.md, 'Seeing the plan'). Pure: runs nothing, needs no GPU.");
+      "rows (docs/algorithms.md, 'Seeing the plan'). Pure: runs nothing, needs no GPU. "
+      "kernels_verified: plan as on a machine where xccl's GPU kernels were verified.");
 }
 
 }  // namespace xccl::backend

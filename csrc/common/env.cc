@@ -46,6 +46,13 @@ Variable boolean(const char* name, const char* defaultValue, const char* meaning
   return declare(name, defaultValue, Kind::kBoolean, meaning);
 }
 
+// A boolean every rank of a group must set alike (Variable::groupWide).
+Variable boolean(const char* name, const char* defaultValue, bool groupWide, const char* meaning) {
+  Variable v = boolean(name, defaultValue, meaning);
+  v.groupWide = groupWide;
+  return v;
+}
+
 Variable choice(const char* name, const char* defaultValue, std::vector<std::string> choices,
                 bool groupWide, const char* meaning) {
   Variable v = declare(name, defaultValue, Kind::kChoice, meaning);
@@ -203,6 +210,16 @@ const std::vector<Variable> kVariables = {
             "benchmarks/device_check.sh: seconds the whole GPU check may take."),
     text("XCCL_CHECK_STAGES_FILE",
          "benchmarks/device_check.sh: a bash file sourced after the stage functions."),
+    // Every rank runs the vendor's collective beside each kernel call: one rank alone would
+    // wait for peers that never join it.
+    boolean("XCCL_GPU_VERIFY", "0", kGroupWide,
+            "1: every kernel-route GPU collective is also run by NCCL/RCCL (host memory where "
+            "ranks share a GPU) and the results compared; a mismatch raises an error naming the "
+            "operation, dtype, size and rank. Debugging only: each call waits for both."),
+    // Read by the Python package (python/xccl/verify.py).
+    text("XCCL_CACHE_DIR",
+         "Folder of xccl's per-user cache (the GPU kernel verification stamp); default "
+         "$XDG_CACHE_HOME/xccl, else ~/.cache/xccl."),
 };
 
 std::mutex gMutex;

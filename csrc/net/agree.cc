@@ -144,6 +144,24 @@ void agreeOnSettings(Store& store, const std::string& key, int rank, int size,
                  " (every rank of a group must use the same value: set it alike on every rank)");
 }
 
+RankZeroVerdict rankZeroVerdict(const std::vector<std::string>& byRank) {
+  RankZeroVerdict verdict;
+  if (byRank.empty()) return verdict;
+  verdict.value = byRank[0];
+  for (int r = 1; r < static_cast<int>(byRank.size()); ++r) {
+    if (byRank[r] != verdict.value) verdict.dissenting.push_back(r);
+  }
+  return verdict;
+}
+
+RankZeroVerdict agreeOnRankZero(Store& store, const std::string& key, int rank, int size,
+                                const std::string& mine, std::chrono::milliseconds timeout) {
+  XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "agreeOnRankZero: bad rank ", rank, " of ",
+                 size);
+  // All answers, not only rank 0's: every rank then knows who dissented, for the log.
+  return rankZeroVerdict(Bootstrap(store, "", rank, size, timeout).allGather(key, mine));
+}
+
 std::string tally(const std::vector<std::string>& objections) {
   std::vector<std::string> reasons;
   std::vector<int> objecting;

@@ -31,6 +31,20 @@ void agreeOnSettings(Store& store, const std::string& key, int rank, int size,
 // shows as "(unset)".
 std::string settingsMismatch(const std::vector<Settings>& byRank);
 
+// A decision one rank makes for the whole group (rank 0's answer wins): whether xccl's GPU
+// kernels count as verified, read from rank 0's cache, so that a rank with another cache (another
+// user, a stale stamp) cannot plan differently and hang its peers. Collective like
+// agreeOnSettings; every rank returns the same verdict.
+struct RankZeroVerdict {
+  std::string value;             // rank 0's `mine`
+  std::vector<int> dissenting;   // ranks whose own `mine` differed (the same list on every rank)
+};
+RankZeroVerdict agreeOnRankZero(Store& store, const std::string& key, int rank, int size,
+                                const std::string& mine, std::chrono::milliseconds timeout);
+// Pure: the verdict from every rank's answer (byRank[0] wins; empty input: no answer, nobody
+// dissenting).
+RankZeroVerdict rankZeroVerdict(const std::vector<std::string>& byRank);
+
 // Pure: "" when every rank's objection is "" (yes), else each objecting rank's reason, grouped
 // like settingsMismatch ("rank 1: no peer access to rank 0; ranks 2-3: out of memory").
 std::string tally(const std::vector<std::string>& objections);

@@ -125,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="hosts the ranks are spread over, evenly (default 1)",
     )
     plan.add_argument(
+        "--kernels",
+        default="auto",
+        choices=("auto", "verified", "unverified"),
+        help="plan as on a machine where xccl's GPU kernels were verified or not (default auto: "
+        "this machine's stamp from `python -m xccl doctor --gpu`)",
+    )
+    plan.add_argument(
         "sizes",
         nargs="*",
         metavar="SIZE",
@@ -136,6 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--backend", default="xccl", help="backend to self-test (default xccl)")
     doctor.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     doctor.add_argument("--no-selftest", action="store_true", help="host checks only")
+    doctor.add_argument(
+        "--gpu",
+        action="store_true",
+        help="instead of the self-test, check every xccl GPU kernel against a host reference "
+        "on this machine's GPUs and, when all are exact, record that they were verified here "
+        "(they then run by default; docs/gpu.md)",
+    )
     doctor.add_argument("--timeout", type=float, default=45.0, help="self-test bound, seconds")
     doctor.add_argument(
         "--topology-file", metavar="FILE", help="check this topology JSON instead of discovering"

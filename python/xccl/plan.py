@@ -68,11 +68,25 @@ def plan_rows(
     hosts: int = 1,
     sizes: list[int] | None = None,
     topology_file: str | None = None,
+    kernels_verified: bool = False,
 ) -> list[tuple[str, int, str, str, str]]:
     """(collective, bytes, route, algorithm, reason) rows; raises ValueError for bad input."""
     from xccl import _C  # the compiled extension (imports torch)
 
-    return _C._plan_rows(device, world, hosts, list(sizes or []), topology_file)
+    return _C._plan_rows(device, world, hosts, list(sizes or []), topology_file, kernels_verified)
+
+
+def kernels_verdict(choice: str, topology_file: str | None) -> tuple[bool, str]:
+    """--kernels: (verified, why) as asked, or (auto) as the stamp says for the topology planned
+    (python/xccl/verify.py; a fixture topology is not this machine's, so not verified)."""
+    if choice != "auto":
+        return choice == "verified", f"--kernels {choice}"
+    from . import topo, verify
+
+    if topology_file is None:
+        return verify.kernels_verified()
+    with open(topology_file, encoding="utf-8") as f:
+        return verify.verdict(topo.load(f.read()))
 
 
 def format_table(rows: list[tuple[str, int, str, str, str]]) -> str:
@@ -92,7 +106,10 @@ def main(args) -> int:
         raise ValueError("--world and --hosts must be at least 1")
     sizes = [parse_size(s) for s in (args.sizes or [])]
     world = args.world or default_world(args.device, args.hosts, args.topo)
-    rows = plan_rows(args.device, world, args.hosts, sizes, args.topo)
+    verified, why = (False, "")
+    if args.device == "cuda":
+        verified, why = kernels_verdict(getattr(args, "kernels", "auto"), args.topo)
+    rows = plan_rows(args.device, world, args.hosts, sizes, args.topo, verified)
     where = f"topology {args.topo}" if args.topo else "this machine's topology"
     print(
         f"xccl plan: {args.device}, {world} ranks on {args.hosts} host"
@@ -100,4 +117,7 @@ def main(args) -> int:
         "(all_gather: output; reduce_scatter, all_to_all: input)"
     )
     print(format_table(rows))
+    if args.device == "cuda":
+        state = "verified" if verified else "not verified"
+        print(f"xccl's GPU kernels: {state} ({why}); --kernels verified|unverified shows either")
     return 0

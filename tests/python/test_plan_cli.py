@@ -18,9 +18,14 @@ def run(capsys, *argv):
     return lines
 
 
+def table(lines):
+    """The table's rows: a cuda plan ends with a line saying whether the kernels are verified."""
+    return [line for line in lines[2:] if not line.startswith("xccl's GPU kernels: ")]
+
+
 def row(lines, collective, size):
     """(route, algorithm, reason) of the row for `collective` at `size` ("1 KiB")."""
-    for line in lines[2:]:
+    for line in table(lines):
         if line.startswith(collective + " ") and f" {size} " in line:
             rest = line[len(collective) :].split(size, 1)[1].split()
             return rest[0], rest[1], " ".join(rest[2:])
@@ -31,7 +36,7 @@ def row(lines, collective, size):
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_every_fixture_has_a_full_table(capsys, name, device):
     lines = run(capsys, "--topo", os.path.join(FIXTURE_DIR, name), "--device", device)
-    collectives = {line.split()[0] for line in lines[2:]}
+    collectives = {line.split()[0] for line in table(lines)}
     expected = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all"}
     if device == "cpu":
         expected |= {"gather", "scatter", "barrier"}
@@ -39,7 +44,7 @@ def test_every_fixture_has_a_full_table(capsys, name, device):
     routes = {"cpu": {"tcp", "shm", "hierarchical"}, "cuda": {"kernel", "vendor", "host", "local"}}[
         device
     ]
-    for line in lines[2:]:
+    for line in table(lines):
         assert line.split()[3] in routes, line
         assert len(line.split()) > 5, f"no reason: {line}"  # every row says why
     # Default sizes: 1 KiB to 1 GiB in steps of 4.
@@ -55,14 +60,38 @@ def test_h100_small_all_reduce_is_one_shot_and_large_is_nccl(capsys):
         "cuda",
         "--world",
         "8",
+        "--kernels",
+        "verified",
         "1K",
         "64MiB",
     )
     assert lines[0].startswith("xccl plan: cuda, 8 ranks on 1 host")
+    assert lines[-1].startswith("xccl's GPU kernels: verified (--kernels verified)")
     assert row(lines, "all_reduce", "1 KiB")[:2] == ("kernel", "one_shot")
     route, algorithm, reason = row(lines, "all_reduce", "64 MiB")
     assert (route, algorithm) == ("vendor", "nccl")
     assert "8 MiB" in reason  # the kernel limit it compared against
+
+
+@pytest.mark.parametrize("kernels", [[], ["--kernels", "unverified"]])
+def test_unverified_machines_plan_the_vendor_route(capsys, kernels):
+    # A fixture is not this machine, so no stamp matches it (auto); or said outright.
+    h100 = os.path.join(FIXTURE_DIR, "hgx_h100_8x_nvswitch.json")
+    lines = run(capsys, "--topo", h100, "--world", "8", *kernels, "1K", "64MiB")
+    for collective in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"):
+        route, algorithm, reason = row(lines, collective, "1 KiB")
+        assert (route, algorithm) == ("vendor", "nccl"), (collective, reason)
+        assert reason.startswith("kernels not verified on this machine"), reason
+    assert lines[-1].startswith("xccl's GPU kernels: not verified")
+
+
+def test_a_forced_kernel_runs_unverified():
+    # XCCL_GPU_ALGO naming a kernel runs it anyway (a fresh process: variables are read once).
+    h100 = os.path.join(FIXTURE_DIR, "hgx_h100_8x_nvswitch.json")
+    env = dict(os.environ, XCCL_GPU_ALGO="kernel")
+    out = run_module("plan", "--topo", h100, "--world", "8", "1K", env=env).stdout.splitlines()
+    assert out[-1].startswith("xccl's GPU kernels: not verified")
+    assert row(out, "all_reduce", "1 KiB")[:2] == ("kernel", "one_shot")
 
 
 def test_amd_machines_delegate_to_rccl(capsys):
@@ -74,7 +103,7 @@ def test_amd_machines_delegate_to_rccl(capsys):
 def test_cpu_one_host_is_shared_memory_and_hosts_split_it(capsys):
     vm = os.path.join(FIXTURE_DIR, "cpu_vm.json")
     lines = run(capsys, "--topo", vm, "--device", "cpu", "--world", "4", "1K", "16M")
-    for line in lines[2:]:
+    for line in table(lines):
         assert line.split()[3] == "shm", line
     assert row(lines, "all_reduce", "1 KiB")[1] == "one_shot"
     assert row(lines, "all_reduce", "16 MiB")[1] == "two_shot"
@@ -95,7 +124,8 @@ def test_this_machine_and_the_module_entry_point():
     # No --topo: this machine's discovered topology; the cuda plan needs no GPU.
     out = run_module("plan", "--world", "2", "4K").stdout
     assert "this machine's topology" in out.splitlines()[0]
-    assert out.count("\n") == 2 + 6  # title, header, one row per GPU collective
+    # Title, header, one row per GPU collective, whether the kernels are verified.
+    assert out.count("\n") == 2 + 6 + 1
 
 
 def test_bad_input_is_a_usage_error(capsys):

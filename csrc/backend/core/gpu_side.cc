@@ -33,6 +33,30 @@ VendorFactory vendorFactory() {
   return factorySlot();
 }
 
+namespace {
+
+KernelCheck& kernelCheckSlot() {
+  static KernelCheck check;
+  return check;
+}
+
+}  // namespace
+
+void setKernelCheck(KernelCheck check) {
+  std::lock_guard<std::mutex> guard(factoryMutex());
+  kernelCheckSlot() = std::move(check);
+}
+
+KernelCheckResult checkKernels() {
+  KernelCheck check;
+  {
+    std::lock_guard<std::mutex> guard(factoryMutex());
+    check = kernelCheckSlot();
+  }
+  if (!check) return {false, "no verification check registered (xccl's Python package)"};
+  return check();
+}
+
 #if !XCCL_WITH_CUDA
 std::unique_ptr<GpuSide> makeGpuSide(GroupCore&, Side&, int device) {
   C10_THROW_ERROR(ValueError, c10::str("xccl: got a tensor on cuda:", device,

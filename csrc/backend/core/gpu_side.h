@@ -65,4 +65,15 @@ using VendorFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
 void setVendorFactory(VendorFactory factory);
 VendorFactory vendorFactory();
 
+// Whether xccl's GPU kernels were verified on this machine, and why (python/xccl/verify.py,
+// registered by Python): asked once per GPU side's creation on every rank; the group takes rank
+// 0's answer. Empty (C++ without the Python package): not verified.
+struct KernelCheckResult {
+  bool verified = false;
+  std::string why;
+};
+using KernelCheck = std::function<KernelCheckResult()>;
+void setKernelCheck(KernelCheck check);
+KernelCheckResult checkKernels();
+
 }  // namespace xccl::backend

@@ -45,6 +45,7 @@ GpuPath::GpuPath(GroupCore& group, Side& cpu, int device)
   groupRequest_.ranksPerGpu = placement_.ranksPerGpu;
   groupRequest_.gpus = placement_.gpus;
   groupRequest_.kernelsFit = maxBlocks_ != algo::kCannotFit;
+  agreeOnKernels(store);
   if (maxBlocks_ == algo::kCannotFit) {
     XCCL_WARN("backend", placement_.ranksPerGpu, " ranks share a GPU of ", placement_.smCount,
               " SMs: too few for every rank's kernel blocks at once; GPU collectives go through "
@@ -91,7 +92,8 @@ Side::WorkPtr GpuPath::allreduce(std::vector<at::Tensor>& tensors,
   const size_t elem = elementSize(view.type);
   std::vector<at::Tensor> keep{tensor};
   if (reduce.deviceFactor.defined()) keep.push_back(reduce.deviceFactor);
-  return runKernel(c10d::OpType::ALLREDUCE, name, keep, [&](Workspace& ws) {
+  std::optional<std::vector<at::Tensor>> before = snapshotForVerify({&tensors[0]});
+  WorkPtr work = runKernel(c10d::OpType::ALLREDUCE, name, keep, [&](Workspace& ws) {
     const size_t perChunk = ws.layout().dataBytes / elem;
     auto* data = static_cast<char*>(tensor.data_ptr());
     for (size_t base = 0; base < view.count; base += perChunk) {
@@ -103,6 +105,8 @@ Side::WorkPtr GpuPath::allreduce(std::vector<at::Tensor>& tensors,
       kernels::launchAllReduce(args, comm_.stream());
     }
   });
+  return verifiedKernel(name, {view.type, reduce.spec.op, true, byteSize(tensor)}, viaLibrary,
+                        std::move(before), {&tensors[0]}, {&tensors[0]}, std::move(work));
 }
 
 Side::WorkPtr GpuPath::broadcast(std::vector<at::Tensor>& tensors,
@@ -122,7 +126,8 @@ Side::WorkPtr GpuPath::broadcast(std::vector<at::Tensor>& tensors,
     return other(name, plan.route, plan.reason.c_str(), viaLibrary, {&tensors[0]}, {&tensors[0]});
   }
   const int root = static_cast<int>(opts.rootRank);
-  return runKernel(c10d::OpType::BROADCAST, name, {tensor}, [&](Workspace& ws) {
+  std::optional<std::vector<at::Tensor>> before = snapshotForVerify({&tensors[0]});
+  WorkPtr work = runKernel(c10d::OpType::BROADCAST, name, {tensor}, [&](Workspace& ws) {
     const size_t perChunk = ws.layout().dataBytes;
     auto* data = static_cast<char*>(tensor.data_ptr());
     for (size_t base = 0; base < bytes; base += perChunk) {
@@ -138,6 +143,8 @@ Side::WorkPtr GpuPath::broadcast(std::vector<at::Tensor>& tensors,
       kernels::launchBroadcast(args, comm_.stream());
     }
   });
+  return verifiedKernel(name, {DataType::kUInt8, ReduceOp::kSum, false, bytes}, viaLibrary,
+                        std::move(before), {&tensors[0]}, {&tensors[0]}, std::move(work));
 }
 
 Side::WorkPtr GpuPath::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -175,16 +182,21 @@ Side::WorkPtr GpuPath::allgatherBase(at::Tensor& output, at::Tensor& input,
     return other(name, plan.route, plan.reason.c_str(), viaLibrary, {&inputs[0], &outputs[0]},
                  {&outputs[0]});
   }
-  return runKernel(c10d::OpType::_ALLGATHER_BASE, name, {output, input}, [&](Workspace& ws) {
-    copyIn(ws, input.data_ptr(), bytes);
-    kernels::AllGatherArgs args;
-    args.handle = handle(ws);
-    args.output = output.data_ptr();
-    args.count = bytes;
-    args.dtype = DataType::kUInt8;
-    args.shape = launchShape();
-    kernels::launchAllGather(args, comm_.stream());
-  });
+  std::optional<std::vector<at::Tensor>> before = snapshotForVerify({&inputs[0], &outputs[0]});
+  WorkPtr work =
+      runKernel(c10d::OpType::_ALLGATHER_BASE, name, {output, input}, [&](Workspace& ws) {
+        copyIn(ws, input.data_ptr(), bytes);
+        kernels::AllGatherArgs args;
+        args.handle = handle(ws);
+        args.output = output.data_ptr();
+        args.count = bytes;
+        args.dtype = DataType::kUInt8;
+        args.shape = launchShape();
+        kernels::launchAllGather(args, comm_.stream());
+      });
+  return verifiedKernel(name, {DataType::kUInt8, ReduceOp::kSum, false, byteSize(output)},
+                        viaLibrary, std::move(before), {&inputs[0], &outputs[0]}, {&outputs[0]},
+                        std::move(work));
 }
 
 Side::WorkPtr GpuPath::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -226,7 +238,8 @@ Side::WorkPtr GpuPath::reduceScatterBase(at::Tensor& output, at::Tensor& input,
   }
   std::vector<at::Tensor> keep{output, input};
   if (reduce.deviceFactor.defined()) keep.push_back(reduce.deviceFactor);
-  return runKernel(c10d::OpType::_REDUCE_SCATTER_BASE, name, keep, [&](Workspace& ws) {
+  std::optional<std::vector<at::Tensor>> before = snapshotForVerify({&inputs[0], &outputs[0]});
+  WorkPtr work = runKernel(c10d::OpType::_REDUCE_SCATTER_BASE, name, keep, [&](Workspace& ws) {
     copyIn(ws, input.data_ptr(), bytes);
     kernels::ReduceScatterArgs args;
     args.handle = handle(ws);
@@ -241,6 +254,9 @@ Side::WorkPtr GpuPath::reduceScatterBase(at::Tensor& output, at::Tensor& input,
     args.shape = launchShape();
     kernels::launchReduceScatter(args, comm_.stream());
   });
+  return verifiedKernel(name, {view.type, reduce.spec.op, true, bytes}, viaLibrary,
+                        std::move(before), {&inputs[0], &outputs[0]}, {&outputs[0]},
+                        std::move(work));
 }
 
 Side::WorkPtr GpuPath::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -272,7 +288,8 @@ Side::WorkPtr GpuPath::alltoall_base(at::Tensor& output, at::Tensor& input,
     return other(name, plan.route, plan.reason.c_str(), viaLibrary, args, {&output});
   }
   checkSameDtype(input, output, name);
-  return runKernel(c10d::OpType::ALLTOALL_BASE, name, {output, input}, [&](Workspace& ws) {
+  std::optional<std::vector<at::Tensor>> before = snapshotForVerify(args);
+  WorkPtr work = runKernel(c10d::OpType::ALLTOALL_BASE, name, {output, input}, [&](Workspace& ws) {
     copyIn(ws, input.data_ptr(), bytes);
     kernels::AllToAllArgs a;
     a.handle = handle(ws);
@@ -282,6 +299,8 @@ Side::WorkPtr GpuPath::alltoall_base(at::Tensor& output, at::Tensor& input,
     a.shape = launchShape();
     kernels::launchAllToAll(a, comm_.stream());
   });
+  return verifiedKernel(name, {DataType::kUInt8, ReduceOp::kSum, false, bytes}, viaLibrary,
+                        std::move(before), args, {&output}, std::move(work));
 }
 
 std::unique_ptr<GpuSide> makeGpuSide(GroupCore& group, Side& cpu, int device) {

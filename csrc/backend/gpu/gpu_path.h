@@ -5,6 +5,8 @@
 //  - gpu_path_request.cc:        the request to algo::planGpu (which route a call takes);
 //  - gpu_path_routes.cc:         the vendor and host routes, and world size 1;
 //  - gpu_path_batch.cc:          coalesced batches;
+//  - gpu_verify.cc:              whether the group may use the kernels (verified on this machine,
+//                                time-sliced shared GPU, MIG), agreed at creation; XCCL_GPU_VERIFY;
 //  - gpu_path_kernel.cc:         the workspace session (creation, device handle, one kernel-route
 //                                call, shutdown and abort);
 // and by the helpers core/tensor_args (argument checks, shared with the CPU side), gpu_placement
@@ -41,6 +43,7 @@
 #include "backend/gpu/gpu_stream.h"
 #include "kernels/launch.h"
 #include "net/cuda_ipc/workspace.h"
+#include "net/store.h"
 
 namespace xccl::backend {
 
@@ -119,6 +122,29 @@ class GpuPath final : public GpuSide {
   c10::intrusive_ptr<c10d::Work> solo(c10d::OpType type, const char* op, at::Tensor output,
                                       const std::function<void()>& body);
 
+  // ---- gpu_verify.cc ----
+  // At creation, after the placement exchange: fills in groupRequest_'s kernelsVerified (rank
+  // 0's answer) and timeSliced, and refuses CUDA IPC for a MIG instance; warns once. Collective.
+  void agreeOnKernels(net::Store& store);
+  // What XCCL_GPU_VERIFY compares: the call's element type, reduction, size.
+  struct VerifyCase {
+    DataType dtype = DataType::kUInt8;
+    ReduceOp op = ReduceOp::kSum;
+    bool reduces = false;
+    size_t bytes = 0;
+  };
+  // With XCCL_GPU_VERIFY=1 outside graph capture: copies of `args` taken before the kernel
+  // writes them (on the caller's stream); otherwise nothing.
+  std::optional<std::vector<at::Tensor>> snapshotForVerify(const std::vector<at::Tensor*>& args);
+  // `work` (the kernel route's) when `before` is empty; otherwise waits for it, runs the same call
+  // on `before` through the vendor (host memory where ranks share a GPU) and raises a
+  // DistBackendError naming op, dtype, size and rank when an output differs.
+  WorkPtr verifiedKernel(const char* op, const VerifyCase& what, const Call& call,
+                         std::optional<std::vector<at::Tensor>> before,
+                         const std::vector<at::Tensor*>& args,
+                         const std::vector<at::Tensor*>& outputs, WorkPtr work);
+  static bool verifyFromEnvironment();
+
   // ---- gpu_path_kernel.cc ----
   // Raises DistBackendError once the error word is set (every call, every route).
   void checkHealthy(const char* op) const { error_->throwIfSet(op); }
@@ -143,6 +169,7 @@ class GpuPath final : public GpuSide {
   const int device_;
   GpuStream comm_;
   const algo::Tunables tunables_;  // the group's
+  const bool verify_ = verifyFromEnvironment();  // XCCL_GPU_VERIFY
   Placement placement_;
   int maxBlocks_ = 0;  // LaunchShape::maxBlocks; kCannotFit routes around the kernels
   std::shared_ptr<ErrorWord> error_;

@@ -6,7 +6,8 @@ with WARN rather than passing silently. Every wait is bounded; the only traffic 
 
 Modules: checks (the host checks, pure functions of a topology, the environment and a
 filesystem root), selftest (ranks started and measured with xccl.bench's launcher and
-statistics); this one runs them in order.
+statistics), gpu_check (`--gpu`: every GPU kernel against a host reference, then the
+verification stamp); this one runs them in order.
 """
 
 from __future__ import annotations
@@ -93,7 +94,17 @@ def run(args) -> int:
     checks += check_ofi(_ofi_status(environ.get("MASTER_ADDR", "")))
     for check in checks:
         print(check.line(), flush=True)
-    if args.no_selftest:
+    if getattr(args, "gpu", False):
+        from .gpu_check import run_gpu_check
+
+        try:
+            more = run_gpu_check(topo)
+        except Exception as error:  # noqa: BLE001 - the doctor reports, it does not crash
+            more = [Check(FAIL, "gpu.verify", f"{type(error).__name__}: {error}")]
+        for check in more:
+            print(check.line(), flush=True)
+        checks += more
+    elif args.no_selftest:
         print(Check(WARN, "selftest", "skipped (--no-selftest)").line())
         checks.append(Check(WARN, "selftest", "skipped"))
     else:

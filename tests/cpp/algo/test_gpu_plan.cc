@@ -36,6 +36,7 @@ GpuRequest request(GpuCollective collective, size_t bytes, int world, int ranksP
   r.ranksPerGpu = ranksPerGpu;
   r.gpus = std::move(gpus);
   r.hosts = hosts;
+  r.kernelsVerified = true;  // the kernel rules; unverified machines: GpuPlanUnverified below
   return r;
 }
 

@@ -11,12 +11,15 @@ namespace xccl::algo {
 namespace {
 
 // A row's flags: the per-call flags (algo::GpuCallFlag) it flips in a default request, named
-// for what the flip means, and kKernelsDoNotFit (the group's kernelsFit, false).
+// for what the flip means, and the group's part: kKernelsDoNotFit (kernelsFit false),
+// kUnverified (kernelsVerified false: every other row plans a verified machine), kTimeSliced.
 constexpr unsigned kNone = 0;
 constexpr unsigned kUneven = kEvenSplits;
 constexpr unsigned kNoVendorReduce = kVendorReduces;
 constexpr unsigned kNoVendor = kVendorAvailable;
 constexpr unsigned kKernelsDoNotFit = 1u << 8;
+constexpr unsigned kUnverified = 1u << 9;
+constexpr unsigned kTimeSliced = 1u << 10;
 
 struct Row {
   GpuCollective collective;
@@ -67,6 +70,15 @@ const Row kRows[] = {
     {GpuCollective::kAllReduce, 64 * kMiB, 8, 1, kNoVendorReduce, GpuRoute::kHost, "host"},
     {GpuCollective::kAllReduce, 64 * kMiB, 8, 1, kNoVendor, GpuRoute::kHost, "host"},
     {GpuCollective::kAllReduce, 4 * kKiB, 8, 1, kNoVendor, GpuRoute::kKernel, "one_shot"},
+    // Kernels not verified on this machine: the vendor, or host memory where it cannot run.
+    {GpuCollective::kAllReduce, 4 * kKiB, 8, 1, kUnverified, GpuRoute::kVendor, "nccl"},
+    {GpuCollective::kAllGather, 4 * kKiB, 8, 1, kUnverified, GpuRoute::kVendor, "nccl"},
+    {GpuCollective::kAllReduce, 4 * kKiB, 8, 2, kUnverified, GpuRoute::kHost, "host"},
+    {GpuCollective::kAllReduce, 4 * kKiB, 8, 1, kUnverified | kNoVendor, GpuRoute::kHost, "host"},
+    {GpuCollective::kAllReduce, 1 * kMiB, 1, 1, kUnverified, GpuRoute::kLocal, "local"},
+    // Ranks time-sliced on a shared GPU (no MPS): host memory; a GPU of its own is not sliced.
+    {GpuCollective::kAllReduce, 4 * kKiB, 8, 2, kTimeSliced, GpuRoute::kHost, "host"},
+    {GpuCollective::kAllReduce, 4 * kKiB, 8, 1, kTimeSliced, GpuRoute::kKernel, "one_shot"},
 };
 
 TEST(GpuPlanRoutes, EveryRow) {
@@ -82,6 +94,8 @@ TEST(GpuPlanRoutes, EveryRow) {
     r.ranksPerGpu = row.ranksPerGpu;
     setGpuCallFlags(r, gpuCallFlags(r) ^ (row.flags & 0xff));
     r.kernelsFit = (row.flags & kKernelsDoNotFit) == 0;
+    r.kernelsVerified = (row.flags & kUnverified) == 0;
+    r.timeSliced = (row.flags & kTimeSliced) != 0;
     const GpuPlan plan = planGpu(r, h100, tunables);
     const std::string where = std::string(gpuCollectiveName(row.collective)) + " " +
                               std::to_string(row.bytes) + " B, world " + std::to_string(row.world) +
@@ -93,6 +107,34 @@ TEST(GpuPlanRoutes, EveryRow) {
     EXPECT_EQ(plan.route == GpuRoute::kKernel, plan.kernel != GpuKernel::kNone) << where;
     EXPECT_FALSE(plan.reason.empty()) << where;
   }
+}
+
+// An unverified machine plans no kernel by default and names the reason; XCCL_GPU_ALGO naming a
+// kernel runs it anyway (and on a time-sliced shared GPU too: the user asked for it).
+TEST(GpuPlanRoutes, UnverifiedKernelsOnlyWhenForced) {
+  const topo::Topology h100 =
+      topo::loadTopologyFile(std::string(XCCL_TOPO_FIXTURE_DIR) + "/hgx_h100_8x_nvswitch.json");
+  GpuRequest r;
+  r.bytes = 4 * kKiB;
+  r.worldSize = 8;
+  GpuPlan plan = planGpu(r, h100, Tunables{});
+  EXPECT_EQ(plan.route, GpuRoute::kVendor);
+  EXPECT_NE(plan.reason.find("kernels not verified on this machine"), std::string::npos)
+      << plan.reason;
+  Tunables forced;
+  forced.gpuForced = GpuForce::kKernel;
+  EXPECT_EQ(planGpu(r, h100, forced).route, GpuRoute::kKernel);
+  r.ranksPerGpu = 2;
+  r.timeSliced = true;
+  plan = planGpu(r, h100, Tunables{});
+  EXPECT_EQ(plan.route, GpuRoute::kHost);
+  EXPECT_EQ(planGpu(r, h100, forced).route, GpuRoute::kKernel);
+  r.kernelsVerified = true;
+  plan = planGpu(r, h100, Tunables{});
+  EXPECT_EQ(plan.route, GpuRoute::kHost);
+  EXPECT_NE(plan.reason.find("without MPS"), std::string::npos) << plan.reason;
+  r.timeSliced = false;
+  EXPECT_EQ(planGpu(r, h100, Tunables{}).route, GpuRoute::kKernel);
 }
 
 // The plan cache's key (backend/gpu/gpu_path.h) holds a request's per-call booleans as these

@@ -25,6 +25,7 @@ TEST(PlanTable, GpuRowsOnAnH100Box) {
   q.gpu = true;
   q.worldSize = 8;
   q.sizes = {1 * kKiB, 1 * kMiB, 1024 * kMiB};
+  q.kernelsVerified = true;
   const std::vector<PlanRow> rows = planRows(q, load("hgx_h100_8x_nvswitch.json"), {});
   EXPECT_EQ(rows.size(), 6u * 3u);  // six collectives, three sizes
   EXPECT_EQ(find(rows, "all_reduce", 1 * kKiB).algorithm, "one_shot");
@@ -34,6 +35,22 @@ TEST(PlanTable, GpuRowsOnAnH100Box) {
   EXPECT_EQ(find(rows, "all_reduce", 1024 * kMiB).route, "vendor");
   EXPECT_EQ(find(rows, "reduce", 1 * kKiB).algorithm, "nccl");
   EXPECT_NE(find(rows, "all_reduce", 1024 * kMiB).reason.find("8 MiB"), std::string::npos);
+}
+
+// The same box with kernels never verified on it: every collective goes to NCCL, saying why.
+TEST(PlanTable, GpuRowsOnAnUnverifiedH100BoxAreNccl) {
+  PlanQuery q;
+  q.gpu = true;
+  q.worldSize = 8;
+  q.sizes = {1 * kKiB, 1 * kMiB};
+  for (const PlanRow& row : planRows(q, load("hgx_h100_8x_nvswitch.json"), {})) {
+    EXPECT_EQ(row.route, "vendor") << row.collective << " " << row.bytes;
+    EXPECT_EQ(row.algorithm, "nccl") << row.collective << " " << row.bytes;
+  }
+  const PlanRow small =
+      find(planRows(q, load("hgx_h100_8x_nvswitch.json"), {}), "all_reduce", 1 * kKiB);
+  EXPECT_NE(small.reason.find("kernels not verified on this machine"), std::string::npos)
+      << small.reason;
 }
 
 TEST(PlanTable, GpuRowsWithMoreRanksThanGpusShareThem) {

@@ -263,7 +263,8 @@ TEST(EnvReads, GroupWideSettingsAreCanonical) {
                        {"XCCL_RING_CHUNK_BYTES", ""},
                        {"XCCL_SMALL_MSG_BYTES", ""},
                        {"XCCL_SHM_TWO_SHOT_BYTES", ""},
-                       {"XCCL_SHM_CMA_MIN_BYTES", ""}})) {
+                       {"XCCL_SHM_CMA_MIN_BYTES", ""},
+                       {"XCCL_GPU_VERIFY", "Yes"}})) {
     return;
   }
   std::string settings;
@@ -272,7 +273,7 @@ TEST(EnvReads, GroupWideSettingsAreCanonical) {
             "XCCL_NET=auto;XCCL_NET_STREAMS=2;XCCL_ALGO=auto;XCCL_RING_CHUNK_BYTES=524288;"
             "XCCL_SMALL_MSG_BYTES=65536;XCCL_SHM_TWO_SHOT_BYTES=;XCCL_SHM_CMA_MIN_BYTES=;"
             "XCCL_GPU_ALGO=nccl;"
-            "XCCL_GPU_WORKSPACE_BYTES=65536;");
+            "XCCL_GPU_WORKSPACE_BYTES=65536;XCCL_GPU_VERIFY=1;");
 }
 
 // Logging runs in destructors and progress threads: a bad level must not make it throw.

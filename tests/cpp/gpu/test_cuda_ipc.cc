@@ -19,6 +19,7 @@
 #include "net/bootstrap.h"
 #include "net/cuda_ipc/workspace.h"
 #include "shm/shm_testing.h"
+#include "topo/gpu_sharing.h"
 
 namespace xccl {
 namespace {
@@ -42,9 +43,16 @@ const std::string& whyNoGpu() {
       ::close(fds[0]);
       int count = 0;
       const gpuError_t rc = XCCL_RT(GetDeviceCount)(&count);
+      gpuDeviceProp_t props = {};
+      // A MIG instance refuses CUDA IPC (the backend falls back: topo/gpu_sharing.h).
+      const bool mig =
+          count > 0 && (topo::visibleDevicesAreMig(std::getenv("CUDA_VISIBLE_DEVICES")) ||
+                        (XCCL_RT(GetDeviceProperties)(&props, 0) == gpuSuccess &&
+                         topo::isMigDeviceName(props.name)));
       const std::string answer = rc != gpuSuccess
                                      ? std::string("GetDeviceCount: ") + gpuGetErrorString(rc)
                                  : count == 0 ? std::string("no GPU device")
+                                 : mig        ? std::string("a MIG instance refuses CUDA IPC")
                                               : std::string();
       ssize_t written = ::write(fds[1], answer.data(), answer.size());
       ::_exit(written == static_cast<ssize_t>(answer.size()) ? 0 : 1);
@@ -63,7 +71,7 @@ const std::string& whyNoGpu() {
 }
 
 #define SKIP_WITHOUT_GPU() \
-  if (!whyNoGpu().empty()) GTEST_SKIP() << "no usable GPU, CUDA IPC not tested: " << whyNoGpu()
+  if (!whyNoGpu().empty()) GTEST_SKIP() << "CUDA IPC not tested: " << whyNoGpu()
 
 // Runs body(rank, store) in `size` fork()ed processes sharing a FileStore in a fresh directory, for
 // at most `limit`. Returns "" when all succeeded, else one line per failed rank with its report.

@@ -117,6 +117,40 @@ TEST_P(DisagreeOnSettings, OneDifferentRankFailsEveryRankAlike) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, DisagreeOnSettings, ::testing::Values(2, 3, 5));
 
+// Rank 0's answer is every rank's, whatever the others found (their own cache, another user's
+// stamp): the group plans alike; the dissenting ranks are named alike on every rank.
+class AgreeOnRankZero : public ::testing::TestWithParam<int> {};
+
+TEST_P(AgreeOnRankZero, RankZerosAnswerWinsOnEveryRank) {
+  const int size = GetParam();
+  for (const std::string zero : {"verified", "unverified"}) {
+    MemoryStore store;
+    const std::string other = zero == "verified" ? "unverified" : "verified";
+    std::vector<RankZeroVerdict> verdicts(size);
+    testing::runThreads(size, [&](int rank) {
+      // Ranks 0 and every third rank answer alike; the others differ.
+      const std::string mine = rank % 3 == 0 ? zero : other;
+      verdicts[rank] = agreeOnRankZero(store, "gpu_verified", rank, size, mine, 10s);
+    });
+    std::vector<int> expected;
+    for (int r = 1; r < size; ++r) {
+      if (r % 3 != 0) expected.push_back(r);
+    }
+    for (int r = 0; r < size; ++r) {
+      EXPECT_EQ(verdicts[r].value, zero) << "rank " << r;
+      EXPECT_EQ(verdicts[r].dissenting, expected) << "rank " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, AgreeOnRankZero, ::testing::Values(1, 2, 3, 5));
+
+TEST(RankZeroVerdict, EmptyAndAlikeHaveNoDissent) {
+  EXPECT_EQ(rankZeroVerdict({}).value, "");
+  EXPECT_TRUE(rankZeroVerdict({"a", "a", "a"}).dissenting.empty());
+  EXPECT_EQ(rankZeroVerdict({"b", "a", "b", "a"}).dissenting, (std::vector<int>{1, 3}));
+}
+
 TEST(AgreeOnSettingsArguments, BadRanksAreInvalidArguments) {
   MemoryStore store;
   EXPECT_EQ(testing::errorKindOf([&] { agreeOnSettings(store, "s", 0, 0, {}, 1s); }),

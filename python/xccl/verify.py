@@ -1,0 +1,199 @@
+"""Whether xccl's GPU kernels were verified on this machine (docs/gpu.md, "Verified kernels").
+
+An unverified machine runs CUDA/HIP collectives on the vendor library (NCCL/RCCL) unless
+XCCL_GPU_ALGO names a kernel. `python -m xccl doctor --gpu` runs every kernel against a host
+reference on this machine's GPUs and, when all agree, leaves a stamp in the cache folder keyed to
+what could change the kernels' behaviour: the GPU model, the driver version, the topology (which
+GPUs, which links) and the xccl version. Any of them different: not verified.
+
+The stamp is a file anyone with access to the cache folder could have written: it is read with a
+size cap, as JSON of one exact shape, and anything else counts as "not verified" with a warning,
+never an exception.
+
+Each rank answers for itself (``kernels_verified``); the backend takes rank 0's answer for the
+whole group (net/agree.h, agreeOnRankZero), so every rank plans alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+import warnings
+from collections.abc import Mapping
+
+STAMP_NAME = "kernels-verified.json"
+STAMP_FORMAT = "xccl-kernel-stamp"
+STAMP_VERSION = 1
+MAX_STAMP_BYTES = 64 << 10  # a real stamp is under 4 KiB; anything larger is not one
+KEY_FIELDS = ("gpu_model", "driver", "topology", "xccl")
+
+# Machines whose kernels count as verified without a stamp: (GPU model as the topology names it,
+# driver major version, xccl version). An entry is earned only by a `benchmarks/device_check.sh`
+# run on that GPU model and driver whose kernel-route stages all passed exactly, recorded with its
+# date and command in benchmarks/RESULTS.md; the entry cites that record. None has run yet.
+KNOWN_GOOD: tuple[tuple[str, str, str], ...] = ()
+
+HOW_TO_VERIFY = "python -m xccl doctor --gpu"
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> str:
+    """XCCL_CACHE_DIR, else $XDG_CACHE_HOME/xccl, else ~/.cache/xccl."""
+    environ = os.environ if environ is None else environ
+    if environ.get("XCCL_CACHE_DIR"):
+        return environ["XCCL_CACHE_DIR"]
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "xccl")
+
+
+def stamp_path(environ: Mapping[str, str] | None = None) -> str:
+    return os.path.join(cache_dir(environ), STAMP_NAME)
+
+
+def _read_small(path: str, limit: int = 4096) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(limit)
+    except OSError:
+        return ""
+
+
+def driver_version(root: str = "/") -> str:
+    """The kernel driver's version ("570.86.15" from NVIDIA's /proc/driver/nvidia/version, or
+    amdgpu's module version); "" when neither is there."""
+    text = _read_small(os.path.join(root, "proc/driver/nvidia/version"))
+    match = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9]+(?:\.[0-9]+)*)", text)
+    if match:
+        return match.group(1)
+    amd = _read_small(os.path.join(root, "sys/module/amdgpu/version")).strip()
+    return amd if re.fullmatch(r"[0-9][0-9A-Za-z.\-]{0,63}", amd) else ""
+
+
+def gpu_model(topology: Mapping) -> str:
+    """The distinct GPU names of the topology, sorted, "; "-joined ("" without GPUs)."""
+    names = {str(g.get("name") or "?") for g in topology.get("gpus", [])}
+    return "; ".join(sorted(names))
+
+
+def topology_fingerprint(topology: Mapping) -> str:
+    """sha256 over the facts the kernels depend on: each GPU (vendor, name, architecture, bus
+    id, NVSwitch links) and each GPU link (ends, type, count); not host names, NICs or CPUs."""
+    gpus = [
+        [g.get(k) for k in ("vendor", "name", "arch", "pciBusId", "nvswitchLinks")]
+        for g in topology.get("gpus", [])
+    ]
+    links = sorted(
+        [sorted(link.get("gpus", [])), link.get("type"), link.get("count")]
+        for link in topology.get("gpuLinks", [])
+    )
+    text = json.dumps({"gpus": gpus, "links": links}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def machine_key(topology: Mapping, root: str = "/", version: str | None = None) -> dict:
+    if version is None:
+        from . import __version__ as version
+    return {
+        "gpu_model": gpu_model(topology),
+        "driver": driver_version(root),
+        "topology": topology_fingerprint(topology),
+        "xccl": version,
+    }
+
+
+def write_stamp(path: str, key: Mapping, cases: list[str]) -> None:
+    """Writes the stamp for `key` atomically (a reader sees the old file or the new one)."""
+    stamp = {
+        "format": STAMP_FORMAT,
+        "version": STAMP_VERSION,
+        "key": {k: str(key[k]) for k in KEY_FIELDS},
+        "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cases": len(cases),
+    }
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".stamp-", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(stamp, f, indent=2)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def check_stamp(path: str, key: Mapping) -> tuple[bool, str, bool]:
+    """(verified, why, damaged): damaged is True for a file that is not a stamp at all."""
+
+    def damaged(why: str) -> tuple[bool, str, bool]:
+        return False, f"the stamp {path} is not valid ({why})", True
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_STAMP_BYTES + 1)
+    except FileNotFoundError:
+        return False, f"no stamp at {path}", False
+    except OSError as error:
+        return damaged(f"unreadable: {error.strerror or error}")
+    if len(data) > MAX_STAMP_BYTES:
+        return damaged(f"over {MAX_STAMP_BYTES} bytes")
+    try:
+        stamp = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return damaged("not JSON")
+    if not isinstance(stamp, dict) or stamp.get("format") != STAMP_FORMAT:
+        return damaged(f"not a {STAMP_FORMAT}")
+    if stamp.get("version") != STAMP_VERSION or isinstance(stamp.get("version"), bool):
+        return damaged(f"stamp version {stamp.get('version')!r}, this xccl reads {STAMP_VERSION}")
+    stored = stamp.get("key")
+    if not isinstance(stored, dict) or not all(isinstance(stored.get(k), str) for k in KEY_FIELDS):
+        return damaged("no key of " + ", ".join(KEY_FIELDS))
+    for field in KEY_FIELDS:
+        if stored[field] != str(key[field]):
+            return False, f"the stamp is for another {field.replace('_', ' ')}", False
+    when = stamp.get("verified_at")
+    when = when if isinstance(when, str) and len(when) <= 32 else "?"
+    return True, f"verified by {HOW_TO_VERIFY} at {when}", False
+
+
+def known_good(key: Mapping, entries=KNOWN_GOOD) -> bool:
+    major = str(key["driver"]).split(".")[0]
+    return any(
+        (model, driver, version) == (key["gpu_model"], major, key["xccl"])
+        for model, driver, version in entries
+    )
+
+
+def verdict(
+    topology: Mapping, environ: Mapping[str, str] | None = None, root: str = "/"
+) -> tuple[bool, str]:
+    """(verified, why) for this machine, warning about a damaged stamp; never raises."""
+    key = machine_key(topology, root)
+    if not topology.get("gpus"):
+        return False, "the topology lists no GPU"
+    if known_good(key):
+        return True, "on xccl's known-good list"
+    ok, why, damaged = check_stamp(stamp_path(environ), key)
+    if damaged:
+        warnings.warn(f"xccl: {why}; kernels count as not verified", stacklevel=2)
+    return ok, why
+
+
+@functools.lru_cache(maxsize=1)
+def _this_machine() -> tuple[bool, str]:
+    try:
+        from . import topo
+
+        return verdict(topo.load(topo.topology_json()))
+    except Exception as error:  # noqa: BLE001 - an unreadable machine is an unverified one
+        return False, f"could not read this machine's facts ({type(error).__name__}: {error})"
+
+
+def kernels_verified() -> tuple[bool, str]:
+    """This machine's answer, once per process (what the backend asks at a GPU side's creation)."""
+    return _this_machine()

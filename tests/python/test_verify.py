@@ -1,0 +1,210 @@
+"""The kernel verification stamp (python/xccl/verify.py): the key it is tied to, its parse as
+hostile input (a damaged stamp is "not verified" with a warning, never an exception), and what
+counts as another machine or another xccl."""
+
+import copy
+import json
+import os
+import warnings
+
+import pytest
+from xccl import verify
+from xccl_modules import FIXTURE_DIR
+
+H100 = os.path.join(FIXTURE_DIR, "hgx_h100_8x_nvswitch.json")
+NVIDIA_VERSION = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build  "
+    "(dvs-builder@U16-I3-B03-4-3)  Thu Jan 23 23:10:04 UTC 2025\nGCC version:  gcc 12.3.0\n"
+)
+
+
+def topology():
+    with open(H100, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def fake_root(tmp_path, nvidia=NVIDIA_VERSION):
+    root = tmp_path / "root"
+    (root / "proc/driver/nvidia").mkdir(parents=True, exist_ok=True)
+    (root / "proc/driver/nvidia/version").write_text(nvidia)
+    return str(root)
+
+
+def key(tmp_path, **changes):
+    k = verify.machine_key(topology(), fake_root(tmp_path), version="0.1.0")
+    k.update(changes)
+    return k
+
+
+def test_the_key_names_model_driver_topology_and_version(tmp_path):
+    k = key(tmp_path)
+    assert k["gpu_model"] == "NVIDIA H100 80GB HBM3"
+    assert k["driver"] == "570.86.15"
+    assert len(k["topology"]) == 64 and k["xccl"] == "0.1.0"
+    # The proprietary module's spelling, amdgpu's, and none.
+    root = tmp_path / "other"
+    (root / "proc/driver/nvidia").mkdir(parents=True)
+    (root / "proc/driver/nvidia/version").write_text(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024"
+    )
+    assert verify.driver_version(str(root)) == "535.183.01"
+    amd = tmp_path / "amd"
+    (amd / "sys/module/amdgpu").mkdir(parents=True)
+    (amd / "sys/module/amdgpu/version").write_text("6.8.5\n")
+    assert verify.driver_version(str(amd)) == "6.8.5"
+    (amd / "sys/module/amdgpu/version").write_text("6.8.5; rm -rf /\n")
+    assert verify.driver_version(str(amd)) == ""
+    assert verify.driver_version(str(tmp_path / "nothing")) == ""
+
+
+def test_the_topology_fingerprint_follows_gpus_and_links_only():
+    t = topology()
+    same = copy.deepcopy(t)
+    same["host"] = "another-name"
+    same["nics"] = []
+    same["gpuLinks"].reverse()
+    assert verify.topology_fingerprint(same) == verify.topology_fingerprint(t)
+    fewer = copy.deepcopy(t)
+    fewer["gpuLinks"][0]["count"] = 2
+    assert verify.topology_fingerprint(fewer) != verify.topology_fingerprint(t)
+    moved = copy.deepcopy(t)
+    moved["gpus"][0]["pciBusId"] = "0000:99:00.0"
+    assert verify.topology_fingerprint(moved) != verify.topology_fingerprint(t)
+
+
+def test_a_written_stamp_verifies_its_machine_only(tmp_path):
+    path = str(tmp_path / "cache" / verify.STAMP_NAME)
+    k = key(tmp_path)
+    verify.write_stamp(path, k, ["all_reduce float32 sum 4096"])
+    ok, why, damaged = verify.check_stamp(path, k)
+    assert ok and not damaged and why.startswith("verified by python -m xccl doctor --gpu")
+    for field, value in [
+        ("gpu_model", "NVIDIA H200"),
+        ("driver", "575.51.03"),
+        ("topology", "0" * 64),
+        ("xccl", "0.2.0"),
+    ]:
+        ok, why, damaged = verify.check_stamp(path, {**k, field: value})
+        assert not ok and not damaged, field
+        assert why == f"the stamp is for another {field.replace('_', ' ')}"
+    ok, why, damaged = verify.check_stamp(str(tmp_path / "none.json"), k)
+    assert (ok, damaged) == (False, False) and why.startswith("no stamp at")
+
+
+def good_stamp(k):
+    return {"format": verify.STAMP_FORMAT, "version": verify.STAMP_VERSION, "key": dict(k)}
+
+
+def damaged_stamps(k):
+    def with_key(**changes):
+        s = good_stamp(k)
+        s["key"] = {**s["key"], **changes}
+        return json.dumps(s).encode()
+
+    return {
+        "empty": b"",
+        "not json": b"{not json",
+        "binary": bytes(range(256)),
+        "a list": b"[1, 2, 3]",
+        "another format": json.dumps({**good_stamp(k), "format": "x"}).encode(),
+        "version true": json.dumps({**good_stamp(k), "version": True}).encode(),
+        "version 2": json.dumps({**good_stamp(k), "version": 2}).encode(),
+        "no key": json.dumps({**good_stamp(k), "key": None}).encode(),
+        "key a list": json.dumps({**good_stamp(k), "key": [1]}).encode(),
+        "number driver": with_key(driver=570),
+        "missing field": json.dumps(
+            {**good_stamp(k), "key": {f: k[f] for f in verify.KEY_FIELDS[:-1]}}
+        ).encode(),
+        "deep nesting": b"[" * 100000 + b"]" * 100000,
+        "oversized": b" " * (verify.MAX_STAMP_BYTES + 1) + json.dumps(good_stamp(k)).encode(),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(damaged_stamps({f: "x" for f in verify.KEY_FIELDS})))
+def test_a_damaged_stamp_is_not_verified_and_never_raises(tmp_path, case):
+    k = key(tmp_path)
+    path = tmp_path / verify.STAMP_NAME
+    path.write_bytes(damaged_stamps(k)[case])
+    ok, why, damaged = verify.check_stamp(str(path), k)
+    assert (ok, damaged) == (False, True), why
+    assert why.startswith(f"the stamp {path} is not valid ("), why
+
+
+def test_verdict_warns_about_a_damaged_stamp_and_reads_the_cache_dir(tmp_path):
+    env = {"XCCL_CACHE_DIR": str(tmp_path / "c")}
+    os.makedirs(env["XCCL_CACHE_DIR"])
+    with open(verify.stamp_path(env), "w") as f:
+        f.write("garbage")
+    with pytest.warns(UserWarning, match="kernels count as not verified"):
+        ok, why = verify.verdict(topology(), env, fake_root(tmp_path))
+    assert not ok
+    verify.write_stamp(
+        verify.stamp_path(env), verify.machine_key(topology(), fake_root(tmp_path)), []
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert verify.verdict(topology(), env, fake_root(tmp_path))[0]
+    # No GPU in the topology: nothing to verify.
+    assert verify.verdict({**topology(), "gpus": []}, env, fake_root(tmp_path)) == (
+        False,
+        "the topology lists no GPU",
+    )
+
+
+def test_cache_dir_precedence(tmp_path):
+    assert verify.cache_dir({"XCCL_CACHE_DIR": "/a", "XDG_CACHE_HOME": "/b"}) == "/a"
+    assert verify.cache_dir({"XDG_CACHE_HOME": "/b"}) == os.path.join("/b", "xccl")
+    home = os.path.join(os.path.expanduser("~"), ".cache", "xccl")
+    assert verify.cache_dir({}) == home
+    assert verify.cache_dir({"XCCL_CACHE_DIR": ""}) == home
+
+
+def test_the_known_good_list_is_empty_until_a_device_check_earns_an_entry(tmp_path):
+    assert verify.KNOWN_GOOD == ()
+    k = key(tmp_path)
+    entry = (k["gpu_model"], "570", k["xccl"])
+    assert verify.known_good(k, (entry,))
+    assert not verify.known_good({**k, "driver": "575.51"}, (entry,))
+    assert not verify.known_good({**k, "xccl": "0.2.0"}, (entry,))
+    assert not verify.known_good(k)
+
+
+def test_doctor_gpu_without_a_gpu_verifies_nothing(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: `python -m xccl doctor --gpu` runs it (device check)")
+    from xccl.doctor import gpu_check
+
+    monkeypatch.setenv("XCCL_CACHE_DIR", str(tmp_path / "cache"))
+    (check,) = gpu_check.run_gpu_check(topology())
+    assert check.status == "WARN" and "nothing to verify" in check.line()
+    assert not os.path.exists(verify.stamp_path())
+
+
+def test_doctor_gpu_covers_every_kernel_case():
+    from xccl.doctor import gpu_check
+
+    cases = list(gpu_check._cases(gpu_check.COLLECTIVES))
+    assert {c[0] for c in cases} == set(gpu_check.COLLECTIVES)
+    reductions = {(c[1], c[2]) for c in cases if c[0] in ("all_reduce", "reduce_scatter")}
+    assert reductions == {(d, o) for d in gpu_check.DTYPES for o in gpu_check.OPS}
+    assert {c[3] for c in cases} == set(gpu_check.COUNTS)
+    # all_reduce's two-shot kernel gets a pass of its own.
+    assert ("two_shot", ("all_reduce",)) in gpu_check.PASSES
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_doctor_gpu_reference_matches_xccl_on_cpu(world):
+    # The same cases and host reference on the CPU side: a wrong reference would fail the
+    # verification on a GPU for nothing (world 3: avg's rounding tolerance).
+    from xccl.doctor import gpu_check
+
+    ranks, error = gpu_check._launch(
+        "auto", gpu_check.COLLECTIVES, world, 120.0, counts=(1, 1001), device_kind="cpu"
+    )
+    assert error is None
+    assert [r.get("error") for r in ranks] == [None] * world
+    assert [f for r in ranks for f in r["failures"]] == []
+    assert all(
+        r["cases"] == len(list(gpu_check._cases(gpu_check.COLLECTIVES, (1, 1001)))) for r in ranks
+    )
