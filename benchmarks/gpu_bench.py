@@ -7,11 +7,15 @@ Runs `python -m xccl.bench` (which measures xccl and NCCL in the same processes,
 size; benchmarks/README.md) once per mode, most valuable first, each writing DIR/<mode>.json and
 its log DIR/<mode>.log. Several GPUs (one rank per GPU):
 
-  auto    all_reduce, all_gather_into_tensor, reduce_scatter_tensor, float32, 8 B .. 256 MiB
-          (x4, plus 256 KiB and 256 MiB), every size checked: xccl's own plan, what users get
-  graph   all_reduce 8 B .. 1 MiB, each timed call a replay of a CUDA graph of GRAPH_CALLS calls
-  kernel  as auto with XCCL_GPU_ALGO=kernel: xccl's kernels wherever one can run
-  vendor  as auto with XCCL_GPU_ALGO=nccl: every call through xccl to its inner NCCL group
+  kernel  all_reduce, all_gather_into_tensor, reduce_scatter_tensor, float32, 8 B .. 256 MiB
+          (x4, plus 256 KiB and 256 MiB), every size checked, XCCL_GPU_ALGO=kernel: xccl's
+          kernels wherever one can run (a machine whose kernels were never verified plans the
+          vendor route unless told otherwise, docs/gpu.md "Verified kernels")
+  graph   all_reduce 8 B .. 1 MiB on the kernel route, each timed call a replay of a CUDA graph
+          of GRAPH_CALLS calls
+  auto    as kernel with xccl's own plan (XCCL_GPU_ALGO unset): what users get; on an
+          unverified machine that is NCCL through xccl
+  vendor  as kernel with XCCL_GPU_ALGO=nccl: every call through xccl to its inner NCCL group
 
 One GPU (--one-gpu, the default when torch sees one): NCCL cannot run several ranks on one GPU,
 so xccl's kernel route is measured alone, against the GPU's copy roofline (a device-to-device
@@ -60,19 +64,19 @@ _SHARED += ["--target-time", str(SHARED_TARGET_TIME_S)]
 # mode -> (XCCL_GPU_ALGO or None for xccl's plan, ranks or None for --nranks, extra options), in
 # the order of value in which they run.
 MODES = {
-    "auto": (None, None, ["--ops", OPS, "--sizes", SIZES, "--check"]),
+    "kernel": ("kernel", None, ["--ops", OPS, "--sizes", SIZES, "--check"]),
     "graph": (
-        None,
+        "kernel",
         None,
         ["--ops", "all_reduce", "--sizes", GRAPH_SIZES, "--graph", str(GRAPH_CALLS)],
     ),
-    "kernel": ("kernel", None, ["--ops", OPS, "--sizes", SIZES, "--check"]),
+    "auto": (None, None, ["--ops", OPS, "--sizes", SIZES, "--check"]),
     "vendor": ("nccl", None, ["--ops", OPS, "--sizes", SIZES, "--check"]),
     "share2": ("kernel", 2, _SHARED),
     "share4": ("kernel", 4, _SHARED),
     "world1": (None, 1, ["--ops", "all_reduce", "--sizes", SHARED_SIZES, "--check"]),
 }
-MULTI_GPU_MODES = ("auto", "graph", "kernel", "vendor")
+MULTI_GPU_MODES = ("kernel", "graph", "auto", "vendor")
 ONE_GPU_MODES = ("share2", "share4", "world1")
 # Seconds a mode needs to give any table: rank start-up, the groups and NCCL's communicator take
 # ~10-20 s on several GPUs; the one-GPU sweeps are shorter.
@@ -80,7 +84,7 @@ MIN_RUN_S = {"share2": 20, "share4": 20, "world1": 15}
 DEFAULT_MIN_RUN_S = 30
 LABELS = {
     "auto": "eager, xccl's own plan (XCCL_GPU_ALGO unset)",
-    "graph": f"CUDA graph replay, {GRAPH_CALLS} all_reduce calls per replay, xccl's own plan",
+    "graph": f"CUDA graph replay, {GRAPH_CALLS} all_reduce calls per replay, kernel route",
     "kernel": "eager, kernel route forced (XCCL_GPU_ALGO=kernel)",
     "vendor": "eager, vendor route forced (XCCL_GPU_ALGO=nccl)",
     "share2": "2 ranks sharing one GPU, kernel route (XCCL_GPU_ALGO=kernel)",

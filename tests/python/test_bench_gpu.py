@@ -244,7 +244,7 @@ def test_gpu_bench_forces_each_route_through_the_environment():
 
 def test_gpu_bench_keeps_time_for_the_later_runs():
     bench = gpu_bench()
-    kept = ["auto", "graph", "kernel", "vendor"]
+    kept = ["kernel", "graph", "auto", "vendor"]
     assert bench.run_limit(200, kept[1:]) == 200 - 3 * bench.DEFAULT_MIN_RUN_S
     assert bench.run_limit(40, []) == 40
 
@@ -254,7 +254,7 @@ def test_gpu_bench_leaves_out_the_least_valuable_modes_first():
     modes = list(bench.MULTI_GPU_MODES)
     # A short budget runs the first, most valuable mode with all of it.
     kept, dropped = bench.keep_modes(modes, 40)
-    assert kept == ["auto"] and dropped == ["graph", "kernel", "vendor"]
+    assert kept == ["kernel"] and dropped == ["graph", "auto", "vendor"]
     assert bench.run_limit(40, kept[1:]) == 40
     assert bench.keep_modes(modes, 4 * bench.DEFAULT_MIN_RUN_S) == (modes, [])
     assert bench.keep_modes(modes, 10) == ([], modes)
@@ -342,7 +342,7 @@ def test_a_short_time_limit_runs_the_most_valuable_mode(tmp_path, monkeypatch, c
     monkeypatch.setattr(bench.subprocess, "run", fake_run)
     monkeypatch.setattr(bench, "markdown_module", lambda: markdown)
     status = bench.main(["--nranks", "8", "--out", str(tmp_path), "--time-limit", "40"])
-    assert ran == ["auto"]  # not the least valuable one
+    assert ran == ["kernel"]  # not the least valuable one
     assert status == 4  # nothing failed; modes were left out for lack of time
     table = (tmp_path / "gpu_bench.md").read_text()
-    assert "### eager, xccl's own plan" in table and "left out: 40 s cannot give it" in table
+    assert "### eager, kernel route forced" in table and "left out: 40 s cannot give it" in table
