@@ -196,8 +196,7 @@ Side::WorkPtr GpuPath::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& 
   }
   return withoutKernel(
       name, [&](auto& b) { return b.reduce_scatter_tensor_coalesced(outputs, inputs, opts); },
-      pointers(outputs, inputs), pointers(outputs),
-      vendorReduces(toReduceSpec(opts.reduceOp, name).op));
+      pointers(outputs, inputs), pointers(outputs), vendorReduces(reduceOpOf(opts.reduceOp, name)));
 }
 
 Side::WorkPtr GpuPath::reduceScatterBase(at::Tensor& output, at::Tensor& input,
