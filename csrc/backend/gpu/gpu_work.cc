@@ -5,9 +5,11 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "backend/core/torch_error.h"
+#include "backend/gpu/gpu_rules.h"
 
 namespace xccl::backend {
 
@@ -43,7 +45,8 @@ bool CudaEvent::pollUntil(std::chrono::steady_clock::time_point deadline) const 
 
 GpuWork::GpuWork(int rank, c10d::OpType opType, const char* opName, c10::Stream comm,
                  std::shared_ptr<CudaEvent> done, bool captured, std::vector<at::Tensor> outputs,
-                 std::shared_ptr<const ErrorWord> error)
+                 std::shared_ptr<const ErrorWord> error,
+                 std::optional<std::chrono::milliseconds> groupTimeout)
     : c10d::Work(rank, opType, opName),
       opName_(opName),
       device_(comm.device()),
@@ -51,6 +54,7 @@ GpuWork::GpuWork(int rank, c10d::OpType opType, const char* opName, c10::Stream 
       captured_(captured),
       outputs_(std::move(outputs)),
       error_(std::move(error)),
+      groupTimeout_(groupTimeout),
       future_(
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                    std::vector<c10::Device>{device_})) {
@@ -83,22 +87,28 @@ void GpuWork::synchronize() {
 }
 
 bool GpuWork::wait(std::chrono::milliseconds timeout) {
-  // A failure the host can already see is reported even by the non-blocking wait; one that
-  // happens later is reported by the group's next call (docs/gpu.md, "Errors").
   checkErrorWord();
   if (captured_) return true;  // the capturing stream joined the collective already
-  if (timeout == kNoTimeout) {
-    joinCurrentStream();
-    return true;
-  }
-  if (!torchErrors([&] { return done_->pollUntil(std::chrono::steady_clock::now() + timeout); })) {
-    checkErrorWord();  // a peer's failure explains the wait better than the timeout
+  // Later work on the caller's stream follows the call, whatever the host sees below.
+  joinCurrentStream();
+  const std::optional<std::chrono::milliseconds> bound =
+      timeout == kNoTimeout ? std::nullopt : std::optional<std::chrono::milliseconds>(timeout);
+  if (!bound && !groupTimeout_) return true;  // nothing of the call can fail after its issue
+  const rules::WaitOutcome outcome = rules::awaitCall(
+      bound, groupTimeout_.value_or(timeout),
+      [&](std::chrono::milliseconds within) {
+        return torchErrors(
+            [&] { return done_->pollUntil(std::chrono::steady_clock::now() + within); });
+      },
+      [&] { return error_ != nullptr && error_->read() != 0; });
+  if (outcome == rules::WaitOutcome::kTimedOut) {
+    const auto waited = bound.value_or(groupTimeout_.value_or(timeout));
     throwTorchError(ErrorKind::kTimeout, "xccl " + opName_ + ": wait(" +
-                                             std::to_string(timeout.count()) +
+                                             std::to_string(waited.count()) +
                                              " ms) timed out; the collective is still running "
                                              "on the GPU");
   }
-  checkErrorWord();
+  checkErrorWord();  // kFailed: raises with what failed
   return true;
 }
 

@@ -3,12 +3,15 @@
 //
 // Completion is an event recorded on the comm stream after the collective (docs/gpu.md,
 // "Streams and Work"):
-//  - wait() without a timeout makes the caller's current stream wait on that event and returns
-//    at once: the host never blocks, later work on the current stream sees the result;
-//  - wait(timeout) blocks the host until the event completes (or throws DistBackendError after
-//    `timeout`);
-//  - wait() (either form) and isCompleted() raise DistBackendError once the group's error word
-//    (gpu_error.h) is set, whichever call set it: a failed group never reports success;
+//  - wait() makes the caller's current stream wait on that event; for a kernel-route call it then
+//    blocks the host until the event completed (within `timeout`, or the group's timeout without
+//    one; DistBackendError after it) and reads the group's error word (gpu_error.h): a call that
+//    failed while it ran (a kernel timed out, a peer died) raises in its own wait, its output is
+//    never handed out as good (rules::awaitCall). Host-route and world-size-1 calls block only
+//    with a timeout;
+//  - synchronize() only makes the caller's stream wait on the event (the host never blocks);
+//  - wait() and isCompleted() raise DistBackendError once the group's error word is set,
+//    whichever call set it: a failed group never reports success;
 //  - the future carries the device, and is completed while the comm stream is current, so a
 //    consumer synchronises by event like with ProcessGroupNCCL's futures.
 // Tensors stay referenced by the Work; the group also keeps them until the event completes,
@@ -20,6 +23,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,11 +57,14 @@ class GpuWork : public c10d::Work {
   // `done` was recorded on the comm stream after the collective. `captured`: recorded during
   // CUDA graph capture; the caller's stream already joined it and the event may not be
   // queried, so the Work is complete as far as the host can tell. `error`: the group's error
-  // word, shared so the Work may outlive the group. Construct right after recording `done` on
-  // `comm` (the future is completed on it).
+  // word, shared so the Work may outlive the group. `groupTimeout` bounds wait() without a
+  // timeout; none for a call that cannot fail once issued (host route, world size 1: nothing of
+  // it runs on the device but copies), whose wait() without a timeout only joins the stream.
+  // Construct right after recording `done` on `comm` (the future is completed on it).
   GpuWork(int rank, c10d::OpType opType, const char* opName, c10::Stream comm,
           std::shared_ptr<CudaEvent> done, bool captured, std::vector<at::Tensor> outputs,
-          std::shared_ptr<const ErrorWord> error);
+          std::shared_ptr<const ErrorWord> error,
+          std::optional<std::chrono::milliseconds> groupTimeout);
 
   bool isCompleted() override;
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
@@ -81,6 +88,7 @@ class GpuWork : public c10d::Work {
   const bool captured_;
   const std::vector<at::Tensor> outputs_;
   const std::shared_ptr<const ErrorWord> error_;
+  const std::optional<std::chrono::milliseconds> groupTimeout_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   int sourceRank_ = -1;
 };

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <stdexcept>
+
 namespace xccl::backend::rules {
 namespace {
 
@@ -39,6 +42,93 @@ TEST(DescribeErrorWord, NamesAbortAndPeers) {
             std::string::npos);
   EXPECT_EQ(describeErrorWord(kernels::kErrorTimeout | 1u),
             kernels::describeDeviceError(kernels::kErrorTimeout | 1u));
+}
+
+// Vendor collective, then vendor point-to-point (another NCCL stream), then a kernel-route call:
+// the kernel call must follow both, not only the last.
+TEST(PendingVendor, AKernelCallFollowsEveryVendorWorkSinceTheLast) {
+  PendingVendor<std::string> pending;
+  EXPECT_TRUE(pending.empty());
+  pending.add("all_reduce on the collective stream");
+  pending.add("send on the pair's stream");
+  EXPECT_TRUE(orderBefore(Route::kKernel, false, !pending.empty()).commWaitsVendor);
+  const std::vector<std::string> waited = pending.takeAll();
+  ASSERT_EQ(waited.size(), 2u);
+  EXPECT_EQ(waited[0], "all_reduce on the collective stream");
+  EXPECT_EQ(waited[1], "send on the pair's stream");
+  EXPECT_TRUE(pending.empty());
+}
+
+TEST(PendingVendor, CompletedWorksAreDroppedTheRunningOnesKept) {
+  PendingVendor<int> pending;
+  for (int i = 0; i < 5; ++i) pending.add(i);
+  pending.prune([](int w) { return w % 2 == 0; });  // 0, 2, 4 completed
+  EXPECT_EQ(pending.all(), (std::vector<int>{1, 3}));
+  pending.clear();
+  EXPECT_TRUE(pending.empty());
+}
+
+// copyIn's runtime failure arrives as torch's DistBackendError, not xccl::Error: the group must
+// be failed (and the queued chunks tracked) whatever the exception's type.
+TEST(FailOnThrow, AnyExceptionFailsTheCallAndPassesThrough) {
+  int failures = 0;
+  const auto fail = [&] { ++failures; };
+  EXPECT_THROW(failOnThrow([] { throw std::runtime_error("not xccl's"); }, fail),
+               std::runtime_error);
+  EXPECT_EQ(failures, 1);
+  EXPECT_THROW(failOnThrow([] { XCCL_THROW(ErrorKind::kSystem, "copy"); }, fail), Error);
+  EXPECT_EQ(failures, 2);
+  EXPECT_THROW(failOnThrow([] { throw 7; }, fail), int);
+  EXPECT_EQ(failures, 3);
+  failOnThrow([] {}, fail);
+  EXPECT_EQ(failures, 3);
+}
+
+// A kernel that times out sets the error word while it runs, after wait() was called: wait()
+// without a timeout must see it (stale output is never handed out as good).
+TEST(AwaitCall, AFailureWhileTheCallRunsIsItsWaitsFailure) {
+  using std::chrono::milliseconds;
+  bool word = false;
+  milliseconds bound{0};
+  const auto failed = [&] { return word; };
+  const auto failsWhileRunning = [&](milliseconds within) {
+    bound = within;
+    word = true;  // the kernel timed out on the device
+    return true;  // its event completed (the kernel returned)
+  };
+  EXPECT_EQ(awaitCall(std::nullopt, milliseconds(30000), failsWhileRunning, failed),
+            WaitOutcome::kFailed);
+  EXPECT_EQ(bound, milliseconds(30000));  // no timeout: the group's bounds it
+  word = false;
+  EXPECT_EQ(awaitCall(milliseconds(5), milliseconds(30000), failsWhileRunning, failed),
+            WaitOutcome::kFailed);
+  EXPECT_EQ(bound, milliseconds(5));
+}
+
+TEST(AwaitCall, DoneTimedOutAndAlreadyFailed) {
+  using std::chrono::milliseconds;
+  bool word = false;
+  int polls = 0;
+  const auto failed = [&] { return word; };
+  const auto completes = [&](milliseconds) { return ++polls, true; };
+  const auto runs = [&](milliseconds) { return ++polls, false; };
+  EXPECT_EQ(awaitCall(std::nullopt, milliseconds(10), completes, failed), WaitOutcome::kDone);
+  EXPECT_EQ(awaitCall(milliseconds(1), milliseconds(10), runs, failed), WaitOutcome::kTimedOut);
+  word = true;  // a peer's failure explains a stuck call better than the timeout
+  EXPECT_EQ(awaitCall(milliseconds(1), milliseconds(10), runs, failed), WaitOutcome::kFailed);
+  polls = 0;
+  EXPECT_EQ(awaitCall(std::nullopt, milliseconds(10), completes, failed), WaitOutcome::kFailed);
+  EXPECT_EQ(polls, 0);  // failed already: no wait
+}
+
+// A peer died mid-kernel: the "done" agreement at shutdown must not wait for it (the whole
+// deadline); a healthy group waits for every rank as long as the deadline allows.
+TEST(DoneAgreementWait, ABrokenGroupLooksOnceAHealthyOneWaits) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(doneAgreementWait(false, milliseconds(25000)), milliseconds(25000));
+  EXPECT_EQ(doneAgreementWait(false, milliseconds(-3)), milliseconds(1));
+  EXPECT_LE(doneAgreementWait(true, milliseconds(25000)), milliseconds(1));
+  EXPECT_LE(doneAgreementWait(true, milliseconds(0)), milliseconds(1));
 }
 
 }  // namespace
