@@ -10,6 +10,7 @@
 #include "backend/core/group_core.h"
 #include "backend/core/store_adapter.h"
 #include "backend/gpu/gpu_rules.h"
+#include "common/env.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
@@ -34,7 +35,8 @@ GpuPath::GpuPath(GroupCore& group, Side& cpu, int device)
       cpu_(cpu),
       device_(device),
       comm_(gpuStreamFromPool(/*isHighPriority=*/true, device)),
-      tunables_(group.tunables()) {
+      tunables_(group.tunables()),
+      blockingWait_(env::getBool("XCCL_GPU_BLOCKING_WAIT")) {
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   StoreAdapter store(group_.store(), "xccl/");
   placement_ = exchangePlacement(store, group_.rank(), group_.size(), device, group_.timeout());

@@ -151,6 +151,8 @@ class GpuPath final : public GpuSide {
   // stays bounded while a host-route call holds it.
   std::timed_mutex issueMutex_;
   std::atomic<bool> shutDown_{false};
+  // XCCL_GPU_BLOCKING_WAIT: whether a kernel-route Work's wait() waits for its call's outcome.
+  const bool blockingWait_;
   std::unique_ptr<StreamOrder> order_;  // under issueMutex_
   std::mutex mutex_;  // guards the lazily created members below
   std::unique_ptr<Workspace> workspace_;

@@ -122,7 +122,8 @@ c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char*
   if (!captured) inFlight_->add(done, keep);
   return c10::make_intrusive<GpuWork>(group_.rank(), type, op, comm_.unwrap(), done, captured,
                                       std::vector<at::Tensor>{keep.front()}, error_,
-                                      group_.timeout());
+                                      blockingWait_ ? std::optional(group_.timeout())
+                                                    : std::nullopt);
 }
 
 bool GpuPath::drainComm(std::chrono::steady_clock::time_point deadline) {
