@@ -83,7 +83,7 @@ def test_wait_raises_when_its_own_kernel_times_out(world_size, placement):
         timeout=240,
         placement=placement,
         pg_timeout=FAILURE_TIMEOUT_S,
-        env={"XCCL_GPU_ALGO": "kernel"},
+        env={"XCCL_GPU_ALGO": "kernel", "XCCL_GPU_BLOCKING_WAIT": "1"},
     )
 
 

@@ -59,7 +59,8 @@ class GpuWork : public c10d::Work {
   // queried, so the Work is complete as far as the host can tell. `error`: the group's error
   // word, shared so the Work may outlive the group. `groupTimeout` bounds wait() without a
   // timeout; none for a call that cannot fail once issued (host route, world size 1: nothing of
-  // it runs on the device but copies), whose wait() without a timeout only joins the stream.
+  // it runs on the device but copies) or under XCCL_GPU_BLOCKING_WAIT=0: wait() without a
+  // timeout then only joins the stream.
   // Construct right after recording `done` on `comm` (the future is completed on it).
   GpuWork(int rank, c10d::OpType opType, const char* opName, c10::Stream comm,
           std::shared_ptr<CudaEvent> done, bool captured, std::vector<at::Tensor> outputs,
