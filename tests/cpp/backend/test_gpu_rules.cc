@@ -68,8 +68,9 @@ TEST(PendingVendor, CompletedWorksAreDroppedTheRunningOnesKept) {
   EXPECT_TRUE(pending.empty());
 }
 
-// copyIn's runtime failure arrives as torch's DistBackendError, not xccl::Error: the group must
-// be failed (and the queued chunks tracked) whatever the exception's type.
+// A call's body can fail with xccl's Error (a runtime call), torch's (DistBackendError, c10::Error)
+// or the library's (bad_alloc): the group must be failed (and the queued chunks tracked) whatever
+// the exception's type, and the exception reach the caller unchanged.
 TEST(FailOnThrow, AnyExceptionFailsTheCallAndPassesThrough) {
   int failures = 0;
   const auto fail = [&] { ++failures; };
