@@ -1,8 +1,9 @@
 """The GPU behaviours issue 9 ("GPU path hardening") requires, as a user of NCCL through torch
-expects them: issue order across routes, failed groups that never return stale data, PREMUL_SUM
-with a tensor factor under CUDA graph capture, world size 1, and a bounded shutdown after a peer
-died mid-kernel. Skipped without a CUDA GPU; placements as in test_gpu.py (docs/gpu.md states
-the rules these tests hold the backend to).
+expects them: issue order across routes, failed groups that never return stale data (nor a
+call's own wait() after its kernel failed, issue 22), PREMUL_SUM with a tensor factor under CUDA
+graph capture, world size 1, and a bounded shutdown after a peer died mid-kernel. Skipped
+without a CUDA GPU; placements as in test_gpu.py (docs/gpu.md states the rules these tests hold
+the backend to).
 """
 
 from __future__ import annotations
@@ -136,6 +137,43 @@ def test_failed_group_raises_on_every_later_call_and_wait(world_size, placement)
         placement=placement,
         pg_timeout=FAILURE_TIMEOUT_S,
         env={"XCCL_GPU_ALGO": "kernel"},
+    )
+
+
+def _wait_sees_own_failure(rank, world):
+    """Rank 1 skips an all_reduce: rank 0's kernel times out on the device after its wait()
+    was called; that wait() must raise, not return the stale buffer."""
+    chk = Checker(rank)
+    store = dist.distributed_c10d._get_default_store()
+    x = torch.ones(SMALL, device="cuda")
+    dist.all_reduce(x)  # sets the workspace up on both ranks
+    torch.cuda.synchronize()
+    if rank == 1:
+        store.wait(["own-failure/done"], timedelta(seconds=120))
+        return result(chk)
+    work = dist.all_reduce(x, async_op=True)  # never matched by rank 1
+    started = time.time()
+    # No synchronize first: before issue 22 this wait returned at once and x stayed stale.
+    _names_failure(chk, "wait() on a call that times out after it was called", work.wait)
+    chk.true(
+        "the wait ended within the group timeout plus a margin",
+        time.time() - started < FAILURE_TIMEOUT_S + 20,
+        f"{time.time() - started:.1f} s",
+    )
+    store.set("own-failure/done", "1")
+    return result(chk)
+
+
+@pytest.mark.parametrize("world_size,placement", placement_cases((2,)))
+def test_wait_raises_when_its_own_kernel_times_out(world_size, placement):
+    run_checks(
+        _wait_sees_own_failure,
+        world_size,
+        min_checks=2,
+        timeout=240,
+        placement=placement,
+        pg_timeout=FAILURE_TIMEOUT_S,
+        env={"XCCL_GPU_ALGO": "kernel", "XCCL_GPU_BLOCKING_WAIT": "1"},
     )
 
 
