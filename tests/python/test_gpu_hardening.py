@@ -140,9 +140,11 @@ def test_failed_group_raises_on_every_later_call_and_wait(world_size, placement)
     )
 
 
-def _wait_sees_own_failure(rank, world):
+def _wait_sees_own_failure(rank, world, blocking):
     """Rank 1 skips an all_reduce: rank 0's kernel times out on the device after its wait()
-    was called; that wait() must raise, not return the stale buffer."""
+    was called. Its output must never be handed out as good: with XCCL_GPU_BLOCKING_WAIT=1 that
+    wait() raises; with 0 (the default, NCCL's) wait() only joins the stream and the failure is
+    raised at the latest by the call's future and by the next call."""
     chk = Checker(rank)
     store = dist.distributed_c10d._get_default_store()
     x = torch.ones(SMALL, device="cuda")
@@ -153,10 +155,18 @@ def _wait_sees_own_failure(rank, world):
         return result(chk)
     work = dist.all_reduce(x, async_op=True)  # never matched by rank 1
     started = time.time()
-    # No synchronize first: before issue 22 this wait returned at once and x stayed stale.
-    _names_failure(chk, "wait() on a call that times out after it was called", work.wait)
+    if blocking:
+        # No synchronize first: before issue 22 this wait returned at once and x stayed stale.
+        _names_failure(chk, "wait() on a call that times out after it was called", work.wait)
+    else:
+        chk.true("wait() does not block the host", _returns_quickly(work.wait), "")
+        # The future completes when the watchdog saw the call end, with the watchdog's error.
+        _names_failure(chk, "the future of the call that timed out", work.get_future().wait)
+        _names_failure(
+            chk, "the next call", lambda: dist.all_reduce(torch.ones(SMALL, device="cuda"))
+        )
     chk.true(
-        "the wait ended within the group timeout plus a margin",
+        "the failure was known within the group timeout plus a margin",
         time.time() - started < FAILURE_TIMEOUT_S + 20,
         f"{time.time() - started:.1f} s",
     )
@@ -164,16 +174,28 @@ def _wait_sees_own_failure(rank, world):
     return result(chk)
 
 
+def _returns_quickly(wait):
+    """True when wait() returned (or raised: the failure may already be known) within 2 s."""
+    started = time.time()
+    try:
+        wait()
+    except dist.DistBackendError:
+        pass
+    return time.time() - started < 2.0
+
+
+@pytest.mark.parametrize("blocking", (False, True), ids=("wait_joins_stream", "blocking_wait"))
 @pytest.mark.parametrize("world_size,placement", placement_cases((2,)))
-def test_wait_raises_when_its_own_kernel_times_out(world_size, placement):
+def test_wait_raises_when_its_own_kernel_times_out(world_size, placement, blocking):
     run_checks(
         _wait_sees_own_failure,
         world_size,
-        min_checks=2,
+        blocking,
+        min_checks=2 if blocking else 4,
         timeout=240,
         placement=placement,
         pg_timeout=FAILURE_TIMEOUT_S,
-        env={"XCCL_GPU_ALGO": "kernel", "XCCL_GPU_BLOCKING_WAIT": "1"},
+        env={"XCCL_GPU_ALGO": "kernel", "XCCL_GPU_BLOCKING_WAIT": "1" if blocking else "0"},
     )
 
 

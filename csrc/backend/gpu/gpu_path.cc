@@ -55,6 +55,9 @@ GpuPath::GpuPath(GroupCore& group, Side& cpu, int device)
   error_ = std::make_shared<ErrorWord>(device_);
   events_ = EventPool::create(device_);
   order_ = std::make_unique<StreamOrder>(comm_, events_);
+  watchdog_ =
+      std::make_unique<Watchdog>(device_, error_, group_.timeout(),
+                                 [this](const std::string& why) { group_.markBroken(why); });
   // The vendor group is created now, outside any graph capture; constructing ProcessGroupNCCL
   // builds no NCCL communicator (NCCL's comes with its first collective, see vendorGroup).
   if (placement_.ranksPerGpu == 1) (void)vendorGroup("create");

@@ -118,12 +118,20 @@ c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char*
     throwTorchError(e.kind(), std::string("xccl ") + op + ": " + e.what());
   }
   std::shared_ptr<CudaEvent> done = order_->afterKernel(current, captured);
-  // A captured call's tensors belong to the graph's memory pool; nothing to keep.
+  // A captured call's tensors belong to the graph's memory pool; nothing to keep. Nor can its
+  // events be queried: nothing to watch, its future is completed at issue.
   if (!captured) inFlight_->add(done, keep);
-  return c10::make_intrusive<GpuWork>(group_.rank(), type, op, comm_.unwrap(), done, captured,
-                                      std::vector<at::Tensor>{keep.front()}, error_,
-                                      blockingWait_ ? std::optional(group_.timeout())
-                                                    : std::nullopt);
+  auto work =
+      c10::make_intrusive<GpuWork>(group_.rank(), type, op, comm_.unwrap(), done, captured,
+                                   std::vector<at::Tensor>{keep.front()}, error_,
+                                   blockingWait_ ? std::optional(group_.timeout()) : std::nullopt,
+                                   /*watched=*/!captured);
+  if (!captured) {
+    watchdog_->watch(work, done,
+                     std::string(op) + " (kernel call " + std::to_string(++kernelCalls_) + ", " +
+                         std::to_string(keep.front().nbytes()) + " bytes)");
+  }
+  return work;
 }
 
 bool GpuPath::drainComm(std::chrono::steady_clock::time_point deadline) {
@@ -198,7 +206,10 @@ void GpuPath::shutdown(std::chrono::milliseconds timeout) {
     } catch (const std::exception& e) {
       XCCL_WARN("backend", "GPU workspace kept until the process exits: ", e.what());
     }
-  } else {
+  }
+  // Settles what the drain saw complete; what it gave up on fails.
+  watchdog_->stop();
+  if (!drained) {
     XCCL_WARN("backend", "GPU kernels still running at shutdown: the workspace, the error word "
                          "and the tensors of calls in flight are kept until the process exits");
     // Kernels still write the error word and the tensors of their calls: never free them under

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <utility>
@@ -126,6 +127,61 @@ WaitOutcome awaitCall(std::optional<std::chrono::milliseconds> timeout,
     return failed() ? WaitOutcome::kFailed : WaitOutcome::kTimedOut;
   }
   return failed() ? WaitOutcome::kFailed : WaitOutcome::kDone;
+}
+
+// ---- The watchdog (gpu_watchdog.h) ----
+//
+// Its verdict on the oldest outstanding kernel-route call. The error word is the group's, not the
+// call's: a word set while the call was not seen completed fails the call, whichever call set
+// it, so that no output is handed out as good once the group failed (a call that did complete
+// before a later one failed may be reported failed too, never the reverse).
+enum class CallVerdict : uint8_t { kRunning, kDone, kFailed, kTimedOut };
+
+inline CallVerdict judgeCall(bool completed, uint32_t word, std::chrono::milliseconds ran,
+                             std::chrono::milliseconds timeout) {
+  if (word != 0) return CallVerdict::kFailed;
+  if (completed) return CallVerdict::kDone;
+  return ran >= timeout ? CallVerdict::kTimedOut : CallVerdict::kRunning;
+}
+
+// The outstanding calls in comm-stream order (the first not completed holds the rest back), as
+// the watchdog settles them. Not thread-safe: the watchdog guards it.
+template <typename Call>
+class WatchList {
+ public:
+  // False once a call failed: the new call is not listed, its caller settles it failed at once.
+  bool add(Call call) {
+    if (failed_) return false;
+    calls_.push_back(std::move(call));
+    return true;
+  }
+  bool empty() const { return calls_.empty(); }
+  bool failed() const { return failed_; }
+  const Call& oldest() const { return calls_.front(); }
+  // What `verdict` on oldest() settles: nothing (running), the oldest alone (done), or it and
+  // every later one (failed, timed out), after which the list takes no call any more.
+  std::deque<Call> settle(CallVerdict verdict) {
+    std::deque<Call> settled;
+    if (verdict == CallVerdict::kRunning || calls_.empty()) return settled;
+    if (verdict == CallVerdict::kDone) {
+      settled.push_back(std::move(calls_.front()));
+      calls_.pop_front();
+      return settled;
+    }
+    failed_ = true;
+    return std::exchange(calls_, {});
+  }
+
+ private:
+  std::deque<Call> calls_;
+  bool failed_ = false;
+};
+
+// Whether wait() blocks the host: with the caller's timeout, or without one under
+// XCCL_GPU_BLOCKING_WAIT=1 (`blockingWait`), for a call that can fail after its issue (a
+// kernel-route call). Otherwise it only joins the caller's stream, as ProcessGroupNCCL's does.
+inline bool waitBlocksHost(bool blockingWait, bool callerTimeout, bool canFailAfterIssue) {
+  return callerTimeout || (blockingWait && canFailAfterIssue);
 }
 
 // ---- Shutdown ----

@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace xccl::backend::rules {
 namespace {
@@ -130,6 +134,85 @@ TEST(DoneAgreementWait, ABrokenGroupLooksOnceAHealthyOneWaits) {
   EXPECT_EQ(doneAgreementWait(false, milliseconds(-3)), milliseconds(1));
   EXPECT_LE(doneAgreementWait(true, milliseconds(25000)), milliseconds(1));
   EXPECT_LE(doneAgreementWait(true, milliseconds(0)), milliseconds(1));
+}
+
+// ---- The watchdog (gpu_watchdog.h) ----
+
+TEST(JudgeCall, ASetWordFailsTheCallWhetherItCompletedOrNot) {
+  using std::chrono::milliseconds;
+  const milliseconds timeout{1000};
+  EXPECT_EQ(judgeCall(false, 0, milliseconds(5), timeout), CallVerdict::kRunning);
+  EXPECT_EQ(judgeCall(true, 0, milliseconds(5), timeout), CallVerdict::kDone);
+  // A kernel that timed out on the device returns (its event completes) with the word set: its
+  // output is stale, never done.
+  EXPECT_EQ(judgeCall(true, kernels::kErrorTimeout | 1u, milliseconds(5), timeout),
+            CallVerdict::kFailed);
+  EXPECT_EQ(judgeCall(false, kErrorAborted, milliseconds(5), timeout), CallVerdict::kFailed);
+  // Stuck past the group timeout (e.g. behind the caller's stream): the watchdog's timeout.
+  EXPECT_EQ(judgeCall(false, 0, timeout, timeout), CallVerdict::kTimedOut);
+  EXPECT_EQ(judgeCall(true, 0, timeout * 2, timeout), CallVerdict::kDone);
+}
+
+TEST(WatchList, DoneSettlesTheOldestAloneAFailureEveryOutstandingCall) {
+  WatchList<std::string> calls;
+  EXPECT_TRUE(calls.add("allreduce 1"));
+  EXPECT_TRUE(calls.add("allreduce 2"));
+  EXPECT_TRUE(calls.add("broadcast 3"));
+  EXPECT_TRUE(calls.settle(CallVerdict::kRunning).empty());
+  EXPECT_EQ(calls.settle(CallVerdict::kDone), (std::deque<std::string>{"allreduce 1"}));
+  EXPECT_EQ(calls.oldest(), "allreduce 2");
+  EXPECT_FALSE(calls.failed());
+  // The second fails: it and the third (queued behind it on the comm stream) are failed.
+  EXPECT_EQ(calls.settle(CallVerdict::kFailed),
+            (std::deque<std::string>{"allreduce 2", "broadcast 3"}));
+  EXPECT_TRUE(calls.empty());
+  EXPECT_TRUE(calls.failed());
+  // After a failure no call is watched as if it could succeed: its caller settles it failed.
+  EXPECT_FALSE(calls.add("allreduce 4"));
+  EXPECT_TRUE(calls.empty());
+  WatchList<int> timedOut;
+  timedOut.add(1);
+  timedOut.add(2);
+  EXPECT_EQ(timedOut.settle(CallVerdict::kTimedOut).size(), 2u);
+  EXPECT_FALSE(timedOut.add(3));
+}
+
+// The watchdog's loop over fakes: calls complete in issue order; the second's kernel times out on
+// the device (its event completes, the word is set). Every call's Work is settled, the second
+// and the third failed, and nothing after the failure is handed out as good.
+TEST(WatchList, AWatchdogLoopSettlesEveryCallAndNoStaleOutputAfterAFailure) {
+  using std::chrono::milliseconds;
+  struct FakeCall {
+    int id;
+    bool completed;
+    uint32_t wordWhenSeen;  // the word as the watchdog reads it after this call's event
+  };
+  WatchList<FakeCall> calls;
+  calls.add({1, true, 0});
+  calls.add({2, true, kernels::kErrorTimeout | 1u});
+  calls.add({3, false, kernels::kErrorTimeout | 1u});
+  std::vector<std::pair<int, bool>> settled;  // (call, good)
+  for (int step = 0; step < 10 && !calls.empty(); ++step) {
+    const FakeCall& oldest = calls.oldest();
+    const CallVerdict verdict =
+        judgeCall(oldest.completed, oldest.wordWhenSeen, milliseconds(1), milliseconds(1000));
+    for (const FakeCall& call : calls.settle(verdict)) {
+      settled.emplace_back(call.id, verdict == CallVerdict::kDone);
+    }
+  }
+  EXPECT_EQ(settled, (std::vector<std::pair<int, bool>>{{1, true}, {2, false}, {3, false}}));
+  EXPECT_FALSE(calls.add({4, true, 0}));
+}
+
+// Default (XCCL_GPU_BLOCKING_WAIT=0): wait() without a timeout only joins the caller's stream,
+// as ProcessGroupNCCL's; =1 blocks for a call that can fail after its issue; a caller's timeout
+// always blocks.
+TEST(WaitBlocksHost, OnlyWithATimeoutOrBlockingWaitOnAWatchedCall) {
+  EXPECT_FALSE(waitBlocksHost(false, false, true));
+  EXPECT_TRUE(waitBlocksHost(true, false, true));
+  EXPECT_FALSE(waitBlocksHost(true, false, false));  // host route, world size 1
+  EXPECT_TRUE(waitBlocksHost(false, true, true));
+  EXPECT_TRUE(waitBlocksHost(false, true, false));
 }
 
 }  // namespace
