@@ -159,9 +159,12 @@ def _wait_sees_own_failure(rank, world, blocking):
         # No synchronize first: before issue 22 this wait returned at once and x stayed stale.
         _names_failure(chk, "wait() on a call that times out after it was called", work.wait)
     else:
+        # Issued behind it before anything failed: queued on the comm stream, never good either.
+        behind = dist.all_reduce(torch.ones(SMALL, device="cuda"), async_op=True)
         chk.true("wait() does not block the host", _returns_quickly(work.wait), "")
         # The future completes when the watchdog saw the call end, with the watchdog's error.
         _names_failure(chk, "the future of the call that timed out", work.get_future().wait)
+        _names_failure(chk, "the future of the call issued behind it", behind.get_future().wait)
         _names_failure(
             chk, "the next call", lambda: dist.all_reduce(torch.ones(SMALL, device="cuda"))
         )
@@ -191,7 +194,7 @@ def test_wait_raises_when_its_own_kernel_times_out(world_size, placement, blocki
         _wait_sees_own_failure,
         world_size,
         blocking,
-        min_checks=2 if blocking else 4,
+        min_checks=2 if blocking else 6,
         timeout=240,
         placement=placement,
         pg_timeout=FAILURE_TIMEOUT_S,
