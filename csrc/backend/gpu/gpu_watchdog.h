@@ -9,8 +9,9 @@
 // rules::judgeCall and rules::WatchList, tested on CPU). A sleeping poll rather than
 // cudaEventSynchronize on blocking-sync events: a synchronize cannot be bounded, and the thread
 // must notice a timeout (a call stuck behind the caller's stream, which the kernels' own device
-// timeout does not cover) and return at shutdown whatever the device does; its events are the
-// pool's, shared with the comm stream's ordering, which need no blocking-sync flag.
+// timeout does not cover) and return at shutdown whatever the device does. The sleeps cost a
+// future at most about its call's duration again (the doubling) or 1 ms; wait() does not use
+// them unless it blocks.
 //
 // A completed call with a clear word: its Work completes and its future too (recorded on the
 // watchdog's own idle stream, so a consumer waits on nothing else). A set word or a timeout:
