@@ -189,6 +189,12 @@ const std::vector<Variable> kVariables = {
             "allocated by a group's first GPU collective). all_reduce and broadcast run larger "
             "messages in chunks of this size; all_gather, reduce_scatter and all_to_all with a "
             "larger per-rank input go to NCCL/RCCL (or host memory when ranks share a GPU)."),
+    // backend/gpu/gpu_work.h: what a kernel-route Work's wait() without a timeout does.
+    boolean("XCCL_GPU_BLOCKING_WAIT", "0",
+            "0: wait() on a kernel-route GPU Work makes the caller's stream wait, as NCCL's does, "
+            "and the group's watchdog raises a failure by the next call, wait or the future; 1: "
+            "it blocks until the call completed and raises if it failed (bounded by the group "
+            "timeout), as TORCH_NCCL_BLOCKING_WAIT=1."),
     // Read by the Python package (python/xccl), declared here too so that one table names every
     // XCCL_* variable (tests/python/test_env_defaults_docs.py scans the Python for reads).
     boolean("XCCL_NO_ENV_DEFAULTS", "0",

@@ -1,8 +1,9 @@
 """The GPU behaviours issue 9 ("GPU path hardening") requires, as a user of NCCL through torch
-expects them: issue order across routes, failed groups that never return stale data, PREMUL_SUM
-with a tensor factor under CUDA graph capture, world size 1, and a bounded shutdown after a peer
-died mid-kernel. Skipped without a CUDA GPU; placements as in test_gpu.py (docs/gpu.md states
-the rules these tests hold the backend to).
+expects them: issue order across routes, failed groups that never return stale data (nor a
+call's own wait() after its kernel failed, issue 22), PREMUL_SUM with a tensor factor under CUDA
+graph capture, world size 1, and a bounded shutdown after a peer died mid-kernel. Skipped
+without a CUDA GPU; placements as in test_gpu.py (docs/gpu.md states the rules these tests hold
+the backend to).
 """
 
 from __future__ import annotations
@@ -141,6 +142,68 @@ def test_failed_group_raises_on_every_later_call_and_wait(world_size, placement)
         placement=placement,
         pg_timeout=FAILURE_TIMEOUT_S,
         env={"XCCL_GPU_ALGO": "kernel"},
+    )
+
+
+def _wait_sees_own_failure(rank, world, blocking):
+    """Rank 1 skips an all_reduce: rank 0's kernel times out on the device after its wait()
+    was called. Its output must never be handed out as good: with XCCL_GPU_BLOCKING_WAIT=1 that
+    wait() raises; with 0 (the default, NCCL's) wait() only joins the stream and the failure is
+    raised at the latest by the call's future and by the next call."""
+    chk = Checker(rank)
+    store = dist.distributed_c10d._get_default_store()
+    x = torch.ones(SMALL, device="cuda")
+    dist.all_reduce(x)  # sets the workspace up on both ranks
+    torch.cuda.synchronize()
+    if rank == 1:
+        store.wait(["own-failure/done"], timedelta(seconds=120))
+        return result(chk)
+    work = dist.all_reduce(x, async_op=True)  # never matched by rank 1
+    started = time.time()
+    if blocking:
+        # No synchronize first: before issue 22 this wait returned at once and x stayed stale.
+        _names_failure(chk, "wait() on a call that times out after it was called", work.wait)
+    else:
+        # Issued behind it before anything failed: queued on the comm stream, never good either.
+        behind = dist.all_reduce(torch.ones(SMALL, device="cuda"), async_op=True)
+        chk.true("wait() does not block the host", _returns_quickly(work.wait), "")
+        # The future completes when the watchdog saw the call end, with the watchdog's error.
+        _names_failure(chk, "the future of the call that timed out", work.get_future().wait)
+        _names_failure(chk, "the future of the call issued behind it", behind.get_future().wait)
+        _names_failure(
+            chk, "the next call", lambda: dist.all_reduce(torch.ones(SMALL, device="cuda"))
+        )
+    chk.true(
+        "the failure was known within the group timeout plus a margin",
+        time.time() - started < FAILURE_TIMEOUT_S + 20,
+        f"{time.time() - started:.1f} s",
+    )
+    store.set("own-failure/done", "1")
+    return result(chk)
+
+
+def _returns_quickly(wait):
+    """True when wait() returned (or raised: the failure may already be known) within 2 s."""
+    started = time.time()
+    try:
+        wait()
+    except dist.DistBackendError:
+        pass
+    return time.time() - started < 2.0
+
+
+@pytest.mark.parametrize("blocking", (False, True), ids=("wait_joins_stream", "blocking_wait"))
+@pytest.mark.parametrize("world_size,placement", placement_cases((2,)))
+def test_wait_raises_when_its_own_kernel_times_out(world_size, placement, blocking):
+    run_checks(
+        _wait_sees_own_failure,
+        world_size,
+        blocking,
+        min_checks=2 if blocking else 6,
+        timeout=240,
+        placement=placement,
+        pg_timeout=FAILURE_TIMEOUT_S,
+        env={"XCCL_GPU_ALGO": "kernel", "XCCL_GPU_BLOCKING_WAIT": "1" if blocking else "0"},
     )
 
 

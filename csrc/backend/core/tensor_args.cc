@@ -116,27 +116,33 @@ std::vector<size_t> alltoallSplitBytes(const at::Tensor& t, const std::vector<in
   return bytes;
 }
 
-ReduceSpec toReduceSpec(const c10d::ReduceOp& op, const char* opName) {
+ReduceOp reduceOpOf(const c10d::ReduceOp& op, const char* opName) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return {ReduceOp::kSum, std::nullopt};
-    case c10d::ReduceOp::AVG: return {ReduceOp::kAvg, std::nullopt};
-    case c10d::ReduceOp::PRODUCT: return {ReduceOp::kProduct, std::nullopt};
-    case c10d::ReduceOp::MIN: return {ReduceOp::kMin, std::nullopt};
-    case c10d::ReduceOp::MAX: return {ReduceOp::kMax, std::nullopt};
-    case c10d::ReduceOp::BAND: return {ReduceOp::kBand, std::nullopt};
-    case c10d::ReduceOp::BOR: return {ReduceOp::kBor, std::nullopt};
-    case c10d::ReduceOp::BXOR: return {ReduceOp::kBxor, std::nullopt};
-    case c10d::ReduceOp::PREMUL_SUM: {
-      auto* supplement = dynamic_cast<compat::PreMulSumSupplement*>(op.supplement_.get());
-      TORCH_CHECK_VALUE(supplement != nullptr, "xccl ", opName, ": PREMUL_SUM without a factor");
-      double factor = supplement->tensor_factor.defined()
-                          ? supplement->tensor_factor.to(at::kCPU).item<double>()
-                          : supplement->double_factor;
-      return {ReduceOp::kPreMulSum, factor};
-    }
+    case c10d::ReduceOp::SUM: return ReduceOp::kSum;
+    case c10d::ReduceOp::AVG: return ReduceOp::kAvg;
+    case c10d::ReduceOp::PRODUCT: return ReduceOp::kProduct;
+    case c10d::ReduceOp::MIN: return ReduceOp::kMin;
+    case c10d::ReduceOp::MAX: return ReduceOp::kMax;
+    case c10d::ReduceOp::BAND: return ReduceOp::kBand;
+    case c10d::ReduceOp::BOR: return ReduceOp::kBor;
+    case c10d::ReduceOp::BXOR: return ReduceOp::kBxor;
+    case c10d::ReduceOp::PREMUL_SUM:
+      TORCH_CHECK_VALUE(dynamic_cast<compat::PreMulSumSupplement*>(op.supplement_.get()) != nullptr,
+                        "xccl ", opName, ": PREMUL_SUM without a factor");
+      return ReduceOp::kPreMulSum;
     default: break;
   }
   TORCH_CHECK_VALUE(false, "xccl ", opName, ": unsupported reduce op ", static_cast<int>(op.op_));
+}
+
+ReduceSpec toReduceSpec(const c10d::ReduceOp& op, const char* opName) {
+  const ReduceOp kind = reduceOpOf(op, opName);
+  if (kind != ReduceOp::kPreMulSum) return {kind, std::nullopt};
+  auto* supplement = dynamic_cast<compat::PreMulSumSupplement*>(op.supplement_.get());
+  const double factor = supplement->tensor_factor.defined()
+                            ? supplement->tensor_factor.to(at::kCPU).item<double>()
+                            : supplement->double_factor;
+  return {ReduceOp::kPreMulSum, factor};
 }
 
 GpuReduce toGpuReduce(const c10d::ReduceOp& op, const char* opName, int device) {

@@ -53,7 +53,11 @@ std::vector<size_t> alltoallSplitBytes(const at::Tensor& t, const std::vector<in
 
 // The view used to reduce `tensor` with `op`; ValueError if the dtype cannot be reduced so.
 ElementView reduceView(const at::Tensor& tensor, const ReduceSpec& spec, const char* op);
+// Reads PREMUL_SUM's factor on the host: a CUDA tensor factor costs a device sync (.item()).
 ReduceSpec toReduceSpec(const c10d::ReduceOp& op, const char* opName);
+// The reduction alone, its factor unread: what a route decision needs (no device sync, so a
+// CUDA tensor factor stays capturable). The GPU side reads factors only through toGpuReduce.
+ReduceOp reduceOpOf(const c10d::ReduceOp& op, const char* opName);
 
 // A reduction on the GPU side: ReduceSpec plus PREMUL_SUM's factor as a 1-element float32 tensor
 // on the group's device when the caller gave a CUDA tensor factor, so the kernels read it on the

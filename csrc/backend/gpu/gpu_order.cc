@@ -1,7 +1,5 @@
 #include "backend/gpu/gpu_order.h"
 
-#include "backend/gpu/gpu_rules.h"
-
 namespace xccl::backend {
 
 StreamOrder::StreamOrder(GpuStream comm, std::shared_ptr<EventPool> pool)
@@ -14,7 +12,7 @@ void StreamOrder::crossCaptureBoundary(bool captured) {
   // capture may not wait on events recorded outside it. Out of one: the captured events belong
   // to the graph and cannot be waited on or queried eagerly.
   lastKernel_.reset();
-  if (pendingVendor_ && pendingVendorCaptured_ != captured) pendingVendor_.reset();
+  pendingVendor_.clear();
 }
 
 bool StreamOrder::kernelPending() {
@@ -25,15 +23,14 @@ bool StreamOrder::kernelPending() {
 void StreamOrder::beforeKernel(gpuStream_t current, bool captured) {
   crossCaptureBoundary(captured);
   const rules::OrderSteps steps =
-      rules::orderBefore(rules::Route::kKernel, false, pendingVendor_.defined());
+      rules::orderBefore(rules::Route::kKernel, false, !pendingVendor_.empty());
   if (steps.commWaitsVendor) {
     // WorkNCCL::synchronize makes the *current* stream wait on NCCL's end event and then lets
     // NCCL drop its references to the call's tensors, so it must run with the caller's stream
     // current (GpuPath guards the device; the stream is the caller's): with the comm stream
     // current NCCL would release tensors that the caller's stream never waited for. The comm
     // stream then follows through the caller's stream, just below.
-    pendingVendor_->synchronize();
-    pendingVendor_.reset();
+    for (const auto& work : pendingVendor_.takeAll()) work->synchronize();
   }
   XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(ready_.get(), current));
   XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(comm_.stream(), ready_.get(), 0));
@@ -70,21 +67,31 @@ void StreamOrder::beforeVendor(gpuStream_t current, bool captured) {
   crossCaptureBoundary(captured);
   // Under capture lastKernel_ is empty: a captured kernel call already joined the caller's stream.
   const rules::OrderSteps steps =
-      rules::orderBefore(rules::Route::kVendor, kernelPending(), pendingVendor_.defined());
+      rules::orderBefore(rules::Route::kVendor, kernelPending(), !pendingVendor_.empty());
   if (steps.currentWaitsKernel) {
     XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(current, lastKernel_->get(), 0));
   }
 }
 
 void StreamOrder::afterVendor(c10::intrusive_ptr<c10d::Work> work, bool captured) {
-  pendingVendor_ = std::move(work);
-  pendingVendorCaptured_ = captured;
+  // Eager: the completed ones need no wait. A Work whose query throws (failed) stays, so that
+  // its synchronize() reports it.
+  if (!captured) {
+    pendingVendor_.prune([](const c10::intrusive_ptr<c10d::Work>& w) {
+      try {
+        return w->isCompleted();
+      } catch (const std::exception&) {
+        return false;
+      }
+    });
+  }
+  pendingVendor_.add(std::move(work));
 }
 
 void StreamOrder::beforeCurrentStream(gpuStream_t current, bool captured) {
   crossCaptureBoundary(captured);
   const rules::OrderSteps steps =
-      rules::orderBefore(rules::Route::kHost, kernelPending(), pendingVendor_.defined());
+      rules::orderBefore(rules::Route::kHost, kernelPending(), !pendingVendor_.empty());
   if (steps.currentWaitsKernel) {
     XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(current, lastKernel_->get(), 0));
   }
@@ -92,7 +99,7 @@ void StreamOrder::beforeCurrentStream(gpuStream_t current, bool captured) {
     // With the caller's stream current (GpuPath guards the device; the stream is the current
     // one). Kept pending: the comm stream has not waited on it, and a later kernel-route call
     // may come from another stream.
-    pendingVendor_->synchronize();
+    for (const auto& work : pendingVendor_.all()) work->synchronize();
   }
 }
 

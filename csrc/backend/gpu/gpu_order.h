@@ -4,9 +4,11 @@
 // as of the call: they take effect in issue order. xccl's calls run on the comm stream (kernel
 // route), on the vendor group's NCCL stream, or through host memory; StreamOrder adds the waits
 // that give the same guarantee (the decision is rules::orderBefore, tested on CPU):
-//  - kernel after vendor: the caller's stream waits on the vendor Work (its synchronize(), with the
-//    caller's stream current as NCCL expects before it releases the call's tensors), and the comm
-//    stream waits on the caller's stream as for every kernel-route call;
+//  - kernel after vendor: the caller's stream waits on every vendor Work issued since the last
+//    kernel-route call (their synchronize(), with the caller's stream current as NCCL expects
+//    before it releases the call's tensors; all of them, as collectives and point-to-point calls
+//    run on different NCCL streams), and the comm stream waits on the caller's stream as for
+//    every kernel-route call;
 //  - vendor after kernel: the caller's stream waits on the last kernel-route event; NCCL's stream
 //    waits on the caller's stream when the vendor call is issued;
 //  - host after either: the caller's stream waits on both; the copies to host memory then
@@ -28,6 +30,7 @@
 #include <memory>
 
 #include "backend/gpu/gpu_events.h"
+#include "backend/gpu/gpu_rules.h"
 #include "backend/gpu/gpu_stream.h"
 #include "backend/gpu/gpu_work.h"
 
@@ -71,8 +74,8 @@ class StreamOrder {
   CudaEvent eagerTail_;  // recorded on the comm stream by every eager kernel-route call
   CudaEvent graphTail_;  // recorded by captured kernel-route calls, at replay
   std::shared_ptr<CudaEvent> lastKernel_;  // eager only
-  c10::intrusive_ptr<c10d::Work> pendingVendor_;  // not yet waited on by the comm stream
-  bool pendingVendorCaptured_ = false;
+  // Not yet waited on by the comm stream; all eager or all captured (crossCaptureBoundary).
+  rules::PendingVendor<c10::intrusive_ptr<c10d::Work>> pendingVendor_;
   bool lastCaptured_ = false;  // whether the previous call was issued under capture
 };
 

@@ -10,6 +10,7 @@
 #include "backend/core/group_core.h"
 #include "backend/core/store_adapter.h"
 #include "backend/gpu/gpu_rules.h"
+#include "common/env.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
@@ -34,7 +35,8 @@ GpuPath::GpuPath(GroupCore& group, Side& cpu, int device)
       cpu_(cpu),
       device_(device),
       comm_(gpuStreamFromPool(/*isHighPriority=*/true, device)),
-      tunables_(group.tunables()) {
+      tunables_(group.tunables()),
+      blockingWait_(env::getBool("XCCL_GPU_BLOCKING_WAIT")) {
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   StoreAdapter store(group_.store(), "xccl/");
   placement_ = exchangePlacement(store, group_.rank(), group_.size(), device, group_.timeout());
@@ -54,6 +56,9 @@ GpuPath::GpuPath(GroupCore& group, Side& cpu, int device)
   error_ = std::make_shared<ErrorWord>(device_);
   events_ = EventPool::create(device_);
   order_ = std::make_unique<StreamOrder>(comm_, events_);
+  watchdog_ =
+      std::make_unique<Watchdog>(device_, error_, group_.timeout(),
+                                 [this](const std::string& why) { group_.markBroken(why); });
   // The vendor group is created now, outside any graph capture; constructing ProcessGroupNCCL
   // builds no NCCL communicator (NCCL's comes with its first collective, see vendorGroup).
   if (placement_.ranksPerGpu == 1) (void)vendorGroup("create");
@@ -208,8 +213,7 @@ Side::WorkPtr GpuPath::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& 
   }
   return withoutKernel(
       name, [&](auto& b) { return b.reduce_scatter_tensor_coalesced(outputs, inputs, opts); },
-      pointers(outputs, inputs), pointers(outputs),
-      vendorReduces(toReduceSpec(opts.reduceOp, name).op));
+      pointers(outputs, inputs), pointers(outputs), vendorReduces(reduceOpOf(opts.reduceOp, name)));
 }
 
 Side::WorkPtr GpuPath::reduceScatterBase(at::Tensor& output, at::Tensor& input,

@@ -11,8 +11,8 @@
 //                                call, shutdown and abort);
 // and by the helpers core/tensor_args (argument checks, shared with the CPU side), gpu_placement
 // (who is where), gpu_order (issue order across routes and graph replays), gpu_events (event pool,
-// in-flight tensors), gpu_error (the mapped error word), gpu_rules (the decisions that need
-// neither CUDA nor torch).
+// in-flight tensors), gpu_error (the mapped error word), gpu_watchdog (settles kernel-route
+// Works), gpu_rules (the decisions that need neither CUDA nor torch).
 //
 // Kernel route, per call: the comm stream waits on the caller's current stream (and on earlier
 // calls of other routes, gpu_order.h); on the comm stream the input is copied into this rank's
@@ -41,6 +41,7 @@
 #include "backend/gpu/gpu_order.h"
 #include "backend/gpu/gpu_placement.h"
 #include "backend/gpu/gpu_stream.h"
+#include "backend/gpu/gpu_watchdog.h"
 #include "kernels/launch.h"
 #include "net/cuda_ipc/workspace.h"
 #include "net/store.h"
@@ -178,7 +179,11 @@ class GpuPath final : public GpuSide {
   // stays bounded while a host-route call holds it.
   std::timed_mutex issueMutex_;
   std::atomic<bool> shutDown_{false};
+  // XCCL_GPU_BLOCKING_WAIT: whether a kernel-route Work's wait() waits for its call's outcome.
+  const bool blockingWait_;
   std::unique_ptr<StreamOrder> order_;  // under issueMutex_
+  uint64_t kernelCalls_ = 0;  // kernel-route calls issued, under issueMutex_ (names them in errors)
+  std::unique_ptr<Watchdog> watchdog_;  // settles kernel-route Works (gpu_watchdog.h)
   std::mutex mutex_;  // guards the lazily created members below
   std::unique_ptr<Workspace> workspace_;
   int workspaceAttempt_ = 0;  // createAgreed attempts so far, alike on every rank

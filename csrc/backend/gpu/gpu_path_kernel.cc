@@ -6,6 +6,7 @@
 #include "backend/core/store_adapter.h"
 #include "backend/core/torch_error.h"
 #include "backend/gpu/gpu_path.h"
+#include "backend/gpu/gpu_rules.h"
 #include "backend/gpu/gpu_stream.h"
 #include "common/logging.h"
 #include "net/bootstrap.h"
@@ -97,22 +98,40 @@ c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char*
   if (!captured) inFlight_->prune();
   const gpuStream_t current = currentGpuStream(device_).stream();
   order_->beforeKernel(current, captured);
-  try {
-    body(ws);
-  } catch (const Error& e) {
-    // Chunks before the failing one may be queued: track them like a whole call (their tensors
-    // stay referenced, later calls and a capture's join follow them). This rank then launched
-    // fewer kernels than its peers, whose epochs no longer match ours: the group is failed.
-    std::shared_ptr<CudaEvent> done = order_->afterKernel(current, captured);
-    if (!captured) inFlight_->add(done, keep);
+  // Whatever failed (a runtime call, torch, a check): this rank then launched fewer kernels than
+  // its peers, whose epochs no longer match ours, so the group is failed; chunks before the
+  // failing one may be queued: tracked like a whole call (their tensors stay referenced, later
+  // calls and a capture's join follow them), or kept for good when even that fails.
+  const auto failCall = [&] {
     error_->abort();
+    try {
+      std::shared_ptr<CudaEvent> queued = order_->afterKernel(current, captured);
+      if (!captured) inFlight_->add(queued, keep);
+    } catch (const std::exception& e) {
+      XCCL_WARN("backend", "xccl ", op, ": tensors of a failed call kept: ", e.what());
+      (void)new std::vector<at::Tensor>(keep);
+    }
+  };
+  try {
+    rules::failOnThrow([&] { body(ws); }, failCall);
+  } catch (const Error& e) {
     throwTorchError(e.kind(), std::string("xccl ") + op + ": " + e.what());
   }
   std::shared_ptr<CudaEvent> done = order_->afterKernel(current, captured);
-  // A captured call's tensors belong to the graph's memory pool; nothing to keep.
+  // A captured call's tensors belong to the graph's memory pool; nothing to keep. Nor can its
+  // events be queried: nothing to watch, its future is completed at issue.
   if (!captured) inFlight_->add(done, keep);
-  return c10::make_intrusive<GpuWork>(group_.rank(), type, op, comm_.unwrap(), done, captured,
-                                      std::vector<at::Tensor>{keep.front()}, error_);
+  auto work =
+      c10::make_intrusive<GpuWork>(group_.rank(), type, op, comm_.unwrap(), done, captured,
+                                   std::vector<at::Tensor>{keep.front()}, error_,
+                                   blockingWait_ ? std::optional(group_.timeout()) : std::nullopt,
+                                   /*watched=*/!captured);
+  if (!captured) {
+    watchdog_->watch(work, done,
+                     std::string(op) + " (kernel call " + std::to_string(++kernelCalls_) + ", " +
+                         std::to_string(keep.front().nbytes()) + " bytes)");
+  }
+  return work;
 }
 
 bool GpuPath::drainComm(std::chrono::steady_clock::time_point deadline) {
@@ -177,16 +196,20 @@ void GpuPath::shutdown(std::chrono::milliseconds timeout) {
     try {
       StoreAdapter store(group_.store(), "xccl/");
       const std::string key = "gpu_ws/" + std::to_string(workspaceAttempt_) + "/done";
-      const auto left = std::max(std::chrono::milliseconds(1),
-                                 std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     deadline - std::chrono::steady_clock::now()));
+      const auto left =
+          rules::doneAgreementWait(error_->read() != 0 || group_.somePeerFailed(),
+                                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       deadline - std::chrono::steady_clock::now()));
       net::Bootstrap(store, "", group_.rank(), group_.size(), left)
           .allGather(key, net::toBytes("1"));
       everyoneDone = true;
     } catch (const std::exception& e) {
       XCCL_WARN("backend", "GPU workspace kept until the process exits: ", e.what());
     }
-  } else {
+  }
+  // Settles what the drain saw complete; what it gave up on fails.
+  watchdog_->stop();
+  if (!drained) {
     XCCL_WARN("backend", "GPU kernels still running at shutdown: the workspace, the error word "
                          "and the tensors of calls in flight are kept until the process exits");
     // Kernels still write the error word and the tensors of their calls: never free them under

@@ -113,7 +113,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call
   std::shared_ptr<CudaEvent> done = events_->take();
   XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(done->get(), current.stream()));
   auto work = c10::make_intrusive<GpuWork>(group_.rank(), type, op, current.unwrap(), done, false,
-                                           results, error_);
+                                           results, error_, std::nullopt);
   work->setSourceRank(source);
   return work;
 }
@@ -129,7 +129,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op, 
   std::shared_ptr<CudaEvent> done = events_->take();
   XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(done->get(), current.stream()));
   return c10::make_intrusive<GpuWork>(group_.rank(), type, op, current.unwrap(), done, captured,
-                                      std::vector<at::Tensor>{output}, error_);
+                                      std::vector<at::Tensor>{output}, error_, std::nullopt);
 }
 
 }  // namespace xccl::backend

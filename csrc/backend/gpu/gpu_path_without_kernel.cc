@@ -20,13 +20,13 @@ Side::WorkPtr GpuPath::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   const char* name = "allreduce_coalesced";
   return withoutKernel(
       name, [&](auto& b) { return b.allreduce_coalesced(tensors, opts); }, pointers(tensors),
-      pointers(tensors), vendorReduces(toReduceSpec(opts.reduceOp, name).op));
+      pointers(tensors), vendorReduces(reduceOpOf(opts.reduceOp, name)));
 }
 
 Side::WorkPtr GpuPath::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   return withoutKernel(
       "reduce", [&](auto& b) { return b.reduce(tensors, opts); }, pointers(tensors),
-      pointers(tensors), vendorReduces(toReduceSpec(opts.reduceOp, "reduce").op));
+      pointers(tensors), vendorReduces(reduceOpOf(opts.reduceOp, "reduce")));
 }
 
 Side::WorkPtr GpuPath::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -35,8 +35,7 @@ Side::WorkPtr GpuPath::reduce_scatter(std::vector<at::Tensor>& outputs,
   const char* name = "reduce_scatter";
   return withoutKernel(
       name, [&](auto& b) { return b.reduce_scatter(outputs, inputs, opts); },
-      pointers(outputs, inputs), pointers(outputs),
-      vendorReduces(toReduceSpec(opts.reduceOp, name).op));
+      pointers(outputs, inputs), pointers(outputs), vendorReduces(reduceOpOf(opts.reduceOp, name)));
 }
 
 Side::WorkPtr GpuPath::allgather(std::vector<std::vector<at::Tensor>>& outputs,

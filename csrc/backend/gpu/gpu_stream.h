@@ -62,6 +62,11 @@ inline GpuStream gpuStreamFromPool(bool highPriority, c10::DeviceIndex device) {
   return XCCL_TORCH_GPU(c10::hip::getStreamFromPoolMasqueradingAsCUDA,
                         c10::cuda::getStreamFromPool)(highPriority, device);
 }
+// A stream xccl created itself (XCCL_RT(StreamCreateWithFlags)), as torch's stream type.
+inline GpuStream gpuStreamFromExternal(gpuStream_t stream, c10::DeviceIndex device) {
+  return XCCL_TORCH_GPU(c10::hip::getStreamFromExternalMasqueradingAsCUDA,
+                        c10::cuda::getStreamFromExternal)(stream, device);
+}
 inline GpuStream currentGpuStream(c10::DeviceIndex device) {
   return XCCL_TORCH_GPU(c10::hip::getCurrentHIPStreamMasqueradingAsCUDA,
                         c10::cuda::getCurrentCUDAStream)(device);

@@ -2,15 +2,21 @@
 // or a host-route / world-size-1 call on the caller's stream.
 //
 // Completion is an event recorded on the comm stream after the collective (docs/gpu.md,
-// "Streams and Work"):
-//  - wait() without a timeout makes the caller's current stream wait on that event and returns
-//    at once: the host never blocks, later work on the current stream sees the result;
-//  - wait(timeout) blocks the host until the event completes (or throws DistBackendError after
-//    `timeout`);
-//  - wait() (either form) and isCompleted() raise DistBackendError once the group's error word
-//    (gpu_error.h) is set, whichever call set it: a failed group never reports success;
-//  - the future carries the device, and is completed while the comm stream is current, so a
-//    consumer synchronises by event like with ProcessGroupNCCL's futures.
+// "Streams and Work"). A kernel-route call is "watched": the group's watchdog (gpu_watchdog.h)
+// sees its event complete, reads the error word and settles the Work, done or failed, as
+// ProcessGroupNCCL's watchdog does for its collectives.
+//  - wait() makes the caller's current stream wait on that event, as ProcessGroupNCCL's does:
+//    the host runs ahead. It raises DistBackendError at once when the call is already known
+//    failed (settled failed, or the group's error word set: a failed group never reports
+//    success). It blocks the host, until the call is settled, with the caller's timeout, or
+//    without one under XCCL_GPU_BLOCKING_WAIT=1 for a kernel-route call (bounded by the group
+//    timeout; then a failure while the call ran raises in its own wait);
+//  - synchronize() only makes the caller's stream wait on the event;
+//  - isCompleted() raises once the call or the group failed;
+//  - the future carries the device. A watched call's completes when the watchdog settled it:
+//    with the outputs (their event recorded on the watchdog's idle stream, so a consumer
+//    synchronises by event as with ProcessGroupNCCL's futures), or with the error. Others' are
+//    completed at issue while the comm stream is current.
 // Tensors stay referenced by the Work; the group also keeps them until the event completes,
 // whatever happens to the Work (gpu_events.h, InFlight).
 #pragma once
@@ -19,7 +25,11 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
+#include <condition_variable>
+#include <exception>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,11 +63,15 @@ class GpuWork : public c10d::Work {
   // `done` was recorded on the comm stream after the collective. `captured`: recorded during
   // CUDA graph capture; the caller's stream already joined it and the event may not be
   // queried, so the Work is complete as far as the host can tell. `error`: the group's error
-  // word, shared so the Work may outlive the group. Construct right after recording `done` on
-  // `comm` (the future is completed on it).
+  // word, shared so the Work may outlive the group. `watched`: settled by the watchdog
+  // (settle()), which then completes the future. `groupTimeout` bounds wait() without a
+  // timeout, which then blocks the host (XCCL_GPU_BLOCKING_WAIT=1, a watched call); none: it
+  // only joins the stream.
+  // Construct right after recording `done` on `comm` (an unwatched future is completed on it).
   GpuWork(int rank, c10d::OpType opType, const char* opName, c10::Stream comm,
           std::shared_ptr<CudaEvent> done, bool captured, std::vector<at::Tensor> outputs,
-          std::shared_ptr<const ErrorWord> error);
+          std::shared_ptr<const ErrorWord> error,
+          std::optional<std::chrono::milliseconds> groupTimeout, bool watched = false);
 
   bool isCompleted() override;
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
@@ -69,11 +83,17 @@ class GpuWork : public c10d::Work {
     return sourceRank_ >= 0 ? sourceRank_ : c10d::Work::sourceRank();
   }
   void setSourceRank(int rank) { sourceRank_ = rank; }
+  // The watchdog's verdict, once: done (`failure` null) or failed; completes the future, done on
+  // `completions` (current while its event is recorded). Never throws.
+  void settle(std::exception_ptr failure, const std::optional<c10::Stream>& completions);
 
  private:
   // Makes the caller's current stream (on device_) wait for the collective.
   void joinCurrentStream();
-  void checkErrorWord() const;
+  // Raises the watchdog's error for this call, else the group's error word's.
+  void checkFailed();
+  // Whether the watchdog settled the call within `within`.
+  bool settledWithin(std::chrono::milliseconds within);
 
   const std::string opName_;
   const c10::Device device_;
@@ -81,7 +101,13 @@ class GpuWork : public c10d::Work {
   const bool captured_;
   const std::vector<at::Tensor> outputs_;
   const std::shared_ptr<const ErrorWord> error_;
+  const std::optional<std::chrono::milliseconds> groupTimeout_;
+  const bool watched_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::mutex settleMutex_;
+  std::condition_variable settledChanged_;
+  bool settled_ = false;  // under settleMutex_
+  std::exception_ptr failure_;  // under settleMutex_; set before settled_
   int sourceRank_ = -1;
 };
 
