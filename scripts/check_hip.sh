@@ -140,7 +140,8 @@ python="${PYTHON:-python3}"
 torch_root="$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null ||
               true)"
 rocm_torch=""
-if [[ $have_clang -eq 1 && -n "$torch_root" && -f "$torch_root/include/c10/cuda/CUDAStream.h" ]]; then
+if [[ $have_clang -eq 1 && -n "$torch_root" &&
+      -f "$torch_root/include/c10/cuda/CUDAStream.h" ]]; then
   rocm_torch="$work/rocm-torch"
   mkdir -p "$rocm_torch/cuda/c10" "$rocm_torch/cuda/ATen" "$work/generated/backend/backend"
   cp -r "$torch_root/include/c10/cuda" "$rocm_torch/cuda/c10/"
@@ -164,7 +165,8 @@ PYEOF
     value=0
     grep -qF -- "$marker" "$torch_root/include/torch/csrc/distributed/c10d/Backend.hpp" && value=1
     sed -i "s/^#cmakedefine01 $feature\$/#define $feature $value/" "$features"
-  done < <(sed -n 's/^xccl_torch_feature(\([A-Z0-9_]*\) "\(.*\)")$/\1 \2/p' csrc/backend/CMakeLists.txt)
+  done < <(sed -n 's/^xccl_torch_feature(\([A-Z0-9_]*\) "\(.*\)")$/\1 \2/p' \
+               csrc/backend/CMakeLists.txt)
   if grep -q cmakedefine "$features"; then
     echo "check_hip: FAILED: torch_features.h.in has a feature CMakeLists.txt does not detect" >&2
     exit 1

@@ -20,7 +20,7 @@
 # Needs python3 with pip (the first run downloads the wheel, about 530 MB), unzip, CMake, a C++
 # compiler and nvcc of the wheel's CUDA major version (CUDACXX or PATH), as XCCL_GPU=ON needs.
 # With the wheel cached: configure about 10 s, then 40 syntax-only compiles, about 7 minutes of
-# CPU time (about 4 minutes on 2 free cores; 7 minutes measured on 2 cores shared with other builds).
+# CPU time (about 4 minutes on 2 free cores; 7 measured on 2 cores shared with other builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,7 +52,8 @@ fi
 build="$tree/cmake"
 cmake -S . -B "$build" -G "$(command -v ninja >/dev/null && echo Ninja || echo 'Unix Makefiles')" \
   -DXCCL_TORCH_ROOT="$tree/torch" -DXCCL_TORCH_CUDA="$torch_cuda" -DXCCL_GPU=ON \
-  -DXCCL_BUILD_TESTS=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DPython3_EXECUTABLE="$(command -v python3)" \
+  -DXCCL_BUILD_TESTS=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+  -DPython3_EXECUTABLE="$(command -v python3)" \
   -DCMAKE_BUILD_TYPE=Release >"$build.configure.log" 2>&1 ||
   { cat "$build.configure.log" >&2; echo "check_torch_headers: configure FAILED" >&2; exit 1; }
 grep -q '^#define XCCL_WITH_CUDA 1' "$build/generated/common/common/config.h" ||
