@@ -77,8 +77,10 @@ Workspace::Published Workspace::publish(Store& store, const std::string& records
 
     const size_t flagBytes = layout.totalBytes - layout.flagsOffset;
     void* base = nullptr;
-    XCCL_GPU_CHECK(ErrorKind::kInternal,
-                   allocateData(&base, kFlagAreaApart ? layout.flagsOffset : layout.totalBytes));
+    // Apart, the data part alone; never empty, as a zero-byte allocation has no IPC handle.
+    const size_t baseBytes =
+        kFlagAreaApart ? std::max(layout.flagsOffset, kPartAlignment) : layout.totalBytes;
+    XCCL_GPU_CHECK(ErrorKind::kInternal, allocateData(&base, baseBytes));
     out.workspace->own_ = static_cast<char*>(base);
     void* flags = out.workspace->own_ + layout.flagsOffset;
     if (kFlagAreaApart) {
