@@ -2,7 +2,8 @@
 # The test command: checks the format (scripts/check_format.sh: clang-format, ruff), builds and
 # installs xccl against the installed torch, then runs the GoogleTest tiers (ctest), the HIP
 # compile check of the GPU side (scripts/check_hip.sh: needs hipcc and clang++-19, skips what a
-# missing one would compile), the multi-process pytest suite (root: it also builds hosts from
+# missing one would compile), the backend compiled against torch 2.11.0's headers
+# (scripts/check_torch_headers.sh; pip must reach torch 2.11.0 once), the multi-process pytest suite (root: it also builds hosts from
 # network namespaces), a short run of each fuzz target (scripts/fuzz.sh) and the wheel check
 # (scripts/check_wheel.sh: the wheel `python -m build` makes, installed into a fresh virtual
 # environment, runs the README's example); then the fast tier against torch 2.13.0
@@ -20,6 +21,9 @@ python3 -m pip install --no-build-isolation --no-deps -q .
 cmake --build build/cmake -j "$(nproc)"
 ctest --test-dir build/cmake --output-on-failure --timeout 600
 bash scripts/check_hip.sh
+# The backend against the torch of the GPU machine device checks run on (compile only; the wheel
+# is fetched once into build/torch-wheels/; about 4 minutes on 2 cores).
+bash scripts/check_torch_headers.sh 2.11.0
 python3 -m pytest tests/python -q -p no:cacheprovider
 # The fuzz targets (the TCP wire reader and receive state, the ofi header path, the shm ring, the
 # parsers of store and user values) still build and find nothing in a short run (the long runs

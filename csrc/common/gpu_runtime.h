@@ -74,6 +74,38 @@ inline gpuError_t gpuHostAlloc(void** p, size_t bytes, unsigned flags) {
 }
 inline gpuError_t gpuFreeHost(void* p) { return XCCL_RT_NAMED(hipHostFree, cudaFreeHost)(p); }
 
+// Graph external event nodes: an event recorded (gpuEventRecordExternal) or waited on
+// (gpuStreamWaitEventExternal) under capture becomes a node that records or waits at every
+// replay, instead of an edge inside the graph. CUDA has them since 11.1. HIP has the calls from
+// ROCm 6.4.2, which HIP_VERSION cannot tell from 6.4.0 (its patch field is a build number), and
+// the external wait node is reported broken on ROCm 7.2.x: taken on HIP 7.0, 7.1 and 7.3 on.
+// Without them the callers order captured calls with plain records and waits (docs/gpu.md,
+// "CUDA graphs") and these return the runtime's "not supported".
+#if !XCCL_GPU_HIP
+#define XCCL_GPU_GRAPH_EXTERNAL_EVENTS 1
+#elif HIP_VERSION_MAJOR > 7 || (HIP_VERSION_MAJOR == 7 && HIP_VERSION_MINOR != 2)
+#define XCCL_GPU_GRAPH_EXTERNAL_EVENTS 1
+#else
+#define XCCL_GPU_GRAPH_EXTERNAL_EVENTS 0
+#endif
+constexpr bool kGpuGraphExternalEvents = XCCL_GPU_GRAPH_EXTERNAL_EVENTS;
+inline gpuError_t gpuEventRecordExternal(gpuEvent_t event, gpuStream_t stream) {
+#if XCCL_GPU_GRAPH_EXTERNAL_EVENTS
+  return XCCL_RT(EventRecordWithFlags)(event, stream, XCCL_RT(EventRecordExternal));
+#else
+  (void)event, (void)stream;
+  return XCCL_RT(ErrorNotSupported);
+#endif
+}
+inline gpuError_t gpuStreamWaitEventExternal(gpuStream_t stream, gpuEvent_t event) {
+#if XCCL_GPU_GRAPH_EXTERNAL_EVENTS
+  return XCCL_RT(StreamWaitEvent)(stream, event, XCCL_RT(EventWaitExternal));
+#else
+  (void)event, (void)stream;
+  return XCCL_RT(ErrorNotSupported);
+#endif
+}
+
 // The runtime's name and text for an error code, "cudaErrorInvalidValue (invalid argument)".
 inline std::string gpuErrorText(gpuError_t rc) {
   return detail::concat(gpuGetErrorName(rc), " (", gpuGetErrorString(rc), ")");

@@ -42,9 +42,15 @@ __device__ __forceinline__ bool waitFlagAtLeast(const uint32_t* flag, uint32_t v
                                                 const DeviceHandle& h) {
   uint64_t start = 0;
   for (uint32_t spins = 0;; ++spins) {
-    // Acquire on every poll (as vLLM's barrier_at_end does): the poll that sees the value is the
-    // acquire that orders this rank's later reads of the peer's data.
-    if (static_cast<int32_t>(ldAcquireSys(flag) - value) >= 0) return true;
+    // Relaxed polls, and one acquire once the value is there: the acquire load reads the same
+    // word, so (coherence) a value at or past the one polled, written by a release store of the
+    // peer made after the store that published its data; it synchronises with that store and
+    // orders this rank's later reads of the peer's data. An acquire on every poll would order
+    // nothing more, and costs a cache invalidation per poll on ROCm (system scope).
+    if (static_cast<int32_t>(ldRelaxedSys(flag) - value) >= 0) {
+      (void)ldAcquireSys(flag);
+      return true;
+    }
     if ((spins & 255u) == 255u) {
       const uint64_t now = globalTimerNs();
       if (start == 0) start = now;

@@ -23,7 +23,7 @@ ErrorWord::ErrorWord(int device) {
   try {
     XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(HostGetDevicePointer)(&alias, host, 0));
   } catch (const Error&) {
-    gpuFreeHost(host);
+    (void)gpuFreeHost(host);  // the allocation error is the one to report
     throw;
   }
   device_ = static_cast<uint32_t*>(alias);
@@ -31,7 +31,7 @@ ErrorWord::ErrorWord(int device) {
 
 ErrorWord::~ErrorWord() {
   // Only after every kernel that may write it ended or was given up on (GpuPath's destructor).
-  if (host_ != nullptr) gpuFreeHost(host_);
+  if (host_ != nullptr) (void)gpuFreeHost(host_);  // a destructor has no one to tell
 }
 
 void ErrorWord::throwIfSet(const char* op) const {

@@ -35,9 +35,13 @@ void StreamOrder::beforeKernel(gpuStream_t current, bool captured) {
   XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(ready_.get(), current));
   XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(comm_.stream(), ready_.get(), 0));
   if (captured) {
-    // At each replay: after the eager kernel-route calls issued before the replay.
-    XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(comm_.stream(), eagerTail_.get(),
-                                                                XCCL_RT(EventWaitExternal)));
+    // At each replay: after the eager kernel-route calls issued before the replay. Without
+    // external nodes the replay follows them only through the stream it is launched on
+    // (kGpuGraphExternalEvents; the rule in docs/gpu.md, "CUDA graphs").
+    if (kGpuGraphExternalEvents) {
+      XCCL_GPU_CHECK(ErrorKind::kSystem,
+                     gpuStreamWaitEventExternal(comm_.stream(), eagerTail_.get()));
+    }
   } else {
     // After the replays launched before this call (a no-op while no graph was replayed).
     XCCL_GPU_CHECK(ErrorKind::kSystem,
@@ -50,9 +54,9 @@ std::shared_ptr<CudaEvent> StreamOrder::afterKernel(gpuStream_t current, bool ca
   if (captured) {
     // The external record first: `done`, which the capturing stream joins, must come after every
     // node the call added to the comm stream, or the capture ends with an unjoined node.
-    XCCL_GPU_CHECK(ErrorKind::kSystem,
-                   XCCL_RT(EventRecordWithFlags)(graphTail_.get(), comm_.stream(),
-                                                 XCCL_RT(EventRecordExternal)));
+    if (kGpuGraphExternalEvents) {
+      XCCL_GPU_CHECK(ErrorKind::kSystem, gpuEventRecordExternal(graphTail_.get(), comm_.stream()));
+    }
     XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(done->get(), comm_.stream()));
     XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(current, done->get(), 0));
   } else {
@@ -105,7 +109,8 @@ void StreamOrder::beforeCurrentStream(gpuStream_t current, bool captured) {
 
 void StreamOrder::commWaitsReplays() {
   // graphTail_ is recorded by the external record nodes of captured calls at every replay; the
-  // same wait every eager kernel-route call makes (beforeKernel).
+  // same wait every eager kernel-route call makes (beforeKernel). Without external nodes it is
+  // never recorded and this waits for nothing: replays are the replaying stream's to finish.
   XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(comm_.stream(), graphTail_.get(), 0));
 }
 

@@ -20,6 +20,9 @@
 //  - each captured call records `graphTail_` (external event record node) at its end, and every
 //    eager call makes the comm stream wait on it: an eager call starts after the replays launched
 //    before it. The two events are distinct so that no graph waits on its own record nodes.
+//  Both need external event nodes (kGpuGraphExternalEvents: CUDA, and HIP where they exist and
+//  work). Without them captured calls keep only the plain record/wait that joins the caller's
+//  stream, and replays are ordered with eager calls by the stream they are launched on.
 //  Two graphs holding the group's collectives must not be replayed concurrently (as with NCCL,
 //  whose communicators also take one stream of work at a time).
 // All methods are called by GpuPath with its issue mutex held, on the group's device.

@@ -24,11 +24,15 @@
 // setup.py reads torch.utils.hipify.__version__ and CMake passes XCCL_TORCH_HIPIFY_V2 (0 or 1);
 // torch's cpp_extension makes the same test for its -DHIPIFY_V2.
 //
-// Only compiled against a ROCm torch, which is not installable where CI runs (not on PyPI): the
-// ROCm branches are written from torch's public headers and have never been compiled.
+// No ROCm torch is installable where CI runs (not on PyPI): scripts/check_hip.sh compiles the
+// hipify v2 branch against torch's CUDA headers hipified as a ROCm build ships them; the hipify
+// v1 branch has never been compiled.
 #pragma once
 
 #include <c10/core/Device.h>
+
+// First: it decides XCCL_GPU_HIP, which picks the branch below.
+#include "common/gpu_runtime.h"
 
 #if XCCL_GPU_HIP && !XCCL_TORCH_HIPIFY_V2
 #include <ATen/hip/impl/HIPGuardImplMasqueradingAsCUDA.h>
@@ -39,8 +43,6 @@
 #else
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-
-#include "common/gpu_runtime.h"
 #endif
 
 namespace xccl::backend {

@@ -19,7 +19,7 @@ CudaEvent::CudaEvent() {
 }
 
 CudaEvent::~CudaEvent() {
-  if (event_ != nullptr) XCCL_RT(EventDestroy)(event_);
+  if (event_ != nullptr) (void)XCCL_RT(EventDestroy)(event_);  // a destructor has no one to tell
 }
 
 bool CudaEvent::query() const {

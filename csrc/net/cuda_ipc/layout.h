@@ -8,7 +8,8 @@
 //
 // Every part starts on a 256-byte boundary (cudaMalloc's minimum alignment, and a multiple of the
 // 128 bytes a FlagRow needs), so an allocation's base alignment carries over to each part. Flags,
-// epochs and the error word are contiguous from flagsOffset to totalBytes and are zeroed together.
+// epochs and the error word are contiguous from flagsOffset to totalBytes and are zeroed together;
+// on ROCm that flag area is an allocation of its own at the same relative offsets (runtime.h).
 //
 // Plain C++: no CUDA headers, unit-tested on CPU.
 #pragma once

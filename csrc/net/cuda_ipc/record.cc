@@ -9,10 +9,11 @@ namespace xccl::net::cuda_ipc {
 namespace {
 
 // Wire format, native byte order (both ends run on one host):
-//   u32 magic, u32 version, u8[64] handle, u64 address, i64 pid, u64 processToken, i32 device,
+//   u32 magic, u32 version, u8[64] handle, u64 address, u8[64] flagsHandle, u64 flagsAddress,
+//   i64 pid, u64 processToken, i32 device,
 //   u64 dataBytes, u8 failed, u8 failureKind, u32 busId length, busId, u32 failure length, failure
 constexpr uint32_t kMagic = 0x43504958;  // "XIPC" in memory on little-endian hosts
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 // -Wswitch flags this switch when ErrorKind grows, so a new kind is never rejected as malformed.
 bool isErrorKind(uint8_t value) {
@@ -95,6 +96,8 @@ Bytes encodeRecord(const Record& record) {
   w.put(kVersion);
   w.put(record.handle);
   w.put(record.address);
+  w.put(record.flagsHandle);
+  w.put(record.flagsAddress);
   w.put(record.pid);
   w.put(record.processToken);
   w.put(record.device);
@@ -122,6 +125,8 @@ Record decodeRecord(const Bytes& bytes) {
   Record record;
   record.handle = r.get<std::array<uint8_t, kIpcHandleBytes>>("handle");
   record.address = r.get<uint64_t>("address");
+  record.flagsHandle = r.get<std::array<uint8_t, kIpcHandleBytes>>("flags handle");
+  record.flagsAddress = r.get<uint64_t>("flags address");
   record.pid = r.get<int64_t>("pid");
   record.processToken = r.get<uint64_t>("process token");
   record.device = r.get<int32_t>("device");

@@ -27,6 +27,10 @@ struct Record {
   // The allocation's address in the publishing process: usable directly by a peer in that same
   // process (unified addressing), meaningless anywhere else.
   uint64_t address = 0;
+  // ROCm: the flag area, an allocation of its own (runtime.h, kFlagAreaApart), exported and
+  // addressed the same way. Unset where the flag area is part of the allocation above (CUDA).
+  std::array<uint8_t, kIpcHandleBytes> flagsHandle{};
+  uint64_t flagsAddress = 0;
   // Together they tell whether a peer is this very process: pids alone repeat across pid
   // namespaces (containers on one host), and a fork()ed child inherits the token but not the pid.
   int64_t pid = 0;

@@ -61,14 +61,18 @@ class ScopedStream {
   gpuStream_t stream_ = nullptr;
 };
 
-// The workspace's one allocation. CUDA: plain device memory (peers' flag stores reach a running
-// kernel through NVLink/PCIe coherence). ROCm: plain hipMalloc memory is coarse-grained and a
-// peer's store may stay invisible to a kernel polling it, so the allocation is uncached, as vLLM's
-// and aiter's custom all-reduce allocate their signals and staging buffer together
-// (hipExtMallocWithFlags(hipDeviceMallocUncached)); HIP headers older than that flag (ROCm 5.2)
-// get fine-grained memory, the coherent kind they have. The kernels pair it with system-scope
-// atomics on both sides (kernels/primitives.cuh).
-inline gpuError_t allocate(void** base, size_t bytes) {
+// Where the workspace's parts live (layout.h). CUDA: one plain device allocation of the whole
+// layout (peers' flag stores reach a running kernel through NVLink/PCIe coherence). ROCm: plain
+// hipMalloc memory is coarse-grained, and a peer's store may stay invisible to a kernel polling
+// it, so the flag area (flags, epochs, error word: [flagsOffset, totalBytes)) is an allocation of
+// its own, uncached (hipExtMallocWithFlags(hipDeviceMallocUncached), as aiter allocates its
+// signals), or fine-grained with HIP headers older than that flag (ROCm 5.2). The data stays
+// plain, cached memory: it is never polled, and the system-scope release/acquire of the flags
+// around every access to a peer's data writes back and invalidates the caches it needs
+// (kernels/primitives.cuh; docs/algorithms.md, "ROCm"). Not run on AMD hardware yet.
+constexpr bool kFlagAreaApart = XCCL_GPU_HIP;
+inline gpuError_t allocateData(void** base, size_t bytes) { return XCCL_RT(Malloc)(base, bytes); }
+inline gpuError_t allocateFlagArea(void** base, size_t bytes) {
 #if XCCL_GPU_HIP
 #ifdef hipDeviceMallocUncached
   return hipExtMallocWithFlags(base, bytes, hipDeviceMallocUncached);
@@ -76,7 +80,7 @@ inline gpuError_t allocate(void** base, size_t bytes) {
   return hipExtMallocWithFlags(base, bytes, hipDeviceMallocFinegrained);
 #endif
 #else
-  return cudaMalloc(base, bytes);
+  return XCCL_RT(Malloc)(base, bytes);
 #endif
 }
 

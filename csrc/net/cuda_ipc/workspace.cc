@@ -75,20 +75,32 @@ Workspace::Published Workspace::publish(Store& store, const std::string& records
     ScopedDevice scoped(device);
     XCCL_GPU_CHECK(ErrorKind::kInternal, scoped.status());
 
+    const size_t flagBytes = layout.totalBytes - layout.flagsOffset;
     void* base = nullptr;
-    XCCL_GPU_CHECK(ErrorKind::kInternal, allocate(&base, layout.totalBytes));
+    // Apart, the data part alone; never empty, as a zero-byte allocation has no IPC handle.
+    const size_t baseBytes =
+        kFlagAreaApart ? std::max(layout.flagsOffset, kPartAlignment) : layout.totalBytes;
+    XCCL_GPU_CHECK(ErrorKind::kInternal, allocateData(&base, baseBytes));
     out.workspace->own_ = static_cast<char*>(base);
+    void* flags = out.workspace->own_ + layout.flagsOffset;
+    if (kFlagAreaApart) {
+      XCCL_GPU_CHECK(ErrorKind::kInternal, allocateFlagArea(&flags, flagBytes));
+    }
+    out.workspace->ownFlags_ = static_cast<char*>(flags);
     // Zeroed and complete before the handle is published, hence before any peer can write a flag
     // (kernels/device_handle.h).
     ScopedStream stream;
-    XCCL_GPU_CHECK(ErrorKind::kInternal,
-                   XCCL_RT(MemsetAsync)(out.workspace->own_ + layout.flagsOffset, 0,
-                                        layout.totalBytes - layout.flagsOffset, stream.get()));
+    XCCL_GPU_CHECK(ErrorKind::kInternal, XCCL_RT(MemsetAsync)(flags, 0, flagBytes, stream.get()));
     XCCL_GPU_CHECK(ErrorKind::kInternal, XCCL_RT(StreamSynchronize)(stream.get()));
 
     XCCL_RT(IpcMemHandle_t) handle;
     XCCL_GPU_CHECK(kIpcUnavailable, XCCL_RT(IpcGetMemHandle)(&handle, base));
     std::memcpy(mine.handle.data(), &handle, kIpcHandleBytes);
+    if (kFlagAreaApart) {
+      XCCL_GPU_CHECK(kIpcUnavailable, XCCL_RT(IpcGetMemHandle)(&handle, flags));
+      std::memcpy(mine.flagsHandle.data(), &handle, kIpcHandleBytes);
+      mine.flagsAddress = reinterpret_cast<uintptr_t>(flags);
+    }
     char busId[kMaxBusIdBytes] = {};
     XCCL_GPU_CHECK(ErrorKind::kInternal,
                    XCCL_RT(DeviceGetPCIBusId)(busId, sizeof(busId) - 1, device));
@@ -197,14 +209,19 @@ Workspace::~Workspace() {
   ScopedDevice scoped(device_);
   warnIfFailed(scoped.status(), "making the workspace's device current in ~Workspace");
   closePeerMappings();
+  if (kFlagAreaApart && ownFlags_ != nullptr) {
+    warnIfFailed(XCCL_RT(Free)(ownFlags_), "freeing the workspace's flag area");
+  }
   if (own_ != nullptr) warnIfFailed(XCCL_RT(Free)(own_), "freeing the workspace");
 }
 
 void Workspace::adopt(std::vector<Record> records) {
   records_ = std::move(records);
   mapped_.assign(size_, nullptr);
+  mappedFlags_.assign(size_, nullptr);
   opened_.assign(size_, false);
   mapped_[rank_] = own_;
+  mappedFlags_[rank_] = ownFlags_;
 }
 
 void Workspace::closePeerMappings() {
@@ -215,14 +232,20 @@ void Workspace::closePeerMappings() {
   for (size_t r = 0; r < opened_.size(); ++r) {
     if (!opened_[r]) continue;
     warnIfFailed(XCCL_RT(IpcCloseMemHandle)(mapped_[r]), "closing a peer's workspace mapping");
+    if (kFlagAreaApart) {
+      warnIfFailed(XCCL_RT(IpcCloseMemHandle)(mappedFlags_[r]),
+                   "closing a peer's flag area mapping");
+    }
     opened_[r] = false;
     mapped_[r] = nullptr;
+    mappedFlags_[r] = nullptr;
   }
 }
 
 void Workspace::abandon() {
   closePeerMappings();
   own_ = nullptr;  // leaked on purpose; the driver reclaims it when the process exits
+  ownFlags_ = nullptr;
 }
 
 std::string Workspace::checkPeers(const PeerCheckHook& hook) {
@@ -265,7 +288,7 @@ std::string Workspace::checkPeer(int r, void* stream) {
   // The trial mapping and a read through it: the peer zeroed its flags before publishing and no
   // kernel can write them before every rank has voted, so anything but zero is a wrong mapping.
   try {
-    const void* flags = static_cast<const char*>(base(r)) + layout_.flagsOffset;
+    const void* flags = this->flags(r);
     uint32_t word = 1;
     const auto s = static_cast<gpuStream_t>(stream);
     XCCL_GPU_CHECK(kIpcUnavailable, XCCL_RT(MemcpyAsync)(&word, flags, sizeof(word),
@@ -284,6 +307,14 @@ void* Workspace::base(int r) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (mapped_[r] == nullptr) mapped_[r] = mapPeerLocked(guard, r);
   return mapped_[r];
+}
+
+void* Workspace::flags(int r) {
+  XCCL_CHECK_ARG(r >= 0 && r < size_, "cuda_ipc workspace: bad rank ", r, " of ", size_);
+  if (r == rank_) return ownFlags_;
+  (void)base(r);  // maps both parts
+  std::lock_guard<std::mutex> guard(mutex_);
+  return mappedFlags_[r];
 }
 
 void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
@@ -310,6 +341,8 @@ void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
         XCCL_GPU_CHECK(kIpcUnavailable, rc);
       }
     }
+    mappedFlags_[r] = reinterpret_cast<void*>(static_cast<uintptr_t>(
+        kFlagAreaApart ? peer.flagsAddress : peer.address + layout_.flagsOffset));
     return reinterpret_cast<void*>(static_cast<uintptr_t>(peer.address));
   }
 
@@ -324,6 +357,20 @@ void* Workspace::mapPeerLocked(const std::lock_guard<std::mutex>&, int r) {
                r, "'s workspace on ", describe(peer),
                ": opening its IPC handle failed: ", gpuErrorText(rc));
   }
+  void* flags = static_cast<char*>(mapped) + layout_.flagsOffset;
+  if (kFlagAreaApart) {
+    std::memcpy(&handle, peer.flagsHandle.data(), kIpcHandleBytes);
+    const gpuError_t flagsRc =
+        XCCL_RT(IpcOpenMemHandle)(&flags, handle, XCCL_RT(IpcMemLazyEnablePeerAccess));
+    if (flagsRc != gpuSuccess) {
+      (void)gpuGetLastError();
+      warnIfFailed(XCCL_RT(IpcCloseMemHandle)(mapped), "closing a peer's workspace mapping");
+      XCCL_THROW(kIpcUnavailable, "cuda_ipc: rank ", rank_, " on ", describe(me),
+                 " cannot map rank ", r, "'s flag area on ", describe(peer),
+                 ": opening its IPC handle failed: ", gpuErrorText(flagsRc));
+    }
+  }
+  mappedFlags_[r] = flags;
   opened_[r] = true;
   XCCL_DEBUG("cuda_ipc", "rank ", rank_, " mapped rank ", r, "'s workspace (", describe(peer), ")");
   return mapped;

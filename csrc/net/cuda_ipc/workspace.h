@@ -18,8 +18,8 @@
 //
 // Built only when XCCL_WITH_CUDA is 1 (the header itself needs no CUDA). Host code only: the CUDA
 // or HIP runtime API through common/gpu_runtime.h, compiled by the C++ compiler (on ROCm the
-// allocation is uncached memory, see allocate() in runtime.h). The names say CUDA IPC; HIP's
-// IPC handles work the same way.
+// flag area is an uncached allocation of its own, see allocateFlagArea() in runtime.h). The names
+// say CUDA IPC; HIP's IPC handles work the same way.
 #pragma once
 
 #include <chrono>
@@ -110,9 +110,11 @@ class Workspace {
   // access between the two GPUs). Thread-safe.
   void* base(int r);
   void* data(int r) { return base(r); }  // the data buffer starts at offset 0
-  void* flags(int r) { return static_cast<char*>(base(r)) + layout_.flagsOffset; }
-  uint32_t* epochs() { return reinterpret_cast<uint32_t*>(own_ + layout_.epochsOffset); }
-  uint32_t* error() { return reinterpret_cast<uint32_t*>(own_ + layout_.errorOffset); }
+  // Rank r's kernels::FlagArea as mapped in this process (maps rank r as base(r) does). The
+  // flag area is part of the allocation on CUDA and an allocation of its own on ROCm (runtime.h).
+  void* flags(int r);
+  uint32_t* epochs() { return flagPart(layout_.epochsOffset); }
+  uint32_t* error() { return flagPart(layout_.errorOffset); }
 
  private:
   // What step 1 leaves: every rank's record (failed ones say why) and, when this rank succeeded,
@@ -134,16 +136,23 @@ class Workspace {
   void closePeerMappings();  // base(r) of a peer must not be called after this
   void abandon();  // closes the mappings and keeps own_ until exit (a peer may map it)
   void* mapPeerLocked(const std::lock_guard<std::mutex>& guard, int r);
+  // This rank's flag area part at layout offset `offset` (>= flagsOffset).
+  uint32_t* flagPart(size_t offset) {
+    return reinterpret_cast<uint32_t*>(ownFlags_ + (offset - layout_.flagsOffset));
+  }
 
   const int rank_;
   const int size_;
   const int device_;
   const WorkspaceLayout layout_;
-  char* own_ = nullptr;  // this rank's allocation on device_ (allocate() in runtime.h)
+  char* own_ = nullptr;  // this rank's allocation on device_ (allocateData() in runtime.h)
+  char* ownFlags_ = nullptr;  // its flag area: inside own_, or apart (kFlagAreaApart)
   std::vector<Record> records_;  // every rank's, from step 1
   std::mutex mutex_;  // guards the two vectors below
   std::vector<void*> mapped_;  // base(r) once resolved; nullptr before
-  std::vector<bool> opened_;  // mapped_[r] came from cudaIpcOpenMemHandle: close it
+  std::vector<void*> mappedFlags_;  // flags(r), resolved with mapped_[r]
+  std::vector<bool> opened_;  // mapped_[r] (and apart, mappedFlags_[r]) came from
+                              // cudaIpcOpenMemHandle: close them
 };
 
 }  // namespace xccl::net::cuda_ipc

@@ -81,6 +81,8 @@ Record sampleRecord() {
   Record r;
   for (size_t i = 0; i < r.handle.size(); ++i) r.handle[i] = static_cast<uint8_t>(0xA0 ^ (i * 7));
   r.address = 0x7f12'3456'7800ull;
+  for (size_t i = 0; i < r.flagsHandle.size(); ++i) r.flagsHandle[i] = static_cast<uint8_t>(3 * i);
+  r.flagsAddress = 0x7f12'9999'0000ull;
   r.pid = 4242;
   r.processToken = 0x0123'4567'89ab'cdefull;
   r.device = 3;
@@ -92,6 +94,8 @@ Record sampleRecord() {
 void expectSame(const Record& a, const Record& b) {
   EXPECT_EQ(a.handle, b.handle);
   EXPECT_EQ(a.address, b.address);
+  EXPECT_EQ(a.flagsHandle, b.flagsHandle);
+  EXPECT_EQ(a.flagsAddress, b.flagsAddress);
   EXPECT_EQ(a.pid, b.pid);
   EXPECT_EQ(a.processToken, b.processToken);
   EXPECT_EQ(a.device, b.device);

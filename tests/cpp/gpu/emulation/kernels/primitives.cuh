@@ -36,6 +36,7 @@ inline uint32_t ldAcquireSys(const uint32_t* address) {
   return __atomic_load_n(address, __ATOMIC_ACQUIRE);
 }
 inline uint32_t ldRelaxedSys(const uint32_t* address) {
+  std::this_thread::yield();  // the flag waits poll with it too (barrier.cuh)
   emulation::jitter(16, 20);
   return __atomic_load_n(address, __ATOMIC_RELAXED);
 }
