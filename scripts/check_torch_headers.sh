@@ -17,7 +17,7 @@
 # Nothing is linked and nothing runs: a symbol the headers declare but that version's libraries
 # lack is not caught here.
 #
-# Needs python3 with pip (the first run downloads the wheel, about 530 MB), unzip, CMake, a C++
+# Needs python3 with pip (the first run downloads the wheel, about 530 MB), CMake, a C++
 # compiler and nvcc of the wheel's CUDA major version (CUDACXX or PATH), as XCCL_GPU=ON needs.
 # With the wheel cached: configure about 10 s, then 40 syntax-only compiles, about 7 minutes of
 # CPU time (about 4 minutes on 2 free cores; 7 measured on 2 cores shared with other builds).
@@ -39,7 +39,16 @@ fi
 if [[ "$(cat "$tree/wheel" 2>/dev/null)" != "$(basename "$wheel")" ]]; then
   rm -rf "$tree"
   mkdir -p "$tree"
-  unzip -q "$wheel" 'torch/include/*' 'torch/version.py' -d "$tree"
+  # Python's zipfile, not unzip: python3 is here wherever torch is.
+  python3 - "$wheel" "$tree" <<'PY'
+import sys
+import zipfile
+
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    names = [n for n in wheel.namelist()
+             if n.startswith("torch/include/") or n == "torch/version.py"]
+    wheel.extractall(sys.argv[2], names)
+PY
   basename "$wheel" >"$tree/wheel"
 fi
 torch_cuda="$(sed -n "s/^cuda[^=]*= *'\([0-9.]*\)'.*/\1/p" "$tree/torch/version.py")"

@@ -3,10 +3,10 @@
 # installs xccl against the installed torch, then runs the GoogleTest tiers (ctest), the HIP
 # compile check of the GPU side (scripts/check_hip.sh: needs hipcc and clang++-19, skips what a
 # missing one would compile), the backend compiled against torch 2.11.0's headers
-# (scripts/check_torch_headers.sh; pip must reach torch 2.11.0 once), the multi-process pytest suite (root: it also builds hosts from
-# network namespaces), a short run of each fuzz target (scripts/fuzz.sh) and the wheel check
-# (scripts/check_wheel.sh: the wheel `python -m build` makes, installed into a fresh virtual
-# environment, runs the README's example); then the fast tier against torch 2.13.0
+# (scripts/check_torch_headers.sh; pip must reach torch 2.11.0 once), the multi-process pytest
+# suite (root: it also builds hosts from network namespaces), a short run of each fuzz target
+# (scripts/fuzz.sh) and the wheel check (scripts/check_wheel.sh: the wheel `python -m build`
+# makes, installed into a fresh virtual environment, runs the README's example); then the fast tier against torch 2.13.0
 # (scripts/test_torch_tier.sh: a virtual environment of its own with that torch). Needs torch,
 # pytest, cmake, a C++ compiler, GoogleTest, clang-format-19, ruff, libfabric, iproute2,
 # python3's venv and `build` (.ci/run installs them, hipcc, clang-19 and its fuzzer runtime, on a
