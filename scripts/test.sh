@@ -6,8 +6,9 @@
 # (scripts/check_torch_headers.sh; pip must reach torch 2.11.0 once), the multi-process pytest
 # suite (root: it also builds hosts from network namespaces), a short run of each fuzz target
 # (scripts/fuzz.sh) and the wheel check (scripts/check_wheel.sh: the wheel `python -m build`
-# makes, installed into a fresh virtual environment, runs the README's example); then the fast tier against torch 2.13.0
-# (scripts/test_torch_tier.sh: a virtual environment of its own with that torch). Needs torch,
+# makes, installed into a fresh virtual environment, runs the README's example); then the fast
+# tier against torch 2.13.0 (scripts/test_torch_tier.sh: a virtual environment of its own with
+# that torch). Needs torch,
 # pytest, cmake, a C++ compiler, GoogleTest, clang-format-19, ruff, libfabric, iproute2,
 # python3's venv and `build` (.ci/run installs them, hipcc, clang-19 and its fuzzer runtime, on a
 # fresh machine), and pip access to torch 2.13.0.
