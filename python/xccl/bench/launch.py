@@ -108,6 +108,36 @@ def local_ranks(target, nranks: int, args: tuple = (), prefix: str = "xccl-bench
             _stop(procs)
 
 
+def gather_reports(
+    target, nranks: int, args: tuple, prefix: str, timeout_s: float
+) -> tuple[list, str | None]:
+    """Runs local_ranks(target, nranks, (*args, queue)) where each rank puts one report on the
+    queue; returns (the reports in arrival order, None) or (those that came, why the rest did
+    not: the time ran out, or every rank exited with reports missing). Shared by `python -m
+    xccl doctor`'s self-test and its GPU check."""
+    import queue
+
+    reports = _procs.rank_context().Queue()
+    deadline = time.monotonic() + timeout_s
+    ranks, error = [], None
+    with local_ranks(target, nranks, (*args, reports), prefix=prefix) as procs:
+        while len(ranks) < nranks:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                error = f"timed out after {timeout_s:.0f} s ({len(ranks)} of {nranks} ranks done)"
+                break
+            try:
+                ranks.append(reports.get(timeout=min(remaining, 1.0)))
+            except queue.Empty:
+                if not any(p.is_alive() for p in procs) and reports.empty():
+                    error = "a rank exited without reporting (crashed?)"
+                    break
+        # Ranks that reported finish tearing down their groups; leaving ends the rest.
+        for proc in procs:
+            proc.join(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+    return ranks, error
+
+
 def _wait(procs: list, time_limit: float) -> int:
     deadline = time.monotonic() + time_limit
     first_failure = None

@@ -97,13 +97,7 @@ def run(args) -> int:
     if getattr(args, "gpu", False):
         from .gpu_check import run_gpu_check
 
-        try:
-            more = run_gpu_check(topo)
-        except Exception as error:  # noqa: BLE001 - the doctor reports, it does not crash
-            more = [Check(FAIL, "gpu.verify", f"{type(error).__name__}: {error}")]
-        for check in more:
-            print(check.line(), flush=True)
-        checks += more
+        checks += _reported("gpu.verify", lambda: run_gpu_check(topo))
     elif args.no_selftest:
         print(Check(WARN, "selftest", "skipped (--no-selftest)").line())
         checks.append(Check(WARN, "selftest", "skipped"))
@@ -111,14 +105,10 @@ def run(args) -> int:
         device = args.device
         if device == "auto":
             device = "cuda" if topo and len(topo["gpus"]) >= 2 and _torch_has_gpu() else "cpu"
-        try:
-            result = run_selftest(args.backend, device, timeout_s=args.timeout)
-            more = check_selftest(result)
-        except Exception as error:  # noqa: BLE001 - the doctor reports, it does not crash
-            more = [Check(FAIL, "selftest", f"{type(error).__name__}: {error}")]
-        for check in more:
-            print(check.line(), flush=True)
-        checks += more
+        checks += _reported(
+            "selftest",
+            lambda: check_selftest(run_selftest(args.backend, device, timeout_s=args.timeout)),
+        )
     counts = {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL)}
     status = 1 if counts[FAIL] else 0
     print(
@@ -126,6 +116,18 @@ def run(args) -> int:
         f"in {time.monotonic() - started:.1f} s -> exit {status}"
     )
     return status
+
+
+def _reported(name: str, run) -> list:
+    """The checks `run()` returns, each printed as it comes; an exception is one FAIL named
+    `name`: the doctor reports, it does not crash."""
+    try:
+        more = run()
+    except Exception as error:  # noqa: BLE001
+        more = [Check(FAIL, name, f"{type(error).__name__}: {error}")]
+    for check in more:
+        print(check.line(), flush=True)
+    return more
 
 
 def _ofi_status(store_host: str) -> dict | None:

@@ -13,11 +13,10 @@ picks one- or two-shot by size) and XCCL_GPU_ALGO=two_shot (all_reduce's other k
 from __future__ import annotations
 
 import os
-import queue
 import time
 from datetime import timedelta
 
-from .. import _procs, verify
+from .. import verify
 from ..bench import launch
 from .checks import FAIL, PASS, WARN, Check
 
@@ -151,25 +150,8 @@ def _worker(algo, collectives, counts, device_kind, timeout_s, results, rank, wo
 def _launch(
     algo, collectives, world, timeout_s, counts=COUNTS, device_kind="cuda"
 ) -> tuple[list, str | None]:
-    results = _procs.rank_context().Queue()
-    deadline = time.monotonic() + timeout_s
-    args = (algo, collectives, counts, device_kind, timeout_s * 0.8, results)
-    ranks, error = [], None
-    with launch.local_ranks(_worker, world, args, prefix="xccl-gpu-check") as procs:
-        while len(ranks) < world:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                error = f"timed out after {timeout_s:.0f} s ({len(ranks)} of {world} ranks done)"
-                break
-            try:
-                ranks.append(results.get(timeout=min(remaining, 1.0)))
-            except queue.Empty:
-                if not any(p.is_alive() for p in procs) and results.empty():
-                    error = "a rank exited without reporting (crashed?)"
-                    break
-        for proc in procs:
-            proc.join(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
-    return ranks, error
+    args = (algo, collectives, counts, device_kind, timeout_s * 0.8)
+    return launch.gather_reports(_worker, world, args, "xccl-gpu-check", timeout_s)
 
 
 def run_gpu_check(topology: dict | None, timeout_s: float = GPU_CHECK_TIMEOUT_S) -> list:

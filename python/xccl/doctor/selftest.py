@@ -9,11 +9,9 @@ rule, so the doctor and the benchmark measure alike.
 from __future__ import annotations
 
 import importlib
-import queue
 import time
 from datetime import timedelta
 
-from .. import _procs
 from ..bench import launch, method
 from .checks import FAIL, PASS, WARN, Check
 
@@ -117,25 +115,9 @@ def run_selftest(
     import torch
     import torch.distributed  # noqa: F401
 
-    results = _procs.rank_context().Queue()
-    deadline = time.monotonic() + timeout_s
-    args = (backend, device, timeout_s * 0.8, iters, results)
-    with launch.local_ranks(_selftest_worker, world, args, prefix="xccl-doctor") as procs:
-        ranks, error = [], None
-        while len(ranks) < world:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                error = f"timed out after {timeout_s:.0f} s ({len(ranks)} of {world} ranks done)"
-                break
-            try:
-                ranks.append(results.get(timeout=min(remaining, 1.0)))
-            except queue.Empty:
-                if not any(p.is_alive() for p in procs) and results.empty():
-                    error = "a rank exited without reporting (crashed?)"
-                    break
-        # Ranks that reported finish tearing down their groups; the launcher ends the rest.
-        for proc in procs:
-            proc.join(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+    ranks, error = launch.gather_reports(
+        _selftest_worker, world, (backend, device, timeout_s * 0.8, iters), "xccl-doctor", timeout_s
+    )
     ranks.sort(key=lambda r: r["rank"])
     return {"ranks": ranks, "error": error, "backend": backend, "device": device, "world": world}
 
