@@ -15,7 +15,16 @@ Watchdog::Watchdog(int device, std::shared_ptr<ErrorWord> error, std::chrono::mi
       timeout_(timeout),
       onFailure_(std::move(onFailure)) {}
 
-Watchdog::~Watchdog() { stop(); }
+Watchdog::~Watchdog() {
+  stop();
+  // Destroying a stream with work still queued is allowed (the runtime frees it once that work
+  // completed), and the futures' events outlive it: one stream per group, not one per group
+  // ever made. An error here (the runtime already unloaded at exit) changes nothing.
+  if (completionsStream_ != nullptr) {
+    GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
+    (void)XCCL_RT(StreamDestroy)(completionsStream_);
+  }
+}
 
 void Watchdog::watch(c10::intrusive_ptr<GpuWork> work, std::shared_ptr<CudaEvent> done,
                      std::string what) {
@@ -48,6 +57,7 @@ void Watchdog::start() {
   gpuStream_t stream = nullptr;
   XCCL_GPU_CHECK(ErrorKind::kSystem,
                  XCCL_RT(StreamCreateWithFlags)(&stream, XCCL_RT(StreamNonBlocking)));
+  completionsStream_ = stream;
   completions_ = gpuStreamFromExternal(stream, static_cast<c10::DeviceIndex>(device_)).unwrap();
   thread_ = std::thread([this] {
     try {
@@ -69,7 +79,6 @@ void Watchdog::stop() {
   }
   changed_.notify_one();
   if (thread_.joinable()) thread_.join();
-  // The stream itself is kept: futures' events recorded on it may still be waited on.
 }
 
 rules::CallVerdict Watchdog::judge(const Call& call, std::string* why) {

@@ -34,6 +34,7 @@
 #include "backend/gpu/gpu_error.h"
 #include "backend/gpu/gpu_rules.h"
 #include "backend/gpu/gpu_work.h"
+#include "common/gpu_runtime.h"
 
 namespace xccl::backend {
 
@@ -80,6 +81,7 @@ class Watchdog {
   bool stopping_ = false;  // under mutex_
   std::thread thread_;  // started by the first watch()
   std::optional<c10::Stream> completions_;  // the futures' stream, created with the thread
+  gpuStream_t completionsStream_ = nullptr;  // the same, destroyed with the watchdog
 };
 
 }  // namespace xccl::backend
