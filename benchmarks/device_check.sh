@@ -158,6 +158,7 @@ finish() {
     [[ "${states[$i]}" == planned ]] && states[i]="not run" && notes[i]="$why before it started"
   done
   ((current >= 0)) && close_stage_log "$current"
+  declare -F stop_mps >/dev/null && stop_mps
   write_summary
   pack_logs
   cat "$out_dir/summary.md"

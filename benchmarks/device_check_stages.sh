@@ -20,6 +20,7 @@ stage_gpu() {
   local driver mps="no MPS daemon"
   driver="$(cut -d, -f3 <<<"$line" | tr -d ' ')"
   pgrep -x nvidia-cuda-mps-control >/dev/null 2>&1 && mps="MPS daemon running"
+  ((gpu_count >= 1)) && [[ "$mps" == "no MPS daemon" ]] && start_mps && mps="MPS daemon started"
   header="$(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname), commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo -), budget ${budget_s} s: ${gpu_count} x ${gpu_name:-no GPU}, driver ${driver:--}, sm ${archs:--}, torch ${torch_line%% *}, ${jobs} cores, ${mps}"
   echo "$header" >>"$stage_log"
   if ((gpu_count < 1)); then
@@ -27,6 +28,44 @@ stage_gpu() {
     return
   fi
   state=ok note="$gpu_count x $gpu_name, sm $archs, $mps (ranks sharing a GPU are time-sliced without one)"
+}
+
+# Ranks sharing a GPU without MPS are time-sliced: a kernel spinning on a peer's flags waits out
+# whole time slices (docs/gpu.md, "Ranks sharing a GPU"), and stages c and d share one GPU. So
+# the check starts a daemon of its own (pipe and log folders in a short temporary folder, as the
+# pipe's socket paths are bounded; exported to every later command, which is also where xccl
+# looks for it; the log is copied into $work at the end), proves a CUDA context can be made
+# through it, and stops it at the end (stop_mps, from finish). If the daemon is missing, does
+# not start or serves no client, the check goes on without it and the summary says "no MPS".
+# XCCL_CHECK_MPS=0 leaves MPS alone.
+mps_started=0 mps_dir=""
+start_mps() {
+  [[ "${XCCL_CHECK_MPS:-1}" == 0 ]] && return 1
+  command -v nvidia-cuda-mps-control >/dev/null 2>&1 || return 1
+  mps_dir="$(mktemp -d /tmp/xccl-mps.XXXXXX)" || return 1
+  mkdir -p "$mps_dir/pipe" "$mps_dir/log"
+  export CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" CUDA_MPS_LOG_DIRECTORY="$mps_dir/log"
+  if timeout 10 nvidia-cuda-mps-control -d >>"$stage_log" 2>&1 &&
+     timeout $((stage_deadline - SECONDS > 5 ? stage_deadline - SECONDS : 5)) python3 -c \
+       'import torch; torch.ones(1, device="cuda").sum().item()' >>"$stage_log" 2>&1; then
+    mps_started=1
+    echo "MPS: a daemon started for this check ($CUDA_MPS_PIPE_DIRECTORY)" >>"$stage_log"
+    return 0
+  fi
+  echo "MPS: could not start a daemon or make a context through it; going on without" \
+    >>"$stage_log"
+  echo quit | timeout 5 nvidia-cuda-mps-control >/dev/null 2>&1
+  cp -r "$mps_dir/log" "$work/mps_log" 2>/dev/null
+  rm -rf "$mps_dir"
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  return 1
+}
+stop_mps() {
+  ((mps_started)) || return 0
+  echo quit | timeout 5 nvidia-cuda-mps-control >/dev/null 2>&1
+  cp -r "$mps_dir/log" "$work/mps_log" 2>/dev/null
+  rm -rf "$mps_dir"
+  mps_started=0
 }
 
 gtest_prefix=""
@@ -136,7 +175,8 @@ gpu_pytest() {
   (cd "$repo" && XCCL_GPU_ALGO=kernel PYTHONUNBUFFERED=1 \
     PYTHONPATH="$repo/tests/python${PYTHONPATH:+:$PYTHONPATH}" \
     bounded python3 -m pytest -v -p no:cacheprovider "${workers[@]}" \
-    tests/python/test_gpu_matrix.py tests/python/test_gpu.py tests/python/test_gpu_hardening.py "$@")
+    tests/python/test_gpu_matrix.py tests/python/test_gpu.py tests/python/test_gpu_hardening.py \
+    tests/python/test_gpu_work.py "$@")
 }
 
 stage_shared() {

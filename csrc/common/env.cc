@@ -216,6 +216,9 @@ const std::vector<Variable> kVariables = {
             "benchmarks/device_check.sh: seconds the whole GPU check may take."),
     text("XCCL_CHECK_STAGES_FILE",
          "benchmarks/device_check.sh: a bash file sourced after the stage functions."),
+    choice("XCCL_CHECK_MPS", "1", {"0", "1"}, kPerRank,
+           "benchmarks/device_check.sh: 1 starts an MPS daemon for ranks sharing a GPU when none "
+           "runs; 0 leaves MPS alone."),
     // Every rank runs the vendor's collective beside each kernel call: one rank alone would
     // wait for peers that never join it.
     boolean("XCCL_GPU_VERIFY", "0", kGroupWide,
