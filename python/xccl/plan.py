@@ -69,8 +69,9 @@ def plan_rows(
     sizes: list[int] | None = None,
     topology_file: str | None = None,
     kernels_verified: bool = False,
-) -> list[tuple[str, int, str, str, str]]:
-    """(collective, bytes, route, algorithm, reason) rows; raises ValueError for bad input."""
+) -> list[tuple[str, int, str, str, str, str, int, int]]:
+    """(collective, bytes, route, algorithm, reason, decision, tuned_ns, rule_ns) rows; raises
+    ValueError for bad input."""
     from xccl import _C  # the compiled extension (imports torch)
 
     return _C._plan_rows(device, world, hosts, list(sizes or []), topology_file, kernels_verified)
@@ -89,9 +90,9 @@ def kernels_verdict(choice: str, topology_file: str | None) -> tuple[bool, str]:
         return verify.verdict(topo.load(f.read()))
 
 
-def format_table(rows: list[tuple[str, int, str, str, str]]) -> str:
+def format_table(rows: list[tuple]) -> str:
     header = ("collective", "bytes", "route", "algorithm", "reason")
-    cells = [header] + [(c, format_size(b), r, a, why) for c, b, r, a, why in rows]
+    cells = [header] + [(c, format_size(b), r, a, why) for c, b, r, a, why, *_ in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(4)]
     lines = []
     for row in cells:
