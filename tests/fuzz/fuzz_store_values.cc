@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "algo/tuning.h"
+#include "algo/tuning_agree.h"
 #include "common/error.h"
 #include "net/agree.h"
 #include "net/cuda_ipc/record.h"
@@ -208,6 +210,36 @@ void windowRecord(const std::string& text) {
           "window record round trip");
 }
 
+// Rank 0's tuning table as every rank parses it at group creation (algo/tuning_agree.h).
+void tuningTable(const std::string& text) {
+  const algo::TuningAgreement verdict =
+      algo::tuningVerdict({algo::encodeTuningAnswer("h", {text, "fuzz"})}, algo::GroupShape{1});
+  require(verdict.table == nullptr || verdict.parseError.empty(), "a table and an error");
+  const algo::TuningTable table = algo::parseTuningTable(text);
+  require(text.size() <= algo::kTuningMaxTextBytes, "oversized text accepted");
+  require(table.cpu.size() + table.gpu.size() <= algo::kTuningMaxEntries, "too many entries");
+  require(table.worldSize >= 1 && table.hosts >= 1 && table.hosts <= table.worldSize, "world");
+  for (const algo::CpuTuningEntry& e : table.cpu) {
+    require(e.minBytes < e.maxBytes, "empty cpu range");
+    require(e.ringChunkBytes == 0 || (e.ringChunkBytes >= algo::kTuningMinChunkBytes &&
+                                      e.ringChunkBytes <= algo::kTuningMaxChunkBytes),
+            "chunk out of bounds");
+    require(algo::findCpu(table, e.collective, e.minBytes, 1) != nullptr ||
+                e.collective == algo::Collective::kAllToAll,
+            "an entry that does not find itself");
+  }
+  for (const algo::GpuTuningEntry& e : table.gpu) {
+    require(e.minBytes < e.maxBytes, "empty gpu range");
+    require((e.kernel == algo::GpuKernel::kNone) == (e.route == algo::GpuRoute::kVendor),
+            "kernel and route disagree");
+    require(algo::findGpu(table, e.collective, e.minBytes) == &e, "overlapping gpu ranges");
+  }
+  const std::string canonical = algo::formatTuningTable(table);
+  require(algo::parseTuningTable(canonical) == table, "tuning table round trip");
+  require(algo::formatTuningTable(algo::parseTuningTable(canonical)) == canonical,
+          "canonical text not stable");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -224,7 +256,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 5: return census(text);
       case 6: return shmRecord(data[0] / 9, text);
       case 7: return windowRecord(text);
-      default: return address("[" + text);  // IPv6 more often
+      // 8, 26, ...: IPv6 more often; 17, 35, ...: a tuning table.
+      default: return data[0] / 9 % 2 == 1 ? tuningTable(text) : address("[" + text);
     }
   });
   return 0;

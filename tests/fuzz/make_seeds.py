@@ -177,6 +177,15 @@ def store_value_seeds():
         "window_file": (24, b"+8192 xccl-w4242-0123456789abcdef"),
         "window": (7, b"6 140000000000 4096 81985529216486895 0 2 32 32"),
         "address_v6": (8, b"::ffff:10.0.0.1]:80"),
+        "tuning": (
+            17,
+            b"xccl-tuning 1\nworld 4 2 per_host\n"
+            b"cpu all_reduce 0 65536 hierarchical two_shot 0 10 20\n"
+            b"cpu all_reduce 65536 inf tcp ring 524288 30 40\n"
+            b"cpu all_to_all 0 inf tcp direct 0 1 2\n"
+            b"gpu all_reduce 0 1048576 kernel one_shot 5 6\n"
+            b"gpu all_gather 0 inf vendor none 7 8\n",
+        ),
     }
 
 
