@@ -403,10 +403,15 @@ def _resolve() -> tuple[dict | None, str, str, str]:
     except Exception as error:  # noqa: BLE001 - an unreadable machine matches no table
         why = f"ignored {path}: this machine's facts are unreadable ({type(error).__name__})"
         return None, "", why, why
-    reason = check_machine(table, fps)
-    if reason:
+    refused = {s: check_machine({s: table[s]}, fps) for s in fps}
+    usable = [s for s in fps if not refused[s]]
+    reason = " / ".join(r for r in refused.values() if r)
+    if not usable:
         why = f"ignored {path}: made on another machine ({reason})"
         return None, "", why, why
+    if reason:  # one device's section was measured elsewhere: the other still plans
+        why = f"table {path} without its section made on another machine ({reason})"
+        return table, canonical(table, usable), why, why
     return table, canonical(table), f"table {path}", ""
 
 
@@ -418,7 +423,9 @@ def source() -> tuple[str, str]:
         key = (default_path(), problem)
         if key not in _warned:
             _warned.add(key)
-            warnings.warn(f"xccl: tuning table not used: {problem}; the rules plan", stacklevel=2)
+            what = "tuning table not used" if not text else "tuning table used in part"
+            plan = "; the rules plan" if not text else ""
+            warnings.warn(f"xccl: {what}: {problem}{plan}", stacklevel=2)
     return text, why
 
 
@@ -428,8 +435,11 @@ def describe() -> str:
     if table is None:
         return f"no table ({why})" if not text else f"a table {why}"
     world = table["world"]
+    lines = text.split("\n")
     sections = ", ".join(
-        f"{s} {len(table[s]['entries'])} entries" for s in SECTIONS.values() if table[s]
+        f"{s} {sum(line.startswith(s + ' ') for line in lines)} entries"
+        for s in SECTIONS.values()
+        if table[s] is not None
     )
     return (
         f"{why} made {table['created']} for world {world['size']}/{world['hosts']}/"

@@ -370,3 +370,19 @@ def test_plan_refuses_a_bad_table_without_a_traceback(clean, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"xccl plan: {path} is not a valid tuning table (version 7")
     assert "Traceback" not in err
+
+
+def test_a_section_made_elsewhere_is_dropped_and_the_other_plans(clean, monkeypatch):
+    path = tuning.default_path()
+    table = this_machine_table()
+    table["gpu"] = {
+        "machine": dict(table["machine"], gpu_model="H100"),
+        "entries": [gpu_entry()],
+        "measured": [],
+    }
+    tuning.save(path, table)
+    with pytest.warns(UserWarning, match="used in part: .*gpu: gpu_model differs: 'H100' in the"):
+        text, why = tuning.source()
+    assert text == tuning.canonical(table, ["cpu"]) and "gpu all_gather" not in text
+    assert why.startswith(f"table {path} without its section made on another machine (gpu: ")
+    assert "(cpu 1 entries, gpu 0 entries)" in tuning.describe()
