@@ -161,8 +161,7 @@ def install() -> bool:
 
     _C._set_vendor_factory(_vendor_group)
     _C._set_kernel_check(verify.kernels_verified)
-    if hasattr(_C, "_set_tuning_source"):  # until the planners' table lands in this branch
-        _C._set_tuning_source(tuning.source)
+    _C._set_tuning_source(tuning.source)
     if _helper_has_hardcoded_branch():
         _patch_helper()
     if hasattr(c10d.Backend, "_ensure_backend_registered"):

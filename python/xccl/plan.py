@@ -76,13 +76,6 @@ def plan_rows(
     ValueError for bad input."""
     from xccl import _C  # the compiled extension (imports torch)
 
-    if not hasattr(_C, "_set_tuning_source"):  # an extension without tables: rules only
-        if tuning:
-            raise ValueError("this xccl build plans without tuning tables")
-        rows = _C._plan_rows(
-            device, world, hosts, list(sizes or []), topology_file, kernels_verified
-        )
-        return [(*row, "rule", 0, 0) for row in rows]
     return _C._plan_rows(
         device, world, hosts, list(sizes or []), topology_file, kernels_verified, tuning=tuning
     )
