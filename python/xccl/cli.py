@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tuning",
         metavar="FILE",
         help="plan with this table of `python -m xccl tune` and mark each row tuned or rule "
-        "with the measured times (default: the rules alone)",
+        "with the measured times (default: the rules alone); --world defaults to the table's",
     )
     plan.add_argument(
         "sizes",

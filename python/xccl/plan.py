@@ -98,7 +98,7 @@ def _measured(tuned_ns: int, rule_ns: int) -> str:
     if not tuned_ns or not rule_ns:
         return "; not measured"
     gain = (rule_ns - tuned_ns) / rule_ns * 100
-    return f"; measured {tuned_ns / 1000:.1f} us, rule {rule_ns / 1000:.1f} us ({gain:+.0f}%)"
+    return f"; {tuned_ns / 1000:.1f} us vs rule {rule_ns / 1000:.1f} us, gain {gain:+.0f}%"
 
 
 def format_table(rows: list[tuple], decisions: bool = False) -> str:
@@ -119,9 +119,9 @@ def format_table(rows: list[tuple], decisions: bool = False) -> str:
     )
 
 
-def load_table(path: str) -> tuple[str, str]:
-    """(canonical text, a line about the table) of `plan --tuning FILE`; ValueError when the
-    file is not a table."""
+def load_table(path: str) -> tuple[str, str, dict]:
+    """(canonical text, a line about the table, its world) of `plan --tuning FILE`; ValueError
+    when the file is not a table."""
     from . import tuning
 
     table, why = tuning.load(path)
@@ -141,7 +141,7 @@ def load_table(path: str) -> tuple[str, str]:
         f"tuning table {path}: made {table['created']} for world {world['size']}/"
         f"{world['hosts']}/{world['locality']}{note}"
     )
-    return tuning.canonical(table), line
+    return tuning.canonical(table), line, world
 
 
 def main(args) -> int:
@@ -150,11 +150,15 @@ def main(args) -> int:
     if args.hosts < 1 or (args.world is not None and args.world < 1):
         raise ValueError("--world and --hosts must be at least 1")
     sizes = [parse_size(s) for s in (args.sizes or [])]
+    text, about, shape = (
+        load_table(args.tuning) if getattr(args, "tuning", None) else ("", "", None)
+    )
+    if shape is not None and args.world is None:  # the world the table is for
+        args.world, args.hosts = shape["size"], shape["hosts"]
     world = args.world or default_world(args.device, args.hosts, args.topo)
     verified, why = (False, "")
     if args.device == "cuda":
         verified, why = kernels_verdict(getattr(args, "kernels", "auto"), args.topo)
-    text, about = load_table(args.tuning) if getattr(args, "tuning", None) else ("", "")
     rows = plan_rows(args.device, world, args.hosts, sizes, args.topo, verified, text)
     where = f"topology {args.topo}" if args.topo else "this machine's topology"
     print(

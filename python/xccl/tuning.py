@@ -214,7 +214,7 @@ def canonical(table: Mapping, sections=("cpu", "gpu")) -> str:
             lines.append(
                 " ".join([section, e["collective"], str(e["min_bytes"]), end, *plan, *times])
             )
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"  # as csrc/algo/tuning.cc formats it
 
 
 # ---------------------------------------------------------------------------------------------

@@ -126,7 +126,7 @@ def test_save_load_and_the_canonical_text(tmp_path):
         "world 2 1 one_host\n"
         "cpu all_reduce 0 65536 shm two_shot 0 12500 15250\n"
         "cpu all_reduce 65536 inf tcp ring 524288 12500 15250\n"
-        "gpu all_gather 4096 inf vendor none 80000 0"
+        "gpu all_gather 4096 inf vendor none 80000 0\n"
     )
 
 
@@ -335,7 +335,7 @@ def test_save_keeps_the_other_devices_section_only_for_the_same_machine_and_worl
     tuning.save(path, gpu)
     both, _ = tuning.load(path)
     assert both["cpu"] == cpu["cpu"] and both["gpu"] == gpu["gpu"]
-    assert tuning.source()[0].endswith("\ngpu all_gather 4096 inf vendor none 80000 0")
+    assert tuning.source()[0].endswith("\ngpu all_gather 4096 inf vendor none 80000 0\n")
     tuning.save(path, this_machine_table(world={"size": 4, "hosts": 1, "locality": "one_host"}))
     assert tuning.load(path)[0]["gpu"] is None  # another world: replaced
     tuning.save(path, gpu)
@@ -386,3 +386,78 @@ def test_a_section_made_elsewhere_is_dropped_and_the_other_plans(clean, monkeypa
     assert text == tuning.canonical(table, ["cpu"]) and "gpu all_gather" not in text
     assert why.startswith(f"table {path} without its section made on another machine (gpu: ")
     assert "(cpu 1 entries, gpu 0 entries)" in tuning.describe()
+
+
+def test_plan_marks_each_row_tuned_or_rule_with_the_measured_times(clean, capsys):
+    path = str(clean / "t.json")
+    tuning.save(path, this_machine_table())  # all_reduce below 64 KiB: shm two_shot
+    argv = ["plan", "--device", "cpu", "--world", "2", "--tuning", path, "1K", "1M"]
+    assert cli.main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["collective", "bytes", "route", "algorithm", "decision", "reason"]
+    rows = {
+        tuple(line.split()[:3]): line.split()
+        for line in lines[2:]
+        if "KiB" in line or "MiB" in line
+    }
+    small, large = rows[("all_reduce", "1", "KiB")], rows[("all_reduce", "1", "MiB")]
+    assert small[3:6] == ["shm", "two_shot", "tuned"]
+    assert lines[2 + [line.split()[:3] for line in lines[2:]].index(list(small[:3]))].endswith(
+        "; 12.5 us vs rule 15.2 us, gain +18%"
+    )
+    assert large[5] == "rule" and "gain" not in " ".join(large)
+    assert rows[("broadcast", "1", "KiB")][5] == "rule"  # no entry for it
+    assert lines[-1].startswith(f"tuning table {path}: made ") and "2/1/one_host" in lines[-1]
+    assert cli.main(["plan", "--device", "cpu", "--tuning", path, "1K"]) == 0  # the table's world
+    assert capsys.readouterr().out.startswith("xccl plan: cpu, 2 ranks on 1 host,")
+    assert cli.main(["plan", "--device", "cpu", "--world", "4", "--tuning", path, "1K"]) == 2
+    assert "table for world 2/1/one_host, group is 4/1/one_host" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# Registered with the backend: each rank's file is read at group creation, rank 0's wins
+
+
+def _rank_zeros_file_wins(rank: int, world: int, folder: str):
+    import torch
+    import torch.distributed as dist
+    from rank_checks import Checker, result
+    from xccl import _C
+
+    chk = Checker(rank)
+    cpu = torch.device("cpu")
+    default = dist.distributed_c10d._get_default_group()._get_backend(cpu)
+    locality = "one_host" if default.transport == "shm" else "none"
+    good, bad = os.path.join(folder, "good.json"), os.path.join(folder, f"bad{rank}.json")
+    if rank == 0:
+        ring = cpu_entry(max_bytes=None, route="tcp", algorithm="ring", ring_chunk_bytes=8192)
+        shape = {"size": world, "hosts": 1, "locality": locality}
+        tuning.save(good, tuning.new_table("cpu", shape, [ring], "test", []))
+    with open(bad, "w", encoding="utf-8") as f:
+        f.write("{not json")
+    dist.barrier()
+    os.environ["XCCL_TUNING_FILE"] = good if rank == 0 else bad
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        group = dist.new_group(backend="xccl")
+    text, why = _C._tuning_in_force(group._get_backend(cpu))
+    chk.equal(
+        "rank 0's table", (text, why), (tuning.canonical(tuning.load(good)[0]), "rank 0's table")
+    )
+    chk.equal("warned about its own file", len(caught), 0 if rank == 0 else 1)
+    x = torch.ones(1000)
+    dist.all_reduce(x, group=group)
+    chk.equal("all_reduce on the tuned ring", x, torch.full((1000,), float(world)))
+    if rank == 0:
+        os.environ["XCCL_TUNING"] = "off"
+    group = dist.new_group(backend="xccl")
+    chk.equal("rank 0 off", _C._tuning_in_force(group._get_backend(cpu))[0], "")
+    return result(chk)
+
+
+def test_every_rank_follows_the_table_in_rank_zeros_file(tmp_path):
+    from dist_harness import run_checks
+
+    run_checks(
+        _rank_zeros_file_wins, 2, str(tmp_path), min_checks=4, env={"XCCL_CACHE_DIR": str(tmp_path)}
+    )
