@@ -248,7 +248,9 @@ def _resolve() -> tuple[dict | None, str, str, str]:
     path = default_path()
     table, why, missing = _load(path)
     if table is None:
-        return None, "", why, "" if missing else why
+        # No default file is normal (nothing tuned yet); a file the user named is expected.
+        named = bool(os.environ.get("XCCL_TUNING_FILE"))
+        return None, "", why, "" if missing and not named else why
     try:
         fps = {s: _this_machine(d) for d, s in SECTIONS.items() if table[s] is not None}
     except Exception as error:  # noqa: BLE001 - an unreadable machine matches no table

@@ -290,6 +290,14 @@ def test_source_follows_the_file_and_refuses_another_machines_once(clean, monkey
     assert path in str(caught[0].message) and "cpu_model differs" in str(caught[0].message)
 
 
+def test_a_named_file_that_is_missing_is_warned_about(clean, monkeypatch):
+    missing = str(clean / "nowhere.json")
+    monkeypatch.setenv("XCCL_TUNING_FILE", missing)
+    with pytest.warns(UserWarning, match=f"not used: no table at {missing}; the rules plan"):
+        assert tuning.source() == ("", f"no table at {missing}")
+    assert [c.status for c in checks.check_tuning()] == ["WARN"]
+
+
 def test_a_corrupt_file_is_the_rules_with_one_warning(clean, monkeypatch):
     path = write(clean / "t.json", '{"format": "xccl-tuning", "version": 1')
     monkeypatch.setenv("XCCL_TUNING_FILE", path)
