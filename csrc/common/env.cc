@@ -229,6 +229,12 @@ const std::vector<Variable> kVariables = {
     text("XCCL_CACHE_DIR",
          "Folder of xccl's per-user cache (the GPU kernel verification stamp); default "
          "$XDG_CACHE_HOME/xccl, else ~/.cache/xccl."),
+    // Read by the Python package (python/xccl/tuning.py); the group follows rank 0's answer.
+    boolean("XCCL_TUNING", "1",
+            "0: groups plan by the built-in rules, ignoring any table of python -m xccl tune."),
+    text("XCCL_TUNING_FILE",
+         "The tuning table groups plan from (python -m xccl tune); default tuning.json in the "
+         "cache folder (XCCL_CACHE_DIR)."),
 };
 
 std::mutex gMutex;

@@ -157,10 +157,12 @@ def install() -> bool:
         _state["reason"] = "this torch has Intel's native XCCL backend"
         return False
     c10d.Backend.register_backend(BACKEND_NAME, create_backend, extended_api=True, devices=DEVICES)
-    from xccl import _C, verify
+    from xccl import _C, tuning, verify
 
     _C._set_vendor_factory(_vendor_group)
     _C._set_kernel_check(verify.kernels_verified)
+    if hasattr(_C, "_set_tuning_source"):  # until the planners' table lands in this branch
+        _C._set_tuning_source(tuning.source)
     if _helper_has_hardcoded_branch():
         _patch_helper()
     if hasattr(c10d.Backend, "_ensure_backend_registered"):

@@ -34,11 +34,22 @@ def _cmd_env(args) -> int:
             print(env.format_report(report))
             print("What xccl would set without it:\n")
         report = would
+    tuning = _tuning_line()
     if args.json:
-        print(json.dumps(env.report_to_dict(report), indent=2, default=str))
+        print(json.dumps({**env.report_to_dict(report), "tuning": tuning}, indent=2, default=str))
     else:
         print(env.format_report(report, show_all=args.all))
+        print(f"\ntuning: {tuning}")
     return 0
+
+
+def _tuning_line() -> str:
+    """Which table of `python -m xccl tune` this process's groups would plan from, or why none."""
+    try:
+        from . import tuning
+    except ImportError as error:  # a partial installation: the env report still prints
+        return f"unknown ({error})"
+    return tuning.describe()
 
 
 def _cmd_plan(args) -> int:
@@ -136,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("auto", "verified", "unverified"),
         help="plan as on a machine where xccl's GPU kernels were verified or not (default auto: "
         "this machine's stamp from `python -m xccl doctor --gpu`)",
+    )
+    plan.add_argument(
+        "--tuning",
+        metavar="FILE",
+        help="plan with this table of `python -m xccl tune` and mark each row tuned or rule "
+        "with the measured times (default: the rules alone)",
     )
     plan.add_argument(
         "sizes",

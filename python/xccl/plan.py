@@ -69,11 +69,23 @@ def plan_rows(
     sizes: list[int] | None = None,
     topology_file: str | None = None,
     kernels_verified: bool = False,
-) -> list[tuple[str, int, str, str, str]]:
-    """(collective, bytes, route, algorithm, reason) rows; raises ValueError for bad input."""
+    tuning: str = "",
+) -> list[tuple]:
+    """(collective, bytes, route, algorithm, reason, decision, tuned_ns, rule_ns) rows: decision
+    "tuned" where the table `tuning` (canonical text, xccl.tuning) chose, else "rule"; raises
+    ValueError for bad input."""
     from xccl import _C  # the compiled extension (imports torch)
 
-    return _C._plan_rows(device, world, hosts, list(sizes or []), topology_file, kernels_verified)
+    if not hasattr(_C, "_set_tuning_source"):  # an extension without tables: rules only
+        if tuning:
+            raise ValueError("this xccl build plans without tuning tables")
+        rows = _C._plan_rows(
+            device, world, hosts, list(sizes or []), topology_file, kernels_verified
+        )
+        return [(*row, "rule", 0, 0) for row in rows]
+    return _C._plan_rows(
+        device, world, hosts, list(sizes or []), topology_file, kernels_verified, tuning=tuning
+    )
 
 
 def kernels_verdict(choice: str, topology_file: str | None) -> tuple[bool, str]:
@@ -89,14 +101,54 @@ def kernels_verdict(choice: str, topology_file: str | None) -> tuple[bool, str]:
         return verify.verdict(topo.load(f.read()))
 
 
-def format_table(rows: list[tuple[str, int, str, str, str]]) -> str:
-    header = ("collective", "bytes", "route", "algorithm", "reason")
-    cells = [header] + [(c, format_size(b), r, a, why) for c, b, r, a, why in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(4)]
-    lines = []
-    for row in cells:
-        lines.append("  ".join(row[i].ljust(widths[i]) for i in range(4)) + "  " + row[4])
-    return "\n".join(lines)
+def _measured(tuned_ns: int, rule_ns: int) -> str:
+    if not tuned_ns or not rule_ns:
+        return "; not measured"
+    gain = (rule_ns - tuned_ns) / rule_ns * 100
+    return f"; measured {tuned_ns / 1000:.1f} us, rule {rule_ns / 1000:.1f} us ({gain:+.0f}%)"
+
+
+def format_table(rows: list[tuple], decisions: bool = False) -> str:
+    """The rows as columns; `decisions` adds whether a table or the rules chose, and the times
+    the table measured for both."""
+    header = ("collective", "bytes", "route", "algorithm") + (("decision",) if decisions else ())
+    cells = [header + ("reason",)]
+    for c, b, r, a, why, decision, tuned_ns, rule_ns in rows:
+        if decisions:
+            extra = _measured(tuned_ns, rule_ns) if decision == "tuned" else ""
+            cells.append((c, format_size(b), r, a, decision, why + extra))
+        else:
+            cells.append((c, format_size(b), r, a, why))
+    n = len(header)
+    widths = [max(len(row[i]) for row in cells) for i in range(n)]
+    return "\n".join(
+        "  ".join(row[i].ljust(widths[i]) for i in range(n)) + "  " + row[n] for row in cells
+    )
+
+
+def load_table(path: str) -> tuple[str, str]:
+    """(canonical text, a line about the table) of `plan --tuning FILE`; ValueError when the
+    file is not a table."""
+    from . import tuning
+
+    table, why = tuning.load(path)
+    if table is None:
+        raise ValueError(why)
+    world = table["world"]
+    fps = {}
+    for device, section in tuning.SECTIONS.items():
+        if table[section] is not None:
+            try:
+                fps[section] = tuning.fingerprint(device)
+            except Exception:  # noqa: BLE001, S112 - this machine unreadable: nothing to compare
+                continue
+    elsewhere = tuning.check_machine(table, fps)
+    note = f"; made on another machine ({elsewhere}), shown as if in force" if elsewhere else ""
+    line = (
+        f"tuning table {path}: made {table['created']} for world {world['size']}/"
+        f"{world['hosts']}/{world['locality']}{note}"
+    )
+    return tuning.canonical(table), line
 
 
 def main(args) -> int:
@@ -109,14 +161,17 @@ def main(args) -> int:
     verified, why = (False, "")
     if args.device == "cuda":
         verified, why = kernels_verdict(getattr(args, "kernels", "auto"), args.topo)
-    rows = plan_rows(args.device, world, args.hosts, sizes, args.topo, verified)
+    text, about = load_table(args.tuning) if getattr(args, "tuning", None) else ("", "")
+    rows = plan_rows(args.device, world, args.hosts, sizes, args.topo, verified, text)
     where = f"topology {args.topo}" if args.topo else "this machine's topology"
     print(
         f"xccl plan: {args.device}, {world} ranks on {args.hosts} host"
         f"{'s' if args.hosts > 1 else ''}, {where}; bytes in nccl-tests' convention "
         "(all_gather: output; reduce_scatter, all_to_all: input)"
     )
-    print(format_table(rows))
+    print(format_table(rows, decisions=bool(text)))
+    if about:
+        print(about)
     if args.device == "cuda":
         state = "verified" if verified else "not verified"
         print(f"xccl's GPU kernels: {state} ({why}); --kernels verified|unverified shows either")

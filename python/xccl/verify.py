@@ -114,17 +114,41 @@ def write_stamp(path: str, key: Mapping, cases: list[str]) -> None:
         "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cases": len(cases),
     }
+    write_json_atomically(path, stamp, ".stamp-")
+
+
+def write_json_atomically(path: str, value, prefix: str) -> None:
+    """Writes `value` as JSON to `path` through a temporary file in the same folder and a rename,
+    creating the folder: a reader sees the old file or the new one, never a part."""
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".stamp-", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(stamp, f, indent=2)
+            json.dump(value, f, indent=2)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def read_json_capped(path: str, limit: int):
+    """The JSON value in a file anyone may have written: FileNotFoundError when there is none,
+    ValueError saying what is wrong (unreadable, over `limit` bytes, not JSON) otherwise."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise ValueError(f"unreadable: {error.strerror or error}") from None
+    if len(data) > limit:
+        raise ValueError(f"over {limit} bytes")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ValueError("not JSON") from None
 
 
 def check_stamp(path: str, key: Mapping) -> tuple[bool, str, bool]:
@@ -134,18 +158,11 @@ def check_stamp(path: str, key: Mapping) -> tuple[bool, str, bool]:
         return False, f"the stamp {path} is not valid ({why})", True
 
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_STAMP_BYTES + 1)
+        stamp = read_json_capped(path, MAX_STAMP_BYTES)
     except FileNotFoundError:
         return False, f"no stamp at {path}", False
-    except OSError as error:
-        return damaged(f"unreadable: {error.strerror or error}")
-    if len(data) > MAX_STAMP_BYTES:
-        return damaged(f"over {MAX_STAMP_BYTES} bytes")
-    try:
-        stamp = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return damaged("not JSON")
+    except ValueError as error:
+        return damaged(str(error))
     if not isinstance(stamp, dict) or stamp.get("format") != STAMP_FORMAT:
         return damaged(f"not a {STAMP_FORMAT}")
     if stamp.get("version") != STAMP_VERSION or isinstance(stamp.get("version"), bool):

@@ -33,6 +33,7 @@ from .checks import (
     check_numa,
     check_ofi,
     check_shm,
+    check_tuning,
     check_versions,
 )
 from .selftest import SELFTEST_TIMEOUT_S, check_selftest, run_selftest
@@ -52,6 +53,7 @@ __all__ = [
     "check_numa",
     "check_selftest",
     "check_shm",
+    "check_tuning",
     "check_versions",
     "load_topology",
     "run",
@@ -92,6 +94,7 @@ def run(args) -> int:
     checks += check_interfaces(environ, facts)
     checks += check_environment(environ, facts)
     checks += check_ofi(_ofi_status(environ.get("MASTER_ADDR", "")))
+    checks += check_tuning()
     for check in checks:
         print(check.line(), flush=True)
     if getattr(args, "gpu", False):

@@ -492,3 +492,11 @@ def check_environment(environ: Mapping[str, str], facts: _env.Facts) -> list:
     for _name, message, source in _env.check_user_settings(environ, facts):
         checks.append(Check(WARN, "environment", f"{message} [{source}]"))
     return checks
+
+
+def check_tuning() -> list:
+    """The table of `python -m xccl tune` groups would plan from here: WARN for a file that is
+    not used (not a table, made on another machine), since its rank would warn at each run."""
+    from .. import tuning
+
+    return [Check(WARN if tuning.problem() else PASS, "tuning", tuning.describe())]
