@@ -81,6 +81,14 @@ def test_entries_only_where_a_candidate_wins_and_adjacent_wins_merge():
     ]
     assert entries[0]["tuned_us"] == 200.0 and entries[0]["rule_us"] == 400.0
     assert entries[1]["ring_chunk_bytes"] == 512 * KiB and entries[1]["rule"] == "shm one_shot"
+    from xccl import tuning
+
+    world = {"size": 2, "hosts": 1, "locality": "one_host"}
+    table = tuning.new_table("cpu", world, entries, "python -m xccl tune", measured)
+    assert tuning.canonical(table).splitlines()[2:] == [
+        "cpu all_reduce 4096 1048576 tcp direct 0 200000 400000",
+        "cpu all_reduce 1048576 inf tcp ring 524288 5000000 9000000",
+    ]
     rows = verdict.summary_rows(measured, labels, BY_NAME)
     assert [r["note"] for r in rows] == ["same as rule", "tuned", "tuned", "tuned"]
     text = summary.format_summary(rows, {"size": 2, "hosts": 1, "locality": "one_host"}, "cpu")
@@ -200,3 +208,46 @@ def test_a_candidate_with_a_wrong_result_never_wins(tmp_path):
     assert [(e["route"], e["algorithm"]) for e in table["cpu"]["entries"]] == [("tcp", "direct")]
     with open(out, encoding="utf-8") as f:
         assert json.load(f)["cpu"]["entries"] == table["cpu"]["entries"]
+
+
+class _Notes:
+    def __init__(self):
+        self.lines = []
+
+    def note(self, text):
+        self.lines.append(text)
+
+
+@pytest.mark.parametrize("exact_everywhere", [True, False])
+def test_the_gpu_stamp_is_written_only_when_every_kernel_result_was_exact(
+    monkeypatch, tmp_path, exact_everywhere
+):
+    """GPU logic without a GPU: the stamp decision on fixed rows (the measuring itself needs a
+    GPU and is not covered here)."""
+    from xccl import topo, verify
+    from xccl.tune import measure
+
+    written = []
+    monkeypatch.setattr(verify, "stamp_path", lambda: str(tmp_path / "stamp.json"))
+    monkeypatch.setattr(verify, "machine_key", lambda topology: {"gpu_model": "fake"})
+    monkeypatch.setattr(verify, "write_stamp", lambda *a: written.append(a))
+    monkeypatch.setattr(topo, "topology_json", lambda: "{}")
+    monkeypatch.setattr(topo, "load", lambda text: {})
+    forced = [(c, None) for c in cands.gpu_candidates(["all_reduce", "all_gather"])]
+    measured = [
+        row("all_reduce", 1024, "kernel_one_shot", 5.0),
+        row("all_reduce", 1024, "kernel_two_shot", 6.0, verified=exact_everywhere),
+        row("all_gather", 1024, "kernel_all_pairs", 5.0),
+        row("all_reduce", 1024, "vendor", 9.0),
+    ]
+    notes = _Notes()
+    measure._stamp(measured, forced, notes)
+    assert len(written) == (1 if exact_everywhere else 0)
+    if exact_everywhere:
+        path, key, cases = written[0]
+        assert key == {"gpu_model": "fake"} and len(cases) == 3
+    assert ("stamp written" in notes.lines[0]) == exact_everywhere
+    # A kernel candidate that never ran (no size of its collective) earns no stamp either.
+    written.clear()
+    measure._stamp(measured[:1] + measured[2:], forced, notes)
+    assert written == []

@@ -256,7 +256,8 @@ def _tune(
 
 def _rule_words(plan: tuple) -> list:
     route, algorithm, chunk = plan
-    return [route, algorithm] + ([cands.size_label(chunk)] if chunk else [])
+    words = [route] if algorithm == route else [route, algorithm]  # "shm", not "shm shm"
+    return words + ([cands.size_label(chunk)] if chunk else [])
 
 
 def _measure(timer, op, shape, sides, salt, control) -> list:
