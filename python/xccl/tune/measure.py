@@ -109,7 +109,12 @@ def _rule_plans(device: str, world: dict, sizes: list, ops) -> dict:
     modelled = "one_host" if hosts == 1 else ("none" if size == hosts else "per_host")
     if device == "cpu" and (locality != modelled or size % hosts):
         return {}
-    rows = _C._plan_rows(device, size, hosts, sizes)
+    verified = False
+    if device == "cuda":
+        from .. import verify
+
+        verified = verify.kernels_verified()[0]
+    rows = _C._plan_rows(device, size, hosts, sizes, None, verified)
     return {(r[0], r[1]): cands.parse_rule(r[2], r[3]) for r in rows if r[0] in ops}
 
 
@@ -149,56 +154,44 @@ def run(
     tensor_device = torch.device("cpu")
     if device == "cuda":
         tensor_device = torch.device("cuda", torch.cuda.current_device())
-    control = dist.new_group(backend="gloo")
-    groups = []
+    job = argparse.Namespace(
+        rank=rank,
+        world_size=world_size,
+        device=device,
+        tensor_device=tensor_device,
+        ops=ops,
+        sizes=sizes,
+        quick=quick,
+        out=out,
+        write=write,
+        command=command,
+        progress=progress,
+        summary=summary_table,
+        control=dist.new_group(backend="gloo"),
+        groups=[],
+    )
     try:
-        return _tune(
-            rank,
-            world_size,
-            device,
-            tensor_device,
-            ops,
-            sizes,
-            quick,
-            control,
-            groups,
-            out,
-            write,
-            command,
-            (progress, summary_table),
-        )
+        return _tune(job)
     finally:
-        for made in groups:
+        for made in job.groups:
             dist.destroy_process_group(made)
-        dist.destroy_process_group(control)
+        dist.destroy_process_group(job.control)
 
 
-def _tune(
-    rank,
-    world_size,
-    device,
-    tensor_device,
-    ops,
-    sizes,
-    quick,
-    control,
-    groups,
-    out,
-    write,
-    command,
-    show,
-) -> dict:
+def _tune(job) -> dict:
+    """run()'s body; job holds its arguments, the control group and the groups it made."""
+    rank, world_size, device, ops, sizes = job.rank, job.world_size, job.device, job.ops, job.sizes
     lead = rank == 0
     rule_group = _new_group("")
-    groups.append(rule_group)
+    job.groups.append(rule_group)
     transport = _backend(rule_group).transport
     world = {"size": world_size, "hosts": 1, "locality": LOCALITY.get(transport, "none")}
     if world["locality"] != "one_host":
-        world["hosts"] = _hosts(control, world_size)
+        world["hosts"] = _hosts(job.control, world_size)
     options = (
         cands.gpu_candidates(ops)
         if device == "cuda"
-        else cands.cpu_candidates(world["locality"], world_size, ops, quick)
+        else cands.cpu_candidates(world["locality"], world_size, ops, job.quick)
     )
     forced = []
     for candidate in options:
@@ -208,22 +201,19 @@ def _tune(
             made, corrected = _forced_group(candidate, world)
             if made is None:
                 raise RuntimeError(f"xccl tune: no table applies to a group of {world}")
-        groups.append(made)
+        job.groups.append(made)
         forced.append((candidate, made))
-    rules = _rule_plans(device, world, sizes, ops)
-    plan = [(op, s) for op in ops for s in sizes if _layout(op, s, world_size)]
-    progress = report.Progress(len(plan), enabled=lead and show[0])
+    plan = [(op, shape) for op in ops for s in sizes if (shape := _layout(op, s, world_size))]
+    rules = _rule_plans(device, world, sorted({shape["bytes"] for _, shape in plan}), ops)
+    progress = report.Progress(len(plan), enabled=lead and job.progress)
     progress.note(
         f"xccl tune: {device}, {world_size} ranks on {world['hosts']} host(s) "
         f"({world['locality']}), {len(plan)} sizes x up to {len(forced) + 1} plans"
     )
-    timer = _Timer(rank, world_size, tensor_device, control, TARGET_S[quick])
+    timer = _Timer(rank, world_size, job.tensor_device, job.control, TARGET_S[job.quick])
     measured, salt, started = [], 0, time.monotonic()
     for op in ops:
-        for size in sizes:
-            shape = _layout(op, size, world_size)
-            if shape is None:
-                continue
+        for shape in (shape for name, shape in plan if name == op):
             progress.step(f"{op} {cands.size_label(shape['bytes'])}")
             rule = rules.get((op, shape["bytes"]))
             sides = [(verdict.RULE, rule_group)] + [
@@ -232,25 +222,25 @@ def _tune(
                 if op in c.ops and not (rule and cands.same_plan(c, rule))
             ]
             salt += 1
-            measured += _measure(timer, op, shape, sides, salt, control)
+            measured += _measure(timer, op, shape, sides, salt, job.control)
             progress.advance()
         progress.note(f"xccl tune: {op} done ({time.monotonic() - started:.0f} s)")
     progress.clear()
     by_name = {c.name: c for c, _ in forced}
     labels = {key: " ".join(_rule_words(plan)) for key, plan in rules.items()}
     entries = verdict.build_entries(measured, by_name, labels, device)
-    table = tuning.new_table(device, world, entries, command, measured)
-    if lead and show[1]:
+    table = tuning.new_table(device, world, entries, job.command, measured)
+    if lead and job.summary:
         rows = verdict.summary_rows(measured, labels, by_name)
         print(summary.format_summary(rows, world, device), flush=True)
     if device == "cuda" and lead:
         _stamp(measured, forced, progress)
-    if write and lead:
-        path = out or tuning.default_path()
+    if job.write and lead:
+        path = job.out or tuning.default_path()
         tuning.save(path, table)
-        if show[1]:
+        if job.summary:
             print(f"wrote {path}", flush=True)
-    dist.barrier(group=control)  # nobody destroys a group while rank 0 still writes
+    dist.barrier(group=job.control)  # nobody destroys a group while rank 0 still writes
     return table
 
 
