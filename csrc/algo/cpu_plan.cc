@@ -1,6 +1,9 @@
 #include "algo/cpu_plan.h"
 
 #include <algorithm>
+#include <optional>
+
+#include "algo/tuning.h"
 
 namespace xccl::algo {
 namespace {
@@ -84,14 +87,37 @@ CpuPlan planHierarchical(const CpuRequest& request, const GroupShape& shape,
   return plan;
 }
 
-}  // namespace
-
-CpuPlan planCpu(const CpuRequest& request, const GroupShape& shape, const Tunables& tunables) {
-  const Collective c = request.collective;
-  const Algorithm forced = tunables.forced;
-  if (forced == Algorithm::kDirect || (forced == Algorithm::kRing && hasRing(c))) {
-    return netPlan(forced, tunables, "forced by XCCL_ALGO or the group's options");
+// The plan of a tuning entry, or nothing when its route cannot run for a group of `shape`.
+std::optional<CpuPlan> tunedPlan(const CpuTuningEntry& e, const CpuRequest& request,
+                                 const GroupShape& shape, const Tunables& tunables) {
+  Tunables chunked = tunables;
+  if (e.ringChunkBytes != 0) chunked.ringChunkBytes = e.ringChunkBytes;
+  CpuPlan plan;
+  switch (e.route) {
+    case CpuRoute::kNet: plan = netPlan(e.algorithm, chunked, ""); break;
+    case CpuRoute::kShm:
+      if (shape.locality != Locality::kOneHost) return std::nullopt;
+      plan.route = CpuRoute::kShm;
+      plan.algorithm = e.algorithm;
+      break;
+    case CpuRoute::kHierarchical: {
+      if (shape.locality != Locality::kPerHost) return std::nullopt;
+      plan = planHierarchical(request, shape, chunked);
+      const Collective c = request.collective;
+      const bool shot = e.algorithm == Algorithm::kOneShot || e.algorithm == Algorithm::kTwoShot;
+      if (shot && (isReduction(c) || c == Collective::kReduceScatter)) {
+        plan.hostAlgorithm = e.algorithm;
+      }
+      break;
+    }
   }
+  plan.reason = "tuned: measured fastest at this size on this machine (tuning table)";
+  plan.tuned = &e;
+  return plan;
+}
+
+CpuPlan planByRules(const CpuRequest& request, const GroupShape& shape, const Tunables& tunables) {
+  const Collective c = request.collective;
   if (shape.locality == Locality::kOneHost) {
     CpuPlan plan;
     plan.route = CpuRoute::kShm;
@@ -108,6 +134,23 @@ CpuPlan planCpu(const CpuRequest& request, const GroupShape& shape, const Tunabl
   }
   if (shape.locality == Locality::kPerHost) return planHierarchical(request, shape, tunables);
   return planTcp(c, request.bytes, shape.worldSize, tunables);
+}
+
+}  // namespace
+
+CpuPlan planCpu(const CpuRequest& request, const GroupShape& shape, const Tunables& tunables,
+                const TuningTable* tuning) {
+  const Collective c = request.collective;
+  const Algorithm forced = tunables.forced;
+  if (forced == Algorithm::kDirect || (forced == Algorithm::kRing && hasRing(c))) {
+    return netPlan(forced, tunables, "forced by XCCL_ALGO or the group's options");
+  }
+  if (tuning != nullptr) {
+    if (const CpuTuningEntry* e = findCpu(*tuning, c, request.bytes, shape.worldSize)) {
+      if (std::optional<CpuPlan> plan = tunedPlan(*e, request, shape, tunables)) return *plan;
+    }
+  }
+  return planByRules(request, shape, tunables);
 }
 
 Algorithm plannedAlgorithm(Algorithm carried, CpuRoute route, Collective collective, size_t bytes,

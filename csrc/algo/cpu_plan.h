@@ -18,6 +18,9 @@
 
 namespace xccl::algo {
 
+struct CpuTuningEntry;
+struct TuningTable;
+
 enum class Collective {
   kAllReduce,
   kAllGather,
@@ -71,6 +74,8 @@ struct CpuPlan {
   size_t ringChunkBytes = 0;
   // The rule that decided, in words (a literal: planning builds no string per call).
   const char* reason = "";
+  // The tuning table's entry that decided (its measured numbers for plan rows); null: the rules.
+  const CpuTuningEntry* tuned = nullptr;
 };
 
 // Rules, in order:
@@ -94,7 +99,13 @@ struct CpuPlan {
 //    exchange); otherwise direct up to smallMessageBytes, ring above. all_to_all, gather,
 //    scatter and barrier only have direct. Forcing kShm changes nothing where shared memory
 //    exists; elsewhere it falls through to these rules.
-CpuPlan planCpu(const CpuRequest& request, const GroupShape& shape, const Tunables& tunables);
+// A measured tuning table (algo/tuning.h; the caller passes only one made for this group's shape)
+// comes between rule 1 and the others: the entry covering the request decides where its route
+// can run here (tcp always, shm only on one host, hierarchical only with segments per host),
+// and its ring chunk replaces Tunables::ringChunkBytes; requests it does not cover, or whose
+// entry's route cannot run here, follow the rules.
+CpuPlan planCpu(const CpuRequest& request, const GroupShape& shape, const Tunables& tunables,
+                const TuningTable* tuning = nullptr);
 
 // The algorithm a context carries into an executor: `carried` when the caller planned the call
 // (algo::Runner sets it from planCpu's plan), else (Algorithm::kAuto: tests and benchmarks that

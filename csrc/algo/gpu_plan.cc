@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "algo/tuning.h"
+
 #include "common/error.h"
 #include "common/gpu_limits.h"
 
@@ -83,13 +85,18 @@ void validate(const GpuRequest& request, const topo::Topology& topology) {
   }
 }
 
+constexpr const char* kTunedReason =
+    "tuned: measured fastest at this size on this machine (tuning table)";
+
 // Builds plans; holds what every rule needs to name its outcome.
 class Planner {
  public:
-  Planner(const GpuRequest& request, const topo::Topology& topology, const Tunables& tunables)
+  Planner(const GpuRequest& request, const topo::Topology& topology, const Tunables& tunables,
+          const TuningTable* tuning)
       : request_(request),
         topology_(topology),
         tunables_(tunables),
+        tuning_(tuning),
         shared_(request.ranksPerGpu > 1),
         forcedKernel_(forceNamesKernel(tunables.gpuForced, request.collective)) {
     gpus_ = request.gpus;
@@ -163,6 +170,18 @@ class Planner {
                                  " ranks share a GPU without MPS: time-sliced, a kernel would "
                                  "wait out whole time slices for its peers (NCCL refuses "
                                  "shared GPUs)"));
+    }
+    // A measured choice between what can run: never a kernel ruled out above, never a forced one.
+    if (tuning_ != nullptr && tunables_.gpuForced == GpuForce::kAuto) {
+      const GpuTuningEntry* e = findGpu(*tuning_, r.collective, r.bytes);
+      // Ranks sharing a GPU have no vendor route (NCCL refuses them): such an entry is not used.
+      if (e != nullptr && (e->route == GpuRoute::kKernel || !shared_)) {
+        GpuPlan plan = e->route == GpuRoute::kKernel
+                           ? kernel(e->kernel == GpuKernel::kOneShotAllReduce, kTunedReason)
+                           : vendor(kTunedReason);
+        plan.tuned = e;
+        return plan;
+      }
     }
     if (shared_) {
       return kernelBySize(limits,
@@ -323,6 +342,7 @@ class Planner {
   const GpuRequest& request_;
   const topo::Topology& topology_;
   const Tunables& tunables_;
+  const TuningTable* tuning_;
   const bool shared_;
   const bool forcedKernel_;
   std::vector<int> gpus_;  // this host's GPUs, sorted and distinct (filled in by fabric())
@@ -332,10 +352,10 @@ class Planner {
 
 }  // namespace
 
-GpuPlan planGpu(const GpuRequest& request, const topo::Topology& topology,
-                const Tunables& tunables) {
+GpuPlan planGpu(const GpuRequest& request, const topo::Topology& topology, const Tunables& tunables,
+                const TuningTable* tuning) {
   validate(request, topology);
-  return Planner(request, topology, tunables).plan();
+  return Planner(request, topology, tunables, tuning).plan();
 }
 
 uint8_t gpuCallFlags(const GpuRequest& request) {
@@ -350,42 +370,6 @@ void setGpuCallFlags(GpuRequest& request, uint8_t flags) {
   request.coalescing = (flags & kCoalescing) != 0;
   request.ipcRefused = (flags & kIpcRefused) != 0;
   request.vendorAvailable = (flags & kVendorAvailable) != 0;
-}
-
-const char* gpuCollectiveName(GpuCollective collective) {
-  switch (collective) {
-    case GpuCollective::kAllReduce: return "all_reduce";
-    case GpuCollective::kReduce: return "reduce";
-    case GpuCollective::kAllGather: return "all_gather";
-    case GpuCollective::kReduceScatter: return "reduce_scatter";
-    case GpuCollective::kBroadcast: return "broadcast";
-    case GpuCollective::kAllToAll: return "all_to_all";
-    case GpuCollective::kOther: return "other";
-  }
-  return "?";
-}
-
-const char* gpuKernelName(GpuKernel kernel) {
-  switch (kernel) {
-    case GpuKernel::kNone: return "none";
-    case GpuKernel::kOneShotAllReduce: return "one_shot_all_reduce";
-    case GpuKernel::kTwoShotAllReduce: return "two_shot_all_reduce";
-    case GpuKernel::kAllPairsAllGather: return "all_pairs_all_gather";
-    case GpuKernel::kAllPairsReduceScatter: return "all_pairs_reduce_scatter";
-    case GpuKernel::kAllPairsAllToAll: return "all_pairs_all_to_all";
-    case GpuKernel::kBroadcast: return "broadcast";
-  }
-  return "?";
-}
-
-const char* gpuRouteName(GpuRoute route) {
-  switch (route) {
-    case GpuRoute::kKernel: return "kernel";
-    case GpuRoute::kVendor: return "vendor";
-    case GpuRoute::kHost: return "host";
-    case GpuRoute::kLocal: return "local";
-  }
-  return "?";
 }
 
 int residentBlocksPerSm(int threadsPerBlock, int maxThreadsPerSm, int regsPerSm, int regsPerBlock) {

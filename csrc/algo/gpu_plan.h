@@ -24,6 +24,9 @@
 
 namespace xccl::algo {
 
+struct GpuTuningEntry;
+struct TuningTable;
+
 enum class GpuCollective : uint8_t {
   kAllReduce,
   kReduce,  // no GPU kernel
@@ -120,6 +123,8 @@ struct GpuPlan {
   // "rccl", "host" or "local".
   std::string name;
   std::string reason;  // one line: the rule that decided, with the numbers it compared
+  // The tuning table's entry that decided (its measured numbers for plan rows); null: the rules.
+  const GpuTuningEntry* tuned = nullptr;
 };
 
 // The request's booleans that vary between the calls of one group, as bits (a set bit: the field
@@ -136,8 +141,13 @@ void setGpuCallFlags(GpuRequest& request, uint8_t flags);
 
 // Throws kInvalidArgument for a malformed request (world, hosts or ranksPerGpu below 1, more
 // hosts than ranks, GPU indices the topology does not have).
-GpuPlan planGpu(const GpuRequest& request, const topo::Topology& topology,
-                const Tunables& tunables);
+// A measured tuning table (algo/tuning.h; only one made for this group's shape) chooses kernel
+// or vendor and one-shot or two-shot where the rules find a kernel possible at all (one host,
+// dtype and op, world size, peer access, verified kernels, no time-sliced shared GPU; CUDA IPC,
+// resident blocks and the workspace are checked after it as before), unless XCCL_GPU_ALGO
+// forces a choice. Ranks sharing a GPU ignore an entry naming the vendor library.
+GpuPlan planGpu(const GpuRequest& request, const topo::Topology& topology, const Tunables& tunables,
+                const TuningTable* tuning = nullptr);
 
 // The fabric among `gpus` (topology indices; duplicates ignored; empty or one GPU: kSingleGpu).
 GpuFabric classifyFabric(const topo::Topology& topology, const std::vector<int>& gpus);

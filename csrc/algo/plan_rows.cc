@@ -34,7 +34,8 @@ size_t perRankBytes(Collective c, size_t bytes, int world) {
   }
 }
 
-void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>& rows) {
+// The shape a group of the query's world and hosts has on CPUs (shared memory assumed).
+GroupShape queryShape(const PlanQuery& q) {
   const int perHost = q.worldSize / q.hosts;
   GroupShape shape{q.worldSize};
   if (q.hosts == 1 && q.worldSize > 1) {
@@ -42,16 +43,31 @@ void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>&
     shape.hostRanks = q.worldSize;
   } else if (q.hosts > 1 && perHost > 1) {
     shape.locality = Locality::kPerHost;
-    shape.hosts = q.hosts;
     shape.hostRanks = perHost;
   }
+  shape.hosts = q.hosts;
+  return shape;
+}
+
+template <typename Entry>
+void markTuned(const Entry* entry, PlanRow& row) {
+  if (entry == nullptr) return;
+  row.decision = "tuned";
+  row.tunedNs = entry->tunedNs;
+  row.ruleNs = entry->ruleNs;
+}
+
+void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>& rows) {
+  const GroupShape shape = queryShape(q);
   for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
                        Collective::kBroadcast, Collective::kReduce, Collective::kAllToAll,
                        Collective::kGather, Collective::kScatter, Collective::kBarrier}) {
     const bool sized = c != Collective::kBarrier;
     for (size_t bytes : sized ? q.sizes : std::vector<size_t>{0}) {
-      const CpuPlan plan = planCpu({c, perRankBytes(c, bytes, q.worldSize)}, shape, tunables);
+      const CpuPlan plan =
+          planCpu({c, perRankBytes(c, bytes, q.worldSize)}, shape, tunables, q.tuning);
       PlanRow row{collectiveName(c), bytes, cpuRouteName(plan.route), "", plan.reason};
+      markTuned(plan.tuned, row);
       if (plan.route == CpuRoute::kHierarchical && c == Collective::kAllReduce) {
         // The table's hosts are of equal size: slices between hosts, not the leaders' fallback.
         row.algorithm = "in-host reduce_scatter+all_gather, between hosts direct (" +
@@ -93,9 +109,10 @@ void gpuRows(const PlanQuery& q, const topo::Topology& topology, const Tunables&
     for (size_t bytes : q.sizes) {
       request.collective = c;
       request.bytes = bytes;
-      const GpuPlan plan = planGpu(request, topology, tunables);
-      rows.push_back(
-          {gpuCollectiveName(c), bytes, gpuRouteName(plan.route), plan.name, plan.reason});
+      const GpuPlan plan = planGpu(request, topology, tunables, q.tuning);
+      PlanRow row{gpuCollectiveName(c), bytes, gpuRouteName(plan.route), plan.name, plan.reason};
+      markTuned(plan.tuned, row);
+      rows.push_back(std::move(row));
     }
   }
 }
@@ -107,6 +124,10 @@ std::vector<PlanRow> planRows(const PlanQuery& query, const topo::Topology& topo
   XCCL_CHECK_ARG(query.worldSize >= 1, "world size must be at least 1, got ", query.worldSize);
   XCCL_CHECK_ARG(query.hosts >= 1 && query.worldSize % query.hosts == 0, "hosts must divide the ",
                  "world size ", query.worldSize, ", got ", query.hosts);
+  if (query.tuning != nullptr) {
+    const std::string mismatch = tuningMismatch(*query.tuning, queryShape(query));
+    XCCL_CHECK_ARG(mismatch.empty(), "the tuning table does not fit this query: ", mismatch);
+  }
   PlanQuery q = query;
   if (q.sizes.empty()) q.sizes = defaultSizes();
   std::vector<PlanRow> rows;

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "algo/tunables.h"
+#include "algo/tuning.h"
 #include "topo/topology.h"
 
 namespace xccl::algo {
@@ -25,6 +27,9 @@ struct PlanQuery {
   // GPUs: whether xccl's kernels count as verified on the machine (GpuRequest::kernelsVerified):
   // unverified, only a forced XCCL_GPU_ALGO plans a kernel.
   bool kernelsVerified = false;
+  // A measured tuning table (algo/tuning.h) to plan with, as a group of this shape would; null:
+  // the rules alone. A table made for another shape is a kInvalidArgument naming both.
+  const TuningTable* tuning = nullptr;
 };
 
 struct PlanRow {
@@ -33,6 +38,9 @@ struct PlanRow {
   std::string route;       // CPU: tcp, shm, hierarchical; GPU: kernel, vendor, host, local
   std::string algorithm;   // e.g. "ring (512 KiB chunks)", "two_shot", "nccl"
   std::string reason;      // the rule that decided
+  std::string decision = "rule";  // "tuned" where the tuning table decided, else "rule"
+  uint64_t tunedNs = 0;            // the deciding entry's measured medians; 0 for rule rows
+  uint64_t ruleNs = 0;
 };
 
 // GPUs: this host's ranks use the first world/hosts GPUs of `topology`, several ranks per GPU

@@ -1,6 +1,8 @@
 #include "algo/runner.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <optional>
 
 #include "algo/hierarchical.h"
@@ -20,9 +22,43 @@ GroupShape Runner::shape() const {
   return shape;
 }
 
+namespace {
+
+// A tuned plan's chunk differs from the group's XCCL_RING_CHUNK_BYTES; the plan's wins.
+Tunables planned(const Tunables& tunables, const CpuPlan& plan) {
+  Tunables out = tunables;
+  if (plan.ringChunkBytes != 0) out.ringChunkBytes = plan.ringChunkBytes;
+  return out;
+}
+
+std::atomic<Algorithm> injected{Algorithm::kAuto};
+
+// injectWrongResult's damage to the first element of `data`, when `plan` ran the named algorithm.
+void damage(const CpuPlan& plan, void* data, size_t count, DataType type) {
+  if (injected.load(std::memory_order_relaxed) != plan.algorithm || count == 0) return;
+  switch (type) {
+    case DataType::kFloat32: *static_cast<float*>(data) += 1; break;
+    case DataType::kFloat64: *static_cast<double*>(data) += 1; break;
+    case DataType::kInt32: *static_cast<int32_t*>(data) += 1; break;
+    case DataType::kInt64: *static_cast<int64_t*>(data) += 1; break;
+    default: *static_cast<uint8_t*>(data) += 1; break;
+  }
+}
+
+void damageBytes(const CpuPlan& plan, void* data, size_t bytes) {
+  damage(plan, data, bytes, DataType::kUInt8);
+}
+
+}  // namespace
+
+void injectWrongResult(Algorithm algorithm) {
+  injected.store(algorithm, std::memory_order_relaxed);
+}
+
 Context Runner::netContext(const CpuPlan& plan) const {
   Context ctx = net;
   ctx.algorithm = plan.algorithm;
+  ctx.tunables = planned(net.tunables, plan);
   return ctx;
 }
 
@@ -41,8 +77,8 @@ std::optional<shm::Context> Runner::hostContext(const CpuPlan& plan) const {
 }
 
 Context Runner::leadersContext(const CpuPlan& plan) const {
-  return Context{*hierarchy->leaders(), net.seq,      net.what,
-                 net.deadline,          net.tunables, plan.algorithm};
+  return Context{*hierarchy->leaders(),       net.seq,       net.what, net.deadline,
+                 planned(net.tunables, plan), plan.algorithm};
 }
 
 Runner subCollective(const Runner& runner, size_t i) {
@@ -53,29 +89,38 @@ Runner subCollective(const Runner& runner, size_t i) {
 
 void allReduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op) {
   const CpuPlan plan = runner.plan(Collective::kAllReduce, count * elementSize(type));
-  switch (plan.route) {
-    case CpuRoute::kShm: return shm::allReduce(runner.shmContext(plan), data, count, type, op);
-    case CpuRoute::kHierarchical: return hier::allReduce(runner, plan, data, count, type, op);
-    case CpuRoute::kNet: return allReduce(runner.netContext(plan), data, count, type, op);
-  }
+  [&] {
+    switch (plan.route) {
+      case CpuRoute::kShm: return shm::allReduce(runner.shmContext(plan), data, count, type, op);
+      case CpuRoute::kHierarchical: return hier::allReduce(runner, plan, data, count, type, op);
+      case CpuRoute::kNet: return allReduce(runner.netContext(plan), data, count, type, op);
+    }
+  }();
+  damage(plan, data, count, type);
 }
 
 void broadcast(const Runner& runner, void* data, size_t bytes, int root) {
   const CpuPlan plan = runner.plan(Collective::kBroadcast, bytes);
-  switch (plan.route) {
-    case CpuRoute::kShm: return shm::broadcast(runner.shmContext(plan), data, bytes, root);
-    case CpuRoute::kHierarchical: return hier::broadcast(runner, plan, data, bytes, root);
-    case CpuRoute::kNet: return broadcast(runner.netContext(plan), data, bytes, root);
-  }
+  [&] {
+    switch (plan.route) {
+      case CpuRoute::kShm: return shm::broadcast(runner.shmContext(plan), data, bytes, root);
+      case CpuRoute::kHierarchical: return hier::broadcast(runner, plan, data, bytes, root);
+      case CpuRoute::kNet: return broadcast(runner.netContext(plan), data, bytes, root);
+    }
+  }();
+  damageBytes(plan, data, bytes);
 }
 
 void reduce(const Runner& runner, void* data, size_t count, DataType type, ReduceOp op, int root) {
   const CpuPlan plan = runner.plan(Collective::kReduce, count * elementSize(type));
-  switch (plan.route) {
-    case CpuRoute::kShm: return shm::reduce(runner.shmContext(plan), data, count, type, op, root);
-    case CpuRoute::kHierarchical: return hier::reduce(runner, plan, data, count, type, op, root);
-    case CpuRoute::kNet: return reduce(runner.netContext(plan), data, count, type, op, root);
-  }
+  [&] {
+    switch (plan.route) {
+      case CpuRoute::kShm: return shm::reduce(runner.shmContext(plan), data, count, type, op, root);
+      case CpuRoute::kHierarchical: return hier::reduce(runner, plan, data, count, type, op, root);
+      case CpuRoute::kNet: return reduce(runner.netContext(plan), data, count, type, op, root);
+    }
+  }();
+  if (runner.rank() == root) damage(plan, data, count, type);
 }
 
 void allGather(const Runner& runner, const void* input, void* output,
@@ -83,25 +128,32 @@ void allGather(const Runner& runner, const void* input, void* output,
   const size_t largest =
       bytesPerRank.empty() ? 0 : *std::max_element(bytesPerRank.begin(), bytesPerRank.end());
   const CpuPlan plan = runner.plan(Collective::kAllGather, largest);
-  switch (plan.route) {
-    case CpuRoute::kShm:
-      return shm::allGather(runner.shmContext(plan), input, output, bytesPerRank);
-    case CpuRoute::kHierarchical: return hier::allGather(runner, plan, input, output, bytesPerRank);
-    case CpuRoute::kNet: return allGather(runner.netContext(plan), input, output, bytesPerRank);
-  }
+  [&] {
+    switch (plan.route) {
+      case CpuRoute::kShm:
+        return shm::allGather(runner.shmContext(plan), input, output, bytesPerRank);
+      case CpuRoute::kHierarchical:
+        return hier::allGather(runner, plan, input, output, bytesPerRank);
+      case CpuRoute::kNet: return allGather(runner.netContext(plan), input, output, bytesPerRank);
+    }
+  }();
+  damageBytes(plan, output, bytesPerRank.empty() ? 0 : bytesPerRank[0]);
 }
 
 void reduceScatter(const Runner& runner, const void* input, void* output, size_t count,
                    DataType type, ReduceOp op) {
   const CpuPlan plan = runner.plan(Collective::kReduceScatter, count * elementSize(type));
-  switch (plan.route) {
-    case CpuRoute::kShm:
-      return shm::reduceScatter(runner.shmContext(plan), input, output, count, type, op);
-    case CpuRoute::kHierarchical:
-      return hier::reduceScatter(runner, plan, input, output, count, type, op);
-    case CpuRoute::kNet:
-      return reduceScatter(runner.netContext(plan), input, output, count, type, op);
-  }
+  [&] {
+    switch (plan.route) {
+      case CpuRoute::kShm:
+        return shm::reduceScatter(runner.shmContext(plan), input, output, count, type, op);
+      case CpuRoute::kHierarchical:
+        return hier::reduceScatter(runner, plan, input, output, count, type, op);
+      case CpuRoute::kNet:
+        return reduceScatter(runner.netContext(plan), input, output, count, type, op);
+    }
+  }();
+  damage(plan, output, count, type);
 }
 
 void allToAll(const Runner& runner, const void* input, const std::vector<size_t>& sendOffsets,
@@ -109,35 +161,45 @@ void allToAll(const Runner& runner, const void* input, const std::vector<size_t>
               const std::vector<size_t>& recvOffsets, const std::vector<size_t>& recvLengths) {
   // The lengths differ per rank; all_to_all's plan does not depend on them.
   const CpuPlan plan = runner.plan(Collective::kAllToAll, 0);
-  switch (plan.route) {
-    case CpuRoute::kShm:
-      return shm::allToAll(runner.shmContext(plan), input, sendOffsets, sendLengths, output,
-                           recvOffsets, recvLengths);
-    case CpuRoute::kHierarchical:
-      return hier::allToAll(runner, plan, input, sendOffsets, sendLengths, output, recvOffsets,
-                            recvLengths);
-    case CpuRoute::kNet:
-      return allToAll(runner.netContext(plan), input, sendOffsets, sendLengths, output, recvOffsets,
-                      recvLengths);
-  }
+  [&] {
+    switch (plan.route) {
+      case CpuRoute::kShm:
+        return shm::allToAll(runner.shmContext(plan), input, sendOffsets, sendLengths, output,
+                             recvOffsets, recvLengths);
+      case CpuRoute::kHierarchical:
+        return hier::allToAll(runner, plan, input, sendOffsets, sendLengths, output, recvOffsets,
+                              recvLengths);
+      case CpuRoute::kNet:
+        return allToAll(runner.netContext(plan), input, sendOffsets, sendLengths, output,
+                        recvOffsets, recvLengths);
+    }
+  }();
+  if (!recvLengths.empty())
+    damageBytes(plan, static_cast<uint8_t*>(output) + recvOffsets[0], recvLengths[0]);
 }
 
 void gather(const Runner& runner, const void* input, size_t bytes, void* output, int root) {
   const CpuPlan plan = runner.plan(Collective::kGather, bytes);
-  switch (plan.route) {
-    case CpuRoute::kShm: return shm::gather(runner.shmContext(plan), input, bytes, output, root);
-    case CpuRoute::kHierarchical: return hier::gather(runner, plan, input, bytes, output, root);
-    case CpuRoute::kNet: return gather(runner.netContext(plan), input, bytes, output, root);
-  }
+  [&] {
+    switch (plan.route) {
+      case CpuRoute::kShm: return shm::gather(runner.shmContext(plan), input, bytes, output, root);
+      case CpuRoute::kHierarchical: return hier::gather(runner, plan, input, bytes, output, root);
+      case CpuRoute::kNet: return gather(runner.netContext(plan), input, bytes, output, root);
+    }
+  }();
+  if (runner.rank() == root) damageBytes(plan, output, bytes);
 }
 
 void scatter(const Runner& runner, const void* input, void* output, size_t bytes, int root) {
   const CpuPlan plan = runner.plan(Collective::kScatter, bytes);
-  switch (plan.route) {
-    case CpuRoute::kShm: return shm::scatter(runner.shmContext(plan), input, output, bytes, root);
-    case CpuRoute::kHierarchical: return hier::scatter(runner, plan, input, output, bytes, root);
-    case CpuRoute::kNet: return scatter(runner.netContext(plan), input, output, bytes, root);
-  }
+  [&] {
+    switch (plan.route) {
+      case CpuRoute::kShm: return shm::scatter(runner.shmContext(plan), input, output, bytes, root);
+      case CpuRoute::kHierarchical: return hier::scatter(runner, plan, input, output, bytes, root);
+      case CpuRoute::kNet: return scatter(runner.netContext(plan), input, output, bytes, root);
+    }
+  }();
+  damageBytes(plan, output, bytes);
 }
 
 void barrier(const Runner& runner) {

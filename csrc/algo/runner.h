@@ -24,16 +24,19 @@ struct Runner {
   net::shm::PeerAlive
       alive;  // liveness of peers (group ranks) for shared-memory waits; may be empty
   const net::Hierarchy* hierarchy = nullptr;  // per-host segments; null unless it spans hosts
+  // The group's measured tuning table (algo/tuning.h), owned by the group and valid while it
+  // lives; null: the rules alone.
+  const TuningTable* tuning = nullptr;
 
   int rank() const { return net.rank(); }
   int size() const { return net.size(); }
   GroupShape shape() const;
   // planCpu for `collective` of `bytes` (as CpuRequest wants them: the same on every rank).
   CpuPlan plan(Collective collective, size_t bytes) const {
-    return planCpu({collective, bytes}, shape(), net.tunables);
+    return planCpu({collective, bytes}, shape(), net.tunables, tuning);
   }
   // The contexts of a call planned as `plan`: over the network transport, or over the segment
-  // (only with one).
+  // (only with one). Their tunables carry the plan's ring chunk: the executors read it there.
   Context netContext(const CpuPlan& plan) const;
   shm::Context shmContext(const CpuPlan& plan) const;
   // A group spanning hosts: the context of this host's segment (local ranks; liveness asked by
@@ -47,6 +50,12 @@ struct Runner {
 // The i-th of several collectives run under one call (coalesced operations), as
 // subCollective(const Context&, size_t) in context.h.
 Runner subCollective(const Runner& runner, size_t i);
+
+// For tests only (not a user feature): from now on every collective run through a Runner whose
+// plan's algorithm is `algorithm` adds 1 to the first element of its output where that output is
+// final on this rank (the first byte where the collective carries no dtype): a wrong answer that
+// exact verification must catch. kAuto turns it off. Costs one relaxed atomic load per call.
+void injectWrongResult(Algorithm algorithm);
 
 // The collectives (collective_signatures.h), run the way plan() plans each call. reduce may
 // clobber a non-root rank's `data` (the network algorithms use it as scratch).

@@ -23,6 +23,7 @@ c10::intrusive_ptr<Options> copyOptions(const Options& options) {
 }  // namespace
 
 void bindPlan(py::module& m);  // module_rows.cc
+void bindTuning(py::module& m);  // module_tuning.cc
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xccl: collective-communication backend for torch.distributed";
@@ -210,6 +211,7 @@ PYBIND11_MODULE(_C, m) {
       "Entries the flight recorder keeps (TORCH_FR_BUFFER_SIZE); 0 when it is off.");
 
   bindPlan(m);
+  bindTuning(m);
 }
 
 }  // namespace xccl::backend

@@ -102,6 +102,8 @@ class ProcessGroupXccl : public c10d::Backend {
   const char* peerTransportName() const { return core_->peerTransportName(); }
   // The group's tunables (algo/tunables.h), read once at creation; every plan uses them.
   const algo::Tunables& tunables() const { return core_->tunables(); }
+  // (the tuning table's canonical text the group plans from or "", why): GroupCore's.
+  std::pair<std::string, std::string> tuningInForce() const { return core_->tuningInForce(); }
   std::chrono::milliseconds timeout() const { return core_->timeout(); }
 
   // Collectives and point-to-point: each forwards to side() (process_group_ops.cc).

@@ -81,6 +81,7 @@ void GroupCore::connect(net::Store& store, std::chrono::milliseconds timeout,
   net.ifnames = netIfnames();
   transport_ = net::createTransport(store, rank_, size_, net);
   setUpSharedMemory(store, opts.lendsPool);
+  setUpTuning(store, timeout);
   transport_->setStatusProvider([this] {
     // Peers ask only after a timeout: this rank's flight recorder dump joins theirs. Off this
     // (progress) thread, which must answer at once.
@@ -166,7 +167,7 @@ GroupCore::WorkPtr GroupCore::enqueue(c10d::OpType type, const char* opName,
         }
       }
       algo::Context ctx{*transport_, seq, what, net::Clock::now() + timeout, tunables_};
-      body(algo::Runner{ctx, segment_.get(), alive_, hierarchy_.get()});
+      body(algo::Runner{ctx, segment_.get(), alive_, hierarchy_.get(), tuning_.table.get()});
     } catch (const std::exception& e) {
       std::string message = std::string("rank ") + std::to_string(rank_) + ": " + e.what();
       if (message.find(what) == std::string::npos) {
@@ -264,6 +265,7 @@ void GroupCore::stopMembership(const std::string& reason) {
 }
 
 void GroupCore::releaseMembership() {
+  tuning_ = {};
   segment_.reset();
   hierarchy_.reset();
   transport_.reset();

@@ -28,6 +28,7 @@
 
 #include "algo/runner.h"
 #include "algo/tunables.h"
+#include "algo/tuning_agree.h"
 #include "backend/core/executor.h"
 #include "backend/core/work.h"
 #include "net/hierarchy.h"
@@ -88,6 +89,12 @@ class GroupCore {
   const algo::Tunables& tunables() const { return tunables_; }
   void setTunables(const algo::Tunables& tunables) { tunables_ = tunables; }
   std::string groupName() const { return options_->group_name; }
+  // The measured tuning table every plan of this membership uses (algo/tuning.h), agreed on rank
+  // 0's in connect(); null without one. Valid until the next connect() or releaseMembership(),
+  // which run with no operation in flight.
+  const algo::TuningTable* tuning() const { return tuning_.table.get(); }
+  // (the canonical text planned from or "", why): for xccl._C._tuning_in_force.
+  std::pair<std::string, std::string> tuningInForce() const { return {tuning_.text, tuning_.why}; }
 
   // Null until connect() and after shutdown (transportGone()).
   net::Transport* transport() const { return transport_.get(); }
@@ -181,6 +188,8 @@ class GroupCore {
   std::string statusText() const;
   // Builds the segment when the group can have one (group_core_shm.cc).
   void setUpSharedMemory(net::Store& store, bool lendsPool);
+  // Agrees on rank 0's tuning table once the routes are known (group_core_tuning.cc).
+  void setUpTuning(net::Store& store, std::chrono::milliseconds timeout);
   // Records a collective of `count` sequence numbers from `seq` as scheduled.
   uint64_t recordCollective(c10d::OpType type, uint64_t seq, uint64_t count,
                             const std::vector<at::Tensor>& inputs,
@@ -210,6 +219,7 @@ class GroupCore {
   std::unique_ptr<net::Hierarchy> hierarchy_;  // several hosts sharing memory per host
   net::shm::PeerAlive alive_;  // peerAlive() for every shared-memory wait
   std::unique_ptr<Executor> executor_;
+  algo::TuningAgreement tuning_;  // the membership's table (null: the rules) and why
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> p2pSeq_{0};
   // Progress, readable from the transport's progress thread without locks.
@@ -234,5 +244,11 @@ class GroupCore {
   std::mutex abortHooksMutex_;
   std::map<int64_t, std::function<void()>> abortHooks_;  // run (and dropped) by beforeAbort()
 };
+
+// Where each rank finds its tuning table (python/xccl/tuning.py's source(), registered by
+// Python): asked on every rank at each membership's creation; the group takes rank 0's answer.
+// Empty (C++ without the Python package): no table. Must not throw (the registration catches).
+using TuningSource = std::function<algo::TuningAnswer()>;
+void setTuningSource(TuningSource source);
 
 }  // namespace xccl::backend

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "algo/runner.h"
+#include "algo/tuning.h"
 #include "algo_testing.h"
 #include "shm_testing.h"
 
@@ -35,12 +36,50 @@ void runMembers(int world, const std::function<void(int, Member&)>& body) {
 }
 
 algo::Runner runnerFor(Member& m, uint64_t seq, Algorithm forced, bool withSegment,
-                       std::chrono::milliseconds timeout = 30s) {
+                       std::chrono::milliseconds timeout = 30s,
+                       const algo::TuningTable* tuning = nullptr) {
   algo::Tunables tunables;
   tunables.forced = forced;
   algo::Context tcp{*m.tcp, seq, "op #" + std::to_string(seq), net::Clock::now() + timeout,
                     tunables};
-  return {tcp, withSegment ? m.segment.get() : nullptr, testing::aliveFrom(*m.tcp)};
+  return {tcp, withSegment ? m.segment.get() : nullptr, testing::aliveFrom(*m.tcp), nullptr,
+          tuning};
+}
+
+// A tuned plan runs where its entry says, with the entry's ring chunk in the context the
+// executors read; and _C._inject_wrong_result's damage hits exactly the named algorithm's output.
+TEST(Runner, RunsTheTunedPlanWithItsChunkAndInjectedDamageHitsOnlyItsAlgorithm) {
+  constexpr int kWorld = 3;
+  const algo::TuningTable table = algo::parseTuningTable(
+      "xccl-tuning 1\nworld 3 1 one_host\ncpu all_reduce 0 inf tcp ring 8192 1 2\n");
+  for (Algorithm injected : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kShm}) {
+    algo::injectWrongResult(injected);
+    runMembers(kWorld, [&](int rank, Member& m) {
+      uint64_t seq = 0;
+      const algo::Runner runner = runnerFor(m, ++seq, Algorithm::kAuto, true, 30s, &table);
+      const algo::CpuPlan plan = runner.plan(algo::Collective::kAllReduce, 20000);
+      EXPECT_EQ(plan.tuned, &table.cpu[0]);
+      EXPECT_EQ(runner.netContext(plan).tunables.ringChunkBytes, 8192u);
+      EXPECT_EQ(runner.net.tunables.ringChunkBytes, algo::kRingChunkBytes);
+      std::vector<int32_t> data(5000);
+      std::iota(data.begin(), data.end(), rank);
+      const uint32_t before = m.segment->step();
+      algo::allReduce(runner, data.data(), data.size(), DataType::kInt32, ReduceOp::kSum);
+      EXPECT_EQ(m.segment->step(), before) << "tuned to TCP: the segment stays idle";
+      const int32_t wrong = injected == Algorithm::kRing ? 1 : 0;
+      EXPECT_EQ(data[0], 3 + wrong) << algo::algorithmName(injected);
+      for (size_t i = 1; i < data.size(); ++i) {
+        ASSERT_EQ(data[i], static_cast<int32_t>(kWorld * i + 3)) << "element " << i;
+      }
+      // broadcast over the segment (kShm): damaged only when shm is named.
+      std::vector<uint8_t> bytes(100, static_cast<uint8_t>(rank == 0 ? 7 : 0));
+      algo::broadcast(runnerFor(m, ++seq, Algorithm::kAuto, true, 30s, &table), bytes.data(),
+                      bytes.size(), 0);
+      EXPECT_EQ(bytes[0], injected == Algorithm::kShm ? 8 : 7);
+      EXPECT_EQ(bytes[99], 7);
+    });
+  }
+  algo::injectWrongResult(Algorithm::kAuto);
 }
 
 TEST(Runner, RunsEachCollectiveWhereSelectSays) {

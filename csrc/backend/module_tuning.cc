@@ -1,0 +1,90 @@
+// xccl._C's tuning functions: the source of each rank's table (python/xccl/tuning.py registers
+// it), the table a group plans from, and a wrong-result injection for the tuner's tests.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <memory>
+#include <string>
+
+#include "algo/runner.h"
+#include "algo/tunables.h"
+#include "backend/core/group_core.h"
+#include "backend/process_group.h"
+
+namespace py = pybind11;
+
+namespace xccl::backend {
+
+void bindTuning(py::module& m) {
+  m.def(
+      "_set_tuning_source",
+      [](py::object source) {
+        if (source.is_none()) {
+          setTuningSource(nullptr);
+          return;
+        }
+        // Dropped with the GIL taken, as the kernel check is: it may outlive any GIL holder.
+        auto held =
+            std::shared_ptr<py::object>(new py::object(std::move(source)), [](py::object* f) {
+              if (Py_IsInitialized()) {
+                py::gil_scoped_acquire gil;
+                delete f;
+              }
+            });
+        setTuningSource([held]() -> algo::TuningAnswer {
+          py::gil_scoped_acquire gil;
+          // A source that raises or answers oddly means no table, never a failed group.
+          try {
+            py::tuple answer = (*held)();
+            if (answer.size() != 2) return {"", "the tuning source answered oddly"};
+            return {answer[0].cast<std::string>(), answer[1].cast<std::string>()};
+          } catch (const std::exception& e) {
+            return {"", std::string("the tuning source failed: ") + e.what()};
+          }
+        });
+      },
+      py::arg("source"),
+      "Registers the callable () -> (text: str, why: str) that each rank asks for its tuning "
+      "table at every xccl group's creation (python/xccl/tuning.py's source); text '' is no "
+      "table. The group plans from rank 0's. None removes it.");
+
+  m.def(
+      "_tuning_in_force",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend) {
+        auto* group = dynamic_cast<ProcessGroupXccl*>(backend.get());
+        TORCH_CHECK_VALUE(group != nullptr, "_tuning_in_force: not an xccl backend");
+        return group->tuningInForce();
+      },
+      py::arg("backend"),
+      "(text, why) for an xccl backend (group._get_backend(torch.device('cpu'))): the canonical "
+      "tuning table text the group plans from ('' if none) and why (\"rank 0's table\", \"no "
+      "table: ...\", or the world it was made for against the group's).");
+
+  m.def(
+      "_inject_wrong_result",
+      [](const std::string& algorithm) {
+        algo::Algorithm named = algo::Algorithm::kAuto;
+        if (!algorithm.empty()) {
+          bool known = false;
+          for (algo::Algorithm a :
+               {algo::Algorithm::kDirect, algo::Algorithm::kRing, algo::Algorithm::kOneShot,
+                algo::Algorithm::kTwoShot, algo::Algorithm::kShm}) {
+            if (algorithm == algo::algorithmName(a)) {
+              named = a;
+              known = true;
+            }
+          }
+          TORCH_CHECK_VALUE(known, "_inject_wrong_result: unknown algorithm '", algorithm,
+                            "' (ring, direct, one_shot, two_shot, shm, or '' for off)");
+        }
+        algo::injectWrongResult(named);
+      },
+      py::arg("algorithm"),
+      "FOR TESTS ONLY, not a user feature: every CPU collective this process runs afterwards "
+      "whose plan's algorithm is `algorithm` ('ring', 'direct', 'one_shot', 'two_shot', 'shm') "
+      "adds 1 to the first element of its output (its first byte where the collective has no "
+      "dtype): a wrong answer that the tuner's verification must catch. '' turns it off.");
+}
+
+}  // namespace xccl::backend
