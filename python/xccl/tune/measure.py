@@ -87,19 +87,18 @@ def _new_group(text: str):
 
 
 def _forced_group(candidate, world: dict):
-    """The candidate's group and its table; the table must be in force there, else the group
-    was not of the shape the table names (then the group's own shape, from the reason, is
-    returned for a retry)."""
+    """(group, None) with the candidate's table in force; else (None, the group's own world
+    read from the reason, for a retry) or (None, the reason) when the table was refused."""
     text = cands.forcing_text(candidate, world)
     group = _new_group(text)
     in_force, why = _C._tuning_in_force(_backend(group))
-    if in_force == text:
+    if in_force.split("\n") == text.split("\n") or in_force.split() == text.split():
         return group, None
     dist.destroy_process_group(group)
     match = re.search(r"group is (\d+)/(\d+)/(\w+)", why)
     if match:
         return None, {"size": int(match[1]), "hosts": int(match[2]), "locality": match[3]}
-    raise RuntimeError(f"xccl tune: a forced {candidate.label} group ignored its table: {why}")
+    return None, why or "no table in force"
 
 
 def _rule_plans(device: str, world: dict, sizes: list, ops) -> dict:
@@ -193,14 +192,15 @@ def _tune(job) -> dict:
         if device == "cuda"
         else cands.cpu_candidates(world["locality"], world_size, ops, job.quick)
     )
-    forced = []
+    forced, refused = [], []
     for candidate in options:
-        made, corrected = _forced_group(candidate, world)
-        if corrected:  # the group counts its hosts otherwise: follow the group
-            world = corrected
-            made, corrected = _forced_group(candidate, world)
-            if made is None:
-                raise RuntimeError(f"xccl tune: no table applies to a group of {world}")
+        made, why = _forced_group(candidate, world)
+        if isinstance(why, dict):  # the group counts its hosts otherwise: follow the group
+            world = why
+            made, why = _forced_group(candidate, world)
+        if made is None:
+            refused.append(f"{candidate.label}: {why}")
+            continue
         job.groups.append(made)
         forced.append((candidate, made))
     plan = [(op, shape) for op in ops for s in sizes if (shape := _layout(op, s, world_size))]
@@ -210,6 +210,8 @@ def _tune(job) -> dict:
         f"xccl tune: {device}, {world_size} ranks on {world['hosts']} host(s) "
         f"({world['locality']}), {len(plan)} sizes x up to {len(forced) + 1} plans"
     )
+    for line in refused:  # the same on every rank: each group's table was agreed
+        progress.note(f"xccl tune: not measured, the group did not take the plan ({line})")
     timer = _Timer(rank, world_size, job.tensor_device, job.control, TARGET_S[job.quick])
     measured, salt, started = [], 0, time.monotonic()
     for op in ops:
