@@ -25,9 +25,9 @@ from ..bench import method, report, runner
 from . import candidates as cands
 from . import exact, summary, verdict
 
-# Timed seconds per candidate and size (bench's --target-time): enough for a median over tens
-# to hundreds of calls at small sizes; the largest sizes get bench's minimum of 10 calls.
-TARGET_S = {True: 0.04, False: 0.2}
+# Timed seconds per candidate and size (bench's --target-time; a full run takes bench's default):
+# a median over hundreds of calls at small sizes; the largest get bench's minimum of 10 calls.
+TARGET_S = {True: 0.1, False: 0.25}
 WARMUP = 5
 LOCALITY = {"shm": "one_host", "hierarchical": "per_host", "tcp": "none"}
 FORCED_BY_ENV = ("XCCL_ALGO", "XCCL_GPU_ALGO")  # they win over any table: nothing to measure
