@@ -147,6 +147,37 @@ def test_candidates_follow_the_group_shape():
     # A plan row the rule prints: the same as the candidate, so not measured twice.
     assert cands.same_plan(RING, cands.parse_rule("tcp", "ring (512 KiB chunks)"))
     assert not cands.same_plan(RING, cands.parse_rule("shm", "one_shot"))
+    rule = "in-host shm, between hosts direct (512 KiB chunks)"
+    assert cands.parse_rule("hierarchical", rule) == ("hierarchical", "shm", 512 * KiB)
+    chunked = cands.cpu_candidates("per_host", 4, ["broadcast", "all_to_all"], False)
+    assert [c.name for c in chunked if c.route == "hierarchical"] == [
+        "hierarchical_shm_128K",
+        "hierarchical_shm_512K",
+        "hierarchical_shm_2M",
+    ]
+    assert cands.same_plan(chunked[1], cands.parse_rule("hierarchical", rule))
+    assert chunked[0].ops == ("broadcast",)
+
+
+@pytest.mark.parametrize(
+    "world", [(2, 1, "one_host"), (3, 1, "one_host"), (4, 2, "per_host"), (2, 2, "none")]
+)
+def test_every_candidates_table_makes_the_planner_run_it(world):
+    """The forcing table of each candidate, given to the planner itself (_C._plan_rows): every
+    collective it names is planned "tuned" and runs the candidate's route, algorithm and
+    chunk."""
+    from xccl import _C
+
+    size, hosts, locality = world
+    shape = {"size": size, "hosts": hosts, "locality": locality}
+    for candidate in cands.cpu_candidates(locality, size, cands.CPU_OPS, False):
+        text = cands.forcing_text(candidate, shape)
+        rows = _C._plan_rows("cpu", size, hosts, [4096, 1 << 22], None, False, tuning=text)
+        mine = [r for r in rows if r[0] in candidate.ops]
+        assert len(mine) == 2 * len(candidate.ops)
+        for r in mine:
+            assert r[5] == "tuned", (candidate.name, r)
+            assert cands.same_plan(candidate, cands.parse_rule(r[2], r[3])), (candidate.name, r)
 
 
 # ---- real runs: 2 local CPU ranks -----------------------------------------------------------

@@ -12,6 +12,7 @@ what is measured is what the written table makes the planner run.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -101,7 +102,9 @@ def cpu_candidates(locality: str, world: int, ops, quick: bool) -> list:
             found += [Candidate("cpu", "shm", a, 0, reductions) for a in ("one_shot", "two_shot")]
     if locality == "per_host" and not quick:
         # The rules' hierarchical plan with another pipelining chunk ("shm": the rules' steps).
-        found += [Candidate("cpu", "hierarchical", "shm", c, ops) for c in chunks]
+        chunked = tuple(op for op in ops if op not in WHOLE_RANGE_OPS)  # all_to_all: no chunks
+        if chunked:
+            found += [Candidate("cpu", "hierarchical", "shm", c, chunked) for c in chunks]
     found.append(Candidate("cpu", "tcp", "direct", 0, ops))
     if world > 1 and ring_ops:
         found += [Candidate("cpu", "tcp", "ring", c, ring_ops) for c in chunks]
@@ -127,11 +130,14 @@ def forcing_text(candidate: Candidate, world: dict) -> str:
 
 
 def parse_rule(route: str, algorithm: str) -> tuple:
-    """(route, algorithm, chunk) of a plan row ("tcp", "ring (512 KiB chunks)")."""
-    words = algorithm.replace("(", " ").replace(")", " ").split()
-    chunk = 0
-    if len(words) >= 3 and words[2] in ("KiB", "MiB", "B") and words[1].isdigit():
-        chunk = int(words[1]) * {"B": 1, "KiB": KiB, "MiB": MiB}[words[2]]
+    """(route, algorithm, chunk) of a plan row: ("tcp", "ring (512 KiB chunks)") or
+    ("hierarchical", "in-host shm, between hosts direct (512 KiB chunks)"), whose algorithm is
+    the rules' own ("shm", as its table entry names it)."""
+    match = re.search(r"\((\d+) (B|KiB|MiB) chunks\)", algorithm)
+    chunk = int(match[1]) * {"B": 1, "KiB": KiB, "MiB": MiB}[match[2]] if match else 0
+    if route == "hierarchical":
+        return route, "shm", chunk
+    words = algorithm.split()
     return route, (words[0] if words else ""), chunk
 
 

@@ -248,7 +248,8 @@ def _tune(job) -> dict:
 
 def _rule_words(plan: tuple) -> list:
     route, algorithm, chunk = plan
-    words = [route] if algorithm == route else [route, algorithm]  # "shm", not "shm shm"
+    # "shm" and "hierarchical", not "shm shm" and "hierarchical shm"
+    words = [route] if route == "hierarchical" or algorithm == route else [route, algorithm]
     return words + ([cands.size_label(chunk)] if chunk else [])
 
 
