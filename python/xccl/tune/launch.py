@@ -7,16 +7,15 @@ Exit status: 0 done; 2 bad usage; 3 a rank failed, crashed or timed out; 130 int
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
 import traceback
-from datetime import timedelta
 
 from ..bench import launch as bench_launch
 from ..bench.rank import EXIT_RANK_FAILED, EXIT_USAGE
 from . import candidates as cands
+from .rank import rank_main
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,8 +102,8 @@ def _local(args) -> int:
     )
     failed = [r for r in reports if r["status"] != 0]
     if error or failed or len(reports) != args.nranks:
-        for report in failed:
-            sys.stderr.write(report["error"])
+        for message in dict.fromkeys(r["error"] for r in failed):  # once, not once per rank
+            sys.stderr.write(message)
         if error:
             sys.stderr.write(f"xccl tune: {error}\n")
         return EXIT_RANK_FAILED if not any(r["status"] == 2 for r in failed) else EXIT_USAGE
@@ -134,56 +133,4 @@ def _describe(rank: int, failure: BaseException) -> str:
     return f"xccl tune rank {rank}: unexpected error\n{traceback.format_exc()}"
 
 
-def rank_main(args, rank: int, world: int, init_method: str, quiet_errors: bool = False) -> int:
-    """One rank: a gloo default group (control traffic), then the tuner on it."""
-    import torch
-    import torch.distributed as dist
-
-    from .measure import run
-
-    if args.device == "cuda":
-        if not torch.cuda.is_available():
-            raise RuntimeError("--device cuda: torch sees no CUDA device")
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
-    dist.init_process_group(
-        "gloo",
-        init_method=init_method,
-        rank=rank,
-        world_size=world,
-        timeout=timedelta(seconds=args.timeout),
-    )
-    try:
-        run(
-            None,
-            device=args.device,
-            ops=args.ops,
-            sizes=args.sizes,
-            quick=args.quick,
-            out=args.out,
-            command=args.command,
-            progress=not args.no_progress,
-        )
-    except ValueError as error:
-        if quiet_errors:
-            args.usage_error = f"{error}\n"
-            return EXIT_USAGE
-        sys.stderr.write(f"{error}\n")
-        return EXIT_USAGE
-    finally:
-        dist.destroy_process_group()
-    return 0
-
-
-def options_file(args, folder: str) -> str:
-    path = os.path.join(folder, "tune-options.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(vars(args), f)
-    return path
-
-
-def load_options(path: str) -> argparse.Namespace:
-    with open(path, encoding="utf-8") as f:
-        return argparse.Namespace(**json.load(f))
-
-
-__all__ = ["main", "rank_main"]
+__all__ = ["main"]

@@ -11,7 +11,7 @@ import tempfile
 from ..bench import hosts as hosts_module
 from ..bench import netns as bench_netns
 from ..bench.rank import EXIT_RANK_FAILED, EXIT_USAGE
-from . import launch
+from . import rank as rank_module
 
 
 def main(args) -> int:
@@ -29,7 +29,7 @@ def main(args) -> int:
         f"xccl tune: {args.nranks} ranks on {args.netns_hosts} namespace hosts {layout}\n"
     )
     with tempfile.TemporaryDirectory(prefix="xccl-tune-netns-") as folder:
-        options = launch.options_file(args, folder)
+        options = rank_module.options_file(args, folder)
         with hosts_module.Hosts(args.netns_hosts) as made:
             procs, rank = [], 0
             for host, count in enumerate(layout):
@@ -67,9 +67,9 @@ def main(args) -> int:
 
 
 def _rank_main(path: str) -> int:
-    args = launch.load_options(path)
+    args = rank_module.load_options(path)
     env = os.environ
-    return launch.rank_main(args, int(env["RANK"]), int(env["WORLD_SIZE"]), "env://")
+    return rank_module.rank_main(args, int(env["RANK"]), int(env["WORLD_SIZE"]), "env://")
 
 
 if __name__ == "__main__":
