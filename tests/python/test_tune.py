@@ -95,6 +95,23 @@ def test_entries_only_where_a_candidate_wins_and_adjacent_wins_merge():
     assert "same as rule" in text and "+80%" in text and "3 of 4 sizes tuned" in text
 
 
+def test_a_winner_keeps_the_next_size_against_a_plan_only_faster_within_noise():
+    ring_2m = cands.Candidate("cpu", "tcp", "ring", 2 * MiB, cands.RING_OPS)
+    by_name = {**BY_NAME, ring_2m.name: ring_2m}
+    measured = measurements(
+        {
+            "rule": [40.0, 40.0, 40.0, 40.0],
+            RING.name: [7.0, 7.2, 7.0, 9.0],
+            ring_2m.name: [7.1, 7.0, 6.9, 4.0],  # within noise of RING but at 4M: clearly faster
+        }
+    )
+    entries = verdict.build_entries(measured, by_name, {}, "cpu")
+    assert [(e["min_bytes"], e["max_bytes"], e["ring_chunk_bytes"]) for e in entries] == [
+        (0, 1 * MiB, 512 * KiB),
+        (1 * MiB, None, 2 * MiB),
+    ]
+
+
 def test_a_wrong_result_disqualifies_the_candidate_at_every_size():
     measured = measurements(
         {"rule": [10.0, 50.0, 400.0, 9000.0], RING.name: [1.0, 5.0, 40.0, 900.0]},

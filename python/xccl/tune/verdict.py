@@ -61,11 +61,18 @@ def decide(measured: list, collective: str) -> list:
     bad = {name for (op, name) in wrong(measured) if op == collective}
     if not rule_ok(measured, collective):
         return [(size, rule, None) for size, rule, _ in per_size(measured, collective)]
-    decided = []
+    decided, previous = [], None
     for size, rule, others in per_size(measured, collective):
         winners = [r for name, r in others.items() if name not in bad and beats(r, rule)]
         best = min(winners, key=lambda r: r["median_us"], default=None)
+        # The previous size's winner stays where it also won and the fastest is not faster
+        # beyond its noise: plans that differ only in noise (ring chunks on small messages)
+        # would otherwise cut the table into alternating entries.
+        kept = next((r for r in winners if r["candidate"] == previous), None)
+        if kept is not None and not beats(best, kept):
+            best = kept
         decided.append((size, rule, best))
+        previous = best["candidate"] if best else None
     if collective in cands.WHOLE_RANGE_OPS:
         return whole_range(decided, measured, collective, bad)
     return decided
