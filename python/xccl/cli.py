@@ -1,4 +1,4 @@
-"""`python -m xccl <command>`: topo, env, plan, doctor, and bench (added by the benchmark tool).
+"""`python -m xccl <command>`: topo, env, plan, doctor, bench (the benchmark tool) and tune.
 
 Each command's module is imported only when that command runs, so `xccl env` stays cheap and a
 missing optional module (bench) fails with a message instead of breaking the other commands.
@@ -76,6 +76,12 @@ def _run_bench(argv: list) -> int:
         )
         return 2
     return bench.main(argv)
+
+
+def _run_tune(argv: list) -> int:
+    from . import tune
+
+    return tune.main(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -175,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Listed for --help; main() hands everything after "bench" to xccl.bench untouched.
     commands.add_parser("bench", help="collective benchmarks (xccl.bench)", add_help=False)
+    commands.add_parser(
+        "tune",
+        help="measure and verify the best plan per collective and size here (xccl.tune)",
+        add_help=False,
+    )
     return parser
 
 
@@ -182,6 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
         return int(_run_bench(argv[1:]) or 0)
+    if argv[:1] == ["tune"]:
+        return int(_run_tune(argv[1:]) or 0)
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
