@@ -335,6 +335,22 @@ def test_override_replaces_the_file_while_active(clean):
     assert tuning.source() == from_file
 
 
+def test_only_the_tuners_candidate_groups_run_unverified_kernels(clean, monkeypatch):
+    from xccl import verify
+
+    monkeypatch.setattr(verify, "_this_machine", lambda: (False, "no stamp"))
+    text = "xccl-tuning 1\nworld 2 1 one_host"
+    assert verify.kernels_verified() == (False, "no stamp")
+    with tuning.override(text, kernels_under_test=True):
+        verified, why = verify.kernels_verified()
+        assert verified and "python -m xccl tune" in why
+        with tuning.override(""):  # the rules' group inside: the machine's verdict again
+            assert verify.kernels_verified() == (False, "no stamp")
+    with tuning.override(text):
+        assert verify.kernels_verified() == (False, "no stamp")
+    assert not tuning.kernels_under_test()
+
+
 def test_save_keeps_the_other_devices_section_only_for_the_same_machine_and_world(clean):
     path = tuning.default_path()
     cpu = this_machine_table()

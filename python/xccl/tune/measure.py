@@ -81,16 +81,24 @@ def _hosts(control, world: int) -> int:
     return len(set(keys))
 
 
-def _new_group(text: str):
-    with tuning.override(text):
-        return dist.new_group(backend="xccl")
+def _new_group(text: str, device: str = "cpu"):
+    """An xccl group planning from `text`. On GPUs its GPU side, which asks whether kernels
+    may run when it is created at the group's first CUDA call, is created here too: a candidate's
+    group runs its kernels unverified (tune checks every result), the rules' group as this
+    machine's verification says."""
+    with tuning.override(text, kernels_under_test=device == "cuda" and bool(text)):
+        group = dist.new_group(backend="xccl")
+        if device == "cuda":
+            dist.all_reduce(torch.zeros(1, device=torch.cuda.current_device()), group=group)
+            torch.cuda.synchronize()
+        return group
 
 
-def _forced_group(candidate, world: dict):
+def _forced_group(candidate, world: dict, device: str = "cpu"):
     """(group, None) with the candidate's table in force; else (None, the group's own world
     read from the reason, for a retry) or (None, the reason) when the table was refused."""
     text = cands.forcing_text(candidate, world)
-    group = _new_group(text)
+    group = _new_group(text, device)
     in_force, why = _C._tuning_in_force(_backend(group))
     if in_force.split("\n") == text.split("\n") or in_force.split() == text.split():
         return group, None
@@ -181,7 +189,7 @@ def _tune(job) -> dict:
     """run()'s body; job holds its arguments, the control group and the groups it made."""
     rank, world_size, device, ops, sizes = job.rank, job.world_size, job.device, job.ops, job.sizes
     lead = rank == 0
-    rule_group = _new_group("")
+    rule_group = _new_group("", device)
     job.groups.append(rule_group)
     transport = _backend(rule_group).transport
     world = {"size": world_size, "hosts": 1, "locality": LOCALITY.get(transport, "none")}
@@ -194,10 +202,10 @@ def _tune(job) -> dict:
     )
     forced, refused = [], []
     for candidate in options:
-        made, why = _forced_group(candidate, world)
+        made, why = _forced_group(candidate, world, device)
         if isinstance(why, dict):  # the group counts its hosts otherwise: follow the group
             world = why
-            made, why = _forced_group(candidate, world)
+            made, why = _forced_group(candidate, world, device)
         if made is None:
             refused.append(f"{candidate.label}: {why}")
             continue
