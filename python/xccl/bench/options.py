@@ -210,6 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="backend to compare with: gloo on CPU, nccl on GPU (default), or 'none' to skip",
     )
     who.add_argument(
+        "--tuning",
+        metavar="FILE|off",
+        help="the tested xccl group plans from FILE's tuning table (python -m xccl tune, "
+        "docs/tuning.md), 'off': from the built-in rules; an xccl reference plans from the rules, "
+        "so --reference xccl --tuning FILE measures tuned against untuned in one run (default: "
+        "every group plans from the table in force)",
+    )
+    who.add_argument(
         "--nranks",
         "-n",
         type=int,
@@ -382,5 +390,11 @@ def parse_args(argv) -> argparse.Namespace:
             parser.error("--netns-hosts needs 2 to --nranks hosts (every host runs a rank)")
         if args.csv or args.plot or args.graph or args.device == "cuda":
             parser.error("--netns-hosts measures CPU ranks and writes --json only")
+    from . import tuned  # torch and the table's checks: only once the options parsed
+
+    try:
+        args.tuning_text = tuned.table_text(args.tuning)
+    except ValueError as error:
+        parser.error(f"--tuning: {error}")
     args.argv = list(argv)
     return args

@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 import xccl  # registers the "xccl" backend with torch.distributed
 
-from . import method, onesided, onesided_report, report
+from . import method, onesided, onesided_report, report, tuned
 from .load import Load
 from .options import BATCH_CALLS, DTYPES, ONE_SIDED, format_size
 
@@ -326,10 +326,24 @@ def metadata(args, world: int, device: torch.device, sides: list) -> dict:
         },
         # The GPU route xccl was told to take (docs/environment.md); None: its own plan.
         "xccl_gpu_algo": os.environ.get("XCCL_GPU_ALGO") or None,
+        # --tuning: the table the tested xccl group planned from (None: the one in force).
+        "tuning": args.tuning,
         # --share-gpu: every rank on cuda:0, so no reference can be NCCL.
         "share_gpu": bool(getattr(args, "share_gpu", False)),
         "argv": args.argv,
     }
+
+
+def _side(args, role: str, name: str, timeout: timedelta) -> Side:
+    """The `role` side's group, planning from the table --tuning gives it (bench/tuned.py)."""
+    text = tuned.side_text(args.tuning_text, role, name)
+    with tuned.planning_from(text):
+        group = dist.new_group(backend=name, timeout=timeout)
+    if text:
+        why = tuned.in_force(group)
+        if why != "rank 0's table":
+            raise SystemExit(f"xccl bench: --tuning {args.tuning} does not apply here: {why}")
+    return Side(role, tuned.side_name(args.tuning_text, role, name), group)
 
 
 def run(args, rank: int, world: int, local_rank: int, init_method: str, launched: bool) -> int:
@@ -343,13 +357,9 @@ def run(args, rank: int, world: int, local_rank: int, init_method: str, launched
         CONTROL_BACKEND, init_method=init_method, rank=rank, world_size=world, timeout=timeout
     )
     try:
-        sides = [
-            Side("backend", args.backend, dist.new_group(backend=args.backend, timeout=timeout))
-        ]
+        sides = [_side(args, "backend", args.backend, timeout)]
         if reference:
-            sides.append(
-                Side("reference", reference, dist.new_group(backend=reference, timeout=timeout))
-            )
+            sides.append(_side(args, "reference", reference, timeout))
         with Load.for_rank(args, rank, local_rank) as load:
             return _run_sizes(
                 Rank(args, rank, world, device, sides), metadata(args, world, device, sides), load
