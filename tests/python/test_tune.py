@@ -44,6 +44,30 @@ def test_verdict_needs_gain_and_p90_below_the_rule_median():
     assert verdict.gain(rule, row("all_reduce", 1024, RING.name, 80.0)) == pytest.approx(0.25)
 
 
+def test_a_win_counts_only_when_a_second_timing_repeats_it():
+    first = [
+        row("all_reduce", 1024, "rule", 100.0),
+        row("all_reduce", 1024, RING.name, 70.0),
+        row("all_reduce", 1024, "tcp_direct", 99.0),
+    ]
+    assert verdict.winners(first) == [RING.name]
+    # The second run: the rule was faster and the ring slower; each keeps its worse showing
+    # for the ring: the rule's 80 (its faster run) against the ring's 78 (its slower) is no win.
+    again = [row("all_reduce", 1024, "rule", 80.0), row("all_reduce", 1024, RING.name, 78.0)]
+    rows = verdict.confirmed(first, again)
+    assert [r["median_us"] for r in rows] == [80.0, 78.0, 99.0]
+    assert verdict.winners(rows) == []
+    # Repeated clearly: the win stands, with the conservative numbers.
+    again = [row("all_reduce", 1024, "rule", 105.0), row("all_reduce", 1024, RING.name, 72.0)]
+    rows = verdict.confirmed(first, again)
+    assert [r["median_us"] for r in rows] == [100.0, 72.0, 99.0]
+    assert verdict.winners(rows) == [RING.name]
+    # Wrong in the second run: wrong for good, whichever run's numbers are kept.
+    bad = dict(row("all_reduce", 1024, RING.name, 60.0), verified=False)
+    rows = verdict.confirmed(first, [row("all_reduce", 1024, "rule", 100.0), bad])
+    assert not rows[1]["verified"] and verdict.winners(rows) == []
+
+
 def test_class_bounds_are_geometric_means_from_zero_to_inf():
     assert cands.class_bounds([1 * KiB, 16 * KiB, 256 * KiB]) == [
         (0, 4 * KiB),

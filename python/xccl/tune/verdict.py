@@ -34,6 +34,32 @@ def beats(candidate: dict, rule: dict) -> bool:
     )
 
 
+def winners(rows: list) -> list:
+    """The candidates that beat the rule in one size's rows (verified ones only)."""
+    rule = next((r for r in rows if r["candidate"] == RULE), None)
+    return [
+        r["candidate"]
+        for r in rows
+        if rule and r["candidate"] != RULE and r["verified"] and beats(r, rule)
+    ]
+
+
+def confirmed(first: list, again: list) -> list:
+    """One size's rows after a second timing of the rule and the first run's winners (`again`):
+    the rule keeps its faster run and each candidate its slower, so a candidate beats the rule
+    only where it did in both runs (one run's gap on oversubscribed cores can be noise). A
+    result wrong in either run stays wrong."""
+    by_name = {r["candidate"]: dict(r) for r in first}
+    for row in again:
+        before = by_name[row["candidate"]]
+        faster = row["median_us"] < before["median_us"]
+        if faster == (row["candidate"] == RULE):
+            by_name[row["candidate"]] = dict(row, verified=row["verified"] and before["verified"])
+        else:
+            before["verified"] = before["verified"] and row["verified"]
+    return [by_name[r["candidate"]] for r in first]
+
+
 def wrong(measured: list) -> dict:
     """(collective, candidate) -> sorted sizes whose result was not exact."""
     found = {}
