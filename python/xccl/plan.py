@@ -97,7 +97,7 @@ def kernels_verdict(choice: str, topology_file: str | None) -> tuple[bool, str]:
 def _measured(tuned_ns: int, rule_ns: int) -> str:
     if not tuned_ns or not rule_ns:
         return "; not measured"
-    gain = (rule_ns - tuned_ns) / rule_ns * 100
+    gain = (rule_ns / tuned_ns - 1) * 100  # as tune's summary: rule time / tuned time - 1
     return f"; {tuned_ns / 1000:.1f} us vs rule {rule_ns / 1000:.1f} us, gain {gain:+.0f}%"
 
 

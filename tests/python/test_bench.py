@@ -584,3 +584,38 @@ def test_the_parent_stops_ranks_that_outlive_the_time_limit(capfd):
     )
     assert "--time-limit 3 s" in err
     assert took < 30
+
+
+# ---------------------------------------------------------------------------------------------
+# Several runs folded (bench/repeats.py)
+
+
+def test_repeats_fold_runs_into_medians_and_mark_the_tuned_sizes():
+    repeats = load("bench.repeats")
+
+    def run(times):
+        return {
+            "results": [
+                {
+                    "op": op,
+                    "bytes": nbytes,
+                    "backend": {"median_us": mine},
+                    "reference": {"median_us": theirs},
+                }
+                for (op, nbytes), (mine, theirs) in times.items()
+            ]
+        }
+
+    runs = [
+        run({("broadcast", 1024): (10.0, 40.0), ("broadcast", 1 << 20): (100.0, 90.0)}),
+        run({("broadcast", 1024): (20.0, 40.0), ("broadcast", 1 << 20): (100.0, 110.0)}),
+        run({("broadcast", 1024): (10.0, 50.0), ("broadcast", 1 << 20): (100.0, 100.0)}),
+    ]
+    table = {"cpu": {"entries": [{"collective": "broadcast", "min_bytes": 0, "max_bytes": 65536}]}}
+    folded = repeats.rows(repeats.speedups(runs), repeats.tuned_ranges(table))
+    assert [(r["bytes"], r["median"], r["mark"]) for r in folded] == [
+        (1024, 4.0, "tuned"),
+        (1 << 20, 1.0, "same plan"),
+    ]
+    assert folded[0]["runs"] == [4.0, 2.0, 5.0]
+    assert "4.00x  4.00 2.00 5.00  tuned" in repeats.format_rows(folded)

@@ -427,7 +427,7 @@ def test_plan_marks_each_row_tuned_or_rule_with_the_measured_times(clean, capsys
     small, large = rows[("all_reduce", "1", "KiB")], rows[("all_reduce", "1", "MiB")]
     assert small[3:6] == ["shm", "two_shot", "tuned"]
     assert lines[2 + [line.split()[:3] for line in lines[2:]].index(list(small[:3]))].endswith(
-        "; 12.5 us vs rule 15.2 us, gain +18%"
+        "; 12.5 us vs rule 15.2 us, gain +22%"
     )
     assert large[5] == "rule" and "gain" not in " ".join(large)
     assert rows[("broadcast", "1", "KiB")][5] == "rule"  # no entry for it

@@ -22,7 +22,7 @@ import tempfile
 import time
 
 from . import hosts as hosts_module
-from . import onesided_report
+from . import onesided_report, tuned
 from .load import Load
 from .options import ONE_SIDED, format_size
 from .rank import EXIT_CHECK_FAILED, EXIT_RANK_FAILED, EXIT_USAGE, FAILURE_GRACE_S, run_rank
@@ -56,7 +56,7 @@ def main(args) -> int:
         with hosts_module.Hosts(args.netns_hosts) as made:
             for net in args.nets:
                 sys.stderr.write(
-                    f"xccl bench: xccl over {net} vs gloo, {args.nranks} ranks on "
+                    f"xccl bench: xccl over {net} vs {_reference(args)}, {args.nranks} ranks on "
                     f"{args.netns_hosts} namespace hosts {layout(args.nranks, made.count)}\n"
                 )
                 code = _run(made, args, net, folder)
@@ -68,7 +68,9 @@ def main(args) -> int:
     records = merge(runs)
     for op in args.ops:
         table = onesided_report.netns_table if op in ONE_SIDED else format_table
-        print(table([r for r in records if r["op"] == op], title(op, args)) + "\n")
+        print(
+            table([r for r in records if r["op"] == op], title(op, args, _reference(args))) + "\n"
+        )
     lines = onesided_report.netns_summary([r for r in records if r["op"] in ONE_SIDED])
     if lines:
         print("\n".join(["One-sided across hosts:"] + ["  " + line for line in lines]))
@@ -195,7 +197,14 @@ def _merge_level(runs: dict, pick) -> dict:
     return merged
 
 
-def title(op: str, args) -> str:
+def _reference(args) -> str:
+    """The reference's name as the tables print it (the JSON keeps it under "gloo" whatever it
+    is: the records' shape predates other references)."""
+    name = "gloo" if args.reference == "auto" else args.reference
+    return tuned.side_name(getattr(args, "tuning_text", None), "reference", name)
+
+
+def title(op: str, args, reference: str = "gloo") -> str:
     where = (
         f"{args.dtype}, {args.nranks} ranks on {args.netns_hosts} namespace hosts "
         f"{layout(args.nranks, args.netns_hosts)}"
@@ -204,7 +213,7 @@ def title(op: str, args) -> str:
         return (
             f"# {op}  {where}, rank 0 -> rank {args.nranks - 1}: GB/s; ratio = {op} GB/s / theirs"
         )
-    return f"# {op}  {where}: busbw GB/s; x gloo = gloo time / xccl time"
+    return f"# {op}  {where}: busbw GB/s; x {reference} = {reference} time / xccl time"
 
 
 def format_table(records: list, heading: str = "") -> str:
@@ -212,16 +221,17 @@ def format_table(records: list, heading: str = "") -> str:
     if not records:
         return ""
     nets = list(records[0]["nets"])
+    ref = next((r["gloo"]["name"] for r in records if r.get("gloo")), "gloo")
     checked = any(side.get("check") for r in records for side in r["nets"].values())
     header = ["size"]
     for net in nets:
-        header += [f"xccl/{net}", "x gloo"]
-    header.append("gloo")
+        header += [f"xccl/{net}", f"x {ref}"]
+    header.append(ref)
     load = next((r["loaded"]["load"] for r in records if r.get("loaded")), None)
     if load is not None:  # the same sizes with --load N busy processes (load.py)
         for net in nets:
-            header += [f"load {load}: xccl/{net}", "x gloo"]
-        header.append("gloo")
+            header += [f"load {load}: xccl/{net}", f"x {ref}"]
+        header.append(ref)
     if checked:
         header.append("check")
     rows = [header]

@@ -393,7 +393,7 @@ def parse_args(argv) -> argparse.Namespace:
     from . import tuned  # torch and the table's checks: only once the options parsed
 
     try:
-        args.tuning_text = tuned.table_text(args.tuning)
+        args.tuning_text = tuned.table_text(args.tuning, here=not args.netns_hosts)
     except ValueError as error:
         parser.error(f"--tuning: {error}")
     args.argv = list(argv)

@@ -10,23 +10,28 @@ from __future__ import annotations
 
 import contextlib
 
-import torch
+# torch and xccl.tuning are imported where used: the report side (netns.py) names sides without
+# them.
 
-from .. import tuning
 
-
-def table_text(choice: str | None) -> str | None:
+def table_text(choice: str | None, here: bool = True) -> str | None:
     """The canonical text for --tuning's value (None: the option was not given; "": off).
-    ValueError with the reason for a file that is not a table or was made on another machine."""
+    ValueError with the reason for a file that is not a table or, when the ranks run `here`,
+    was made on another machine. Ranks in namespace hosts (--netns-hosts) see another NIC set
+    than this process (none of the physical NICs), as the tune run that made such a table did."""
     if choice is None:
         return None
     if choice == "off":
         return ""
+    from .. import tuning
+
     table, why = tuning.load(choice)
     if table is None:
         raise ValueError(why)
-    here = {s: tuning.fingerprint(d) for d, s in tuning.SECTIONS.items() if table[s] is not None}
-    refused = tuning.check_machine(table, here)
+    if not here:
+        return tuning.canonical(table)
+    ours = {s: tuning.fingerprint(d) for d, s in tuning.SECTIONS.items() if table[s] is not None}
+    refused = tuning.check_machine(table, ours)
     if refused:
         raise ValueError(f"{choice} was made on another machine ({refused})")
     return tuning.canonical(table)
@@ -52,12 +57,16 @@ def planning_from(text: str | None):
     if text is None:
         yield
         return
+    from .. import tuning
+
     with tuning.override(text):
         yield
 
 
 def in_force(group) -> str:
     """Why the xccl group plans as it does: "rank 0's table", "no table: ..." (_C's answer)."""
+    import torch
+
     from .. import _C
 
     return _C._tuning_in_force(group._get_backend(torch.device("cpu")))[1]
