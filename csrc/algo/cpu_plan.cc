@@ -6,7 +6,6 @@
 #include "algo/tuning.h"
 
 namespace xccl::algo {
-namespace {
 
 bool hasRing(Collective collective) {
   switch (collective) {
@@ -17,6 +16,8 @@ bool hasRing(Collective collective) {
     default: return true;
   }
 }
+
+namespace {
 
 bool isReduction(Collective collective) {
   return collective == Collective::kAllReduce || collective == Collective::kReduce;

@@ -33,6 +33,17 @@ enum class Collective {
   kBarrier,
 };
 
+// Every collective, in the enum's order (tables and tests iterate over it).
+inline constexpr Collective kCpuCollectives[] = {Collective::kAllReduce,     Collective::kAllGather,
+                                                 Collective::kReduceScatter, Collective::kBroadcast,
+                                                 Collective::kReduce,        Collective::kAllToAll,
+                                                 Collective::kGather,        Collective::kScatter,
+                                                 Collective::kBarrier};
+
+// Whether the network transport has a ring for `collective`: all but all_to_all, gather,
+// scatter and barrier, which only have direct.
+bool hasRing(Collective collective);
+
 // Which shared memory a group has (the backend finds out at group creation).
 enum class Locality {
   kNone,  // none: every collective over the network transport

@@ -8,19 +8,9 @@
 namespace xccl::algo {
 namespace {
 
-constexpr Collective kCpuCollectives[] = {Collective::kAllReduce,     Collective::kAllGather,
-                                          Collective::kReduceScatter, Collective::kBroadcast,
-                                          Collective::kReduce,        Collective::kAllToAll,
-                                          Collective::kGather,        Collective::kScatter,
-                                          Collective::kBarrier};
 constexpr GpuCollective kGpuCollectives[] = {GpuCollective::kAllReduce, GpuCollective::kAllGather,
                                              GpuCollective::kReduceScatter,
                                              GpuCollective::kBroadcast, GpuCollective::kAllToAll};
-
-bool hasRing(Collective c) {
-  return c != Collective::kAllToAll && c != Collective::kGather && c != Collective::kScatter &&
-         c != Collective::kBarrier;
-}
 
 // The table's names of the GPU kernels: one per kernel family, whatever the collective.
 const char* gpuKernelWord(GpuKernel kernel) {

@@ -13,12 +13,6 @@
 namespace xccl::algo {
 namespace {
 
-constexpr Collective kCpuCollectives[] = {Collective::kAllReduce,     Collective::kAllGather,
-                                          Collective::kReduceScatter, Collective::kBroadcast,
-                                          Collective::kReduce,        Collective::kAllToAll,
-                                          Collective::kGather,        Collective::kScatter,
-                                          Collective::kBarrier};
-
 std::vector<size_t> grid() {
   std::vector<size_t> sizes{0, 1, 7};
   for (size_t s = 64; s <= 256 * kMiB; s *= 4) {
