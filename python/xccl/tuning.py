@@ -231,22 +231,23 @@ def override(text: str | None, kernels_under_test: bool = False) -> Iterator[Non
     GPU sides created meanwhile may plan xccl's kernels on a machine where they were not
     verified (verify.kernels_verified), because the tuner checks every result they give exactly
     before one may win; nothing else sets it."""
-    _overrides.append((text or "", kernels_under_test))
+    _overrides.append(text or "")
     try:
-        yield
+        with verify.trusting_kernels(kernels_under_test):
+            yield
     finally:
         _overrides.pop()
 
 
 def kernels_under_test() -> bool:
     """Whether the innermost override() lets unverified kernels run (see there)."""
-    return bool(_overrides) and _overrides[-1][1]
+    return verify.kernels_trusted()
 
 
 def _resolve() -> tuple[dict | None, str, str, str]:
     """(table, text, why, problem): problem is what deserves a warning ("" when none)."""
     if _overrides:
-        return None, _overrides[-1][0], "set by xccl.tune", ""
+        return None, _overrides[-1], "set by xccl.tune", ""
     switch = os.environ.get("XCCL_TUNING", "")
     if switch.strip().lower() in OFF_SPELLINGS:
         return None, "", f"XCCL_TUNING={switch}", ""

@@ -16,6 +16,7 @@ whole group (net/agree.h, agreeOnRankZero), so every rank plans alike.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -24,7 +25,7 @@ import re
 import tempfile
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 STAMP_NAME = "kernels-verified.json"
 STAMP_FORMAT = "xccl-kernel-stamp"
@@ -211,12 +212,28 @@ def _this_machine() -> tuple[bool, str]:
         return False, f"could not read this machine's facts ({type(error).__name__}: {error})"
 
 
+_trusted: list = []  # one entry per active trusting_kernels(): whether it trusts them
+
+
+@contextlib.contextmanager
+def trusting_kernels(trust: bool) -> Iterator[None]:
+    """While active with trust, GPU sides created in this process count xccl's kernels as
+    verified: only `python -m xccl tune`'s candidate groups (tuning.override's
+    kernels_under_test), which run the kernels to verify them and check every result exactly."""
+    _trusted.append(trust)
+    try:
+        yield
+    finally:
+        _trusted.pop()
+
+
+def kernels_trusted() -> bool:
+    return bool(_trusted) and _trusted[-1]
+
+
 def kernels_verified() -> tuple[bool, str]:
     """This machine's answer, once per process (what the backend asks at a GPU side's creation),
-    except for the groups `python -m xccl tune` measures kernels in (tuning.override's
-    kernels_under_test): they run the kernels to verify them, every result checked exactly."""
-    from . import tuning  # tuning imports this module
-
-    if tuning.kernels_under_test():
+    except inside trusting_kernels(True)."""
+    if kernels_trusted():
         return True, "under test by python -m xccl tune, which checks every result exactly"
     return _this_machine()
