@@ -6,6 +6,7 @@
 
 #include "backend/core/work.h"
 #include "backend/process_group.h"
+#include "backend/python_held.h"
 #include "backend/recorder/flight_recorder.h"
 #include "backend/window/window.h"
 
@@ -92,15 +93,7 @@ PYBIND11_MODULE(_C, m) {
           setVendorFactory(nullptr);
           return;
         }
-        // Held with the GIL taken for its last release: the factory may outlive any thread
-        // that holds the GIL (it is dropped at exit, or when replaced).
-        auto held =
-            std::shared_ptr<py::object>(new py::object(std::move(factory)), [](py::object* f) {
-              if (Py_IsInitialized()) {
-                py::gil_scoped_acquire gil;
-                delete f;
-              }
-            });
+        auto held = holdPython(std::move(factory));
         setVendorFactory([held](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                 std::chrono::milliseconds timeout, const std::string& groupName) {
           py::gil_scoped_acquire gil;
@@ -120,13 +113,7 @@ PYBIND11_MODULE(_C, m) {
           setKernelCheck(nullptr);
           return;
         }
-        auto held =
-            std::shared_ptr<py::object>(new py::object(std::move(check)), [](py::object* f) {
-              if (Py_IsInitialized()) {
-                py::gil_scoped_acquire gil;
-                delete f;
-              }
-            });
+        auto held = holdPython(std::move(check));
         setKernelCheck([held]() -> KernelCheckResult {
           py::gil_scoped_acquire gil;
           // A check that raises or answers oddly means "not verified", never a failed group.

@@ -11,6 +11,7 @@
 #include "algo/tunables.h"
 #include "backend/core/group_core.h"
 #include "backend/process_group.h"
+#include "backend/python_held.h"
 
 namespace py = pybind11;
 
@@ -24,14 +25,7 @@ void bindTuning(py::module& m) {
           setTuningSource(nullptr);
           return;
         }
-        // Dropped with the GIL taken, as the kernel check is: it may outlive any GIL holder.
-        auto held =
-            std::shared_ptr<py::object>(new py::object(std::move(source)), [](py::object* f) {
-              if (Py_IsInitialized()) {
-                py::gil_scoped_acquire gil;
-                delete f;
-              }
-            });
+        auto held = holdPython(std::move(source));
         setTuningSource([held]() -> algo::TuningAnswer {
           py::gil_scoped_acquire gil;
           // A source that raises or answers oddly means no table, never a failed group.

@@ -239,11 +239,6 @@ def override(text: str | None, kernels_under_test: bool = False) -> Iterator[Non
         _overrides.pop()
 
 
-def kernels_under_test() -> bool:
-    """Whether the innermost override() lets unverified kernels run (see there)."""
-    return verify.kernels_trusted()
-
-
 def _resolve() -> tuple[dict | None, str, str, str]:
     """(table, text, why, problem): problem is what deserves a warning ("" when none)."""
     if _overrides:

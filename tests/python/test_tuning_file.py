@@ -348,7 +348,7 @@ def test_only_the_tuners_candidate_groups_run_unverified_kernels(clean, monkeypa
             assert verify.kernels_verified() == (False, "no stamp")
     with tuning.override(text):
         assert verify.kernels_verified() == (False, "no stamp")
-    assert not tuning.kernels_under_test()
+    assert not verify.kernels_trusted()
 
 
 def test_save_keeps_the_other_devices_section_only_for_the_same_machine_and_world(clean):

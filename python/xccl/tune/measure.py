@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
 import time
 
 import torch
@@ -65,20 +64,6 @@ def _layout(op: str, size: int, world: int) -> dict | None:
 
 def _backend(group):
     return group._get_backend(torch.device("cpu"))
-
-
-def _hosts(control, world: int) -> int:
-    """Hosts as xccl tells them apart (csrc/topo/host.cc: hostname and boot id, or
-    XCCL_SHM_HOST_ID where set)."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            boot = f.read().strip()
-    except OSError:
-        boot = ""
-    mine = os.environ.get("XCCL_SHM_HOST_ID") or f"{socket.gethostname()} {boot}"
-    keys = [None] * world
-    dist.all_gather_object(keys, mine, group=control)
-    return len(set(keys))
 
 
 def _new_group(text: str, device: str = "cpu"):
@@ -193,8 +178,8 @@ def _tune(job) -> dict:
     job.groups.append(rule_group)
     transport = _backend(rule_group).transport
     world = {"size": world_size, "hosts": 1, "locality": LOCALITY.get(transport, "none")}
-    if world["locality"] != "one_host":
-        world["hosts"] = _hosts(job.control, world_size)
+    # Hosts: the first candidate's group says how many it counts (its table is refused with
+    # "group is W/H/L" unless they match), and every later candidate follows that shape.
     options = (
         cands.gpu_candidates(ops)
         if device == "cuda"
