@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 import torch
 import torch.distributed as dist
-from dist_harness import HOST, checks_test
+from dist_harness import HOST, checks_test, transport_cases
 
 pytestmark = pytest.mark.skipif(
     not hasattr(dist, "_new_window"), reason="this torch has no one-sided windows (torch 2.14+)"
@@ -226,11 +226,12 @@ class _RewritingStore(dist.Store):
 HOSTILE_TIMEOUT_S = 30
 
 
-@checks_test((2,), min_checks=6)
+@checks_test(transport_cases(tcp_worlds=(2,), worlds=(2,)), min_checks=6)
 def test_record_larger_than_its_window_fails_registration_on_every_rank(chk, rank, world):
     """The issue's record: rank 1's 4 KiB window (1024 floats) claimed as 2**30 floats. Before the
     check, every rank registered and rank 0's map_remote_tensor(1) was a 4 GiB view of the 4 KiB
-    mapping, whose last element killed rank 0 with SIGSEGV."""
+    mapping, whose last element killed rank 0 with SIGSEGV. Over TCP (no mapping) the record is
+    checked against the size rank 1 registered with the transport."""
     from xccl import _C
 
     store = _RewritingStore(
@@ -252,7 +253,8 @@ def test_record_larger_than_its_window_fails_registration_on_every_rank(chk, ran
         error = None
     except Exception as e:  # noqa: BLE001 (its type is checked below)
         error = e
-    if error is None and rank == 0:
+    mapped = group.transport == "shm"
+    if error is None and rank == 0 and mapped:
         view = win.map_remote_tensor(1)
         # The unfixed code: 2**30 elements over 4 KiB; reading the last one is past the mapping.
         chk.fail("rank 1's view", f"{view.numel()} elements: last is {view[-1].item()}")
@@ -275,10 +277,16 @@ def test_record_larger_than_its_window_fails_registration_on_every_rank(chk, ran
         f"{time.time() - started:.1f} s",
     )
     # The window is left unregistered, not broken: the next registration (its record untouched)
-    # works, and rank 1's view is its real 1024 floats.
+    # works; rank 1's view is its real 1024 floats, and a put to its last element lands.
     win.tensor_register(t)
     if rank == 0:
-        view = win.map_remote_tensor(1)
-        chk.equal("rank 1's view after", view, torch.arange(1024, dtype=torch.float32) + 1000)
+        if mapped:
+            view = win.map_remote_tensor(1)
+            chk.equal("rank 1's view after", view, torch.arange(1024, dtype=torch.float32) + 1000)
+        win.put(torch.tensor([-1.0]), 1, 1023, False)
+        win.signal(1, False)
+    else:
+        win.wait_signal(0, False)
+        chk.true("a put to rank 1's last element after", t[1023].item() == -1.0, str(t[1023]))
     dist.barrier()
     win.tensor_deregister()
