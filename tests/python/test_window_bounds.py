@@ -290,3 +290,12 @@ def test_record_larger_than_its_window_fails_registration_on_every_rank(chk, ran
         chk.true("a put to rank 1's last element after", t[1023].item() == -1.0, str(t[1023]))
     dist.barrier()
     win.tensor_deregister()
+    # A dtype whose elements a peer's view could not hold (quantized: from_blob has no
+    # quantizer) is refused on every rank, as the records naming one are.
+    q = torch.quantize_per_tensor(torch.zeros(16), 0.1, 0, torch.qint8)
+    chk.raises(
+        "registering a quantized tensor",
+        lambda: win.tensor_register(q),
+        types=(ValueError,),
+        match="cannot hold",
+    )
