@@ -49,4 +49,24 @@ WindowRecord parseWindowRecord(const std::string& text) {
   return record;
 }
 
+std::string checkWindowFits(const WindowRecord& record, size_t elementSize, uint64_t mappedBytes,
+                            bool registered) {
+  const std::string shape = detail::concat(record.numel, " elements of ", elementSize, " bytes");
+  if (elementSize == 0) return detail::concat("its dtype ", record.dtype, " has no element size");
+  uint64_t bytes = 0;
+  if (record.numel < 0 ||
+      __builtin_mul_overflow(static_cast<uint64_t>(record.numel), elementSize, &bytes)) {
+    return detail::concat("its shape of ", shape, " passes 2^64 bytes");
+  }
+  if (bytes != mappedBytes) {
+    return detail::concat("its shape of ", shape, " (", bytes, " bytes) is not its window of ",
+                          mappedBytes, " bytes");
+  }
+  if (registered && record.remote.bytes != mappedBytes) {
+    return detail::concat("it registered ", record.remote.bytes,
+                          " bytes with the transport, not its window's ", mappedBytes);
+  }
+  return "";
+}
+
 }  // namespace xccl::net

@@ -2,10 +2,12 @@
 // that reads one. The first byte picks the parser, the rest is the value. What must hold beyond
 // ASan/UBSan: bad input is refused with xccl::Error carrying a message (never another exception),
 // an accepted value is within its bounds, and formatting it again gives a value that parses alike.
-// Seeds: make_seeds.py.
+// A window record is also checked against a window size from the input, as registration checks it
+// against the mapped memory. Seeds: make_seeds.py.
 #include <arpa/inet.h>
 #include <net/if.h>
 
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -210,6 +212,29 @@ void windowRecord(const std::string& text) {
           "window record round trip");
 }
 
+// "<mapped bytes> <element size> <registered 0|1> <record>": a peer's record checked against the
+// memory behind it (window.cc's registration), with that memory's size from the input too.
+// Whatever passes describes at most the mapped bytes, counted without overflow.
+void windowFits(const std::string& text) {
+  uint64_t mapped = 0, elementSize = 0, registered = 0;
+  const char* at = text.data();
+  const char* end = text.data() + text.size();
+  for (uint64_t* field : {&mapped, &elementSize, &registered}) {
+    const auto [stop, error] = std::from_chars(at, end, *field);
+    if (error != std::errc() || stop == end || *stop != ' ') return;
+    at = stop + 1;
+  }
+  const WindowRecord record = parseWindowRecord(std::string(at, end));
+  const std::string why =
+      checkWindowFits(record, static_cast<size_t>(elementSize), mapped, registered % 2 == 1);
+  if (!why.empty()) return;
+  unsigned __int128 bytes = static_cast<unsigned __int128>(record.numel) * elementSize;
+  require(record.numel >= 0 && elementSize > 0, "a window without elements of a size passed");
+  require(bytes <= mapped, "a window that passes its mapping passed");
+  require(registered % 2 == 0 || record.remote.bytes == mapped,
+          "a registration of another size passed");
+}
+
 // Rank 0's tuning table as every rank parses it at group creation (algo/tuning_agree.h).
 void tuningTable(const std::string& text) {
   const algo::TuningAgreement verdict =
@@ -255,7 +280,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 4: return ipcRecord(bytes);
       case 5: return census(text);
       case 6: return shmRecord(data[0] / 9, text);
-      case 7: return windowRecord(text);
+      // 7, 25, ...: the record alone; 16, 34, ...: against the memory behind it.
+      case 7: return data[0] / 9 % 2 == 1 ? windowFits(text) : windowRecord(text);
       // 8, 26, ...: IPv6 more often; 17, 35, ...: a tuning table.
       default: return data[0] / 9 % 2 == 1 ? tuningTable(text) : address("[" + text);
     }

@@ -176,6 +176,10 @@ def store_value_seeds():
         "ring": (15, b"+1048576 xccl-p2p-4242-0123456789abcdef"),
         "window_file": (24, b"+8192 xccl-w4242-0123456789abcdef"),
         "window": (7, b"6 140000000000 4096 81985529216486895 0 2 32 32"),
+        # "<mapped bytes> <element size> <registered> <record>": an exact fit, and the issue's
+        # 2^30 floats over a 4 KiB window.
+        "window_fits": (16, b"4096 4 1 6 140000000000 4096 81985529216486895 0 2 32 32"),
+        "window_too_big": (16, b"4096 4 0 6 0 0 0 0 1 1073741824"),
         "address_v6": (8, b"::ffff:10.0.0.1]:80"),
         "tuning": (
             17,

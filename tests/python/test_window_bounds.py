@@ -2,14 +2,20 @@
 offsets, strides, page indices and page sizes near 2**63, where an unchecked product or sum wraps
 to an address inside (or before) the target's mapping. Each must be a ValueError naming the
 sizes, with nothing written on any rank. Also: puts whose source is the target memory itself (a
-view of one's own window) read every element as it was before the call."""
+view of one's own window) read every element as it was before the call; and a peer's window
+record rewritten in the store to a shape larger than its window, which must fail the
+registration on every rank instead of handing out a view past the mapping."""
 
 from __future__ import annotations
+
+import re
+import time
+from datetime import timedelta
 
 import pytest
 import torch
 import torch.distributed as dist
-from dist_harness import checks_test
+from dist_harness import HOST, checks_test, transport_cases
 
 pytestmark = pytest.mark.skipif(
     not hasattr(dist, "_new_window"), reason="this torch has no one-sided windows (torch 2.14+)"
@@ -166,3 +172,130 @@ def test_overlapping_self_puts_read_the_source_first(chk, rank, world):
     )
     dist.barrier()
     win.tensor_deregister()
+
+
+class _RewritingStore(dist.Store):
+    """A group's store as the other ranks see it once someone rewrote `victim`'s window record
+    of the first registration (csrc/net/window_record.h: "<dtype> <address> <bytes> <key>
+    <hostKey> <dims> <size>...") to the shape `sizes`. The victim reads its own record from
+    memory, not from the store, so it alone sees the truth."""
+
+    def __init__(self, inner, victim: int, sizes: list[int]):
+        super().__init__()
+        self.inner = inner
+        self.key = re.compile(rf"xccl/win/\d+/reg1/info/{victim}$")
+        self.sizes = sizes
+        self.rewritten = 0
+
+    def set(self, key, value):
+        self.inner.set(key, value)
+
+    def get(self, key):
+        value = self.inner.get(key)
+        if not self.key.search(key):
+            return value
+        fields = value.decode().split(" ")[:5]
+        self.rewritten += 1
+        return " ".join(fields + [str(len(self.sizes))] + [str(s) for s in self.sizes]).encode()
+
+    def add(self, key, value):
+        return self.inner.add(key, value)
+
+    def compare_set(self, key, expected, desired):
+        return self.inner.compare_set(key, expected, desired)
+
+    def check(self, keys):
+        return self.inner.check(keys)
+
+    def delete_key(self, key):
+        return self.inner.delete_key(key)
+
+    def num_keys(self):
+        return self.inner.num_keys()
+
+    def set_timeout(self, timeout):
+        self.inner.set_timeout(timeout)
+
+    def wait(self, keys, timeout=None):
+        if timeout is None:
+            self.inner.wait(keys)
+        else:
+            self.inner.wait(keys, timeout)
+
+
+HOSTILE_TIMEOUT_S = 30
+
+
+@checks_test(transport_cases(tcp_worlds=(2,), worlds=(2,)), min_checks=6)
+def test_record_larger_than_its_window_fails_registration_on_every_rank(chk, rank, world):
+    """The issue's record: rank 1's 4 KiB window (1024 floats) claimed as 2**30 floats. Before the
+    check, every rank registered and rank 0's map_remote_tensor(1) was a 4 GiB view of the 4 KiB
+    mapping, whose last element killed rank 0 with SIGSEGV. Over TCP (no mapping) the record is
+    checked against the size rank 1 registered with the transport."""
+    from xccl import _C
+
+    store = _RewritingStore(
+        dist.PrefixStore("hostile-record/", dist.distributed_c10d._get_default_store()),
+        victim=1,
+        sizes=[2**30],
+    )
+    options = _C.Options()
+    options.timeout = timedelta(seconds=HOSTILE_TIMEOUT_S)
+    options.store_host = HOST
+    options.group_name = "hostile-record"
+    options.global_ranks_in_group = list(range(world))
+    group = _C.ProcessGroupXccl(store, rank, world, options)
+    win = group.new_window()
+    t = torch.arange(1024, dtype=torch.float32) + 1000 * rank  # 4 KiB
+    started = time.time()
+    try:
+        win.tensor_register(t)
+        error = None
+    except Exception as e:  # noqa: BLE001 (its type is checked below)
+        error = e
+    mapped = group.transport == "shm"
+    if error is None and rank == 0 and mapped:
+        view = win.map_remote_tensor(1)
+        # The unfixed code: 2**30 elements over 4 KiB; reading the last one is past the mapping.
+        chk.fail("rank 1's view", f"{view.numel()} elements: last is {view[-1].item()}")
+    chk.true(
+        "the rewritten record was read by every other rank",
+        rank == 1 or store.rewritten == 1,
+        f"rewritten {store.rewritten} times",
+    )
+    chk.true("tensor_register raised a DistBackendError", isinstance(error, dist.DistBackendError))
+    text = str(error)
+    for part in (
+        "rank 1's window record",
+        "1073741824 elements of 4 bytes",
+        "window of 4096 bytes",
+    ):
+        chk.true(f"the error says {part!r}", part in text, text[:600])
+    chk.true(
+        "it failed well within the timeout (agreed, not waited out)",
+        time.time() - started < HOSTILE_TIMEOUT_S / 2,
+        f"{time.time() - started:.1f} s",
+    )
+    # The window is left unregistered, not broken: the next registration (its record untouched)
+    # works; rank 1's view is its real 1024 floats, and a put to its last element lands.
+    win.tensor_register(t)
+    if rank == 0:
+        if mapped:
+            view = win.map_remote_tensor(1)
+            chk.equal("rank 1's view after", view, torch.arange(1024, dtype=torch.float32) + 1000)
+        win.put(torch.tensor([-1.0]), 1, 1023, False)
+        win.signal(1, False)
+    else:
+        win.wait_signal(0, False)
+        chk.true("a put to rank 1's last element after", t[1023].item() == -1.0, str(t[1023]))
+    dist.barrier()
+    win.tensor_deregister()
+    # A dtype whose elements a peer's view could not hold (quantized: from_blob has no
+    # quantizer) is refused on every rank, as the records naming one are.
+    q = torch.quantize_per_tensor(torch.zeros(16), 0.1, 0, torch.qint8)
+    chk.raises(
+        "registering a quantized tensor",
+        lambda: win.tensor_register(q),
+        types=(ValueError,),
+        match="cannot hold",
+    )

@@ -28,6 +28,20 @@ constexpr const char* kStale =
     "the group was reconfigured after this window was created, which ended the window with its "
     "membership; create a new one (torch.distributed._new_window)";
 
+// The bytes of one element of dtype number `dtype` as a peer's record gives it, or 0 for a number
+// that names no dtype a window can hold: outside c10::ScalarType, Undefined, quantized (a view of
+// one needs a quantizer from_blob cannot give), or any elementSize refuses.
+size_t elementSizeOf(int dtype) {
+  if (dtype < 0 || dtype >= static_cast<int>(at::ScalarType::NumOptions)) return 0;
+  const auto type = static_cast<at::ScalarType>(dtype);
+  if (type == at::ScalarType::Undefined || c10::isQIntType(type)) return 0;
+  try {
+    return c10::elementSize(type);
+  } catch (const c10::Error&) {
+    return 0;
+  }
+}
+
 // One rank's registration as every rank learns it: dtype, shape and its RemoteRegion.
 std::string describe(const at::Tensor& tensor, const net::RemoteRegion& remote) {
   net::WindowRecord record;
@@ -110,6 +124,8 @@ void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
     bad = "the window tensor must be a dense CPU tensor";
   } else if (!tensor.is_contiguous()) {
     bad = "the window tensor must be contiguous";
+  } else if (elementSizeOf(static_cast<int>(tensor.scalar_type())) == 0) {
+    bad = detail::concat("a window cannot hold ", tensor.scalar_type(), " elements");
   } else {
     std::lock_guard<std::mutex> guard(mutex_);
     if (registered_) bad = "a tensor is already registered (call tensor_deregister first)";
@@ -152,17 +168,38 @@ void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
     const net::Agreement registered = bootstrap.agree("transport", failure);
     if (!registered.ok()) XCCL_THROW(ErrorKind::kInvalidArgument, registered.first());
     const std::vector<std::string> all = bootstrap.allGather("info", describe(tensor, remote));
+    // Every record is only its rank's word: its shape must be exactly the memory behind it (the
+    // file mapped here, or what it registered with the transport) before any view or write uses
+    // it. Agreed, since ranks may judge a record differently (its writer reads its own copy, not
+    // the store's), so a bad one fails the registration on every rank instead of leaving its
+    // writer registered alone.
     reg->peers.resize(size_);
-    for (int r = 0; r < size_; ++r) {
+    std::string refused;
+    for (int r = 0; r < size_ && refused.empty(); ++r) {
       PeerWindow& peer = reg->peers[r];
-      const net::WindowRecord record = net::parseWindowRecord(all[r]);
-      XCCL_CHECK(record.dtype >= 0 && record.dtype < static_cast<int>(at::ScalarType::NumOptions),
-                 "rank ", r, " registered a tensor of unknown dtype ", record.dtype);
+      net::WindowRecord record;
+      std::string why;
+      try {
+        record = net::parseWindowRecord(all[r]);
+        peer.elementSize = elementSizeOf(record.dtype);
+        const uint64_t mapped =
+            reg->region->maps(r) ? reg->region->mapping(r)->bytes() : record.remote.bytes;
+        why = net::checkWindowFits(record, peer.elementSize, mapped, reg->registration != nullptr);
+      } catch (const Error& e) {
+        why = messageOf(e);
+      }
+      if (!why.empty()) {
+        refused =
+            detail::concat("rank ", r, "'s window record does not describe its window: ", why);
+        continue;
+      }
       peer.dtype = static_cast<at::ScalarType>(record.dtype);
       peer.sizes = record.sizes;
       peer.remote = record.remote;
       peer.numel = record.numel;
     }
+    const net::Agreement records = bootstrap.agree("records", refused);
+    if (!records.ok()) XCCL_THROW(ErrorKind::kPeerFailure, records.first());
     if (owning) reg->tensor = tensor;
     std::lock_guard<std::mutex> guard(mutex_);
     registered_ = std::move(reg);
@@ -214,6 +251,16 @@ at::Tensor XcclWindow::map_remote_tensor(int64_t rank) {
                     "; its window cannot be mapped (use put and signal)");
   std::shared_ptr<net::shm::WindowMapping> mapping = reg->region->mapping(peer);
   const PeerWindow& window = reg->peers[peer];
+  // Registration checked the shape against this very mapping; the view relies on it, so it is
+  // checked again where an error would otherwise be a read past the mapping.
+  uint64_t bytes = 0;
+  TORCH_CHECK(window.numel >= 0 &&
+                  !__builtin_mul_overflow(static_cast<uint64_t>(window.numel), window.elementSize,
+                                          &bytes) &&
+                  bytes <= mapping->bytes(),
+              "xccl map_remote_tensor: rank ", peer, "'s window of ", window.numel, " elements of ",
+              window.elementSize, " bytes does not fit its mapping of ", mapping->bytes(),
+              " bytes");
   // The view holds the mapping: it stays valid after tensor_deregister or the window's end.
   return at::from_blob(
       mapping->data(), window.sizes, [mapping](void*) {},

@@ -74,8 +74,10 @@ class XcclWindow final : public c10d::Window {
 
  private:
   // What every rank registered, as this rank sees it.
+  // Registration checked numel * elementSize against the memory behind it (net::checkWindowFits).
   struct PeerWindow {
     at::ScalarType dtype;
+    size_t elementSize = 0;
     std::vector<int64_t> sizes;
     int64_t numel = 0;
     net::RemoteRegion remote;  // for ranks of other hosts
@@ -143,9 +145,9 @@ class XcclWindow final : public c10d::Window {
   // The group's membership (GroupCore::membershipEpoch) this window was created in: a
   // reconfigure since then ended it, with the transport its registration belongs to.
   const uint64_t epoch_;
-  std::vector<int> local_;      // ranks on this host whose windows are mapped (ascending)
-  std::string unmapped_;        // why the other ranks' windows are not mapped here
-  uint64_t generation_ = 0;     // registrations so far: names their store keys
+  std::vector<int> local_;  // ranks on this host whose windows are mapped (ascending)
+  std::string unmapped_;  // why the other ranks' windows are not mapped here
+  uint64_t generation_ = 0;  // registrations so far: names their store keys
 
   mutable std::mutex mutex_;
   std::shared_ptr<Registered> registered_;

@@ -145,5 +145,53 @@ TEST(StoreValues, WindowRecordBoundsItsShape) {
   }
 }
 
+// A record's shape against the bytes really behind its window (net::checkWindowFits): the issue's
+// 2^30 floats over a 4 KiB window, sizes that only wrap as a byte count, and the edges.
+TEST(StoreValues, WindowRecordMustFitItsWindow) {
+  auto record = [](std::vector<int64_t> sizes, uint64_t registered = 4096) {
+    WindowRecord r;
+    r.dtype = 6;  // float
+    r.remote.bytes = registered;
+    r.sizes = std::move(sizes);
+    // Through the parser, as a peer's record arrives.
+    return parseWindowRecord(formatWindowRecord(r));
+  };
+  const uint64_t kWindow = 4096;
+  EXPECT_EQ(checkWindowFits(record({1024}), 4, kWindow, true), "");  // exact fit
+  EXPECT_EQ(checkWindowFits(record({32, 32}), 4, kWindow, false), "");
+  EXPECT_EQ(checkWindowFits(record({0}, 0), 4, 0, true), "");  // an empty window
+  EXPECT_EQ(checkWindowFits(record({0, INT64_MAX}, 0), 8, 0, true), "");
+  EXPECT_EQ(checkWindowFits(record({}, 8), 8, 8, true), "");  // a scalar: one element
+
+  const std::string huge = checkWindowFits(record({int64_t{1} << 30}), 4, kWindow, true);
+  EXPECT_NE(huge.find("1073741824 elements of 4 bytes (4294967296 bytes) is not its window of "
+                      "4096 bytes"),
+            std::string::npos)
+      << huge;
+  // One byte short, and one element too many: a view would end past the mapping.
+  EXPECT_NE(checkWindowFits(record({1024}), 4, kWindow - 1, true), "");
+  EXPECT_NE(checkWindowFits(record({1025}), 4, kWindow, true), "");
+  // Too small is refused as well: the shape and the memory are one registration.
+  EXPECT_NE(checkWindowFits(record({1023}), 4, kWindow, true), "");
+  // Element counts that fit int64 but whose bytes do not fit 64 bits (or wrap to the window's
+  // size: 2^62 + 1024 elements of 4 bytes are 2^64 + 4096 bytes).
+  for (const std::vector<int64_t>& sizes : {std::vector<int64_t>{INT64_MAX},
+                                            {int64_t{1} << 61, 2},
+                                            {(int64_t{1} << 62) + 1024},
+                                            {int64_t{1} << 31, int64_t{1} << 31}}) {
+    const std::string why = checkWindowFits(record(sizes), 4, kWindow, true);
+    EXPECT_NE(why.find("passes 2^64 bytes"), std::string::npos) << sizes[0] << ": " << why;
+  }
+  EXPECT_NE(checkWindowFits(record({INT64_MAX}), 16, UINT64_MAX, true), "");
+  // What the peer registered with the transport must be its window too.
+  const std::string registered = checkWindowFits(record({1024}, 1 << 30), 4, kWindow, true);
+  EXPECT_NE(registered.find("registered 1073741824 bytes"), std::string::npos) << registered;
+  EXPECT_EQ(checkWindowFits(record({1024}, 1 << 30), 4, kWindow, false), "");  // not registered
+  // A dtype without an element size never fits, not even an empty window.
+  EXPECT_NE(checkWindowFits(record({0}, 0), 0, 0, true), "");
+  // The parser refuses dimensions whose product passes INT64_MAX before any of this.
+  EXPECT_EQ(errorKindOf([&] { record({INT64_MAX, 2}); }), ErrorKind::kInternal);
+}
+
 }  // namespace
 }  // namespace xccl::net
