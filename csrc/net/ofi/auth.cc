@@ -52,8 +52,8 @@ void PeerAuth::mac(int prover, int verifier, const uint8_t* proverNonce,
 std::string PeerAuth::receive(const void* bytes, size_t length, AuthMessage* reply, bool* replied) {
   *replied = false;
   const std::string who = "rank " + std::to_string(peer_);
-  if (refused_) return who + " was refused before";
-  refused_ = true;  // until this message is accepted
+  if (broken_) return who + " was refused before";
+  broken_ = true;  // until this message is found well-formed
   if (length != sizeof(AuthMessage)) {
     return who + " sent a " + std::to_string(length) + "-byte key exchange message";
   }
@@ -72,6 +72,7 @@ std::string PeerAuth::receive(const void* bytes, size_t length, AuthMessage* rep
   switch (message.step) {
     case AuthStep::kNonce: {
       if (haveTheirs_) return who + " sent a second nonce";
+      broken_ = false;
       std::memcpy(theirs_, message.nonce, kAuthNonceBytes);
       haveTheirs_ = true;
       AuthMessage proof;
@@ -83,11 +84,12 @@ std::string PeerAuth::receive(const void* bytes, size_t length, AuthMessage* rep
       *reply = proof;
       *replied = true;
       answered_ = true;
-      refused_ = false;
       return {};
     }
     case AuthStep::kProof: {
-      if (proven_) return who + " sent a second proof";
+      if (proven_ || failed_) return who + " sent a second proof";
+      broken_ = false;
+      failed_ = true;  // until the proof passes
       if (haveTheirs_ && !crypto::digestsEqual(theirs_, message.nonce, kAuthNonceBytes)) {
         return who + "'s proof names another nonce than the one it sent";
       }
@@ -98,8 +100,8 @@ std::string PeerAuth::receive(const void* bytes, size_t length, AuthMessage* rep
                " did not prove it holds this job's key (XCCL_NET_KEY_FILE differs, or it is not "
                "of this job)";
       }
+      failed_ = false;
       proven_ = true;
-      refused_ = false;
       return {};
     }
   }

@@ -59,14 +59,20 @@ class PeerAuth {
   // The first message to send the peer.
   AuthMessage nonceMessage() const;
   // A message the fabric says came from the peer's address. Returns why it is refused (the peer
-  // failed to prove the key; nothing of it may be accepted), else "". *reply is set to a message
-  // to send the peer, and *replied to true, when one is due.
+  // failed to prove the key, or broke the exchange: nothing of it may be accepted), else "".
+  // *reply is set to a message to send the peer, and *replied to true, when one is due. A nonce
+  // is answered even after the peer's proof failed, so that the peer learns why rather than
+  // waiting; anything malformed ends the exchange with the peer for good.
   std::string receive(const void* bytes, size_t length, AuthMessage* reply, bool* replied);
   // Whether the peer proved it holds the key.
   bool proven() const { return proven_; }
   // Whether this rank answered the peer's nonce with its own proof.
   bool answered() const { return answered_; }
-  bool refused() const { return refused_; }
+  // Whether the peer is refused (a failed proof, or a malformed message).
+  bool refused() const { return failed_ || broken_; }
+  // Whether nothing more is due either way: the peer broke the exchange, or this rank answered
+  // its nonce and its proof was checked.
+  bool finished() const { return broken_ || (answered_ && (proven_ || failed_)); }
 
  private:
   void mac(int prover, int verifier, const uint8_t* proverNonce, const uint8_t* verifierNonce,
@@ -75,7 +81,9 @@ class PeerAuth {
   const AuthTerms& terms_;
   const int peer_;
   uint8_t mine_[kAuthNonceBytes] = {}, theirs_[kAuthNonceBytes] = {};
-  bool haveTheirs_ = false, answered_ = false, proven_ = false, refused_ = false;
+  bool haveTheirs_ = false, answered_ = false, proven_ = false;
+  bool failed_ = false;  // its proof did not pass
+  bool broken_ = false;  // it sent something malformed: nothing more is read from it
 };
 
 }  // namespace xccl::net::ofi

@@ -278,8 +278,10 @@ void OfiTransport::authenticate(Store& store, const NetOptions& options, Deadlin
   std::string failure;
   {
     std::unique_lock<std::mutex> lock(mutex_);
+    // Until the exchange with every peer is over, even after one failed: a rank still answers
+    // the others' nonces, so that each learns the real reason instead of timing out.
     const bool finished = completed_.wait_until(lock, deadline, [&] {
-      if (!authFailure_.empty() || authDone_ == size_ - 1) return true;
+      if (authDone_ == size_ - 1) return true;
       for (int peer = 0; peer < size_; ++peer) {
         if (peer != rank_ && health_.peerErrorLocked(peer) != nullptr) return true;
       }
@@ -292,7 +294,7 @@ void OfiTransport::authenticate(Store& store, const NetOptions& options, Deadlin
     if (failure.empty()) failure = authFailure_;
     if (failure.empty() && !finished) {
       for (int peer = 0; peer < size_; ++peer) {
-        if (peer == rank_ || (auth_[peer]->proven() && auth_[peer]->answered())) continue;
+        if (peer == rank_ || auth_[peer]->finished()) continue;
         failure = detail::concat(
             "rank ", peer, " did not complete the key exchange within ",
             std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout).count(),
@@ -362,13 +364,10 @@ void OfiTransport::onAuth(Op* op, size_t length, uint64_t source) {
       dropForged("a key exchange message from an endpoint outside the group");
     } else {
       PeerAuth& auth = *auth_[peer];
-      const bool before = auth.proven() && auth.answered();
+      const bool before = auth.finished();
       const std::string why = auth.receive(op->buffer.data(), length, &reply, &replied);
-      if (!why.empty()) {
-        if (authFailure_.empty()) authFailure_ = why;
-      } else if (!before && auth.proven() && auth.answered()) {
-        ++authDone_;
-      }
+      if (!why.empty() && authFailure_.empty()) authFailure_ = why;
+      if (!before && auth.finished()) ++authDone_;
       if (auth.proven()) proven_[peer] = 1;
       completed_.notify_all();
     }

@@ -168,7 +168,7 @@ class OfiTransport final : public TransportBase {
   AuthTerms authTerms_;
   std::vector<std::unique_ptr<PeerAuth>> auth_;
   bool authOpen_ = false;  // slots are reposted while true
-  int authDone_ = 0;  // peers proven and answered
+  int authDone_ = 0;  // peers whose exchange is over (PeerAuth::finished)
   std::string authFailure_;
   std::atomic<uint64_t> droppedForged_{0};
   std::vector<Op*> headerSlots_;  // receives for headers, reposted after each one

@@ -8,9 +8,14 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -379,6 +384,67 @@ TEST(OfiAuth, PeerWithoutAKeyFileIsRefusedAtCreation) {
                            "without"),
             std::string::npos)
       << errors[1];
+}
+
+// A provider that cannot name a message's source endpoint is refused when a key file is set (a
+// keyed group must check every sender), and only then.
+TEST(OfiAuth, ProvidersWithoutSourcesAreRefusedWithAKeyFile) {
+  fi_info* info = fi_allocinfo();
+  ASSERT_NE(info, nullptr);
+  info->fabric_attr->prov_name = ::strdup("nosource;ofi_rxm");
+  info->caps = FI_TAGGED | FI_RMA;
+  const std::string why = net::ofi::sourceRefusal(info, /*keyed=*/true);
+  EXPECT_NE(why.find("XCCL_NET_KEY_FILE is set, and libfabric provider nosource;ofi_rxm cannot "
+                     "name the endpoint a message came from (FI_SOURCE)"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(net::ofi::sourceRefusal(info, /*keyed=*/false), "");
+  info->caps |= FI_SOURCE;
+  EXPECT_EQ(net::ofi::sourceRefusal(info, /*keyed=*/true), "");
+  fi_freeinfo(info);
+}
+
+// Through the environment, as a job runs it: XCCL_NET_KEY_FILE (read once per process: a fresh
+// one) makes createTransport's ranks prove its key, and tcp;ofi_rxm (FI_SOURCE) stays usable.
+TEST(OfiAuth, KeyFileFromTheEnvironmentIsProven) {
+  constexpr const char* kChild = "XCCL_OFI_KEY_TEST_CHILD";  // test-only, never read by xccl
+  const std::string path = "/tmp/xccl-ofi-key-test-" + std::to_string(::getpid());
+  if (std::getenv(kChild) == nullptr) {
+    std::ofstream(path, std::ios::binary) << std::string(40, 'k');
+    ::chmod(path.c_str(), 0600);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("XCCL_NET_KEY_FILE", path.c_str(), 1);
+      ::setenv("XCCL_OFI_PROVIDER", testing::kLoopbackProvider, 1);
+      ::setenv(kChild, "1", 1);
+      ::execl("/proc/self/exe", "test_net_ofi",
+              "--gtest_filter=OfiAuth.KeyFileFromTheEnvironmentIsProven",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    int status = 0;
+    EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+    ::unlink(path.c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "see the child's output above";
+    return;
+  }
+  std::string why;
+  EXPECT_TRUE(net::ofi::available(&why)) << why;
+  net::MemoryStore store;
+  testing::runThreads(2, [&](int rank) {
+    std::unique_ptr<net::Transport> t =
+        net::ofi::createTransport(store, rank, 2, testing::ofiLoopbackOptions());
+    int mine = rank + 20, got = -1;
+    t->wait({t->isend(1 - rank, ofiP2p(1), &mine, sizeof(mine)),
+             t->irecv(1 - rank, ofiP2p(1), &got, sizeof(got))},
+            ofiSoon(), "exchange");
+    EXPECT_EQ(got, 21 - rank);
+  });
+  // The record each rank published says it runs with a key file.
+  const net::Bytes record = store.get("ofi/addr/0", std::chrono::seconds(1));
+  auto zero = std::find(record.begin(), record.end(), uint8_t{0});
+  ASSERT_NE(zero, record.end());
+  EXPECT_EQ(*(zero + 1), 'k');
 }
 
 // Write completions whose CQ data names no peer (a rank past the group, or the target itself)

@@ -238,6 +238,14 @@ TEST(OfiAuth, AnotherKeyReflectionReplayAndOtherAddressesAreRefused) {
     const std::string why = pair.give(0, proof, &ignored, &replied);
     EXPECT_NE(why.find("rank 1 did not prove it holds this job's key"), std::string::npos) << why;
     EXPECT_FALSE(pair.side[0]->proven());
+    EXPECT_TRUE(pair.side[0]->refused());
+    EXPECT_FALSE(pair.side[0]->finished());  // rank 1's nonce is still due an answer
+    // ... which it gets, so that rank 1 learns why rather than waiting.
+    EXPECT_EQ(pair.give(0, pair.side[1]->nonceMessage(), &ignored, &replied), "");
+    EXPECT_TRUE(replied);
+    EXPECT_TRUE(pair.side[0]->finished());
+    EXPECT_NE(pair.give(1, ignored, &proof, &replied), "");
+    EXPECT_TRUE(pair.side[1]->refused());
   }
   {  // rank 0's own proof reflected back to it as rank 1's
     AuthPair pair(testKeyOf(1), testKeyOf(1));
@@ -278,6 +286,9 @@ TEST(OfiAuth, AnotherKeyReflectionReplayAndOtherAddressesAreRefused) {
     m = pair.side[1]->nonceMessage();
     EXPECT_EQ(pair.give(0, m, &ignored, &replied), "");
     EXPECT_NE(pair.give(0, m, &ignored, &replied), "");
+    EXPECT_TRUE(pair.side[0]->finished());  // broken: nothing more is read from it
+    EXPECT_NE(pair.give(0, m, &ignored, &replied), "");
+    EXPECT_FALSE(replied);
   }
 }
 
