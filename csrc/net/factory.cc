@@ -2,6 +2,8 @@
 // engine (XCCL_NET) among all ranks when the group spans hosts, and RoutedTransport joining them.
 #include "net/factory.h"
 
+#include <atomic>
+
 #include "common/env.h"
 #include "common/logging.h"
 #include "net/bootstrap.h"
@@ -72,8 +74,16 @@ Engine chooseEngine(const std::string& setting) {
                  setting, "'");
   // Only RDMA hardware beats xccl's own TCP; libfabric's tcp provider is no reason to switch.
   std::string why;
-  if (ofi::available(&why, /*rdmaOnly=*/true)) return Engine::kOfi;
-  XCCL_DEBUG("net", "XCCL_NET=auto: tcp (", why, ")");
+  bool keyRefused = false;
+  if (ofi::available(&why, /*rdmaOnly=*/true, &keyRefused)) return Engine::kOfi;
+  if (keyRefused) {
+    // RDMA is here but cannot be used safely with the key file: say so (once), it costs
+    // bandwidth.
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) XCCL_WARN("net", "XCCL_NET=auto: tcp, not ofi: ", why);
+  } else {
+    XCCL_DEBUG("net", "XCCL_NET=auto: tcp (", why, ")");
+  }
   return Engine::kTcp;
 }
 

@@ -61,6 +61,14 @@ NetKey readKeyFile(const std::string& path) {
   return digest;
 }
 
+bool keyFileSet() { return !env::getString("XCCL_NET_KEY_FILE").empty(); }
+
+std::optional<NetKey> keyFromFile() {
+  const std::string path = env::getString("XCCL_NET_KEY_FILE");
+  if (path.empty()) return std::nullopt;
+  return readKeyFile(path);
+}
+
 NetKey groupKey(const Bootstrap& bootstrap, const std::string& key) {
   const std::string path = env::getString("XCCL_NET_KEY_FILE");
   if (!path.empty()) return readKeyFile(path);

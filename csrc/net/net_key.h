@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "net/bootstrap.h"
@@ -27,6 +28,12 @@ constexpr size_t kMaxKeyFileBytes = 64 << 10;
 // kMinKeyFileBytes..kMaxKeyFileBytes (its SHA-256 is the key, so any content of that length
 // works). kInvalidArgument naming the file and what is wrong.
 NetKey readKeyFile(const std::string& path);
+
+// Whether XCCL_NET_KEY_FILE names a key file: then reading the store must not suffice to join a
+// group, over any engine (docs/network.md, "What each engine guarantees").
+bool keyFileSet();
+// XCCL_NET_KEY_FILE's key (readKeyFile), or nothing when it is unset.
+std::optional<NetKey> keyFromFile();
 
 // XCCL_NET_KEY_FILE's key when set, else one rank 0 draws and publishes under `key`.
 NetKey groupKey(const Bootstrap& bootstrap, const std::string& key);

@@ -3,7 +3,10 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "net/ofi/transport.h"
@@ -31,6 +34,34 @@ inline void runOfiRanks(net::Store& store, int size,
     net::ofi::OfiTransport transport(store, rank, size, options, kLoopbackProvider);
     body(rank, transport);
   });
+}
+
+// Each rank with the key keyOf(rank) as XCCL_NET_KEY_FILE's (nothing: no key file). Returns what
+// each rank's creation threw ("" where it built the group and ran `body`).
+inline std::vector<std::string> runKeyedOfiRanks(
+    net::Store& store, int size, const std::function<std::optional<net::NetKey>(int)>& keyOf,
+    const std::function<void(int, net::ofi::OfiTransport&)>& body) {
+  const net::NetOptions options = ofiLoopbackOptions();
+  std::vector<std::string> errors(size);
+  runThreads(size, [&](int rank) {
+    std::unique_ptr<net::ofi::OfiTransport> transport;
+    try {
+      transport = std::make_unique<net::ofi::OfiTransport>(store, rank, size, options,
+                                                           kLoopbackProvider, keyOf(rank));
+    } catch (const Error& e) {
+      errors[rank] = e.what();
+      return;
+    }
+    body(rank, *transport);
+  });
+  return errors;
+}
+
+// A key as readKeyFile makes one (tests hand it to the ranks directly: they share a process).
+inline net::NetKey testKey(uint8_t fill) {
+  net::NetKey key;
+  key.fill(fill);
+  return key;
 }
 
 inline void runOfiRanks(int size, const std::function<void(int, net::ofi::OfiTransport&)>& body) {

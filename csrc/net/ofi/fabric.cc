@@ -16,6 +16,7 @@
 #include "common/env.h"
 #include "common/logging.h"
 #include "net/address.h"
+#include "net/net_key.h"
 #include "net/ofi/wire.h"
 
 namespace xccl::net::ofi {
@@ -145,15 +146,20 @@ InfoList query(const std::string& provider) {
   // sender), else without: a provider lacking them still works, matching payloads on tags alone.
   // Asked for kInjectBytes of inject size first, where the provider can (ofi_rxm offers 64 bytes
   // unless asked, up to its 16 KiB buffers): small sends then need no completion (transport.h).
-  for (const uint64_t extra : {uint64_t{FI_DIRECTED_RECV}, uint64_t{0}}) {
-    for (const size_t inject : {kInjectBytes, size_t{0}}) {
-      fi_info* hints = makeHints(provider);
-      hints->caps |= extra;
-      hints->tx_attr->inject_size = inject;
-      fi_info* found = nullptr;
-      int ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found);
-      fi_freeinfo(hints);
-      if (ret == 0 && found != nullptr) return InfoList(found);
+  // FI_SOURCE first of all (completions name the endpoint a message came from, so a header's
+  // claimed sender can be checked); a provider without it is still offered, and refused only
+  // where a key file is set (sourceRefusal).
+  for (const uint64_t source : {uint64_t{FI_SOURCE}, uint64_t{0}}) {
+    for (const uint64_t extra : {uint64_t{FI_DIRECTED_RECV}, uint64_t{0}}) {
+      for (const size_t inject : {kInjectBytes, size_t{0}}) {
+        fi_info* hints = makeHints(provider);
+        hints->caps |= source | extra;
+        hints->tx_attr->inject_size = inject;
+        fi_info* found = nullptr;
+        int ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &found);
+        fi_freeinfo(hints);
+        if (ret == 0 && found != nullptr) return InfoList(found);
+      }
     }
   }
   return InfoList();
@@ -195,12 +201,28 @@ Choice chooseProvider(const std::string& wanted, const NetOptions& options) {
   return choice;
 }
 
-bool providerAvailable(const std::string& wanted, std::string* why, bool rdmaOnly) {
+std::string sourceRefusal(const fi_info* info, bool keyed) {
+  if ((info->caps & FI_SOURCE) != 0 || !keyed) return {};
+  return detail::concat(
+      "XCCL_NET_KEY_FILE is set, and libfabric provider ", info->fabric_attr->prov_name,
+      " cannot name the endpoint a message came from (FI_SOURCE), so the ofi engine could not "
+      "tell a member's messages from forged ones; use XCCL_NET=tcp (which proves the key on "
+      "every link) or a provider with FI_SOURCE");
+}
+
+bool providerAvailable(const std::string& wanted, std::string* why, bool rdmaOnly,
+                       bool* keyRefused) {
+  if (keyRefused != nullptr) *keyRefused = false;
   try {
     Choice choice = chooseProvider(wanted, NetOptions{});
     const std::string name = choice.info->fabric_attr->prov_name;
     if (rdmaOnly && !isRdmaProvider(name)) {
       if (why != nullptr) *why = "libfabric offers no RDMA provider (verbs, efa), only " + name;
+      return false;
+    }
+    if (std::string refused = sourceRefusal(choice.info, keyFileSet()); !refused.empty()) {
+      if (why != nullptr) *why = refused;
+      if (keyRefused != nullptr) *keyRefused = true;
       return false;
     }
     return true;

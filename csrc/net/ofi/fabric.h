@@ -52,7 +52,11 @@ struct Choice {
 };
 Choice chooseProvider(const std::string& wanted, const NetOptions& options);
 // available() for an explicit XCCL_OFI_PROVIDER value.
-bool providerAvailable(const std::string& wanted, std::string* why, bool rdmaOnly);
+bool providerAvailable(const std::string& wanted, std::string* why, bool rdmaOnly,
+                       bool* keyRefused = nullptr);
+// Why `info` must not be used: `keyed` (XCCL_NET_KEY_FILE is set) and the provider lacks FI_SOURCE
+// (a keyed group must check every message's source endpoint); "" when it may.
+std::string sourceRefusal(const fi_info* info, bool keyed);
 
 // fabric -> domain -> (av, cq) -> endpoint, closed in reverse order.
 class Fabric {

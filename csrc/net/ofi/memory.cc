@@ -133,6 +133,11 @@ void OfiTransport::onSignal(uint64_t data) {
     }
     return;
   }
+  if (key_ && !proven_[peer]) {
+    dropForged(
+        detail::concat("a write completion naming rank ", peer, ", which has not proven the key"));
+    return;
+  }
   std::lock_guard<std::mutex> guard(mutex_);
   if (signals_.arrivedLocked(peer, signal)) completed_.notify_all();
 }

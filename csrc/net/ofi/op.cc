@@ -82,7 +82,9 @@ long OfiTransport::postNow(Op* op) {
   if (ep == nullptr) return -FI_ECANCELED;
   switch (op->type) {
     case Op::Type::kHeaderRecv:
-      // A slot for any peer's header: parseHeader and the session tell peers from strangers.
+    case Op::Type::kAuthRecv:
+      // A slot for any peer's header: parseHeader, the session and (FI_SOURCE) the endpoint it
+      // came from tell peers from strangers.
       return fi_trecv(ep, const_cast<void*>(op->data), op->bytes, op->desc, FI_ADDR_UNSPEC, op->tag,
                       0, &op->context);
     case Op::Type::kDataRecv:

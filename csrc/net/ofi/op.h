@@ -21,6 +21,7 @@ struct Op {
     kDataRecv,    // a large payload into the user's buffer
     kDiscard,     // a large payload nobody takes (mismatch): received into nothing
     kWrite,       // fi_writedata (fi_write without a signal)
+    kAuthRecv,    // a slot for any peer's key exchange message (auth.h), while the exchange runs
   } type;
   int peer = -1;
   RequestPtr request;     // completed or failed with this op (may be null)

@@ -10,12 +10,15 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
+#include "net/net_key.h"
 #include "net/net_options.h"
+#include "net/ofi/auth.h"
 #include "net/ofi/streams.h"
 #include "net/ofi/trace.h"
 #include "net/one_sided.h"
@@ -27,15 +30,17 @@
 namespace xccl::net::ofi {
 
 // Whether this build has libfabric and fi_getinfo offers a usable provider; `why` receives the
-// reason when not. `rdmaOnly`: count only providers with RDMA hardware (verbs, efa).
-bool available(std::string* why, bool rdmaOnly = false);
+// reason when not. `rdmaOnly`: count only providers with RDMA hardware (verbs, efa). With
+// XCCL_NET_KEY_FILE set, a provider that cannot name a message's source endpoint (FI_SOURCE) is
+// not usable; *keyRefused says that was the reason.
+bool available(std::string* why, bool rdmaOnly = false, bool* keyRefused = nullptr);
 
 // For `python -m xccl doctor`: "<provider> on <interface>" as createTransport would choose now
 // (for the store host `storeHost`), or why there is none.
 std::string describeChoice(const std::string& storeHost);
 
 // Collective over the store. XCCL_OFI_PROVIDER picks the provider (unknown: kInvalidArgument
-// listing those available).
+// listing those available); XCCL_NET_KEY_FILE, when set, is the key every peer must prove.
 std::unique_ptr<Transport> createTransport(Store& store, int rank, int size,
                                            const NetOptions& options);
 
@@ -49,8 +54,11 @@ struct Op;
 class OfiTransport final : public TransportBase {
  public:
   // `provider`: XCCL_OFI_PROVIDER's value (createTransport reads it), empty for the default.
+  // `key`: XCCL_NET_KEY_FILE's key (createTransport reads it): every peer must prove it at
+  // creation (auth.h) before anything from it is accepted; creation fails naming a rank that
+  // does not. Without, peers are told apart by the store's session token alone.
   OfiTransport(Store& store, int rank, int size, const NetOptions& options,
-               const std::string& provider);
+               const std::string& provider, std::optional<NetKey> key = std::nullopt);
   ~OfiTransport() override;
   OfiTransport(const OfiTransport&) = delete;
   OfiTransport& operator=(const OfiTransport&) = delete;
@@ -75,6 +83,12 @@ class OfiTransport final : public TransportBase {
   // Whether receives of large payloads accept only their sender's address (the provider has
   // FI_DIRECTED_RECV); without, the tag alone (sender rank and message id) matches them.
   bool directedReceives() const { return directed_; }
+  // Whether the provider names each received message's source endpoint (FI_SOURCE): then a
+  // message whose claimed sender is not the endpoint it came from is dropped.
+  bool sourcesKnown() const { return sourced_; }
+  // Messages dropped because the endpoint they came from is not the rank they claim, or a peer
+  // that has not proven the key (keyed groups).
+  uint64_t forgedDropped() const { return droppedForged_.load(); }
   // Test hook: the next `count` registrations of local buffers fail as a refusing fi_mr_reg
   // would, whether or not the provider needs local buffers registered.
   void failNextRegistrations(int count) { failRegistrations_.store(count); }
@@ -95,14 +109,26 @@ class OfiTransport final : public TransportBase {
     uint8_t* data;
   };
   // transport.cc: setup, the progress thread, completions.
-  void exchangeAddresses(Store& store, const NetOptions& options);
+  void exchangeAddresses(Store& store, const NetOptions& options, Deadline deadline);
+  void startProgress(const NetOptions& options);
+  void stopProgress();
   void progressLoop();
-  void onCompletion(Op* op, uint64_t flags, uint64_t data, size_t length);
+  void onCompletion(Op* op, uint64_t flags, uint64_t data, size_t length, uint64_t source);
   void onError(Op* op, int error, const std::string& text);
-  void onHeader(const uint8_t* message, size_t length);
+  void onHeader(const uint8_t* message, size_t length, uint64_t source);
   void deliver(const Header& header, const uint8_t* payload);
   void matchData(const Header& header, const uint8_t* payload);
   void onSignal(uint64_t data);
+  // The rank whose endpoint `source` (a completion's FI_SOURCE address) is, or -1: an endpoint
+  // outside the address vector (FI_ADDR_NOTAVAIL) or none.
+  int rankOfSource(uint64_t source) const;
+  // Counts a dropped message (forgedDropped) and logs it at doubling counts.
+  void dropForged(const std::string& what);
+  // auth.cc's exchange with every peer, over kAuthTag (keyed groups only; the progress thread
+  // runs). Throws naming the first rank that did not prove the key.
+  void authenticate(Store& store, const NetOptions& options, Deadline deadline);
+  void onAuth(Op* op, size_t length, uint64_t source);
+  void sendAuth(int peer, const void* message, size_t bytes);
   // op.cc, posting: `post` runs the libfabric call now or, when the provider says EAGAIN, later on
   // the progress thread; a hard failure fails the op's request. Callable with or without mutex_.
   void post(Op* op);
@@ -131,7 +157,20 @@ class OfiTransport final : public TransportBase {
   bool localMr_ = false;  // FI_MR_LOCAL: every local buffer needs a descriptor
   bool virtAddr_ = false;  // FI_MR_VIRT_ADDR: RMA addresses are virtual, else offsets
   uint64_t session_ = 0;
+  std::optional<NetKey> key_;  // XCCL_NET_KEY_FILE's: peers must prove it
+  bool sourced_ = false;  // FI_SOURCE: completions name their source endpoint
   std::vector<uint64_t> peerAddr_;  // fi_addr_t by rank
+  std::vector<std::vector<uint8_t>> names_;  // fi_getname by rank (the key exchange binds them)
+  // Keyed groups: which peers proved the key. Written and read on the progress thread alone
+  // (before any peer is proven, the constructor waits and reads only the count below).
+  std::vector<uint8_t> proven_;
+  // The key exchange in progress, guarded by mutex_: one PeerAuth by rank (null for this rank).
+  AuthTerms authTerms_;
+  std::vector<std::unique_ptr<PeerAuth>> auth_;
+  bool authOpen_ = false;  // slots are reposted while true
+  int authDone_ = 0;  // peers whose exchange is over (PeerAuth::finished)
+  std::string authFailure_;
+  std::atomic<uint64_t> droppedForged_{0};
   std::vector<Op*> headerSlots_;  // receives for headers, reposted after each one
   std::thread progressThread_;
   std::atomic<bool> stop_{false};

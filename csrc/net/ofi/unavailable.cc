@@ -10,8 +10,9 @@ constexpr const char* kWhy =
     "XCCL_WITH_OFI=AUTO or ON)";
 }
 
-bool available(std::string* why, bool) {
+bool available(std::string* why, bool, bool* keyRefused) {
   if (why != nullptr) *why = kWhy;
+  if (keyRefused != nullptr) *keyRefused = false;
   return false;
 }
 

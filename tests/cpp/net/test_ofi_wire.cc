@@ -1,10 +1,14 @@
-// The libfabric transport's pure wire pieces (net/ofi/wire.h, streams.h): the header check, the
-// per-source stream order with its caps, and the remote CQ data codec.
+// The libfabric transport's pure wire pieces (net/ofi/wire.h, streams.h, auth.h): the header
+// check, the per-source stream order with its caps, the remote CQ data codec, and the key
+// exchange.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "net/ofi/auth.h"
 #include "net/ofi/streams.h"
 #include "net/ofi/wire.h"
 
@@ -19,6 +23,12 @@ using net::ofi::kMaxEarlyHeaders;
 using Verdict = HeaderStreams::Verdict;
 
 constexpr uint64_t kSession = 0x5e55;
+
+net::NetKey testKeyOf(uint8_t fill) {
+  net::NetKey key;
+  key.fill(fill);
+  return key;
+}
 
 std::vector<uint8_t> message(int source, uint64_t stream, size_t inlineBytes = 0) {
   Header h;
@@ -162,6 +172,124 @@ TEST(OfiWire, SignalCodecChecksTheWritersRank) {
   EXPECT_EQ(rank, 3);
   EXPECT_EQ(signal, 9u);
   EXPECT_FALSE(narrow.decode(narrow.encode(4, 9), 4, &rank, &signal));
+}
+
+// The key exchange between two ranks' PeerAuths, messages handed over by the test (the fabric's
+// part). `terms[r]` is rank r's view.
+struct AuthPair {
+  explicit AuthPair(const net::NetKey& key0, const net::NetKey& key1) {
+    for (int r = 0; r < 2; ++r) {
+      terms[r].key = r == 0 ? key0 : key1;
+      terms[r].group = "pg0/ofi";
+      terms[r].session = 0x5e55;
+      terms[r].self = r;
+      terms[r].addresses = {{1, 2, 3}, {4, 5, 6, 7}};
+    }
+  }
+  void start() {
+    uint8_t nonce[net::ofi::kAuthNonceBytes];
+    for (int r = 0; r < 2; ++r) {
+      std::memset(nonce, 0x10 + r + fresh, sizeof(nonce));
+      side[r] = std::make_unique<net::ofi::PeerAuth>(terms[r], 1 - r, nonce);
+    }
+    ++fresh;
+  }
+  // Hands `m` to rank `to`; its answer, if any, is returned through *reply.
+  std::string give(int to, const net::ofi::AuthMessage& m, net::ofi::AuthMessage* reply,
+                   bool* replied) {
+    return side[to]->receive(&m, sizeof(m), reply, replied);
+  }
+  net::ofi::AuthTerms terms[2];
+  std::unique_ptr<net::ofi::PeerAuth> side[2];
+  int fresh = 0;
+};
+
+TEST(OfiAuth, SameKeyProvesBothWays) {
+  AuthPair pair(testKeyOf(1), testKeyOf(1));
+  pair.start();
+  net::ofi::AuthMessage proof[2];
+  bool replied = false;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(pair.give(1 - r, pair.side[r]->nonceMessage(), &proof[1 - r], &replied), "");
+    EXPECT_TRUE(replied);
+  }
+  for (int r = 0; r < 2; ++r) {
+    net::ofi::AuthMessage none;
+    EXPECT_EQ(pair.give(1 - r, proof[r], &none, &replied), "");
+    EXPECT_FALSE(replied);
+    EXPECT_TRUE(pair.side[1 - r]->proven());
+    EXPECT_TRUE(pair.side[1 - r]->answered());
+  }
+  // Proofs may arrive before nonces (the fabric does not order them).
+  pair.start();
+  net::ofi::AuthMessage p0;
+  EXPECT_EQ(pair.give(0, pair.side[1]->nonceMessage(), &p0, &replied), "");
+  EXPECT_EQ(pair.give(1, p0, &proof[0], &replied), "");
+  EXPECT_TRUE(pair.side[1]->proven());
+}
+
+TEST(OfiAuth, AnotherKeyReflectionReplayAndOtherAddressesAreRefused) {
+  bool replied = false;
+  net::ofi::AuthMessage proof, ignored;
+  {  // another key
+    AuthPair pair(testKeyOf(1), testKeyOf(2));
+    pair.start();
+    EXPECT_EQ(pair.give(1, pair.side[0]->nonceMessage(), &proof, &replied), "");
+    const std::string why = pair.give(0, proof, &ignored, &replied);
+    EXPECT_NE(why.find("rank 1 did not prove it holds this job's key"), std::string::npos) << why;
+    EXPECT_FALSE(pair.side[0]->proven());
+    EXPECT_TRUE(pair.side[0]->refused());
+    EXPECT_FALSE(pair.side[0]->finished());  // rank 1's nonce is still due an answer
+    // ... which it gets, so that rank 1 learns why rather than waiting.
+    EXPECT_EQ(pair.give(0, pair.side[1]->nonceMessage(), &ignored, &replied), "");
+    EXPECT_TRUE(replied);
+    EXPECT_TRUE(pair.side[0]->finished());
+    EXPECT_NE(pair.give(1, ignored, &proof, &replied), "");
+    EXPECT_TRUE(pair.side[1]->refused());
+  }
+  {  // rank 0's own proof reflected back to it as rank 1's
+    AuthPair pair(testKeyOf(1), testKeyOf(1));
+    pair.start();
+    EXPECT_EQ(pair.give(0, pair.side[1]->nonceMessage(), &proof, &replied), "");
+    proof.rank = 1;
+    EXPECT_NE(pair.give(0, proof, &ignored, &replied), "");
+    EXPECT_FALSE(pair.side[0]->proven());
+  }
+  {  // a proof recorded at an earlier creation (rank 0's nonce differs now)
+    AuthPair pair(testKeyOf(1), testKeyOf(1));
+    pair.start();
+    EXPECT_EQ(pair.give(1, pair.side[0]->nonceMessage(), &proof, &replied), "");
+    pair.start();
+    EXPECT_NE(pair.give(0, proof, &ignored, &replied), "");
+    EXPECT_FALSE(pair.side[0]->proven());
+  }
+  {  // rank 1 proving itself for another endpoint address than rank 0 holds for it
+    AuthPair pair(testKeyOf(1), testKeyOf(1));
+    pair.terms[1].addresses[1] = {9, 9, 9};
+    pair.start();
+    EXPECT_EQ(pair.give(1, pair.side[0]->nonceMessage(), &proof, &replied), "");
+    EXPECT_NE(pair.give(0, proof, &ignored, &replied), "");
+  }
+  {  // another session, a rank it is not, a short message, a second nonce
+    AuthPair pair(testKeyOf(1), testKeyOf(1));
+    pair.start();
+    net::ofi::AuthMessage m = pair.side[1]->nonceMessage();
+    m.session = 1;
+    EXPECT_NE(pair.give(0, m, &ignored, &replied), "");
+    pair.start();
+    m = pair.side[1]->nonceMessage();
+    m.rank = 2;
+    EXPECT_NE(pair.give(0, m, &ignored, &replied), "");
+    pair.start();
+    EXPECT_NE(pair.side[0]->receive(&m, sizeof(m) - 1, &ignored, &replied), "");
+    pair.start();
+    m = pair.side[1]->nonceMessage();
+    EXPECT_EQ(pair.give(0, m, &ignored, &replied), "");
+    EXPECT_NE(pair.give(0, m, &ignored, &replied), "");
+    EXPECT_TRUE(pair.side[0]->finished());  // broken: nothing more is read from it
+    EXPECT_NE(pair.give(0, m, &ignored, &replied), "");
+    EXPECT_FALSE(replied);
+  }
 }
 
 }  // namespace
