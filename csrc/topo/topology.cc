@@ -1,13 +1,12 @@
 #include "topo/topology.h"
 
 #include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "common/env.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "topo/json.h"
 #include "topo/sysfs.h"
@@ -316,25 +315,20 @@ Topology fromJson(const std::string& text) {
 }
 
 Topology loadTopologyFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  XCCL_CHECK_ARG(static_cast<bool>(in), "cannot read the topology file ", path, ": ",
-                 errnoText(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
+  // A file the user names (XCCL_TOPO_FILE, --topology): read as any named file is, so a FIFO or
+  // a link cannot stall or redirect a group's creation.
+  const std::string text =
+      files::readRegularFile(path, kMaxTopologyFileBytes, "the topology file " + path);
   try {
-    return fromJson(text.str());
+    return fromJson(text);
   } catch (const Error& error) {
     XCCL_THROW(error.kind(), "topology file ", path, ": ", error.what());
   }
 }
 
 void writeTopologyFile(const Topology& topology, const std::string& path) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  XCCL_CHECK_ARG(static_cast<bool>(out), "cannot write the topology file ", path, ": ",
-                 errnoText(errno));
-  out << toJson(topology);
-  out.flush();
-  XCCL_CHECK_ARG(static_cast<bool>(out), "writing the topology file ", path, " failed");
+  // XCCL_TOPO_DUMP_FILE is often a name in a shared folder: a link planted there is not followed.
+  files::writeRegularFile(path, toJson(topology), "the topology file " + path);
 }
 
 Topology discover() {

@@ -7,6 +7,7 @@
 // fixture machines. The file format is JSON, versioned, and documented in docs/topology.md.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -118,6 +119,9 @@ Topology discoverFromRoot(const std::string& sysfsRoot, const DiscoverOptions& o
 // different format name or version, or references that do not resolve (a link to GPU 9 of 8).
 std::string toJson(const Topology& topology);
 Topology fromJson(const std::string& text);
+// A topology file: a regular file (common/files.h) of at most kMaxTopologyFileBytes (the largest
+// fixture is tens of KiB).
+constexpr size_t kMaxTopologyFileBytes = 16 << 20;
 Topology loadTopologyFile(const std::string& path);
 void writeTopologyFile(const Topology& topology, const std::string& path);
 

@@ -46,12 +46,11 @@ def format_size(size: int) -> str:
 
 
 def _gpu_count(topology_file: str | None) -> int:
-    if topology_file is None:
-        from . import topo
+    from . import topo
 
+    if topology_file is None:
         return len(topo.load(topo.topology_json())["gpus"])
-    with open(topology_file, encoding="utf-8") as f:
-        return len(json.load(f).get("gpus", []))
+    return len(json.loads(topo.read_file(topology_file)).get("gpus", []))
 
 
 def default_world(device: str, hosts: int, topology_file: str | None) -> int:
@@ -90,8 +89,7 @@ def kernels_verdict(choice: str, topology_file: str | None) -> tuple[bool, str]:
 
     if topology_file is None:
         return verify.kernels_verified()
-    with open(topology_file, encoding="utf-8") as f:
-        return verify.verdict(topo.load(f.read()))
+    return verify.verdict(topo.load(topo.read_file(topology_file)))
 
 
 def _measured(tuned_ns: int, rule_ns: int) -> str:

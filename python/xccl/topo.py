@@ -11,12 +11,26 @@ from __future__ import annotations
 import json
 import sys
 
-from . import _native
+from . import _native, files
 
 FORMAT_NAME = _native.FORMAT_NAME
 FORMAT_VERSION = _native.FORMAT_VERSION
 # Best first, as csrc/topo/topology.h orders PciPath.
 PATH_ORDER = _native.PCI_PATHS
+
+
+# A topology file's cap, as csrc/topo/topology.h's kMaxTopologyFileBytes.
+MAX_FILE_BYTES = 16 << 20
+
+
+def read_file(path: str) -> str:
+    """The text of the topology file at `path`, read as any file a user names is
+    (files.read_capped: a regular file, no link, no FIFO, capped); ValueError naming the file
+    and what is wrong (FileNotFoundError when there is none)."""
+    try:
+        return files.read_text(path, MAX_FILE_BYTES)
+    except ValueError as error:
+        raise ValueError(f"the topology file {path}: {error}") from None
 
 
 def topology_json() -> str:
@@ -202,15 +216,12 @@ def _matrix(topo: dict) -> list:
 
 def main(args) -> int:
     """Implements the `topo` subcommand (arguments parsed by xccl.cli)."""
-    if args.file:
-        with open(args.file, encoding="utf-8") as f:
-            text = f.read()
-    else:
-        try:
-            text = topology_json()
-        except ValueError as error:  # a malformed XCCL_TOPO_FILE
-            sys.stderr.write(f"xccl topo: {error}\n")
-            return 2
+    try:
+        # --file, or a malformed XCCL_TOPO_FILE: a message, not a traceback
+        text = read_file(args.file) if args.file else topology_json()
+    except (OSError, ValueError) as error:
+        sys.stderr.write(f"xccl topo: {error}\n")
+        return 2
     try:
         topo = load(text)
     except ValueError as error:

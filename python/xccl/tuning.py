@@ -8,8 +8,10 @@ group's creation and the group follows rank 0's answer (csrc/algo/tuning.h parse
 text that `canonical()` writes).
 
 Like the kernel stamp (verify.py), the file is something anyone with access to the cache folder
-could have written: it is read with a size cap, as JSON of one exact shape with every number
-range-checked, and anything else means "no table" with one warning, never an exception.
+could have written: it is read as a regular file only (files.read_capped, through
+verify.read_json_capped: no link followed, no FIFO waited on) with a size cap, as JSON of one
+exact shape with every number range-checked, and anything else means "no table" with one
+warning, never an exception.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ reference on this machine's GPUs and, when all agree, leaves a stamp in the cach
 what could change the kernels' behaviour: the GPU model, the driver version, the topology (which
 GPUs, which links) and the xccl version. Any of them different: not verified.
 
-The stamp is a file anyone with access to the cache folder could have written: it is read with a
-size cap, as JSON of one exact shape, and anything else counts as "not verified" with a warning,
-never an exception.
+The stamp is a file anyone with access to the cache folder could have written: it is read as a
+regular file only (files.read_capped: no link followed, no FIFO waited on) with a size cap, as
+JSON of one exact shape, and anything else counts as "not verified" with a warning, never an
+exception. The default cache folder is the user's own, else a private one (cache_dir).
 
 Each rank answers for itself (``kernels_verified``); the backend takes rank 0's answer for the
 whole group (net/agree.h, agreeOnRankZero), so every rank plans alike.
@@ -27,6 +28,8 @@ import time
 import warnings
 from collections.abc import Iterator, Mapping
 
+from . import files
+
 STAMP_NAME = "kernels-verified.json"
 STAMP_FORMAT = "xccl-kernel-stamp"
 STAMP_VERSION = 1
@@ -43,12 +46,45 @@ HOW_TO_VERIFY = "python -m xccl doctor --gpu"
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> str:
-    """XCCL_CACHE_DIR, else $XDG_CACHE_HOME/xccl, else ~/.cache/xccl."""
+    """XCCL_CACHE_DIR as given; else $XDG_CACHE_HOME/xccl (XDG_CACHE_HOME when absolute), else
+    ~/.cache/xccl (the password database's home when HOME is unset), when that folder is this
+    user's alone (files.folder_problem); else a private folder made once per process, with one
+    warning saying why: never a folder relative to the working directory, nor one another user
+    made or can write."""
     environ = os.environ if environ is None else environ
     if environ.get("XCCL_CACHE_DIR"):
         return environ["XCCL_CACHE_DIR"]
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "xccl")
+    base = environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        home = files.home_folder(environ)
+        base = os.path.join(home, ".cache") if home else ""
+    if not base:
+        return _private_cache_dir(
+            "", "cannot be chosen: no home folder (HOME unset, none in the password database)"
+        )
+    folder = os.path.join(base, "xccl")
+    why = files.folder_problem(folder)
+    if why:
+        return _private_cache_dir(folder, why)
+    _default_dirs.add(folder)
+    return folder
+
+
+_default_dirs: set[str] = set()  # the folders cache_dir chose by default: writers check again
+_private_dir: list[str] = []  # the private folder, once made
+
+
+def _private_cache_dir(folder: str, why: str) -> str:
+    if not _private_dir:
+        _private_dir.append(files.private_folder("xccl-cache-"))
+        named = f"{folder} " if folder else ""
+        warnings.warn(
+            f"xccl: the cache folder {named}{why}: using the private folder {_private_dir[0]}, "
+            "which lasts as long as this process (no kernel stamp or tuning table is kept; set "
+            "XCCL_CACHE_DIR to a folder of yours)",
+            stacklevel=3,
+        )
+    return _private_dir[0]
 
 
 def stamp_path(environ: Mapping[str, str] | None = None) -> str:
@@ -57,9 +93,8 @@ def stamp_path(environ: Mapping[str, str] | None = None) -> str:
 
 def _read_small(path: str, limit: int = 4096) -> str:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(limit)
-    except OSError:
+        return files.read_capped(path, limit).decode("utf-8", errors="replace")
+    except (OSError, ValueError):
         return ""
 
 
@@ -119,10 +154,16 @@ def write_stamp(path: str, key: Mapping, cases: list[str]) -> None:
 
 
 def write_json_atomically(path: str, value, prefix: str) -> None:
-    """Writes `value` as JSON to `path` through a temporary file in the same folder and a rename,
-    creating the folder: a reader sees the old file or the new one, never a part."""
+    """Writes `value` as JSON to `path` through a temporary file (mode 0600) in the same folder
+    and a rename, creating the folder (mode 0700): a reader sees the old file or the new one,
+    never a part, and a link planted at `path` is replaced, never followed. The folder cache_dir
+    chose by default is checked again once made: OSError when someone else made it first."""
     folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    if folder in _default_dirs:
+        why = files.folder_problem(folder)
+        if why:
+            raise PermissionError(f"xccl: not writing {path}: the cache folder {folder} {why}")
     fd, tmp = tempfile.mkstemp(prefix=prefix, dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -136,16 +177,9 @@ def write_json_atomically(path: str, value, prefix: str) -> None:
 
 def read_json_capped(path: str, limit: int):
     """The JSON value in a file anyone may have written: FileNotFoundError when there is none,
-    ValueError saying what is wrong (unreadable, over `limit` bytes, not JSON) otherwise."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except FileNotFoundError:
-        raise
-    except OSError as error:
-        raise ValueError(f"unreadable: {error.strerror or error}") from None
-    if len(data) > limit:
-        raise ValueError(f"over {limit} bytes")
+    ValueError saying what is wrong (a symbolic link, not a regular file, unreadable, over
+    `limit` bytes, not JSON) otherwise. Read by files.read_capped: a FIFO never blocks it."""
+    data = files.read_capped(path, limit)
     try:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

@@ -395,3 +395,67 @@ def test_peer_requests_write_at_most_one_dump_per_interval():
             assert o.value == [True] + [False] * 29, f"rank {o.rank}: {o.value}"
             assert o.log.count("flight recorder dump written to") == 1, o.log[-3000:]
             assert os.path.exists(f"{dump_dir}/burst_{o.rank}")
+
+
+def _default_dump(rank, world, xdg):
+    """A dump to the default prefix, with HOME unset (and XDG_CACHE_HOME as `xdg`, or unset)."""
+    import shutil
+    import stat
+
+    import xccl
+    from xccl import files
+
+    # os.environ's pop unsets the variable for the C++ side too, which reads it at each dump.
+    for name in ("HOME", "XDG_CACHE_HOME", "TORCH_FR_DUMP_TEMP_FILE"):
+        os.environ.pop(name, None)
+    os.environ.pop("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", None)
+    if xdg:
+        os.environ["XDG_CACHE_HOME"] = xdg
+    dist.all_reduce(torch.ones(3))
+    path = xccl.dump_flight_recorder()
+    folder = os.path.dirname(path)
+    found = {
+        "path": path,
+        "problem": files.folder_problem(folder),
+        "mode": oct(stat.S_IMODE(os.lstat(folder).st_mode)),
+        "again": xccl.dump_flight_recorder(),  # the same folder, no second warning
+    }
+    os.remove(path)
+    if os.path.basename(folder).startswith("xccl-flight-recorder-"):
+        shutil.rmtree(folder)
+    return found
+
+
+def test_default_dump_folder_without_home_is_the_users_own_not_a_shared_one():
+    import pwd
+
+    (found,) = run(_default_dump, 1, "", timeout=60)
+    home = pwd.getpwuid(os.geteuid()).pw_dir
+    # torch's fallback, /tmp/.cache/torch, is a folder any user could have made first.
+    assert found["path"] == f"{home}/.cache/torch/comm_lib_trace_rank_0", found
+    assert found["problem"] == "" and found["again"] == found["path"], found
+
+
+@pytest.mark.parametrize("how", ["another user's", "world-writable"])
+def test_default_dump_folder_not_the_users_alone_gives_a_private_one(how):
+    if how == "another user's" and os.geteuid() != 0:
+        pytest.skip("only root can give a folder away")
+    with tempfile.TemporaryDirectory(prefix="xccl-fr-") as shared:
+        planted = os.path.join(shared, "torch")
+        os.mkdir(planted)
+        if how == "world-writable":
+            os.chmod(planted, 0o777)
+            why = "is writable by its group or others (mode 0777)"
+        else:
+            os.chown(planted, 65534, 65534)
+            why = "is owned by uid 65534, not by this user"
+        outcomes = spawn(_default_dump, 1, shared, timeout=60)
+        assert all(o.ok for o in outcomes), describe(outcomes)
+        found, log = outcomes[0].value, outcomes[0].log
+        assert os.listdir(planted) == [], "a dump went into the planted folder"
+    folder = os.path.dirname(found["path"])
+    assert os.path.basename(folder).startswith("xccl-flight-recorder-"), found
+    assert found["problem"] == "" and found["mode"] == "0o700", found
+    assert found["again"] == found["path"], found
+    assert log.count("dumps go to the private folder") == 1, log[-3000:]
+    assert f"default folder {planted} {why}" in log, log[-3000:]

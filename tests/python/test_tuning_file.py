@@ -244,7 +244,7 @@ def test_a_file_that_is_not_a_table_is_refused(tmp_path, content, expected):
 def test_a_folder_or_nothing_is_no_table(tmp_path):
     assert tuning.load(str(tmp_path)) == (
         None,
-        f"{tmp_path} is not a tuning table (unreadable: Is a directory)",
+        f"{tmp_path} is not a tuning table (not a regular file: a directory)",
     )
     assert tuning.load(str(tmp_path / "none.json")) == (None, f"no table at {tmp_path}/none.json")
 

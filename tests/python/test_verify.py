@@ -154,9 +154,9 @@ def test_verdict_warns_about_a_damaged_stamp_and_reads_the_cache_dir(tmp_path):
 def test_cache_dir_precedence(tmp_path):
     assert verify.cache_dir({"XCCL_CACHE_DIR": "/a", "XDG_CACHE_HOME": "/b"}) == "/a"
     assert verify.cache_dir({"XDG_CACHE_HOME": "/b"}) == os.path.join("/b", "xccl")
-    home = os.path.join(os.path.expanduser("~"), ".cache", "xccl")
-    assert verify.cache_dir({}) == home
-    assert verify.cache_dir({"XCCL_CACHE_DIR": ""}) == home
+    home = os.path.join("/h", ".cache", "xccl")
+    assert verify.cache_dir({"HOME": "/h"}) == home
+    assert verify.cache_dir({"XCCL_CACHE_DIR": "", "HOME": "/h"}) == home
 
 
 def test_the_known_good_list_is_empty_until_a_device_check_earns_an_entry(tmp_path):

@@ -12,10 +12,14 @@
 //
 // Size: TORCH_FR_BUFFER_SIZE, else TORCH_NCCL_TRACE_BUFFER_SIZE, else torch's default of 2000
 // entries, read once; 0 turns recording and every dump off. Dumps go to <prefix><global rank>,
-// the prefix being TORCH_FR_DUMP_TEMP_FILE, else TORCH_NCCL_DEBUG_INFO_TEMP_FILE, else torch's
-// default (${XDG_CACHE_HOME:-$HOME/.cache}/torch/comm_lib_trace_rank_). A dump is written to a
-// temporary file and renamed, so a reader never sees half of one; a dump that cannot be written
-// is one warning per process and nothing else (training goes on).
+// the prefix being TORCH_FR_DUMP_TEMP_FILE, else TORCH_NCCL_DEBUG_INFO_TEMP_FILE, else the user's
+// own cache folder (${XDG_CACHE_HOME:-$HOME/.cache}/torch/comm_lib_trace_rank_, made 0700; the
+// home from the password database when HOME is unset, never the shared /tmp/.cache that torch
+// falls back to) when it is this user's alone, else a private folder made once per process with
+// mkdtemp, with one warning saying why. A dump is written to a temporary file of mode 0600 and
+// renamed, so a reader never sees half of one and a link planted at its name is replaced, never
+// followed; a dump that cannot be written is one warning per process and nothing else (training
+// goes on).
 //
 // Threads: every method may be called from any thread. One mutex guards the buffer and is held
 // only to copy a few fields (never for pickling or I/O); nothing here takes the GIL.

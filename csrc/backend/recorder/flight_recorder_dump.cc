@@ -16,9 +16,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 
 #include "backend/recorder/flight_recorder.h"
+#include "common/files.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
@@ -85,7 +87,7 @@ bool makeDirectories(const std::string& path) {
        slash = path.find('/', slash + 1)) {
     if (::mkdir(path.substr(0, slash).c_str(), 0755) != 0 && errno != EEXIST) return false;
   }
-  return ::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST;
+  return ::mkdir(path.c_str(), 0700) == 0 || errno == EEXIST;
 }
 
 // Writes `data` to `path` through a temporary file renamed over it; false with `*why` set.
@@ -126,15 +128,45 @@ std::string FlightRecorder::defaultPrefix() {
     const char* value = std::getenv(name);
     if (value != nullptr && *value != '\0') return value;
   }
-  // torch's DebugInfoWriter default: the user's cache folder, created if missing.
+  // torch's DebugInfoWriter writes to $HOME/.cache/torch, or /tmp/.cache/torch without a HOME:
+  // a folder in the shared temporary folder that another user can make first (and read every
+  // dump, or plant links in it). xccl's default is the user's own cache folder
+  // (XDG_CACHE_HOME, else the home folder's .cache, the password database's home when HOME is
+  // unset), checked after it is made (files::folderProblem); when there is none, or it is not
+  // this user's alone, a private folder made once per process, with one warning saying why.
   const char* cache = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  std::string root =
-      (cache != nullptr && *cache != '\0')
-          ? std::string(cache)
-          : std::string(home != nullptr && *home != '\0' ? home : "/tmp") + "/.cache";
-  makeDirectories(root + "/torch");  // a failure shows when the file cannot be written
-  return root + "/torch/comm_lib_trace_rank_";
+  std::string root;
+  if (cache != nullptr && cache[0] == '/') {
+    root = cache;
+  } else if (const std::string home = files::homeFolder(); !home.empty()) {
+    root = home + "/.cache";
+  }
+  std::string why = "cannot be chosen: no home folder (HOME unset, none in the password database)";
+  const std::string folder = root.empty() ? "" : root + "/torch";
+  if (!folder.empty()) {
+    makeDirectories(folder);  // a failure shows when the file cannot be written
+    why = files::folderProblem(folder);
+    if (why.empty()) return folder + "/comm_lib_trace_rank_";
+  }
+  static std::mutex mutex;
+  static bool tried = false;
+  static std::string privateFolder;
+  std::lock_guard<std::mutex> guard(mutex);
+  if (!tried) {
+    tried = true;
+    std::string failed;
+    privateFolder = files::makePrivateFolder("xccl-flight-recorder-", &failed);
+    const std::string named = folder.empty() ? "" : folder + " ";
+    if (privateFolder.empty()) {
+      XCCL_WARN("recorder", "the flight recorder's default folder ", named, why, ", and ", failed,
+                ": no dump is written (set TORCH_FR_DUMP_TEMP_FILE to a path prefix of yours)");
+    } else {
+      XCCL_WARN("recorder", "the flight recorder's default folder ", named, why,
+                ": dumps go to the private folder ", privateFolder,
+                " instead (set TORCH_FR_DUMP_TEMP_FILE to choose where)");
+    }
+  }
+  return privateFolder.empty() ? "" : privateFolder + "/comm_lib_trace_rank_";
 }
 
 std::string FlightRecorder::dump(bool onlyActive) {
@@ -214,7 +246,9 @@ std::string FlightRecorder::write(const std::string& prefix, bool onlyActive) {
   if (rank < 0) return "";  // no group yet: nothing recorded, no rank to name the file
   std::string data = dump(onlyActive);
   std::lock_guard<std::mutex> guard(writeMutex_);
-  const std::string path = (prefix.empty() ? defaultPrefix() : prefix) + std::to_string(rank);
+  const std::string chosen = prefix.empty() ? defaultPrefix() : prefix;
+  if (chosen.empty()) return "";  // no folder for the default: defaultPrefix() warned
+  const std::string path = chosen + std::to_string(rank);
   std::string why;
   if (writeFile(path, data, &why)) {
     XCCL_INFO("recorder", "flight recorder dump written to ", path);

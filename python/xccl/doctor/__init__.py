@@ -66,8 +66,7 @@ def load_topology(path: str | None = None) -> tuple:
     honouring XCCL_TOPO_FILE)."""
     try:
         if path:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            text = _topo.read_file(path)
             source = path
         else:
             text = _topo.topology_json()

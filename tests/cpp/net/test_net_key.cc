@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "common/sha256.h"
+#include "fifo_reader.h"
 #include "harness.h"
 #include "net/net_key.h"
 
@@ -65,7 +66,7 @@ TEST_F(KeyFiles, UnsafeOrOddFilesAreRefusedNamingTheFault) {
   path = write("long", std::string(kMaxKeyFileBytes + 1, 'k'), 0600);
   EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(path); }).find("65537 bytes"),
             std::string::npos);
-  EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(dir_); }).find("not a regular file"),
+  EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(dir_); }).find("not a regular file (a dir"),
             std::string::npos);
   EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(dir_ + "/missing"); }).find("cannot open"),
             std::string::npos);
@@ -74,14 +75,32 @@ TEST_F(KeyFiles, UnsafeOrOddFilesAreRefusedNamingTheFault) {
   const std::string link = dir_ + "/link";
   ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
   made_.push_back(link);
-  EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(link); }).find("cannot open"),
-            std::string::npos);
+  why = invalidArgumentMessage([&] { readKeyFile(link); });
+  EXPECT_NE(why.find("XCCL_NET_KEY_FILE=" + link + ": not a regular file (a symbolic link"),
+            std::string::npos)
+      << why;
   if (::geteuid() == 0) {  // only root can give a file away
     path = write("theirs", secret, 0600);
     ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
     EXPECT_NE(invalidArgumentMessage([&] { readKeyFile(path); }).find("owned by uid 65534"),
               std::string::npos);
   }
+}
+
+// A FIFO (of the right owner and mode) would block open() until someone writes to it: refused
+// at once, never opened.
+TEST_F(KeyFiles, AFifoIsRefusedWithoutWaiting) {
+  const std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  made_.push_back(fifo);
+  std::string why;
+  const double seconds = testing::secondsReadingFifo(fifo, [&] {
+    why = invalidArgumentMessage([&] { readKeyFile(fifo); });
+  });
+  EXPECT_LT(seconds, 2.0) << "reading the key file waited on the FIFO";
+  EXPECT_NE(why.find("XCCL_NET_KEY_FILE=" + fifo + ": not a regular file (a FIFO)"),
+            std::string::npos)
+      << why;
 }
 
 // With XCCL_NET_KEY_FILE (read once per process: a fresh one), both ranks hold the file's key
