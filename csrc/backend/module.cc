@@ -180,7 +180,8 @@ PYBIND11_MODULE(_C, m) {
         return FlightRecorder::get().write(prefix, onlyActive);
       },
       py::arg("prefix"), py::arg("only_active"), py::call_guard<py::gil_scoped_release>(),
-      "Writes the dump to prefix (default: torch's) + global rank; the path, or '' if not "
+      "Writes the dump to prefix (default: the user's cache folder, docs/training.md) + global "
+      "rank; the path, or '' if not "
       "written.");
   m.def(
       "_flight_recorder_request_write",

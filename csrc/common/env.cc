@@ -98,7 +98,8 @@ const std::vector<Variable> kVariables = {
             "and its unacknowledged data replayed on the peer's other links."),
     // net/net_key.cc readKeyFile() checks the file (owner, mode, 32 B to 64 KiB).
     text("XCCL_NET_KEY_FILE",
-         "A file holding the secret TCP links authenticate with (the same file on every rank; "
+         "A file holding the secret TCP links and ofi peers authenticate with (the same file on "
+         "every rank; "
          "a regular file owned by the user, mode 600, 32 bytes to 64 KiB). Default: rank 0 draws "
          "a key for each group and shares it through the store."),
     // net/tcp: what one peer's messages that came before their receive may hold here; at least
