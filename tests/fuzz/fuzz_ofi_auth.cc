@@ -19,8 +19,9 @@
 // - receive throws nothing; it replies only to the first well-formed nonce of its peer (always
 //   to one, unless the exchange broke), with "" and a well-formed proof of this side's rank,
 //   session and nonce whose MAC is the one its terms make for that nonce;
-// - the impersonator's proof for A's nonce differs from B's whatever field its terms change, and
-//   a rank's own proof is not its peer's, even with both nonces equal;
+// - the impersonator's proof for A's nonce differs from B's whatever field its terms change; so
+//   does A's own proof over the same nonces (reflection), and in a group of three, a proof that
+//   differs from B's in the prover's or the verifier's rank alone;
 // - in honest mode (config bit 7), both sides get exactly each other's messages in an order the
 //   input picks: both end proven, answered and finished, never refused.
 //
@@ -30,6 +31,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -54,9 +56,14 @@ constexpr uint64_t kSession = 0x5e55;
 constexpr size_t kMaxPool = 48;
 constexpr size_t kMaxRaw = 160;  // past sizeof(AuthMessage) both ways
 
-void check(bool ok) {
-  if (!ok) std::abort();
-}
+// Names the invariant that broke (the abort calls merge, and with them their lines).
+#define check(ok)                                                                         \
+  do {                                                                                    \
+    if (!(ok)) {                                                                          \
+      std::fprintf(stderr, "fuzz_ofi_auth.cc:%d: invariant broken: %s\n", __LINE__, #ok); \
+      std::abort();                                                                       \
+    }                                                                                     \
+  } while (0)
 
 NetKey keyOf(uint8_t fill) {
   NetKey key;
@@ -207,6 +214,21 @@ void checkBindings(const World& w) {
   nonceOfB.rank = w.rankB;
   const AuthMessage reflected = genuineProof(w.termsA, w.rankB, w.nonceB.data(), nonceOfB);
   check(std::memcmp(reflected.mac, byB.mac, sizeof(byB.mac)) != 0);
+  if (w.termsB.addresses.size() < 3) return;
+  // The third rank, at B's address, proving to A, and B proving to the third rank at A's
+  // address: all that differs from B's proof is one rank.
+  const int third = 3 - w.rankA - w.rankB;
+  AuthTerms asThird = w.termsB;
+  asThird.self = third;
+  asThird.addresses[third] = w.termsB.addresses[w.rankB];
+  const AuthMessage byThird = genuineProof(asThird, w.rankA, w.nonceB.data(), nonceOfA);
+  check(std::memcmp(byThird.mac, byB.mac, sizeof(byB.mac)) != 0);
+  AuthTerms toThird = w.termsB;
+  toThird.addresses[third] = w.termsB.addresses[w.rankA];
+  AuthMessage nonceOfThird = nonceOfA;
+  nonceOfThird.rank = third;
+  const AuthMessage forThird = genuineProof(toThird, third, w.nonceB.data(), nonceOfThird);
+  check(std::memcmp(forThird.mac, byB.mac, sizeof(byB.mac)) != 0);
 }
 
 // One honest side under attack, and what the harness knows of it.
@@ -251,7 +273,7 @@ bool deliver(Side& side, const std::vector<uint8_t>& bytes, AuthMessage* reply) 
   try {
     why = auth.receive(copy.get(), bytes.size(), &out, &replied);
   } catch (...) {
-    std::abort();  // receive documents no exception
+    check(!"receive threw");  // it documents no exception
   }
   // Nothing goes back.
   check(!provenBefore || auth.proven());
