@@ -20,8 +20,9 @@
 //   to one, unless the exchange broke), with "" and a well-formed proof of this side's rank,
 //   session and nonce whose MAC is the one its terms make for that nonce;
 // - the impersonator's proof for A's nonce differs from B's whatever field its terms change; so
-//   does A's own proof over the same nonces (reflection), and in a group of three, a proof that
-//   differs from B's in the prover's or the verifier's rank alone;
+//   do B's proofs with another nonce of its own or for another of A's, and A's own proof over the
+//   same nonces (reflection), and in a group of three, a proof that differs from B's in the
+//   prover's or the verifier's rank alone;
 // - in honest mode (config bit 7), both sides get exactly each other's messages in an order the
 //   input picks: both end proven, answered and finished, never refused.
 //
@@ -207,6 +208,13 @@ void checkBindings(const World& w) {
     const AuthMessage byC = genuineProof(w.termsC, w.rankA, w.nonceB.data(), nonceOfA);
     check(std::memcmp(byB.mac, byC.mac, sizeof(byB.mac)) != 0);
   }
+  // B's proof with another nonce of its own, or for another nonce of A's.
+  const AuthMessage withX = genuineProof(w.termsB, w.rankA, w.nonceX.data(), nonceOfA);
+  check(w.nonceX == w.nonceB || std::memcmp(withX.mac, byB.mac, sizeof(byB.mac)) != 0);
+  AuthMessage otherNonceOfA = nonceOfA;
+  std::memcpy(otherNonceOfA.nonce, w.nonceX.data(), kAuthNonceBytes);
+  const AuthMessage forX = genuineProof(w.termsB, w.rankA, w.nonceB.data(), otherNonceOfA);
+  check(w.nonceX == w.nonceA || std::memcmp(forX.mac, byB.mac, sizeof(byB.mac)) != 0);
   // A's proof over the very nonces B's proof is over (B's as the prover's, A's as the
   // verifier's) differs from B's only by who proves to whom: reflected, it must not pass.
   AuthMessage nonceOfB = nonceOfA;
