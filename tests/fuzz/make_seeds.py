@@ -343,6 +343,9 @@ def auth_seeds():
         "flipped_mac": bytes([0])
         + exchange
         + auth_op(AUTH_FLIP, b_proof, *struct.pack("<H", AUTH_MAC_AT * 8)),
+        "flipped_mac_end": bytes([0])
+        + exchange
+        + auth_op(AUTH_FLIP, b_proof, *struct.pack("<H", 72 * 8 - 1)),
         "grafted": bytes([0])
         + exchange
         + auth_sign(0, 2, 1)
