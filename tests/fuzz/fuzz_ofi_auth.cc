@@ -22,7 +22,8 @@
 // - the impersonator's proof for A's nonce differs from B's whatever field its terms change; so
 //   do B's proofs with another nonce of its own or for another of A's, and A's own proof over the
 //   same nonces (reflection), and in a group of three, a proof that differs from B's in the
-//   prover's or the verifier's rank alone;
+//   prover's or the verifier's rank alone (the signer behind the first invariant runs the same
+//   MAC, so a field left out of it is caught here, not there);
 // - in honest mode (config bit 7), both sides get exactly each other's messages in an order the
 //   input picks: both end proven, answered and finished, never refused.
 //
