@@ -26,11 +26,11 @@ bash scripts/check_hip.sh
 # is fetched once into build/torch-wheels/; about 4 minutes on 2 cores).
 bash scripts/check_torch_headers.sh 2.11.0
 python3 -m pytest tests/python -q -p no:cacheprovider
-# The fuzz targets (the TCP wire reader and receive state, the ofi header path, the shm ring, the
-# parsers of store and user values) still build and find nothing in a short run (the long runs
-# are by hand: scripts/fuzz.sh TARGET SECONDS).
+# The fuzz targets (the TCP wire reader and receive state, the ofi header path and key exchange,
+# the shm ring, the parsers of store and user values) still build and find nothing in a short run
+# (the long runs are by hand: scripts/fuzz.sh TARGET SECONDS).
 for target in fuzz_tcp_frames fuzz_tcp_handshake fuzz_tcp_receive fuzz_ofi_header \
-  fuzz_shm_ring fuzz_store_values fuzz_user_values; do
+  fuzz_ofi_auth fuzz_shm_ring fuzz_store_values fuzz_user_values; do
   if ! bash scripts/fuzz.sh "$target" 20 > "build/$target.log" 2>&1; then
     tail -n 40 "build/$target.log" >&2
     exit 1

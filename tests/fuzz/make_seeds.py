@@ -299,6 +299,68 @@ def ofi_seeds():
     }
 
 
+# tests/fuzz/fuzz_ofi_auth.cc: a config byte, then ops. Pool: 0 A's nonce, 1 B's nonce, 2 and 3
+# the impersonator's (as B, as A), then what sides and signers answered, in order.
+AUTH_AS_IS, AUTH_CUT, AUTH_FLIP, AUTH_BYTE, AUTH_RAW, AUTH_FORGED, AUTH_SIGN, AUTH_GRAFT = range(8)
+AUTH_TO_B = 8
+AUTH_RANK_AT, AUTH_MAC_AT = 8, 40  # offsetof(AuthMessage, rank), (AuthMessage, mac)
+
+
+def auth_op(kind, pool, *fields, to_b=False, graft_nonce=False):
+    first = kind | (AUTH_TO_B if to_b else 0) | (0x10 if graft_nonce else 0)
+    return bytes([first, pool, *fields])
+
+
+def auth_sign(pool, signer, nonce):
+    """Signer 0 A's terms, 1 B's, 2 the impersonator's as B, 3 as A; nonce 0 A's, 1 B's, 2, 3."""
+    return auth_op(AUTH_SIGN, pool, signer | nonce << 2)
+
+
+def auth_seeds():
+    a_proof, b_proof = 4, 5  # after the two first deliveries below
+    exchange = auth_op(AUTH_AS_IS, 1) + auth_op(AUTH_AS_IS, 0, to_b=True)
+    proofs = auth_op(AUTH_AS_IS, b_proof) + auth_op(AUTH_AS_IS, a_proof, to_b=True)
+    seeds = {
+        "exchange": bytes([0]) + exchange + proofs,
+        "exchange_3ranks": bytes([0x40]) + exchange + proofs,
+        "proof_first": bytes([0x20])
+        + auth_op(AUTH_AS_IS, 0, to_b=True)  # B's proof is pool 4
+        + auth_op(AUTH_AS_IS, 4)
+        + auth_op(AUTH_AS_IS, 1),
+        "honest": bytes([0x80, 0, 0, 0, 0]),
+        "honest_equal_nonces": bytes([0x88, 1, 2, 0, 1]),
+        "honest_drawn_nonces": bytes([0xD8]) + bytes(range(32)) + bytes([1, 1, 1]),
+        "reflected": bytes([0x08])
+        + auth_op(AUTH_AS_IS, 1)
+        + auth_op(AUTH_BYTE, 4, AUTH_RANK_AT, 1)
+        + auth_op(AUTH_AS_IS, 4),
+        "replayed_nonce": bytes([0])
+        + auth_sign(0, 1, 3)  # B's terms with another nonce answer A's nonce: pool 4
+        + auth_op(AUTH_AS_IS, 1)
+        + auth_op(AUTH_AS_IS, 4),
+        "other_nonce_proof": bytes([0]) + auth_sign(3, 1, 1) + auth_op(AUTH_AS_IS, 4),
+        "cut": bytes([0]) + auth_op(AUTH_CUT, 1, 71) + auth_op(AUTH_CUT, 0, 73, 0, to_b=True),
+        "flipped_mac": bytes([0])
+        + exchange
+        + auth_op(AUTH_FLIP, b_proof, *struct.pack("<H", AUTH_MAC_AT * 8)),
+        "flipped_mac_end": bytes([0])
+        + exchange
+        + auth_op(AUTH_FLIP, b_proof, *struct.pack("<H", 72 * 8 - 1)),
+        "grafted": bytes([0])
+        + exchange
+        + auth_sign(0, 2, 1)
+        + auth_op(AUTH_GRAFT, 6, b_proof, graft_nonce=True)
+        + auth_op(AUTH_GRAFT, b_proof, 6),
+        "forged": bytes([0]) + auth_op(AUTH_FORGED, 1, 1) + bytes(48),
+        "raw": bytes([0]) + auth_op(AUTH_RAW, 0, 72, to_b=True) + bytes(range(72)),
+    }
+    for variant in range(1, 8):  # the impersonator's proof for A's nonce, then B's nonce to A
+        seeds[f"impersonator_{variant}"] = (
+            bytes([variant]) + auth_sign(0, 2, 1) + auth_op(AUTH_AS_IS, 4) + auth_op(AUTH_AS_IS, 1)
+        )
+    return seeds
+
+
 def tagged(make):
     """Seeds whose first byte picks the parser: {name: (first byte, body)} as whole inputs."""
     return lambda: {name: bytes([first]) + body for name, (first, body) in make().items()}
@@ -310,6 +372,7 @@ WHOLE_INPUTS = {
     "fuzz_tcp_handshake",
     "fuzz_tcp_receive",
     "fuzz_ofi_header",
+    "fuzz_ofi_auth",
     "fuzz_store_values",
     "fuzz_user_values",
 }
@@ -322,6 +385,7 @@ def main():
         "fuzz_tcp_handshake": handshake_seeds,
         "fuzz_tcp_receive": receive_seeds,
         "fuzz_ofi_header": ofi_seeds,
+        "fuzz_ofi_auth": auth_seeds,
         "fuzz_shm_ring": shm_ring_seeds,
         "fuzz_store_values": tagged(store_value_seeds),
         "fuzz_user_values": tagged(user_value_seeds),
