@@ -63,6 +63,7 @@ Handshake::Status Handshake::advance() {
     if (::getsockopt(socket_.fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     if (err != 0) {
       refused_ = err == ECONNREFUSED;
+      connectError_ = err;
       return fail("cannot connect: " + errnoText(err));
     }
     connecting_ = false;

@@ -55,6 +55,7 @@ class Handshake {
   Deadline deadline() const { return deadline_; }
   const std::string& why() const { return why_; }
   bool refused() const { return refused_; }      // dialling: nothing listens there
+  int connectError() const { return connectError_; }  // dialling: why connecting failed, or 0
   // Failed because the other end's hello was refused (another key, group, rank or link): no
   // retry can help, unlike a failed connection (refused, reset, closed, timed out).
   bool verdict() const { return verdict_; }
@@ -81,6 +82,7 @@ class Handshake {
   size_t inGot_ = 0;
   size_t received_ = 0;
   bool refused_ = false;
+  int connectError_ = 0;
   bool verdict_ = false;
   bool heardHello_ = false;
 
@@ -96,9 +98,9 @@ class Handshake {
 void finishDial(Handshake& handshake, const std::string& address);
 
 // The rate-limited log lines of one transport's handshakes (common/logging.h RateLimiter):
-// strangers decide how often these happen.
-// A few lines are let through at once, so that the first refusals of a misconfigured peer (which
-// may differ: a wrong key, then a closed connection) are all seen.
+// strangers decide how often these happen. A few lines are let through at once, so that the
+// first refusals of a misconfigured peer (which may differ: a wrong key, then a closed
+// connection) are all seen.
 struct HandshakeLogs {
   static constexpr uint64_t kBurst = 5;
   log::RateLimiter evicted{std::chrono::seconds(10), kBurst};

@@ -205,6 +205,12 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
   }
   size_t dialled = 0, expected = 0, accepted = 0;
   for (int peer = rank_ + 1; peer < size_; ++peer) expected += peers_[peer]->links.size();
+  // Connecting again may help after these (the peer's queue was full, a flood had it reset);
+  // not after, say, an unreachable network, which fails creation at once as before.
+  const auto transient = [](int error) {
+    return error == 0 || error == ECONNREFUSED || error == ECONNRESET || error == ETIMEDOUT ||
+           error == EINTR || error == EAGAIN || error == EADDRNOTAVAIL || error == ECONNABORTED;
+  };
   const auto retryLater = [](Dial& d, Clock::time_point now, std::string why) {
     d.inFlight = false;
     d.lastFailure = std::move(why);
@@ -243,6 +249,10 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
         XCCL_THROW(ErrorKind::kPeerFailure, "cannot bind to ", d.link->from.toString(),
                    " to connect to ", d.link->to.toString(), ": ", errnoText(error));
       }
+      if (!socket.valid() && !transient(error)) {
+        XCCL_THROW(ErrorKind::kPeerFailure, "cannot connect to ", d.link->to.toString(), ": ",
+                   errnoText(error));
+      }
       if (!socket.valid()) {
         retryLater(d, now, "cannot connect: " + errnoText(error));
         continue;
@@ -262,6 +272,9 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
           d.inFlight = false;
           linkUp(h->peer(), h->link(), h->take(), /*recovered=*/false);
           ++dialled;
+        } else if (!transient(h->connectError())) {
+          XCCL_THROW(ErrorKind::kPeerFailure, "cannot connect to ", d.link->to.toString(), ": ",
+                     errnoText(h->connectError()));
         } else if (h->verdict()) {
           XCCL_THROW(ErrorKind::kPeerFailure, "the process at ", d.link->to.toString(),
                      " is not rank ", h->peer(), " of this group: ", h->why());
