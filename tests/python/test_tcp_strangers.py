@@ -66,8 +66,9 @@ class _HeldStore(dist.Store):
         return self.inner.check(keys)
 
 
-def _create(rank: int, name: str) -> tuple[float, float]:
-    """Creates the group (rank 0 held up); when this rank started and had it. Checks it works."""
+def _create(rank: int, name: str, keep: list) -> tuple[float, float]:
+    """Creates the group (rank 0 held up); when this rank started and had it. Checks it works,
+    and keeps it in `keep` (a rank that dropped it early would take it away from the others)."""
     import xccl
 
     inner = dist.PrefixStore(name + "/", dist.distributed_c10d._get_default_store())
@@ -83,6 +84,7 @@ def _create(rank: int, name: str) -> tuple[float, float]:
     end = time.time()
     x = torch.ones(16)
     group.allreduce([x]).wait()
+    keep.append(group)
     assert torch.equal(x, torch.full((16,), float(WORLD))), x
     return start, end
 
@@ -91,7 +93,8 @@ def _twice(rank: int, world: int) -> dict:
     pids: list = [None] * world
     dist.all_gather_object(pids, os.getpid())
     dist.barrier()
-    alone = _create(rank, "alone")
+    groups: list = []
+    alone = _create(rank, "alone", groups)
     helper = None
     if rank == 0:
         helper = subprocess.Popen(
@@ -103,7 +106,7 @@ def _twice(rank: int, world: int) -> dict:
         assert helper.stdout.readline().strip() == "ready"  # it knows the listeners there were
     dist.barrier()
     try:
-        flooded = _create(rank, "flooded")
+        flooded = _create(rank, "flooded", groups)
         out = {"alone": alone, "flooded": flooded}
         if helper is not None:
             line = helper.stdout.readline().strip()
