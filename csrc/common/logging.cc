@@ -49,6 +49,28 @@ void write(Level level, const char* subsystem, const std::string& message) {
                message.c_str());
 }
 
+bool RateLimiter::allow(uint64_t* suppressed) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (written_ == 0 || now >= windowEnd_) {
+    windowEnd_ = now + interval_;
+    written_ = 0;
+  }
+  if (written_ >= burst_) {
+    ++suppressed_;
+    return false;
+  }
+  ++written_;
+  *suppressed = suppressed_;
+  suppressed_ = 0;
+  return true;
+}
+
+std::string suppressedNote(uint64_t suppressed) {
+  if (suppressed == 0) return "";
+  return detail::concat(" (", suppressed, " more like this suppressed)");
+}
+
 void setRankOnce(int rank) {
   int unset = -1;
   gRank.compare_exchange_strong(unset, rank);

@@ -3,7 +3,11 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <mutex>
+#include <tuple>
 
 #include "common/logging.h"
 #include "net/net_key.h"
@@ -59,6 +63,7 @@ Handshake::Status Handshake::advance() {
     if (::getsockopt(socket_.fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     if (err != 0) {
       refused_ = err == ECONNREFUSED;
+      connectError_ = err;
       return fail("cannot connect: " + errnoText(err));
     }
     connecting_ = false;
@@ -91,8 +96,10 @@ Handshake::Status Handshake::advance() {
     if (inGot_ < sizeof(in_)) continue;
     inGot_ = 0;
     if (std::string why = exchange_.receive(in_, sizeof(in_)); !why.empty()) {
+      verdict_ = true;
       return fail(std::move(why));
     }
+    heardHello_ = true;
   }
 }
 
@@ -121,37 +128,178 @@ void Handshake::expire() {
                                     " of a hello's ", sizeof(Hello), " bytes had come)"));
 }
 
+// Every Handshakes of the process, and how many accepted handshakes they hold (not evicted).
+// Its lock is held while any of them changes its list or advances a handshake, so that one
+// Handshakes may pick and evict another's handshake (by shutting its socket down: the owner sees
+// it readable at once and drops it).
+struct Handshakes::Registry {
+  std::mutex mutex;
+  std::vector<Handshakes*> sets;
+  size_t accepted = 0;
+  uint64_t order = 0;
+};
+
+Handshakes::Registry& Handshakes::registry() {
+  static Registry* const r = new Registry;  // never destroyed: used by threads until exit
+  return *r;
+}
+
+Handshakes::Handshakes(const HandshakeTerms& terms, HandshakeLogs& logs)
+    : terms_(terms), logs_(logs) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  r.sets.push_back(this);
+}
+
+Handshakes::~Handshakes() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  r.sets.erase(std::find(r.sets.begin(), r.sets.end(), this));
+  r.accepted -= accepted_;
+  running_.clear();
+}
+
+size_t Handshakes::accepted() const {
+  std::lock_guard<std::mutex> guard(registry().mutex);
+  return accepted_;
+}
+
+size_t Handshakes::acceptedInProcess() {
+  std::lock_guard<std::mutex> guard(registry().mutex);
+  return registry().accepted;
+}
+
+void Handshakes::add(std::unique_ptr<Handshake> handshake) {
+  std::lock_guard<std::mutex> guard(registry().mutex);
+  running_.push_back(std::move(handshake));
+}
+
 bool Handshakes::dialling(int peer, int link) const {
+  // running_ changes only on this thread: reading it needs no lock here.
   return std::any_of(running_.begin(), running_.end(), [&](const auto& h) {
     return h->dialing() && h->peer() == peer && h->link() == link;
   });
 }
 
-void Handshakes::acceptAll(const Socket& listener) {
-  for (;;) {
+namespace {
+
+// The order in which accepted handshakes are dropped when no slot is left: smaller goes first.
+// Idle ones (nothing received) oldest first, then those with part of a hello by how much came
+// (then oldest), then those that received a whole hello, oldest first.
+std::tuple<int, size_t, uint64_t> evictionRank(const Handshake& h, uint64_t order) {
+  if (h.heardHello()) return {2, 0, order};
+  if (h.received() == 0) return {0, 0, order};
+  return {1, h.received(), order};
+}
+
+std::string describe(const Handshake& h) {
+  const std::string got = h.heardHello()      ? std::string("a whole hello")
+                          : h.received() == 0 ? std::string("nothing")
+                                              : detail::concat(h.received(), " byte(s)");
+  return h.from() + " (" + got + " received)";
+}
+
+}  // namespace
+
+void Handshakes::release(const Handshake& h) {
+  if (!h.dialing() && !h.evicted_) {
+    --accepted_;
+    --registry().accepted;
+  }
+}
+
+void Handshakes::admit(std::unique_ptr<Handshake> handshake) {
+  Registry& r = registry();
+  handshake->order_ = ++r.order;
+  if (r.accepted >= kMaxHandshakes) {
+    // The victim over every set's accepted handshakes and this newcomer.
+    Handshakes* victimSet = nullptr;
+    size_t victimIndex = 0;
+    auto best = evictionRank(*handshake, handshake->order_);
+    for (Handshakes* set : r.sets) {
+      for (size_t i = 0; i < set->running_.size(); ++i) {
+        const Handshake& h = *set->running_[i];
+        if (h.dialing() || h.evicted_ || h.status() != Handshake::Status::kRunning) continue;
+        const auto rank = evictionRank(h, h.order_);
+        if (rank < best) {
+          best = rank;
+          victimSet = set;
+          victimIndex = i;
+        }
+      }
+    }
+    if (victimSet == nullptr) {
+      XCCL_WARN_LIMITED(logs_.evicted, "tcp", kMaxHandshakes,
+                        " accepted handshakes in flight in this process: dropped the newest "
+                        "connection, from ",
+                        describe(*handshake));
+      return;  // closes it
+    }
+    XCCL_WARN_LIMITED(logs_.evicted, "tcp", kMaxHandshakes,
+                      " accepted handshakes in flight in this process: dropped the one from ",
+                      describe(*victimSet->running_[victimIndex]), " for a new connection");
+    if (victimSet == this) {
+      release(*running_[victimIndex]);
+      running_.erase(running_.begin() + static_cast<long>(victimIndex));  // closes it
+    } else {
+      Handshake& victim = *victimSet->running_[victimIndex];
+      victim.evicted_ = true;
+      ::shutdown(victim.fd(), SHUT_RDWR);
+      --victimSet->accepted_;
+      --r.accepted;
+    }
+  }
+  running_.push_back(std::move(handshake));
+  ++accepted_;
+  ++r.accepted;
+}
+
+void Handshakes::acceptSome(const Socket& listener,
+                            std::vector<std::unique_ptr<Handshake>>* ended) {
+  for (size_t i = 0; i < kAcceptsPerRound; ++i) {
     const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;  // EAGAIN: none left; anything else: the next poll tries again
+    if (fd < 0) {
+      const int err = errno;
+      if (err == EINTR || err == ECONNABORTED) continue;
+      if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+        // The connection stays queued and the listener readable: polling it now would spin.
+        acceptPausedUntil_ = Clock::now() + kAcceptPause;
+        rlimit limit{};
+        ::getrlimit(RLIMIT_NOFILE, &limit);
+        XCCL_WARN_LIMITED(logs_.noDescriptors, "tcp", "cannot accept connections: ", errnoText(err),
+                          err == EMFILE ? detail::concat(" (this process may open ", limit.rlim_cur,
+                                                         " descriptors: RLIMIT_NOFILE, ulimit -n)")
+                          : err == ENFILE ? std::string(" (the system's limit: fs.file-max)")
+                                          : std::string(),
+                          "; not accepting for ", kAcceptPause.count(), " ms");
+      }
+      return;  // EAGAIN: none left; anything else: the next round tries again
+    }
     Socket s(fd);
     s.setNoDelay();
-    size_t accepted = 0;
-    for (const auto& h : running_) accepted += h->dialing() ? 0 : 1;
-    if (accepted >= kMaxHandshakes) {
-      const auto oldest = std::find_if(running_.begin(), running_.end(),
-                                       [](const auto& h) { return !h->dialing(); });
-      XCCL_WARN("tcp", kMaxHandshakes, " handshakes in flight: dropped the oldest, from ",
-                (*oldest)->from());
-      running_.erase(oldest);
+    auto h = std::make_unique<Handshake>(std::move(s), terms_, Clock::now() + kHandshakeTimeout);
+    // A real dialer's offer is usually there already: a handshake that got it never competes
+    // with idle strangers for a slot on equal terms.
+    if (h->advance() != Handshake::Status::kRunning) {
+      ended->push_back(std::move(h));
+      continue;
     }
-    running_.push_back(
-        std::make_unique<Handshake>(std::move(s), terms_, Clock::now() + kHandshakeTimeout));
+    admit(std::move(h));
   }
 }
 
 std::vector<std::unique_ptr<Handshake>> Handshakes::poll(const std::vector<Socket>& listeners,
                                                          std::chrono::milliseconds wait) {
   std::vector<pollfd> fds;
-  for (const Socket& l : listeners) fds.push_back({l.fd(), POLLIN, 0});
   auto now = Clock::now();
+  const bool paused = now < acceptPausedUntil_;
+  if (paused) {
+    wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(acceptPausedUntil_ -
+                                                                                now) +
+                              std::chrono::milliseconds(1));
+  }
+  // A paused listener is left out (poll skips negative descriptors).
+  for (const Socket& l : listeners) fds.push_back({paused ? -1 : l.fd(), POLLIN, 0});
   for (const auto& h : running_) {
     fds.push_back({h->fd(), h->events(), 0});
     wait = std::min(wait, std::max(std::chrono::milliseconds(0),
@@ -161,11 +309,19 @@ std::vector<std::unique_ptr<Handshake>> Handshakes::poll(const std::vector<Socke
   const int n = ::poll(fds.data(), fds.size(), static_cast<int>(wait.count()));
   std::vector<std::unique_ptr<Handshake>> ended;
   now = Clock::now();
+  std::lock_guard<std::mutex> guard(registry().mutex);
+  // Handshakes under way first, then new connections.
   for (size_t i = 0; i < running_.size();) {
     Handshake& h = *running_[i];
-    if (n > 0 && fds[listeners.size() + i].revents != 0) h.advance();
+    if (h.evicted_) {
+      h.fail(detail::concat("dropped: ", kMaxHandshakes,
+                            " accepted handshakes were in flight in this process"));
+    } else if (n > 0 && fds[listeners.size() + i].revents != 0) {
+      h.advance();
+    }
     if (h.status() == Handshake::Status::kRunning && now >= h.deadline()) h.expire();
     if (h.status() != Handshake::Status::kRunning) {
+      release(h);
       ended.push_back(std::move(running_[i]));
       running_.erase(running_.begin() + static_cast<long>(i));
       fds.erase(fds.begin() + static_cast<long>(listeners.size() + i));
@@ -174,7 +330,7 @@ std::vector<std::unique_ptr<Handshake>> Handshakes::poll(const std::vector<Socke
     ++i;
   }
   for (size_t i = 0; n > 0 && i < listeners.size(); ++i) {
-    if (fds[i].revents != 0) acceptAll(listeners[i]);
+    if (fds[i].fd >= 0 && fds[i].revents != 0) acceptSome(listeners[i], &ended);
   }
   return ended;
 }

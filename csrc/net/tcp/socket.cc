@@ -131,7 +131,7 @@ Socket listenOn(const Address& host, Address* bound) {
   }
   XCCL_SYSCHECK(::bind(s.fd(), reinterpret_cast<sockaddr*>(&any.storage), any.length),
                 "bind " + host.toString());
-  XCCL_SYSCHECK(::listen(s.fd(), 1024), "listen");
+  XCCL_SYSCHECK(::listen(s.fd(), 4096), "listen");
   bound->length = sizeof(bound->storage);
   XCCL_SYSCHECK(::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&bound->storage), &bound->length),
                 "getsockname");
@@ -178,6 +178,28 @@ Socket connectTo(const Address& peer, Deadline deadline, const Address* from) {
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
   }
+}
+
+Socket startConnect(const Address& peer, const Address* from, int* error, bool* bindFailed) {
+  *error = 0;
+  *bindFailed = false;
+  const auto* sa = reinterpret_cast<const sockaddr*>(&peer.storage);
+  Socket s(::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!s.valid()) {
+    *error = errno;
+    return {};
+  }
+  if (from != nullptr && !bindSource(s.fd(), *from)) {
+    *error = errno;
+    *bindFailed = true;
+    return {};
+  }
+  if (::connect(s.fd(), sa, peer.length) != 0 && errno != EINPROGRESS) {
+    *error = errno;
+    return {};
+  }
+  s.setNoDelay();
+  return s;
 }
 
 Socket acceptOne(const Socket& listener, Deadline deadline) {

@@ -43,11 +43,17 @@ using Address = net::Address;
 // Data-path options of a connected socket: TCP_NODELAY, and socket buffers of 4 MiB where the
 // kernel allows that much (a smaller explicit size would switch off its autotuning).
 void tuneSocket(Socket& socket);
-// Listening socket on `host` (an interface address) with a kernel-chosen port.
+// Listening socket on `host` (an interface address) with a kernel-chosen port. Its queue holds
+// 4096 connections (or net.core.somaxconn if lower), so that a burst of strangers' connections
+// does not fill it and make the kernel drop a real peer's connection attempt.
 Socket listenOn(const Address& host, Address* bound);
 // Connects, retrying refused connections until `deadline` (the peer may still be starting);
 // from `from`'s address (any port) when given, so the link leaves through that interface.
 Socket connectTo(const Address& peer, Deadline deadline, const Address* from = nullptr);
+// Starts a non-blocking connection (from `from`'s address when given): the socket, connected or
+// connecting, or invalid with `*error` the errno of what failed (`*bindFailed`: binding to `from`;
+// ECONNREFUSED: nothing listens there).
+Socket startConnect(const Address& peer, const Address* from, int* error, bool* bindFailed);
 // Binds `fd` to `from`'s address with a kernel-chosen port; false (errno set) if it cannot.
 bool bindSource(int fd, const Address& from);
 // Accepts one connection, waiting at most until `deadline`.

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/env.h"
@@ -183,35 +184,116 @@ void TcpTransport::buildMesh(Store& store, const TcpOptions& options) {
   }
 
   // Higher ranks dial lower ranks, every link; the handshake proves the key and names the group,
-  // ranks and link (handshake.h).
+  // ranks and link (handshake.h). Dials and accepts run together under one poll, beside any
+  // stranger's idle or slow connection (which holds up nobody: it ends at kHandshakeTimeout).
+  // A dial that fails for a transport reason (refused, reset, closed, or timed out, e.g. because
+  // a flood of strangers had it dropped at the acceptor) is retried after a short backoff until
+  // the deadline; a refused hello (wrong key, group, rank) fails at once.
+  struct Dial {
+    Link* link;
+    int peer;
+    Clock::time_point next{};
+    std::chrono::milliseconds backoff{10};
+    bool inFlight = false;
+    std::string lastFailure;
+  };
+  std::vector<Dial> dials;
   for (int peer = 0; peer < rank_; ++peer) {
     for (auto& owned : peers_[peer]->links) {
-      const Address addr = owned->to;
-      Handshake handshake(connectTo(addr, deadline, &owned->from), terms_, peer, owned->index,
-                          deadline);
-      finishDial(handshake, addr.toString());
-      linkUp(peer, owned->index, handshake.take(), /*recovered=*/false);
+      dials.push_back({owned.get(), peer, {}, std::chrono::milliseconds(10), false, {}});
     }
   }
-  // Every connection's handshake runs beside the others': a stranger's idle or slow connection
-  // holds up nobody (it ends at kHandshakeTimeout).
-  size_t expected = 0, accepted = 0;
+  size_t dialled = 0, expected = 0, accepted = 0;
   for (int peer = rank_ + 1; peer < size_; ++peer) expected += peers_[peer]->links.size();
-  Handshakes handshakes(terms_);
-  while (accepted < expected) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
-      XCCL_THROW(ErrorKind::kTimeout, "timed out accepting peer connections: ", accepted, " of ",
-                 expected, " links from higher ranks came");
+  // Connecting again may help after these (the peer's queue was full, a flood had it reset);
+  // not after, say, an unreachable network, which fails creation at once as before.
+  const auto transient = [](int error) {
+    return error == 0 || error == ECONNREFUSED || error == ECONNRESET || error == ETIMEDOUT ||
+           error == EINTR || error == EAGAIN || error == EADDRNOTAVAIL || error == ECONNABORTED;
+  };
+  const auto retryLater = [](Dial& d, Clock::time_point now, std::string why) {
+    d.inFlight = false;
+    d.lastFailure = std::move(why);
+    d.next = now + d.backoff;
+    d.backoff = std::min(d.backoff * 2, std::chrono::milliseconds(200));
+  };
+  Handshakes handshakes(terms_, handshakeLogs_);
+  while (dialled < dials.size() || accepted < expected) {
+    auto now = Clock::now();
+    if (now >= deadline) {
+      std::string failures;
+      for (const Dial& d : dials) {
+        if (!d.link->up && !d.lastFailure.empty()) {
+          failures += detail::concat("; link ", d.link->index, " to rank ", d.peer, " at ",
+                                     d.link->to.toString(), ": ", d.lastFailure);
+        }
+      }
+      XCCL_THROW(ErrorKind::kTimeout, "timed out building the group's links: ", dialled, " of ",
+                 dials.size(), " dialled to lower ranks, ", accepted, " of ", expected,
+                 " accepted from higher ranks", failures);
     }
-    for (auto& h : handshakes.poll(listeners_, std::min(left, std::chrono::milliseconds(100)))) {
-      if (h->status() != Handshake::Status::kDone) {
-        XCCL_WARN("tcp", "refused a connection from ", h->from(),
-                  " while building the group: ", h->why());
+    auto wait = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
+                             std::chrono::milliseconds(1),
+                         std::chrono::milliseconds(100));
+    for (Dial& d : dials) {
+      if (d.link->up || d.inFlight) continue;
+      if (now < d.next) {
+        wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(d.next - now) +
+                                  std::chrono::milliseconds(1));
+        continue;
+      }
+      int error;
+      bool bindFailed;
+      Socket socket = startConnect(d.link->to, &d.link->from, &error, &bindFailed);
+      if (bindFailed) {
+        XCCL_THROW(ErrorKind::kPeerFailure, "cannot bind to ", d.link->from.toString(),
+                   " to connect to ", d.link->to.toString(), ": ", errnoText(error));
+      }
+      if (!socket.valid() && !transient(error)) {
+        XCCL_THROW(ErrorKind::kPeerFailure, "cannot connect to ", d.link->to.toString(), ": ",
+                   errnoText(error));
+      }
+      if (!socket.valid()) {
+        retryLater(d, now, "cannot connect: " + errnoText(error));
+        continue;
+      }
+      // One attempt lasts at most as long as an acceptor waits for a handshake.
+      handshakes.add(std::make_unique<Handshake>(std::move(socket), terms_, d.peer, d.link->index,
+                                                 std::min(deadline, now + kHandshakeTimeout)));
+      d.inFlight = true;
+    }
+    for (auto& h : handshakes.poll(listeners_, wait)) {
+      now = Clock::now();
+      if (h->dialing()) {
+        Dial& d = *std::find_if(dials.begin(), dials.end(), [&](const Dial& x) {
+          return x.peer == h->peer() && x.link->index == h->link();
+        });
+        if (h->status() == Handshake::Status::kDone) {
+          d.inFlight = false;
+          linkUp(h->peer(), h->link(), h->take(), /*recovered=*/false);
+          ++dialled;
+        } else if (!transient(h->connectError())) {
+          XCCL_THROW(ErrorKind::kPeerFailure, "cannot connect to ", d.link->to.toString(), ": ",
+                     errnoText(h->connectError()));
+        } else if (h->verdict()) {
+          XCCL_THROW(ErrorKind::kPeerFailure, "the process at ", d.link->to.toString(),
+                     " is not rank ", h->peer(), " of this group: ", h->why());
+        } else {
+          XCCL_DEBUG("tcp", "retrying link ", h->link(), " to rank ", h->peer(), " at ",
+                     d.link->to.toString(), ": ", h->why());
+          retryLater(d, now, h->why());
+        }
+      } else if (h->status() != Handshake::Status::kDone) {
+        if (h->received() > 0) {
+          XCCL_WARN_LIMITED(handshakeLogs_.refused, "tcp", "refused a connection from ", h->from(),
+                            " while building the group: ", h->why());
+        } else {
+          XCCL_DEBUG("tcp", "a connection from ", h->from(),
+                     " ended before its handshake while building the group: ", h->why());
+        }
       } else if (peers_[h->peer()]->links[h->link()]->up) {
-        XCCL_WARN("tcp", "refused a second connection for link ", h->link(), " of rank ", h->peer(),
-                  " while building the group");
+        XCCL_WARN_LIMITED(handshakeLogs_.refused, "tcp", "refused a second connection for link ",
+                          h->link(), " of rank ", h->peer(), " while building the group");
       } else {
         linkUp(h->peer(), h->link(), h->take(), /*recovered=*/false);
         ++accepted;

@@ -169,6 +169,7 @@ class TcpTransport final : public TransportBase {
   std::vector<Receiving> receiving_;          // index = peer
   std::vector<std::string> addresses_;        // every rank's first listening address
   HandshakeTerms terms_;                      // what every handshake must prove
+  HandshakeLogs handshakeLogs_;               // strangers' connections: rate-limited lines
   int maxLinks_ = 1;                          // the most links any peer has
   std::vector<Interface> interfaces_;         // this rank's, in the order it published them
   std::vector<Socket> listeners_;             // one per interface

@@ -22,16 +22,10 @@ std::string socketName(int fd, bool local) {
 // Starts a non-blocking connection: the socket (connected or connecting), or invalid with
 // `refused` set when nothing listens there any more (the peer's process is gone).
 Socket startDial(const Address& peer, const Address* from, bool* refused) {
-  *refused = false;
-  const auto* sa = reinterpret_cast<const sockaddr*>(&peer.storage);
-  Socket s(::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!s.valid() || (from != nullptr && !bindSource(s.fd(), *from))) return {};
-  const int err = ::connect(s.fd(), sa, peer.length) == 0 ? 0 : errno;
-  if (err != 0 && err != EINPROGRESS) {
-    *refused = err == ECONNREFUSED;
-    return {};
-  }
-  s.setNoDelay();
+  int error;
+  bool bindFailed;
+  Socket s = startConnect(peer, from, &error, &bindFailed);
+  *refused = !s.valid() && !bindFailed && error == ECONNREFUSED;
   return s;
 }
 
@@ -198,7 +192,7 @@ void TcpTransport::takeHandovers() {
 void TcpTransport::managerLoop() {
   // Accepted and dialled handshakes run together (handshake.h): none blocks another, nor the
   // redials and probes below.
-  Handshakes handshakes(terms_);
+  Handshakes handshakes(terms_, handshakeLogs_);
   std::vector<Clock::time_point> nextProbe(size_);
   std::vector<Probe> probes(size_);
   while (!stopping_.load()) {
@@ -274,7 +268,8 @@ void TcpTransport::handshakeEnded(std::unique_ptr<Handshake> h) {
       // Our peers' liveness probes connect and hang up at once; anything else is logged below.
       XCCL_DEBUG("tcp", "a connection from ", h->from(), " ended before its handshake: ", h->why());
     } else {
-      XCCL_WARN("tcp", "refused a connection from ", h->from(), ": ", h->why());
+      XCCL_WARN_LIMITED(handshakeLogs_.refused, "tcp", "refused a connection from ", h->from(),
+                        ": ", h->why());
     }
     return;
   }
