@@ -37,8 +37,24 @@ bool othersMayWrite(mode_t mode) { return (mode & (S_IWGRP | S_IWOTH)) != 0; }
 
 struct Closer {
   int fd;
-  ~Closer() { ::close(fd); }
+  ~Closer() {
+    if (fd >= 0) ::close(fd);
+  }
 };
+
+// Opens `path` with `flags` plus O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK (a link at the last
+// component is not followed, a FIFO does not block) and refuses what fstat() of the opened
+// descriptor shows is not a regular file: the one check the reader and the writer share.
+int openRegular(const std::string& path, int flags, const std::string& what, struct stat* st) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
+  XCCL_CHECK_ARG(fd >= 0, what, ": cannot open it: ", errnoText(errno),
+                 errno == ELOOP ? " (a symbolic link, which is not followed)" : "");
+  Closer closer{fd};
+  XCCL_CHECK_ARG(::fstat(fd, st) == 0, what, ": ", errnoText(errno));
+  XCCL_CHECK_ARG(S_ISREG(st->st_mode), what, ": not a regular file (", kindOf(st->st_mode), ")");
+  closer.fd = -1;
+  return fd;
+}
 
 }  // namespace
 
@@ -51,13 +67,9 @@ std::string readRegularFile(const std::string& path, size_t maxBytes, const std:
     XCCL_CHECK_ARG(S_ISREG(named.st_mode), what, ": not a regular file (", kindOf(named.st_mode),
                    ")");
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  XCCL_CHECK_ARG(fd >= 0, what, ": cannot open it: ", errnoText(errno),
-                 errno == ELOOP ? " (a symbolic link, which is not followed)" : "");
-  Closer closer{fd};
   struct stat st{};
-  XCCL_CHECK_ARG(::fstat(fd, &st) == 0, what, ": ", errnoText(errno));
-  XCCL_CHECK_ARG(S_ISREG(st.st_mode), what, ": not a regular file (", kindOf(st.st_mode), ")");
+  const int fd = openRegular(path, O_RDONLY, what, &st);
+  Closer closer{fd};
   if (check) check(st);
   // Sized from fstat, grown only if the file grows; never past maxBytes + 1 (which proves
   // "over maxBytes" without reading the rest).
@@ -81,14 +93,9 @@ std::string readRegularFile(const std::string& path, size_t maxBytes, const std:
 }
 
 void writeRegularFile(const std::string& path, const std::string& data, const std::string& what) {
-  const int fd =
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
-  XCCL_CHECK_ARG(fd >= 0, what, ": cannot open it: ", errnoText(errno),
-                 errno == ELOOP ? " (a symbolic link, which is not followed)" : "");
-  Closer closer{fd};
   struct stat st{};
-  XCCL_CHECK_ARG(::fstat(fd, &st) == 0, what, ": ", errnoText(errno));
-  XCCL_CHECK_ARG(S_ISREG(st.st_mode), what, ": not a regular file (", kindOf(st.st_mode), ")");
+  const int fd = openRegular(path, O_WRONLY | O_CREAT, what, &st);
+  Closer closer{fd};
   XCCL_CHECK_ARG(::ftruncate(fd, 0) == 0, what, ": ", errnoText(errno));
   for (size_t done = 0; done < data.size();) {
     const ssize_t n = ::write(fd, data.data() + done, data.size() - done);

@@ -60,6 +60,13 @@ inline std::string invalidArgumentMessage(const std::function<void()>& fn) {
   return "";
 }
 
+// Set in the fresh process inFreshProcess (below) starts; test-only, never read by xccl.
+constexpr const char* kFreshChildMarker = "XCCL_TEST_FRESH_CHILD";
+
+// Whether this process is such a fresh process (for a test that prepares a file in its parent
+// only, before inFreshProcess).
+inline bool isFreshProcess() { return std::getenv(kFreshChildMarker) != nullptr; }
+
 // For code that caches what it reads from the environment once per process: runs the current
 // test again in a fresh process (this binary re-executed with only that test selected), with
 // `vars` set and `unset` removed. Returns true in that child, which then runs the checks (its
@@ -67,8 +74,7 @@ inline std::string invalidArgumentMessage(const std::function<void()>& fn) {
 // the child did, and returns false.
 inline bool inFreshProcess(const std::vector<std::pair<const char*, const char*>>& vars,
                            const std::vector<const char*>& unset = {}) {
-  constexpr const char* kChildMarker = "XCCL_TEST_FRESH_CHILD";  // test-only, never read by xccl
-  if (std::getenv(kChildMarker) != nullptr) return true;
+  if (isFreshProcess()) return true;
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
   const std::string filter =
       std::string("--gtest_filter=") + test->test_suite_name() + "." + test->name();
@@ -76,7 +82,7 @@ inline bool inFreshProcess(const std::vector<std::pair<const char*, const char*>
   if (pid == 0) {
     for (const auto& [name, value] : vars) ::setenv(name, value, 1);
     for (const char* name : unset) ::unsetenv(name);
-    ::setenv(kChildMarker, "1", 1);
+    ::setenv(kFreshChildMarker, "1", 1);
     ::execl("/proc/self/exe", "xccl-test", filter.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }

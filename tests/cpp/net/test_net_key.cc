@@ -106,24 +106,12 @@ TEST_F(KeyFiles, AFifoIsRefusedWithoutWaiting) {
 // With XCCL_NET_KEY_FILE (read once per process: a fresh one), both ranks hold the file's key
 // and the store holds none.
 TEST(NetKey, KeyFileIsUsedAndKeptOutOfTheStore) {
-  constexpr const char* kChild = "XCCL_KEY_TEST_CHILD";  // test-only, never read by xccl
-  const std::string path = "/tmp/xccl-key-test-" + std::to_string(::getpid());
-  if (std::getenv(kChild) == nullptr) {
+  if (!testing::isFreshProcess()) {
+    const std::string path = "/tmp/xccl-key-test-" + std::to_string(::getpid());
     std::ofstream(path, std::ios::binary) << std::string(40, 's');
     ::chmod(path.c_str(), 0600);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setenv("XCCL_NET_KEY_FILE", path.c_str(), 1);
-      ::setenv(kChild, "1", 1);
-      ::execl("/proc/self/exe", "test_net",
-              "--gtest_filter=NetKey.KeyFileIsUsedAndKeptOutOfTheStore",
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    int status = 0;
-    EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+    testing::inFreshProcess({{"XCCL_NET_KEY_FILE", path.c_str()}});
     ::unlink(path.c_str());
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "see the child's output above";
     return;
   }
   const std::string secret(40, 's');

@@ -407,25 +407,13 @@ TEST(OfiAuth, ProvidersWithoutSourcesAreRefusedWithAKeyFile) {
 // Through the environment, as a job runs it: XCCL_NET_KEY_FILE (read once per process: a fresh
 // one) makes createTransport's ranks prove its key, and tcp;ofi_rxm (FI_SOURCE) stays usable.
 TEST(OfiAuth, KeyFileFromTheEnvironmentIsProven) {
-  constexpr const char* kChild = "XCCL_OFI_KEY_TEST_CHILD";  // test-only, never read by xccl
-  const std::string path = "/tmp/xccl-ofi-key-test-" + std::to_string(::getpid());
-  if (std::getenv(kChild) == nullptr) {
+  if (!testing::isFreshProcess()) {
+    const std::string path = "/tmp/xccl-ofi-key-test-" + std::to_string(::getpid());
     std::ofstream(path, std::ios::binary) << std::string(40, 'k');
     ::chmod(path.c_str(), 0600);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setenv("XCCL_NET_KEY_FILE", path.c_str(), 1);
-      ::setenv("XCCL_OFI_PROVIDER", testing::kLoopbackProvider, 1);
-      ::setenv(kChild, "1", 1);
-      ::execl("/proc/self/exe", "test_net_ofi",
-              "--gtest_filter=OfiAuth.KeyFileFromTheEnvironmentIsProven",
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    int status = 0;
-    EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+    testing::inFreshProcess(
+        {{"XCCL_NET_KEY_FILE", path.c_str()}, {"XCCL_OFI_PROVIDER", testing::kLoopbackProvider}});
     ::unlink(path.c_str());
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "see the child's output above";
     return;
   }
   std::string why;
