@@ -45,6 +45,16 @@ struct Op {
     op->request = std::move(request);
     return op;
   }
+  // A receive slot of `type` (kHeaderRecv, kAuthRecv) for any peer's message on `tag`: it owns a
+  // buffer of `bytes` to receive into and is reposted after each message.
+  static Op* slot(Type type, size_t bytes, uint64_t tag) {
+    Op* op = make(type, -1, nullptr);
+    op->buffer.resize(bytes);
+    op->data = op->buffer.data();
+    op->bytes = op->buffer.size();
+    op->tag = tag;
+    return op;
+  }
 };
 
 }  // namespace xccl::net::ofi

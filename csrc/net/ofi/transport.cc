@@ -93,12 +93,7 @@ OfiTransport::OfiTransport(Store& store, int rank, int size, const NetOptions& o
             key_ ? "peers prove XCCL_NET_KEY_FILE's key" : "no key file", ")");
   // Header slots are posted before any peer learns our address, so no header arrives unposted.
   for (int i = 0; i < kHeaderSlots; ++i) {
-    Op* op = new Op{};
-    op->type = Op::Type::kHeaderRecv;
-    op->buffer.resize(kHeaderSlotBytes);
-    op->data = op->buffer.data();
-    op->bytes = op->buffer.size();
-    op->tag = kHeaderTag;
+    Op* op = Op::slot(Op::Type::kHeaderRecv, kHeaderSlotBytes, kHeaderTag);
     headerSlots_.push_back(op);
     {
       std::lock_guard<std::mutex> guard(opsMutex_);
@@ -256,12 +251,7 @@ void OfiTransport::authenticate(Store& store, const NetOptions& options, Deadlin
   }
   const int slotCount = std::min(kMaxAuthSlots, 2 * (size_ - 1));
   for (int i = 0; i < slotCount; ++i) {
-    Op* op = new Op{};
-    op->type = Op::Type::kAuthRecv;
-    op->buffer.resize(kAuthSlotBytes);
-    op->data = op->buffer.data();
-    op->bytes = op->buffer.size();
-    op->tag = kAuthTag;
+    Op* op = Op::slot(Op::Type::kAuthRecv, kAuthSlotBytes, kAuthTag);
     try {
       if (localMr_) op->desc = localDesc(op, op->data, op->bytes);
     } catch (...) {
