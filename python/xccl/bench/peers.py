@@ -32,12 +32,10 @@ INSTALL = {
 # Open MPI's shared-memory transport on one host, as benchmarks/README.md describes: ob1 over
 # the self and vader transports, vader reading large messages from the peer with one
 # process_vm_readv (CMA). --bind-to none: the ranks move between cores like the bench's own
-# ranks. --oversubscribe: more ranks than the cores Open MPI counts (the 4-ranks-on-2-cores
-# runs) start instead of being refused.
+# ranks.
 MPIRUN_OPTIONS = (
     "--bind-to",
     "none",
-    "--oversubscribe",
     "--mca",
     "pml",
     "ob1",
@@ -79,17 +77,25 @@ def missing(references, find_spec=importlib.util.find_spec, which=shutil.which) 
     return "; ".join(wanted) or None
 
 
-def mpirun_command(nranks: int, python: str, argv, euid: int | None = None) -> list:
+def mpirun_command(
+    nranks: int, python: str, argv, euid: int | None = None, cores: int | None = None
+) -> list:
     """The mpirun line that starts the bench's ranks for --reference mpi: every rank runs
     `python -m xccl.bench ARGV --under-mpirun` and takes its rank from MPI. As root Open MPI
-    refuses to start without --allow-run-as-root."""
+    refuses to start without --allow-run-as-root. More ranks than cores (4 ranks on 2 cores)
+    need --oversubscribe, which also makes Open MPI yield the core while it waits; with fewer
+    ranks it is left out, since that yielding costs its small calls tens of milliseconds at
+    p90 on a busy host (Open MPI's default there is to spin)."""
     euid = os.geteuid() if euid is None else euid
-    root = ["--allow-run-as-root"] if euid == 0 else []
+    cores = os.cpu_count() or 1 if cores is None else cores
+    extra = ["--allow-run-as-root"] if euid == 0 else []
+    if nranks > cores:
+        extra.append("--oversubscribe")
     return [
         "mpirun",
         "-n",
         str(nranks),
-        *root,
+        *extra,
         *MPIRUN_OPTIONS,
         python,
         "-m",
