@@ -107,9 +107,10 @@ class MpiSide(Side):
 
 class DeepSpeedSide(Side):
     """deepspeed.comm.inference_all_reduce with DeepSpeed's CPU accelerator: its shared-memory
-    all_reduce when every rank is on this host. DeepSpeed falls back to
-    torch.distributed.all_reduce (here: the bench's gloo control group) when the op is missing,
-    its kernel's ISA is not there or the ranks are not all local; that fallback is refused
+    all_reduce, for ranks all on this host (with LOCAL_SIZE below the world size DeepSpeed
+    0.19.8's op crashes the process, so ranks on several hosts are refused before it runs).
+    DeepSpeed falls back to torch.distributed.all_reduce (here: the bench's gloo control group)
+    when its op did not load or the CPU lacks its kernel's ISA; that fallback is refused
     loudly, so a deepspeed column is always DeepSpeed's own path."""
 
     def __init__(self, role: str, rank: int, world: int, local_rank: int, timeout: timedelta):
@@ -178,7 +179,7 @@ class refusing_torch_all_reduce:
             raise _Refused(
                 "--reference deepspeed: deepspeed.comm.inference_all_reduce reached "
                 "torch.distributed.all_reduce, so DeepSpeed's shared-memory all_reduce is not "
-                "in use here (is every rank local, LOCAL_SIZE equal to the world size?)"
+                "in use here (its op did not load, or this CPU lacks the ISA its kernel needs)"
             )
 
         dist.all_reduce = refuse
