@@ -153,6 +153,20 @@ def test_every_reference_has_p50_p90_and_the_floor_its_difference():
     assert "mpi" not in lines[4].split("FAIL")[1]  # an absent side is never blamed
 
 
+def test_a_loaded_run_gives_every_reference_its_loaded_columns():
+    rows = [several(4 * KiB, 12.0, 3.0), several(64 * KiB, 40.0, None)]
+    rows[0]["loaded"] = {"load": 2, **several(4 * KiB, 24.0, 6.0)}
+    rows[1]["loaded"] = {"load": 2, **several(64 * KiB, 80.0, None)}
+    lines = report.format_table(rows, "# all_reduce").splitlines()
+    assert "load 2: xccl" in lines[1] and len({len(line) for line in lines[1:]}) == 1
+    assert lines[1].split()[-4:] == ["gloo", "p90", "speedup", "check"]
+    # xccl loaded p50, p90; mpi p50, p90, speedup; floor p50, p90, xccl-floor; gloo likewise.
+    assert lines[3].split()[-12:] == (
+        "24.0 28.8 6.0 7.2 0.25x 5.0 6.0 19.0 500.0 600.0 20.83x PASS".split()
+    )
+    assert lines[4].split().count("absent") == 2  # quiet and loaded
+
+
 def test_summary_has_a_line_per_reference_and_csv_a_row_per_side():
     rows = [several(4 * KiB, 12.0, 3.0), several(64 * KiB, 40.0, 20.0)]
     assert report.summary_line("all_reduce", rows, 0).startswith(

@@ -169,8 +169,8 @@ def format_table(records: list, title: str = "") -> str:
         header += [f"load {loaded}: {name}", "p90"]
         units += ["us", "us"]
         for ref in refs:
-            header += [f"{ref}", "p90", "speedup"]
-            units += ["us", "us", ""]
+            header += [f"{ref}", "p90", f"{name}-{ref}" if ref == FLOOR else "speedup"]
+            units += ["us", "us", "us" if ref == FLOOR else ""]
     if checked:
         header.append("check")
         units.append("")
@@ -224,14 +224,9 @@ def _loaded_cells(loaded: dict | None, nrefs: int) -> list:
     mine = loaded["backend"]
     cells = [_us(mine["median_us"]), _us(mine["p90_us"])]
     for theirs in references(loaded):
-        if theirs.get("absent"):
-            cells += ["absent", "-", "-"]
-            continue
-        cells += [
-            _us(theirs.get("median_us")),
-            _us(theirs.get("p90_us")),
-            _speedup(method.speedup(theirs.get("median_us"), mine.get("median_us"))),
-        ]
+        cells += _reference_cells(mine, theirs)
+        if theirs["name"] != FLOOR:
+            del cells[-2]  # no busbw among the loaded columns
     return cells
 
 
