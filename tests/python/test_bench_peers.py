@@ -44,13 +44,15 @@ def test_default_reference_stays_auto_and_a_list_is_parsed():
     # The CPU peers measure CPU tensors: auto resolves to the CPU even under a GPU launcher.
     assert args.device == "cpu"
     assert options.parse_args(["--reference", "floor"]).device == "auto"
+    # Several process-group references are captured like one.
+    assert options.parse_args(["--reference", "nccl,xccl", "--device", "cuda", "--graph", "4"])
 
 
 @pytest.mark.parametrize(
     "argv, message",
     [
         (["--reference", "mpi", "--device", "cuda"], "no --device cuda"),
-        (["--reference", "floor,gloo", "--device", "cuda", "--graph", "4"], "no --graph"),
+        (["--reference", "floor,nccl", "--device", "cuda", "--graph", "4"], "no --graph"),
         (["--reference", "deepspeed", "--ops", "put"], "compare against one process"),
         (["--reference", "gloo,mpi", "--netns-hosts", "2"], "compares with gloo only"),
         (["--reference", "auto,mpi"], "cannot be combined"),

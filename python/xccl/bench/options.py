@@ -376,7 +376,7 @@ def _check_peers(parser, args) -> None:
         )
     if args.netns_hosts:
         parser.error(f"--reference {named}: --netns-hosts compares with gloo only")
-    if args.graph:
+    if args.graph and peers:
         parser.error(f"--reference {named}: no --graph (the peers are not captured)")
     cpu = [name for name in peers if name in CPU_PEERS]
     if cpu:
