@@ -248,7 +248,7 @@ def test_table_has_both_backends_aligned_columns_and_the_check_verdict():
     text = report.format_table(RECORDS, "# all_reduce")
     lines = text.splitlines()
     assert lines[0] == "# all_reduce"
-    assert "xccl median" in lines[1] and "gloo median" in lines[1] and "speedup" in lines[1]
+    assert "xccl p50" in lines[1] and "gloo p50" in lines[1] and "speedup" in lines[1]
     assert len({len(line) for line in lines[1:]}) == 1  # every row as wide as the header
     assert "8 B" in lines[3] and "40.00x" in lines[3] and lines[3].endswith("PASS")
     assert "32 MiB" in lines[4] and "0.75x" in lines[4] and "FAIL xccl" in lines[4]
@@ -526,7 +526,7 @@ def test_small_run_compares_xccl_with_gloo_and_checks_results(tmp_path):
             assert side_["busbw_gbps"] > 0 and len(side_["rank_median_us"]) == 2
         assert r["speedup"] > 0
     assert len(list(csv.DictReader((tmp_path / "out.csv").open()))) == 2 * len(records)
-    assert "xccl median" in proc.stdout and "check: PASS (10 sizes)" in proc.stdout
+    assert "xccl p50" in proc.stdout and "check: PASS (10 sizes)" in proc.stdout
     assert time.monotonic() - start < 240
 
 

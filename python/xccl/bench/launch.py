@@ -9,13 +9,14 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from multiprocessing import connection
 
 from .. import _procs
-from . import options
+from . import options, peers
 from .rank import EXIT_CHECK_FAILED, EXIT_RANK_FAILED, EXIT_USAGE, FAILURE_GRACE_S, run_rank
 
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
@@ -39,7 +40,21 @@ def main(argv=None) -> int:
             "(pip install matplotlib), or leave out --plot\n"
         )
         return EXIT_USAGE
+    why = peers.missing(args.references)
+    if why:
+        sys.stderr.write(f"xccl bench: {why}\n")
+        return EXIT_USAGE
     try:
+        if peers.under_mpirun(args, os.environ):
+            return mpi_rank(args)
+        if "mpi" in args.references:
+            if launched_by(os.environ):
+                sys.stderr.write(
+                    "xccl bench: --reference mpi takes its ranks from MPI: run it without a "
+                    "launcher (it starts --nranks ranks under mpirun) or under mpirun\n"
+                )
+                return EXIT_USAGE
+            return spawn_mpirun(args)
         if args.netns_hosts:
             from . import netns
 
@@ -58,7 +73,8 @@ def main(argv=None) -> int:
         return 130
 
 
-def _child(args, rank: int, world: int, init_method: str) -> None:
+def _prepare(args, rank: int, world: int) -> None:
+    """What every self-started rank sets before its groups exist (local and mpirun ranks)."""
     if "OMP_NUM_THREADS" not in os.environ:
         # As torchrun and xccl's environment defaults do: ranks share the host's cores rather
         # than each starting a pool as large as the machine.
@@ -70,11 +86,55 @@ def _child(args, rank: int, world: int, init_method: str) -> None:
     if args.simulate_hosts > 1:
         # Before the group exists: xccl groups ranks into hosts by this id (docs/network.md).
         os.environ["XCCL_SHM_HOST_ID"] = f"simulated-host-{rank * args.simulate_hosts // world}"
+
+
+def _child(args, rank: int, world: int, init_method: str) -> None:
+    _prepare(args, rank, world)
     try:
         status = run_rank(args, rank, world, rank, init_method, launched=False)
     except KeyboardInterrupt:  # Ctrl-C reaches every rank; the parent reports it once
         status = 130
     sys.exit(status)
+
+
+def mpi_rank(args) -> int:
+    """One rank started by mpirun: its rank and local rank come from MPI, the control group's
+    store address from rank 0 over MPI (init method "mpi", sides.mpi_store)."""
+    from mpi4py import MPI  # initialises MPI
+
+    world = MPI.COMM_WORLD
+    local = world.Split_type(MPI.COMM_TYPE_SHARED)
+    rank, size, local_rank = world.Get_rank(), world.Get_size(), local.Get_rank()
+    local.Free()
+    _prepare(args, rank, size)
+    return run_rank(args, rank, size, local_rank, "mpi", launched=False)
+
+
+def spawn_mpirun(args) -> int:
+    """--reference mpi without a launcher: starts args.nranks ranks under mpirun (peers.py's
+    options) and waits for them within args.time_limit. Exit status as the local ranks'."""
+    command = peers.mpirun_command(args.nranks, sys.executable, args.argv)
+    environ = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    proc = subprocess.Popen(command, env=environ)  # noqa: S603 - our own interpreter and argv
+    try:
+        code = proc.wait(timeout=args.time_limit)
+    except subprocess.TimeoutExpired:
+        sys.stderr.write(
+            f"xccl bench: not finished within --time-limit {args.time_limit:.0f} s; "
+            "stopping mpirun\n"
+        )
+        code = EXIT_RANK_FAILED
+    finally:
+        if proc.poll() is None:  # timed out or interrupted: mpirun ends its ranks on SIGTERM
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return code if code in (0, EXIT_CHECK_FAILED, EXIT_USAGE) else EXIT_RANK_FAILED
 
 
 def spawn_local(args) -> int:

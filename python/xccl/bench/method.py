@@ -204,6 +204,21 @@ def side_record(op: str, shape: dict, name: str, mine: list) -> dict:
     }
 
 
+def absent_record(name: str, why: str) -> dict:
+    """A side that has no such op or dtype (bench/peers.py): its name and why, no numbers."""
+    return {
+        "name": name,
+        "absent": why,
+        "iters": 0,
+        "warmup": 0,
+        **{f"{key}_us": None for key in STAT_KEYS},
+        "algbw_gbps": None,
+        "busbw_gbps": None,
+        "check": None,
+        "rank_median_us": [],
+    }
+
+
 def round6(value: float | None) -> float | None:
     """Six significant digits: more than any timer here resolves, and readable CSV/JSON."""
     return None if value is None else float(f"{value:.6g}")

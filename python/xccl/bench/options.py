@@ -110,6 +110,18 @@ def parse_nets(text: str) -> list:
     return names
 
 
+def parse_references(text: str) -> list:
+    """'mpi,deepspeed,floor' -> ['mpi', 'deepspeed', 'floor']: the references to time beside the
+    tested backend, in the order given, repeats dropped. 'auto' and 'none' stand alone."""
+    names = list(dict.fromkeys(name.strip().lower() for name in str(text).split(",")))
+    names = [name for name in names if name]
+    if not names:
+        raise ValueError(f"not a list of references: {text!r}")
+    if len(names) > 1 and ({"auto", "none"} & set(names)):
+        raise ValueError("'auto' and 'none' cannot be combined with other references")
+    return names
+
+
 def _argparse_type(parse):
     def convert(text):
         try:
@@ -207,7 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     who.add_argument(
         "--reference",
         default="auto",
-        help="backend to compare with: gloo on CPU, nccl on GPU (default), or 'none' to skip",
+        help="backend(s) to compare with, comma list, all timed in the same run: gloo on CPU, "
+        "nccl on GPU (default), any backend name, the CPU peers 'mpi' (Open MPI through mpi4py, "
+        "ranks started under mpirun) and 'deepspeed' (DeepSpeed's CPU shm all_reduce), 'floor' "
+        "(torch's fake backend: the dispatch cost every c10d backend pays), or 'none' to skip; "
+        "e.g. mpi,deepspeed,floor,gloo",
     )
     who.add_argument(
         "--tuning",
@@ -331,6 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="bound on the whole self-started run (default 1800)",
     )
+    # Set by the bench itself on the ranks it starts under mpirun (--reference mpi): take the
+    # ranks from MPI, never start mpirun again.
+    who.add_argument("--under-mpirun", action="store_true", help=argparse.SUPPRESS)
     out = parser.add_argument_group("output")
     out.add_argument("--csv", metavar="FILE", help="write one row per op, size and backend")
     out.add_argument("--json", metavar="FILE", help="write the results and run metadata")
@@ -339,6 +358,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     out.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser
+
+
+def _check_peers(parser, args) -> None:
+    """The references that are not process groups of one backend (bench/peers.py) run on CPU
+    tensors, eagerly, on one machine's ranks."""
+    from .peers import CPU_PEERS, PEERS
+
+    peers = [name for name in args.references if name in PEERS]
+    if not peers and len(args.references) == 1:
+        return
+    named = ", ".join(peers) or ", ".join(args.references)
+    if any(op in ONE_SIDED for op in args.ops):
+        parser.error(
+            f"--reference {args.reference}: {' and '.join(ONE_SIDED)} compare against one process "
+            "group reference, not several or a peer"
+        )
+    if args.netns_hosts:
+        parser.error(f"--reference {named}: --netns-hosts compares with gloo only")
+    if args.graph and peers:
+        parser.error(f"--reference {named}: no --graph (the peers are not captured)")
+    cpu = [name for name in peers if name in CPU_PEERS]
+    if cpu:
+        if args.device == "cuda":
+            parser.error(f"--reference {', '.join(cpu)} measures CPU tensors: no --device cuda")
+        args.device = "cpu"
 
 
 def parse_args(argv) -> argparse.Namespace:
@@ -358,6 +402,11 @@ def parse_args(argv) -> argparse.Namespace:
         )
     except ValueError as error:
         parser.error(str(error))
+    try:
+        args.references = parse_references(args.reference)
+    except ValueError as error:
+        parser.error(f"--reference: {error}")
+    _check_peers(parser, args)
     if args.pages is not None and args.pages < 1:
         parser.error("--pages must be positive")
     if any(op in ONE_SIDED for op in args.ops) and (args.graph or args.device == "cuda"):
@@ -369,10 +418,10 @@ def parse_args(argv) -> argparse.Namespace:
         parser.error("--graph must be >= 0")
     if args.share_gpu and args.device != "cuda":
         parser.error("--share-gpu puts the ranks on one GPU: it needs --device cuda")
-    if args.share_gpu and args.reference.lower() in ("auto", "nccl", "rccl"):
-        if args.reference.lower() != "auto":
+    if args.share_gpu and {"auto", "nccl", "rccl"} & set(args.references):
+        if args.references != ["auto"]:
             parser.error("--share-gpu: NCCL/RCCL cannot run several ranks on one GPU")
-        args.reference = "none"
+        args.reference, args.references = "none", ["none"]
     if args.graph and args.device == "cpu":
         parser.error("--graph captures CUDA graphs: it needs --device cuda (or auto with GPUs)")
     for name in ("nranks", "warmup", "iters"):

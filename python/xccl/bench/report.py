@@ -7,6 +7,7 @@ and size:
      "backend": {"name", "iters", "warmup", "median_us", "p10_us", "p90_us", "mean_us",
                  "min_us", "max_us", "algbw_gbps", "busbw_gbps", "check", "rank_median_us"},
      "reference": same keys, or None,
+     "more_references": with several --reference names only: the second and later ones,
      "speedup": reference median / backend median, or None,
      "loaded": with --load N only: {"load": N, and the keys above measured with the load}}
 """
@@ -117,14 +118,24 @@ def _speedup(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
+def references(record: dict) -> list:
+    """The record's reference sides in --reference's order (absent ones included)."""
+    return [side for side in [record.get("reference"), *record.get("more_references", [])] if side]
+
+
+def sides_of(record: dict) -> list:
+    """The tested side, then the references."""
+    return [side for side in [record.get("backend"), *references(record)] if side]
+
+
 def _check(record: dict) -> str | None:
     """PASS, FAIL naming who failed, or None when nothing was checked."""
     sources = [("", record)] + ([(" loaded", record["loaded"])] if record.get("loaded") else [])
     checked = [
-        (label, source[side])
+        (label, side)
         for label, source in sources
-        for side in ("backend", "reference")
-        if source.get(side) and source[side].get("check") is not None
+        for side in sides_of(source)
+        if side.get("check") is not None
     ]
     if not checked:
         return None
@@ -133,25 +144,33 @@ def _check(record: dict) -> str | None:
 
 
 def format_table(records: list, title: str = "") -> str:
-    """One op's rows as an aligned text table (times in microseconds, bandwidths in GB/s)."""
+    """One op's rows as an aligned text table (times in microseconds, bandwidths in GB/s).
+
+    Per reference: its p50, p90, busbw and the speedup over it; the floor (peers.py) instead
+    gets the tested p50 minus the floor's p50, the tested backend's own time above torch's
+    dispatch. A reference without the op or dtype reads "absent"."""
     if not records:
         return ""
     name = records[0]["backend"]["name"]
-    ref = records[0]["reference"]["name"] if records[0].get("reference") else None
+    refs = [side["name"] for side in references(records[0])]
     checked = any(_check(r) is not None for r in records)
-    header = ["size", "count", f"{name} median", "p10", "p90", "algbw", "busbw"]
+    header = ["size", "count", f"{name} p50", "p10", "p90", "algbw", "busbw"]
     units = ["", "elements", "us", "us", "us", "GB/s", "GB/s"]
-    if ref:
-        header += [f"{ref} median", f"{ref} busbw", "speedup"]
-        units += ["us", "GB/s", ""]
+    for ref in refs:
+        if ref == FLOOR:
+            header += [f"{ref} p50", "p90", f"{name}-{ref}"]
+            units += ["us", "us", "us"]
+        else:
+            header += [f"{ref} p50", "p90", f"{ref} busbw", "speedup"]
+            units += ["us", "us", "GB/s", ""]
     loaded = next((r["loaded"]["load"] for r in records if r.get("loaded")), None)
     if loaded is not None:
         # The same sizes with --load N busy processes beside the ranks (load.py).
         header += [f"load {loaded}: {name}", "p90"]
         units += ["us", "us"]
-        if ref:
-            header += [f"{ref}", "speedup"]
-            units += ["us", ""]
+        for ref in refs:
+            header += [f"{ref}", "p90", f"{name}-{ref}" if ref == FLOOR else "speedup"]
+            units += ["us", "us", "us" if ref == FLOOR else ""]
     if checked:
         header.append("check")
         units.append("")
@@ -167,15 +186,10 @@ def format_table(records: list, title: str = "") -> str:
             _gbps(mine["algbw_gbps"]),
             _gbps(mine["busbw_gbps"]),
         ]
-        if ref:
-            theirs = record["reference"]
-            cells += [
-                _us(theirs["median_us"]),
-                _gbps(theirs["busbw_gbps"]),
-                _speedup(record.get("speedup")),
-            ]
+        for theirs in references(record):
+            cells += _reference_cells(mine, theirs)
         if loaded is not None:
-            cells += _loaded_cells(record.get("loaded"), bool(ref))
+            cells += _loaded_cells(record.get("loaded"), len(refs))
         if checked:
             cells.append(_check(record) or "-")
         rows.append(cells)
@@ -186,31 +200,58 @@ def format_table(records: list, title: str = "") -> str:
     return "\n".join(lines)
 
 
-def _loaded_cells(loaded: dict | None, with_reference: bool) -> list:
+FLOOR = "floor"  # peers.py's name for torch's fake backend
+
+
+def _reference_cells(mine: dict, theirs: dict) -> list:
+    if theirs.get("absent"):
+        return ["absent"] + ["-"] * (2 if theirs["name"] == FLOOR else 3)
+    cells = [_us(theirs["median_us"]), _us(theirs["p90_us"])]
+    if theirs["name"] == FLOOR:
+        above = None
+        if mine.get("median_us") is not None and theirs.get("median_us") is not None:
+            above = mine["median_us"] - theirs["median_us"]
+        return cells + [_us(above)]
+    return cells + [
+        _gbps(theirs["busbw_gbps"]),
+        _speedup(method.speedup(theirs["median_us"], mine.get("median_us"))),
+    ]
+
+
+def _loaded_cells(loaded: dict | None, nrefs: int) -> list:
     if not loaded:
-        return ["-"] * (4 if with_reference else 2)
+        return ["-"] * (2 + 3 * nrefs)
     mine = loaded["backend"]
     cells = [_us(mine["median_us"]), _us(mine["p90_us"])]
-    if with_reference:
-        theirs = loaded.get("reference") or {}
-        cells += [_us(theirs.get("median_us")), _speedup(loaded.get("speedup"))]
+    for theirs in references(loaded):
+        cells += _reference_cells(mine, theirs)
+        if theirs["name"] != FLOOR:
+            del cells[-2]  # no busbw among the loaded columns
     return cells
 
 
 def op_title(op: str, meta: dict) -> str:
-    versus = f" vs {meta['reference']}" if meta.get("reference") else ""
+    names = meta.get("references") or ([meta["reference"]] if meta.get("reference") else [])
+    versus = f" vs {', '.join(names)}" if names else ""
     return (
         f"# {op}  {meta['dtype']}, {meta['nranks']} ranks on {meta['device']}: "
-        f"{meta['backend']}{versus} (slowest rank; median, p10, p90 of per-call times)"
+        f"{meta['backend']}{versus} (slowest rank; p50 (median), p10, p90 of per-call times)"
     )
 
 
-def summary_line(op: str, records: list) -> str | None:
-    """How the tested backend fared against the reference across one op's sizes."""
-    pairs = [(r["speedup"], r["bytes"]) for r in records if r.get("speedup")]
+def summary_line(op: str, records: list, index: int = 0) -> str | None:
+    """How the tested backend fared against the index-th reference across one op's sizes."""
+    pairs = []
+    for r in records:
+        theirs = references(r)[index] if len(references(r)) > index else {}
+        value = method.speedup(theirs.get("median_us"), r["backend"].get("median_us"))
+        if value:
+            pairs.append((value, r["bytes"]))
     if not pairs:
         return None
     name = records[0]["backend"]["name"]
+    if index or len(references(records[0])) > 1:
+        op = f"{op} vs {references(records[0])[index]['name']}"
     faster = sum(1 for s, _ in pairs if s > 1.0)
     low = min(pairs)
     high = max(pairs)
@@ -227,6 +268,8 @@ def csv_rows(records: list, device: str = "") -> list:
     for record in (r for top in records for r in (top, top.get("loaded")) if r):
         # One-sided records (onesided_report.py) add their baselines, a row per role.
         roles = {"backend": record.get("backend"), "reference": record.get("reference")}
+        for index, side in enumerate(record.get("more_references", []), start=2):
+            roles[f"reference{index}"] = side
         for role, side in {**roles, **record.get("baselines", {})}.items():
             if not side:
                 continue
@@ -277,7 +320,7 @@ def write_plot(path: str, records: list, meta: dict) -> None:
         sizes = [r["bytes"] for r in mine]
         latency, bandwidth = axes[row]
         for role, style in (("backend", "o-"), ("reference", "s--")):
-            sides = [r[role] for r in mine if r.get(role)]
+            sides = [r[role] for r in mine if r.get(role) and not r[role].get("absent")]
             if len(sides) != len(mine):
                 continue
             label = sides[0]["name"]

@@ -22,22 +22,12 @@ import xccl  # registers the "xccl" backend with torch.distributed
 from . import method, onesided, onesided_report, report, tuned
 from .load import Load
 from .options import BATCH_CALLS, DTYPES, ONE_SIDED, format_size
+from .sides import DeepSpeedSide, FloorSide, MpiSide, Side, mpi_store
 
 CONTROL_BACKEND = "gloo"  # barriers and result gathering: CPU tensors, works beside any backend
 CHECK_SENTINEL = 99  # output buffers hold this before a checked call: no exact result equals it
 # Largest integer each type sums exactly; check inputs stay within it over all ranks.
 EXACT_LIMIT = {"bfloat16": 256, "float16": 2048, "int8": 127, "uint8": 255}
-
-# torch >= 2.14 renamed the tensor-in/tensor-out collectives; older torch has only the old names.
-_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-
-
-class Side:
-    """One measured backend: its process group and its name, under a role (backend/reference)."""
-
-    def __init__(self, role: str, name: str, group):
-        self.role, self.name, self.group = role, name, group
 
 
 def resolve_device(
@@ -56,27 +46,18 @@ def resolve_device(
     return torch.device("cpu")
 
 
-def resolve_reference(choice: str, device: torch.device) -> str | None:
-    if choice == "none":
-        return None
-    if choice == "auto":
-        return "nccl" if device.type == "cuda" else "gloo"
-    return choice
+def resolve_references(choices: list, device: torch.device) -> list:
+    """--reference's names with 'auto' resolved: gloo on CPU, nccl on GPU; 'none': none."""
+    if choices == ["none"]:
+        return []
+    if choices == ["auto"]:
+        return ["nccl" if device.type == "cuda" else "gloo"]
+    return list(choices)
 
 
-def _call(op: str, group, inp, out):
-    """The collective as a no-argument callable: the timed loop pays only for the call."""
-    if op == "all_reduce":
-        return lambda: dist.all_reduce(inp, group=group)
-    if op == "broadcast":
-        return lambda: dist.broadcast(inp, src=0, group=group)  # groups span all ranks
-    if op == "all_gather":
-        return lambda: _all_gather(out, inp, group=group)
-    if op == "reduce_scatter":
-        return lambda: _reduce_scatter(out, inp, group=group)
-    if op == "all_to_all":
-        return lambda: dist.all_to_all_single(out, inp, group=group)
-    raise ValueError(f"unknown op {op!r}")
+def reference_role(index: int) -> str:
+    """The role of the index-th reference: "reference", then "reference2", "reference3"..."""
+    return "reference" if index == 0 else f"reference{index + 1}"
 
 
 class Rank:
@@ -150,6 +131,8 @@ class Rank:
         expected = self.expected(op, shape, salt).to(self.dtype)
         passed = {}
         for side in self.sides:
+            if side.role not in calls or not side.checked:
+                continue
             out.fill_(CHECK_SENTINEL)
             inp.copy_(self.check_input(self.rank, shape["input"], salt).to(self.dtype))
             calls[side.role]()
@@ -197,7 +180,8 @@ class Rank:
             if op in ("all_reduce", "broadcast")
             else torch.empty(shape["output"], dtype=self.dtype, device=self.device)
         )
-        calls = {side.role: _call(op, side.group, inp, out) for side in self.sides}
+        absent = {side.role: side.absent(op, args.dtype) for side in self.sides}
+        calls = {side.role: side.call(op, inp, out) for side in self.sides if not absent[side.role]}
         passed = self.check(op, shape, calls, inp, out, salt) if args.check else {}
         self.fill_random(inp, salt)
         if out is not inp:
@@ -207,10 +191,11 @@ class Rank:
         # matched because all ranks replay the same counts.
         per_call = 1
         if args.graph:
-            calls = {side.role: self.capture(calls[side.role], args.graph) for side in self.sides}
+            calls = {role: self.capture(call, args.graph) for role, call in calls.items()}
             per_call = args.graph
         timed = self.interleave({role: (call, None, None) for role, call in calls.items()})
-        return {
+        gone = {role: {"absent": why} for role, why in absent.items() if why}
+        return gone | {
             role: {
                 "stats": method.summarize([t / per_call for t in result["times"]]),
                 "iters": result["iters"],
@@ -278,9 +263,17 @@ class Rank:
             "reference": None,
         }
         for side in self.sides:
-            entry[side.role] = method.side_record(
-                op, shape, side.name, [r[side.role] for r in gathered]
+            mine = [r[side.role] for r in gathered]
+            entry[side.role] = (
+                method.absent_record(side.name, mine[0]["absent"])
+                if "absent" in mine[0]
+                else method.side_record(op, shape, side.name, mine)
             )
+        # References after the first: a list, so the records of one-reference runs keep
+        # their shape (markdown.py, repeats.py and older JSON read "reference").
+        more = [entry.pop(side.role) for side in self.sides[2:]]
+        if more:
+            entry["more_references"] = more
         reference = entry["reference"]
         entry["speedup"] = method.round6(
             method.speedup(reference and reference["median_us"], entry["backend"]["median_us"])
@@ -301,6 +294,7 @@ def metadata(args, world: int, device: torch.device, sides: list) -> dict:
         "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
         "backend": names["backend"],
         "reference": names.get("reference"),
+        "references": [side.name for side in sides[1:]],
         "nranks": world,
         "dtype": args.dtype,
         "ops": args.ops,
@@ -334,8 +328,15 @@ def metadata(args, world: int, device: torch.device, sides: list) -> dict:
     }
 
 
-def _side(args, role: str, name: str, timeout: timedelta) -> Side:
-    """The `role` side's group, planning from the table --tuning gives it (bench/tuned.py)."""
+def _side(args, role: str, name: str, timeout: timedelta, rank, world, local_rank) -> Side:
+    """The `role` side: a peer (bench/peers.py) or a backend's group, planning from the table
+    --tuning gives it (bench/tuned.py)."""
+    if name == "floor":
+        return FloorSide(role, timeout)
+    if name == "mpi":
+        return MpiSide(role, rank, world)
+    if name == "deepspeed":
+        return DeepSpeedSide(role, rank, world, local_rank, timeout)
     text = tuned.side_text(args.tuning_text, role, name)
     with tuned.planning_from(text):
         group = dist.new_group(backend=name, timeout=timeout)
@@ -351,15 +352,16 @@ def run(args, rank: int, world: int, local_rank: int, init_method: str, launched
     device = resolve_device(args.device, launched, local_rank, args.share_gpu)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    reference = resolve_reference(args.reference, device)
+    references = resolve_references(args.references, device)
     timeout = timedelta(seconds=args.timeout)
-    dist.init_process_group(
-        CONTROL_BACKEND, init_method=init_method, rank=rank, world_size=world, timeout=timeout
-    )
+    # Ranks started by mpirun learn the store's address over MPI (sides.mpi_store).
+    where = {"store": mpi_store(timeout)} if init_method == "mpi" else {"init_method": init_method}
+    dist.init_process_group(CONTROL_BACKEND, rank=rank, world_size=world, timeout=timeout, **where)
     try:
-        sides = [_side(args, "backend", args.backend, timeout)]
-        if reference:
-            sides.append(_side(args, "reference", reference, timeout))
+        place = (rank, world, local_rank)
+        sides = [_side(args, "backend", args.backend, timeout, *place)]
+        for index, name in enumerate(references):
+            sides.append(_side(args, reference_role(index), name, timeout, *place))
         with Load.for_rank(args, rank, local_rank) as load:
             return _run_sizes(
                 Rank(args, rank, world, device, sides), metadata(args, world, device, sides), load
@@ -380,7 +382,7 @@ def _run_sizes(me: Rank, meta: dict, load: Load) -> int:
         else None
     )
     progress = report.Progress(len(plan), enabled=lead and not args.no_progress)
-    versus = f" vs {meta['reference']}" if meta["reference"] else ""
+    versus = f" vs {', '.join(meta['references'])}" if meta["references"] else ""
     progress.note(
         f"xccl bench: {meta['backend']}{versus}, {me.world} ranks on {meta['device']}, "
         f"{args.dtype}, {len(plan)} runs over {', '.join(args.ops)}"
@@ -415,9 +417,9 @@ def _run_sizes(me: Rank, meta: dict, load: Load) -> int:
         progress.clear()
         _finish(args, records, meta)
     failed = any(
-        r[role] and r[role]["check"] == "FAIL"
+        side["check"] == "FAIL"
         for r in records + [r["loaded"] for r in records if "loaded" in r]
-        for role in ("backend", "reference")
+        for side in report.sides_of(r)
     )
     return 1 if failed else 0
 
@@ -442,6 +444,8 @@ def _measure_loaded(me: Rank, load: Load, op: str, shape: dict, salt: int) -> di
 
 
 def _finish(args, records: list, meta: dict) -> None:
+    # One line per op and reference (not the floor, which does no work to be faster than).
+    compared = [i for i, name in enumerate(meta["references"]) if name != report.FLOOR]
     lines = [
         line
         for op in args.ops
@@ -453,7 +457,8 @@ def _finish(args, records: list, meta: dict) -> None:
                 [r["loaded"] for r in records if r["op"] == op and "loaded" in r],
             ),
         )
-        if (line := report.summary_line(label, mine))
+        for index in compared
+        if (line := report.summary_line(label, mine, index))
     ]
     if lines:
         print("Summary (speedup = reference time / tested time; > 1 means faster):")
@@ -464,10 +469,10 @@ def _finish(args, records: list, meta: dict) -> None:
         print("\n".join("  " + line for line in lines))
     if args.check:
         failures = [
-            f"{r['op']} {format_size(r['bytes'])} ({r[role]['name']})"
+            f"{r['op']} {format_size(r['bytes'])} ({side['name']})"
             for r in records
-            for role in ("backend", "reference")
-            if r[role] and r[role]["check"] == "FAIL"
+            for side in report.sides_of(r)
+            if side["check"] == "FAIL"
         ]
         print(
             "check: "
