@@ -134,11 +134,25 @@ def _answer_availability(c10d) -> None:
     @functools.wraps(original)
     def check(backend_name):
         if str(backend_name).lower() == BACKEND_NAME:
-            return True  # installed only once register() has registered the name
+            return _loads()  # installed only once register() has registered the name
         return original(backend_name)
 
     check._xccl_patched = True
     c10d._check_single_backend_availability = check
+
+
+def _loads() -> bool:
+    """Whether xccl loads: asked about the backend, not only the name, so the first question
+    imports xccl (as the first group would), and a build that cannot load answers False."""
+    if "loads" not in _state:
+        try:
+            import xccl  # noqa: F401
+        except Exception as err:  # noqa: BLE001 - the answer is False, and says why once
+            warnings.warn(f"xccl: registered, but it cannot be loaded: {err}", stacklevel=4)
+            _state["loads"] = False
+        else:
+            _state["loads"] = True
+    return _state["loads"]
 
 
 def register() -> bool:

@@ -333,3 +333,49 @@ def test_import_xccl_loads_no_tooling(tmp_path):
     tooling = ("xccl.bench", "xccl.tune", "xccl.doctor", "xccl.plan", "xccl.cli", "xccl.__main__")
     found = [m for m in loaded if any(m == t or m.startswith(t + ".") for t in tooling)]
     assert not found, f"`import xccl` loaded tooling a job never uses: {found}"
+
+
+BROKEN_PROBE = """
+import json, sys, warnings
+import torch
+import torch.distributed as dist
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    seen = {"available": dist.is_backend_available("xccl")}
+seen["warned"] = [str(w.message) for w in caught if "xccl" in str(w.message)]
+try:
+    dist.init_process_group("xccl", init_method=sys.argv[1], rank=0, world_size=1)
+    seen["error"] = None
+except Exception as err:
+    seen["error"] = f"{type(err).__name__}: {err}"
+print(json.dumps(seen))
+"""
+
+
+def test_a_build_that_cannot_load_says_so_at_first_use(tmp_path):
+    """The entry point registers the name without loading xccl, so a build that cannot load (a
+    stand-in package raising ImportError, found first on the path) shows at first use:
+    `dist.is_backend_available("xccl")` answers False with one warning naming the cause, and
+    creating a group raises that ImportError, not torch's "doesn't have XCCL built in"."""
+    broken = tmp_path / "broken" / "xccl"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise ImportError("stand-in: xccl._C cannot load")\n')
+    unset = ("TORCH_DEVICE_BACKEND_AUTOLOAD", "XCCL_NO_AUTOLOAD", "XCCL_DISABLE_ALIAS")
+    environ = {k: v for k, v in os.environ.items() if k not in unset}
+    environ["PYTHONPATH"] = str(tmp_path / "broken")
+    run = subprocess.run(
+        [sys.executable, "-c", BROKEN_PROBE, f"file://{tmp_path / 'store'}"],
+        env=environ,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "available": False,
+        "warned": ["xccl: registered, but it cannot be loaded: stand-in: xccl._C cannot load"],
+        "error": "ImportError: stand-in: xccl._C cannot load",
+    }
