@@ -201,7 +201,8 @@ const std::vector<Variable> kVariables = {
     boolean("XCCL_NO_ENV_DEFAULTS", "0",
             "1: the Python package sets none of its environment defaults (docs/environment.md)."),
     boolean("XCCL_NO_AUTOLOAD", "0",
-            "1: import torch does not load xccl through torch's torch.backends entry point."),
+            "1: import torch does not register xccl's name through torch's torch.backends entry "
+            "point."),
     boolean("XCCL_DISABLE_ALIAS", "0",
             "1: xccl does not register the backend name \"xccl\" with torch."),
     // Read when building (setup.py) or by benchmarks/device_check.sh, never by the library;

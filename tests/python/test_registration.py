@@ -5,6 +5,7 @@ file://, an explicit store, and torchrun), its Options deep-copy and are honoure
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 import sys
@@ -258,24 +259,123 @@ def test_registration_status():
     assert dist.Backend.backend_capability["xccl"] == ["cpu", "cuda"]
 
 
-def test_xccl_no_autoload_keeps_import_torch_from_loading_xccl(tmp_path):
-    """torch loads the `torch.backends` entry point at `import torch`; with XCCL_NO_AUTOLOAD=1 that
-    must not import xccl at all (the entry point lives outside the package, python/xccl_autoload.py,
-    so loading it does not run the package's import), and without it xccl is registered."""
-    code = "import sys, torch; print('xccl' in sys.modules, 'xccl._C' in sys.modules)"
-    environ = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
+AUTOLOAD_PROBE = """
+import json, sys
+import torch
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
 
-    def imported(switch):
+loaded = lambda: sorted(m for m in sys.modules if m == "xccl" or m.startswith("xccl."))
+seen = {"registered": "XCCL" in c10d.Backend._plugins, "loaded": loaded()}
+if seen["registered"]:
+    seen["available"] = dist.is_backend_available("xccl")
+    dist.init_process_group("xccl", init_method=sys.argv[1], rank=0, world_size=1)
+    backend = c10d._get_default_group()._get_backend(torch.device("cpu"))
+    seen["backend"] = type(backend).__name__
+    x = torch.ones(3)
+    dist.all_reduce(x)
+    seen["all_reduce"] = x.tolist()
+    dist.destroy_process_group()
+    import xccl.env
+    seen["after"] = [m for m in ("xccl", "xccl._native", "xccl._C") if m in sys.modules]
+    seen["defaults_applied"] = xccl.env.last_report() is not None
+print(json.dumps(seen))
+"""
+
+
+def test_autoload_registers_the_name_and_loads_xccl_on_first_use(tmp_path):
+    """torch loads the `torch.backends` entry point at every `import torch`, distributed or not:
+    it registers the name "xccl" and nothing else; xccl itself (its extensions, the environment
+    defaults) loads when the first group is created with it. With XCCL_NO_AUTOLOAD=1 nothing of
+    xccl is imported and the name is not registered (the entry point lives outside the package,
+    python/xccl_autoload.py, so loading it does not import the package)."""
+    unset = ("TORCH_DEVICE_BACKEND_AUTOLOAD", "XCCL_NO_ENV_DEFAULTS", "XCCL_DISABLE_ALIAS")
+    environ = {k: v for k, v in os.environ.items() if k not in unset}
+
+    def probe(switch):
         run = subprocess.run(
-            [sys.executable, "-c", code],
-            env=dict(environ, XCCL_NO_AUTOLOAD=switch),
+            [sys.executable, "-c", AUTOLOAD_PROBE, f"file://{tmp_path / switch}.store"],
+            env=dict(environ, XCCL_NO_AUTOLOAD=switch, OMP_NUM_THREADS="1"),
             cwd=tmp_path,  # not the repository: only the installed package counts
             capture_output=True,
             text=True,
             timeout=300,
-            check=True,
         )
-        return run.stdout.split()
+        assert run.returncode == 0, run.stderr[-3000:]
+        return json.loads(run.stdout.strip().splitlines()[-1])
 
-    assert imported("1") == ["False", "False"]
-    assert imported("0") == ["True", "True"]
+    assert probe("1") == {"registered": False, "loaded": []}
+    assert probe("0") == {
+        "registered": True,
+        "loaded": [],  # at `import torch`: neither the package nor xccl._native nor xccl._C
+        "available": True,
+        "backend": "ProcessGroupXccl",
+        "all_reduce": [1.0, 1.0, 1.0],
+        "after": ["xccl", "xccl._native", "xccl._C"],  # loaded by the first group's creation
+        "defaults_applied": True,
+    }
+
+
+def test_import_xccl_loads_no_tooling(tmp_path):
+    """`import xccl` loads what a job needs (the backend, its environment defaults, windows, the
+    flight recorder), not the command-line tooling: bench, tune, doctor, plan, the CLI."""
+    code = "import json, sys, xccl; print(json.dumps(sorted(sys.modules)))"
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,  # not the repository: only the installed package counts
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    loaded = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "xccl._C" in loaded  # the probe sees the package's modules
+    tooling = ("xccl.bench", "xccl.tune", "xccl.doctor", "xccl.plan", "xccl.cli", "xccl.__main__")
+    found = [m for m in loaded if any(m == t or m.startswith(t + ".") for t in tooling)]
+    assert not found, f"`import xccl` loaded tooling a job never uses: {found}"
+
+
+BROKEN_PROBE = """
+import json, sys, warnings
+import torch
+import torch.distributed as dist
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    seen = {"available": dist.is_backend_available("xccl")}
+seen["warned"] = [str(w.message) for w in caught if "xccl" in str(w.message)]
+try:
+    dist.init_process_group("xccl", init_method=sys.argv[1], rank=0, world_size=1)
+    seen["error"] = None
+except Exception as err:
+    seen["error"] = f"{type(err).__name__}: {err}"
+print(json.dumps(seen))
+"""
+
+
+def test_a_build_that_cannot_load_says_so_at_first_use(tmp_path):
+    """The entry point registers the name without loading xccl, so a build that cannot load (a
+    stand-in package raising ImportError, found first on the path) shows at first use:
+    `dist.is_backend_available("xccl")` answers False with one warning naming the cause, and
+    creating a group raises that ImportError, not torch's "doesn't have XCCL built in"."""
+    broken = tmp_path / "broken" / "xccl"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise ImportError("stand-in: xccl._C cannot load")\n')
+    unset = ("TORCH_DEVICE_BACKEND_AUTOLOAD", "XCCL_NO_AUTOLOAD", "XCCL_DISABLE_ALIAS")
+    environ = {k: v for k, v in os.environ.items() if k not in unset}
+    environ["PYTHONPATH"] = str(tmp_path / "broken")
+    run = subprocess.run(
+        [sys.executable, "-c", BROKEN_PROBE, f"file://{tmp_path / 'store'}"],
+        env=environ,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "available": False,
+        "warned": ["xccl: registered, but it cannot be loaded: stand-in: xccl._C cannot load"],
+        "error": "ImportError: stand-in: xccl._C cannot load",
+    }

@@ -3,11 +3,11 @@
 torch 2.14 and later ship their own "xccl" entry in the `torch.distributed.backends` entry-point
 group (a registrar for Intel's native backend, which a CUDA or CPU torch lacks), loaded lazily
 the first time a group names the backend; xccl registers itself from its `torch.backends`
-autoload entry point at `import torch`, or at `import xccl`. Each scenario runs in a fresh
-interpreter, with the entry points as discovered or in reverse order, torch's registrar run
-before or after xccl's registration, and xccl loaded by autoload or by `import xccl`; each
-creates a one-rank group and checks which backend serves it and what
-`dist.is_backend_available("xccl")` says.
+autoload entry point at `import torch` (the name only; xccl itself loads when the first group
+is created), or at `import xccl`. Each scenario runs in a fresh interpreter, with the entry
+points as discovered or in reverse order, torch's registrar run before or after xccl's
+registration, and xccl registered by autoload or by `import xccl`; each creates a one-rank group
+and checks which backend serves it and what `dist.is_backend_available("xccl")` says.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def run_torch_registrar():
         c10d._register_builtin_xccl_backend()  # as if another lookup ran it again
 
 
-seen = {"autoloaded": "xccl" in sys.modules}
+# What `import torch` left: xccl's entry point registers the name and imports nothing of xccl's.
+seen = {"autoloaded": "XCCL" in c10d.Backend._plugins, "imported": "xccl" in sys.modules}
 if registrar == "before":
     run_torch_registrar()
 if load == "import":
@@ -111,13 +112,14 @@ def test_xccl_wins_in_every_registration_order(tmp_path):
         if load == "none":
             # Nothing loaded xccl: torch's own registrar owns the name, and says truthfully
             # that this torch cannot serve it.
-            expected = {"autoloaded": False, "available": False}
+            expected = {"autoloaded": False, "imported": False, "available": False}
             got = {k: seen.get(k) for k in expected}
             if got != expected or "XCCL" not in seen.get("error", ""):
                 failures.append(f"{case}: expected torch's refusal, got {seen}")
             continue
         expected = {
             "autoloaded": load == "autoload",
+            "imported": False,
             "available": True,
             "backend": "ProcessGroupXccl",
             "all_reduce": [0.0, 1.0, 2.0, 3.0, 4.0],
