@@ -28,20 +28,30 @@ namespace xccl::net::shm {
 namespace {
 
 // A flag set within a few microseconds (the peer is running on another core) is caught by the
-// spin (a pause is ~10-140 cycles depending on the CPU); anything slower sleeps on the futex,
-// with the short scheduler slice of common/wait_slice.h so that the peer's wake-up runs this
-// rank at once even when busy processes share the cores. No sched_yield() in between: a yield
-// hands the core to whatever else is runnable, and with a busy process there this rank gets it
-// back only when that process's slice ends at a timer tick (milliseconds; measured in docs/shm.md,
-// "Waiting on a busy host"). Pure spinning is the pathology on oversubscribed cores: 1000-2000
-// spins cost 1.3-4 ms per 4-rank all_reduce on 2 cores.
+// short spin (a pause is ~10-140 cycles depending on the CPU). Past it, the waiter spins on only
+// while spin_policy.h finds a core to spare, for a budget that follows the measured cost of a
+// sleep; anything slower sleeps on the futex, with the short scheduler slice of
+// common/wait_slice.h so that the peer's wake-up runs this rank at once even when busy processes
+// share the cores. No sched_yield() in between: a yield hands the core to whatever else is
+// runnable, and with a busy process there this rank gets it back only when that process's slice
+// ends at a timer tick (milliseconds; measured in docs/shm.md, "Waiting on a busy host"). Pure
+// spinning is the pathology on oversubscribed cores: 1000-2000 spins cost 1.3-4 ms per 4-rank
+// all_reduce on 2 cores, which is why the policy never spins long there.
 constexpr int kSpins = 256;
+// Past those, a spin the policy allows looks at the clock every this many pauses.
+constexpr int kSpinsPerLook = 64;
 // How long one futex sleep lasts at most: bounds how late a dead peer or the deadline is noticed.
 constexpr auto kSlice = std::chrono::milliseconds(5);
 
 // Signed distance: correct across the 2^32 wrap as long as ranks are within 2^31 steps (they
 // are within two).
 bool atOrPast(uint32_t value, uint32_t step) { return static_cast<int32_t>(value - step) >= 0; }
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string rankList(const std::vector<int>& ranks) {
   std::string text = "[";
@@ -54,7 +64,10 @@ std::string rankList(const std::vector<int>& ranks) {
 void Segment::publish(uint32_t step) {
   RankFlag& flag = flags_[rank_];
   flag.arrived.store(step, std::memory_order_seq_cst);
-  if (flag.sleepers.load(std::memory_order_seq_cst) != 0) futexWakeAll(&flag.arrived);
+  if (flag.sleepers.load(std::memory_order_seq_cst) != 0) {
+    flag.wokeAt.store(nowNs(), std::memory_order_release);
+    futexWakeAll(&flag.arrived);
+  }
 }
 
 // Release, and before the collective's first publish (seq_cst, program order): a peer that
@@ -103,6 +116,7 @@ void Segment::waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds) {
     XCCL_CPU_RELAX();
     missing = firstMissing(onlyRank, missing, step);
   }
+  if (missing < size_) missing = spinOn(onlyRank, missing, step);
   std::optional<wait_slice::WhileWaiting> slice;  // a sleeping waiter wakes at once (wait_slice.h)
   if (missing < size_) slice.emplace();
   while (missing < size_) {
@@ -112,11 +126,39 @@ void Segment::waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds) {
     RankFlag& flag = flags_[missing];
     flag.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = flag.arrived.load(std::memory_order_seq_cst);
+    bool slept = false;
     if (!atOrPast(seen, step)) {
       futexWait(&flag.arrived, seen, std::min<Clock::duration>(kSlice, bounds.deadline - now));
+      slept = true;
     }
     flag.sleepers.fetch_sub(1, std::memory_order_relaxed);
+    if (slept && atOrPast(flag.arrived.load(std::memory_order_acquire), step)) {
+      // Woken by the publish we waited for (or it came as the slice ended): its wake call's
+      // time, if it is this sleep's, gives the cost of sleeping on this host.
+      const int64_t wokeAt = flag.wokeAt.load(std::memory_order_acquire);
+      const int64_t sleptAt =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+      if (wokeAt >= sleptAt) spin_.recordWakeCost(std::chrono::nanoseconds(nowNs() - wokeAt));
+    }
     missing = firstMissing(onlyRank, missing, step);
+  }
+}
+
+// Past the short spin: spins on while the policy says a core is free, for at most its budget
+// (spin_policy.h). Returns the first rank still missing (size_ when none).
+int Segment::spinOn(int onlyRank, int missing, uint32_t step) {
+  const auto start = Clock::now();
+  const auto budget = spin_.budget(start);
+  if (budget.count() <= 0) return missing;
+  const auto until = start + budget;
+  for (;;) {
+    for (int i = 0; i < kSpinsPerLook && missing < size_; ++i) {
+      XCCL_CPU_RELAX();
+      missing = firstMissing(onlyRank, missing, step);
+    }
+    if (missing >= size_) return missing;
+    const auto now = Clock::now();
+    if (now >= until || !spin_.mayGoOn(now)) return missing;
   }
 }
 

@@ -41,6 +41,9 @@ struct alignas(128) RankFlag {
   // Per step parity: the address of this rank's buffer for peers' process_vm_readv (cma.h);
   // written and protected like `direct`.
   std::atomic<uint64_t> address[2];
+  // When this rank last woke sleepers on `arrived` (steady clock, ns; the same clock in every
+  // process of the host): a woken waiter measures the wake-up cost from it (spin_policy.h).
+  std::atomic<int64_t> wokeAt;
 };
 static_assert(sizeof(RankFlag) == 128, "one flag line per rank");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "flags must work across processes");

@@ -280,7 +280,8 @@ Segment::Segment(int rank, int size, size_t slotBytes, size_t poolBytes, std::st
       size_(size),
       slotBytes_(slotBytes),
       poolBytes_(poolBytes),
-      name_(std::move(name)) {}
+      name_(std::move(name)),
+      spin_(size) {}
 
 Segment::~Segment() {
   if (base_ != nullptr) ::munmap(base_, totalBytes_);

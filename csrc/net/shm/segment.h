@@ -21,6 +21,7 @@
 
 #include "net/shm/cma.h"
 #include "net/shm/pool.h"
+#include "net/shm/spin_policy.h"
 #include "net/store.h"
 #include "net/transport.h"
 #include "topo/host.h"
@@ -167,6 +168,7 @@ class Segment {
   // Maps `fd`, checks the header rank 0 wrote, and maps the pools.
   void map(int fd);
   void waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds);
+  int spinOn(int onlyRank, int missing, uint32_t step);
   int firstMissing(int onlyRank, int from, uint32_t step) const;
   [[noreturn]] void throwTimeout(int onlyRank, uint32_t step, const WaitBounds& bounds) const;
   void checkPeers(int firstMissingRank, uint32_t step, const WaitBounds& bounds) const;
@@ -187,6 +189,7 @@ class Segment {
   Traffic traffic_;
   std::unique_ptr<CmaPeers> cma_;
   std::string cmaWhyNot_;
+  SpinPolicy spin_;
 };
 
 }  // namespace xccl::net::shm
