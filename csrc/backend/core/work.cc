@@ -14,9 +14,18 @@ XcclWork::XcclWork(int rank, c10d::OpType opType, const char* profilingTitle, ui
     : c10d::Work(rank, opType, profilingTitle),
       seq_(seq),
       outputs_(std::move(outputs)),
-      timeout_(timeout),
-      future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+      timeout_(timeout) {}
+
+c10::intrusive_ptr<c10::ivalue::Future> XcclWork::getFuture() {
+  static const c10::TypePtr kTensorList = c10::ListType::create(c10::TensorType::get());
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!future_) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(kTensorList);
+    // Nobody else holds it yet, so no callback runs under the lock.
+    if (settled_ && error_) future_->setError(error_);
+    if (settled_ && !error_) future_->markCompleted(c10::IValue(outputs_));
+  }
+  return future_;
 }
 
 bool XcclWork::wait(std::chrono::milliseconds timeout) {
@@ -47,14 +56,28 @@ int XcclWork::sourceRank() const {
 }
 
 void XcclWork::succeed() {
-  future_->markCompleted(c10::IValue(outputs_));
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    settled_ = true;
+    future = future_;
+  }
+  // Outside the lock: the future's callbacks may run inline and call back into this Work.
+  if (future) future->markCompleted(c10::IValue(outputs_));
   finish();
 }
 
 void XcclWork::fail(ErrorKind kind, const std::string& message) { fail(torchError(kind, message)); }
 
 void XcclWork::fail(std::exception_ptr error) {
-  future_->setError(error);
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    settled_ = true;
+    error_ = error;
+    future = future_;
+  }
+  if (future) future->setError(error);
   finish(error);
 }
 

@@ -1,6 +1,8 @@
 // The Work handed back for every CPU-side operation: completes once, with the output tensors as
 // the future's value (a List[Tensor], which DDP's reducer requires) or with the torch exception
-// for the failure (torch_error.h).
+// for the failure (torch_error.h). The future is made on the first getFuture() only (DDP's comm
+// hooks, get_future()): a plain dist.all_reduce never asks, and making and completing one costs
+// a type, a future and a list per call.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -24,7 +26,7 @@ class XcclWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   void synchronize() override {}
   std::vector<at::Tensor> result() override;
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override { return seq_; }
   int sourceRank() const override;
 
@@ -43,7 +45,11 @@ class XcclWork : public c10d::Work {
   const uint64_t seq_;
   const std::vector<at::Tensor> outputs_;  // also keeps the buffers alive until completion
   const std::chrono::milliseconds timeout_;
+  // Both under Work's mutex_: the future once asked for, and how the operation ended once it
+  // has (a future asked for later is made complete).
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool settled_ = false;
+  std::exception_ptr error_;
   std::atomic<int> sourceRank_{-1};
 };
 
