@@ -31,8 +31,13 @@ Times use --timing batch (one device synchronize per 10 calls, as nccl-tests tim
 When --time-limit cannot give every mode its MIN_RUN_S, the least valuable modes are left out
 (the table says so); each mode run gets what is left less the minimum of each later mode.
 
-Exit status: 0 every run finished and every check passed; 1 a run or a check failed (the tables
-say which); 2 bad usage; 3 no CUDA GPU; 4 nothing failed but a mode was not run for lack of time.
+A mode that forces the kernels (XCCL_GPU_ALGO=kernel) has its rows marked kernel only where the
+bench's route counters show xccl's kernels ran them (python/xccl/bench/markdown.py); any other row
+is a failure, whatever its result: a kernel that cannot run falls back with exact results.
+
+Exit status: 0 every run finished and every check passed; 1 a run or a check failed, or a row of
+a kernel mode did not run on the kernels (the tables say which); 2 bad usage; 3 no CUDA GPU; 4
+nothing failed but a mode was not run for lack of time.
 """
 
 from __future__ import annotations
@@ -307,6 +312,12 @@ def main(argv=None) -> int:
     for mode, path in finished:
         with open(path, encoding="utf-8") as f:
             runs.append((LABELS[mode], json.load(f)))
+        # A mode that forces the kernels passes only where the route counters show they ran.
+        doc = runs[-1][1]
+        if markdown.claims_kernel(doc.get("meta", {})):
+            verdict = markdown.route_verdict(doc.get("results", []))
+            print(f"gpu_bench: {mode}: {verdict}", flush=True)
+            status = status or int(verdict.startswith("route: NOT"))
     text = markdown.document(runs, missing, copy_gbps=copy_gbps)
     with open(table, "w", encoding="utf-8") as f:
         f.write(text)

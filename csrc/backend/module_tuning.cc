@@ -1,5 +1,7 @@
 // xccl._C's tuning functions: the source of each rank's table (python/xccl/tuning.py registers
-// it), the table a group plans from, and a wrong-result injection for the tuner's tests.
+// it), the table a group plans from, the GPU calls per route (what the tuner, doctor --gpu and
+// gpu_bench read before claiming a kernel ran), and a wrong-result injection for the tuner's
+// tests.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
@@ -7,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "algo/gpu_plan.h"
 #include "algo/runner.h"
 #include "algo/tunables.h"
 #include "backend/core/group_core.h"
@@ -54,6 +57,35 @@ void bindTuning(py::module& m) {
       "(text, why) for an xccl backend (group._get_backend(torch.device('cpu'))): the canonical "
       "tuning table text the group plans from ('' if none) and why (\"rank 0's table\", \"no "
       "table: ...\", or the world it was made for against the group's).");
+
+  m.def(
+      "_gpu_route_counts",
+      [](const py::object& backend) {
+        GpuRouteCounts counts = processGpuRouteCounts();
+        if (!backend.is_none()) {
+          c10::intrusive_ptr<c10d::Backend> held;
+          try {
+            held = backend.cast<c10::intrusive_ptr<c10d::Backend>>();
+          } catch (const py::cast_error&) {
+          }
+          auto* group = dynamic_cast<ProcessGroupXccl*>(held.get());
+          TORCH_CHECK_VALUE(group != nullptr, "_gpu_route_counts: not an xccl backend");
+          // Without the GIL: the GPU side's creation holds the lock this takes while it calls
+          // into Python (the vendor group's factory).
+          py::gil_scoped_release released;
+          counts = group->gpuRouteCounts();
+        }
+        py::dict named;
+        for (size_t r = 0; r < GpuRouteCounts::kRoutes; ++r) {
+          named[algo::gpuRouteName(static_cast<algo::GpuRoute>(r))] = counts.calls[r];
+        }
+        return named;
+      },
+      py::arg("backend"),
+      "{route: calls} for an xccl backend (group._get_backend(torch.device('cpu'))), or for "
+      "every group of this process with None: how many CUDA calls ran on xccl's kernels "
+      "('kernel'), NCCL/RCCL ('vendor'), host memory ('host') or at world size 1 ('local'). "
+      "The proof that a kernel ran, which exact results alone are not (docs/gpu.md).");
 
   m.def(
       "_inject_wrong_result",

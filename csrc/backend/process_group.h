@@ -105,6 +105,8 @@ class ProcessGroupXccl : public c10d::Backend {
   // (the tuning table's canonical text the group plans from or "", why): GroupCore's.
   std::pair<std::string, std::string> tuningInForce() const { return core_->tuningInForce(); }
   std::chrono::milliseconds timeout() const { return core_->timeout(); }
+  // The GPU side's calls per route (gpu_side.h); all zero before its first CUDA call.
+  GpuRouteCounts gpuRouteCounts();
 
   // Collectives and point-to-point: each forwards to side() (process_group_ops.cc).
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,

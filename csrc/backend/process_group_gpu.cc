@@ -60,4 +60,9 @@ void ProcessGroupXccl::abortGpu() {
   if (gpu_) gpu_->abort();
 }
 
+GpuRouteCounts ProcessGroupXccl::gpuRouteCounts() {
+  std::lock_guard<std::mutex> guard(gpuMutex_);
+  return gpu_ ? gpu_->routeCounts() : GpuRouteCounts{};
+}
+
 }  // namespace xccl::backend

@@ -95,7 +95,8 @@ def record(op, nbytes, xccl_us, nccl_us, check="PASS"):
         "count": nbytes // 4,
         "dtype": "float32",
         "nranks": 8,
-        "backend": side("xccl", nbytes, xccl_us, check),
+        # The bench's route counters: every call of the size on xccl's kernels.
+        "backend": {**side("xccl", nbytes, xccl_us, check), "routes": {"kernel": 80}},
         "reference": side("nccl", nbytes, nccl_us),
     }
 
@@ -346,3 +347,26 @@ def test_a_short_time_limit_runs_the_most_valuable_mode(tmp_path, monkeypatch, c
     assert status == 4  # nothing failed; modes were left out for lack of time
     table = (tmp_path / "gpu_bench.md").read_text()
     assert "### eager, kernel route forced" in table and "left out: 40 s cannot give it" in table
+
+
+def test_a_kernel_run_claims_only_the_rows_its_route_counters_prove():
+    # A forced kernel that cannot run falls back with exact results: the check passes, the
+    # counters say host (or nothing was counted), and the row must not read as the kernels'.
+    fell_back = record("all_gather", 2 * MiB, 30.0, 20.0)
+    fell_back["backend"]["routes"] = {"kernel": 0, "host": 80, "vendor": 0, "local": 0}
+    uncounted = record("all_reduce", 8, 9.0, 4.0)
+    del uncounted["backend"]["routes"]
+    doc = {"meta": META, "results": [record("all_reduce", 2 * MiB, 9.0, 4.0), fell_back, uncounted]}
+    text = markdown.document([("kernel route", doc)])
+    assert "| all_reduce | 2 MiB | 4.0 | 9.0 | 2.25 | " in text
+    assert "| PASS; not kernel: host 80 |" in text
+    assert "| PASS; not kernel: route not counted |" in text
+    assert (
+        "- route: NOT xccl's kernels at 2 of 3 rows: all_gather 2 MiB (host 80), "
+        "all_reduce 8 B (route not counted)" in text
+    )
+    proven = {"meta": META, "results": [record("all_reduce", 8, 9.0, 4.0)]}
+    assert "- route: all 1 rows counted on xccl's kernels" in markdown.document([("k", proven)])
+    # A run on NCCL claims no kernel: no route marks.
+    vendor = {"meta": {**META, "xccl_gpu_algo": "nccl"}, "results": [fell_back]}
+    assert "not kernel" not in markdown.document([("v", vendor)])

@@ -256,6 +256,61 @@ def test_premul_sum_tensor_factor_under_graph_capture(world_size, placement):
     )
 
 
+def _capture_beside_a_watched_call(rank, world):
+    """A graph captured on this thread (global capture mode, torch.cuda.graph's default) while
+    the group's watchdog polls an outstanding kernel-route call from its own thread: its event
+    queries run in the thread-local mode (docs/gpu.md, "Streams and Work"), so the capture is
+    neither broken nor refused, and the group is not failed for a call that ran fine. Rank 1
+    joins the call late, so rank 0's kernel is still spinning (watched) while rank 0 captures.
+    torch.cuda.graph would synchronise the device first (waiting for that call): the capture is
+    begun by hand on a side stream."""
+    chk = Checker(rank)
+    x = _input(torch.float32, SMALL, rank)
+    dist.all_reduce(x)  # the workspace is set up outside any capture
+    y = torch.full((SMALL,), 3.0, device="cuda")
+    torch.cuda.synchronize()
+    if rank != 0:
+        time.sleep(1.0)  # rank 0's call waits for this rank meanwhile
+    x = _input(torch.float32, SMALL, rank)
+    work = dist.all_reduce(x, async_op=True)
+    if rank == 0:
+        graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        captured, why = False, ""
+        try:
+            with torch.cuda.stream(side):
+                graph.capture_begin(capture_error_mode="global")
+                z = y * 2
+                time.sleep(0.3)  # hundreds of watchdog polls while this thread captures
+                graph.capture_end()
+            captured = True
+        except RuntimeError as error:
+            why = str(error)[:300]
+        chk.true("capture while a kernel-route call is watched", captured, why)
+        if captured:
+            graph.replay()
+            torch.cuda.synchronize()
+            chk.equal("the captured graph's replay", z.cpu(), torch.full((SMALL,), 6.0))
+    work.wait()
+    torch.cuda.synchronize()
+    chk.equal("the watched call's result", x.cpu(), _sum(torch.float32, SMALL, world))
+    x = _input(torch.float32, SMALL, rank)
+    dist.all_reduce(x)
+    chk.equal("the group after the capture", x.cpu(), _sum(torch.float32, SMALL, world))
+    return result(chk)
+
+
+@pytest.mark.parametrize("world_size,placement", placement_cases((2,)))
+def test_a_capture_beside_a_watched_call_is_not_broken(world_size, placement):
+    run_checks(
+        _capture_beside_a_watched_call,
+        world_size,
+        min_checks=2,  # rank 0 makes 4, rank 1 2
+        timeout=180,
+        placement=placement,
+        env={"XCCL_GPU_ALGO": "kernel"},  # a watched call is a kernel-route call
+    )
+
+
 def _world_one(rank, world):
     """At world size 1 every reduction returns its input (times the factor); no crash at any
     size or alignment (defect 9: one copy or none)."""

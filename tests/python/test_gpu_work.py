@@ -2,7 +2,7 @@
 before it, and a PREMUL_SUM factor on the device is never read on the host (a call that fails
 while it runs raises in its own wait(): test_gpu_hardening.py, which benchmarks/device_check.sh
 runs on one GPU). The GPU tests skip without a CUDA GPU and need one GPU per rank (the vendor
-route); the source rule below runs everywhere.
+route): on one GPU they are not collected; the source rules below run everywhere.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ GPU_SOURCES = Path(__file__).resolve().parents[2] / "csrc" / "backend" / "gpu"
 
 
 def _spread_only(worlds):
-    """The vendor route needs one GPU per rank: not collected on a machine with one GPU."""
+    """The vendor route needs one GPU per rank: with the gpus(2) mark, not collected on a
+    machine with one GPU (conftest.py), where this list is empty."""
     return [case for case in placement_cases(worlds) if case.values[1] == "spread"]
 
 
@@ -40,6 +41,21 @@ def test_gpu_side_never_reads_a_premul_factor_on_the_host():
         if re.search(r"\btoReduceSpec\s*\(", line)
     }
     assert not calls, f"the GPU side reads PREMUL_SUM factors on the host: {calls}"
+
+
+def test_gpu_side_queries_events_only_beside_a_capture():
+    # An event or stream query (or synchronize) from a thread other than the capturing one, in
+    # the default global capture mode, is refused and breaks the capture: every one goes
+    # through rules::queryBesideCapture (thread-local mode), as CudaEvent::query does.
+    lines = {path.name: path.read_text().splitlines() for path in sorted(GPU_SOURCES.glob("*.cc"))}
+    unguarded = [
+        f"{name}:{n}: {line.strip()}"
+        for name, text in lines.items()
+        for n, line in enumerate(text, 1)
+        if re.search(r"XCCL_RT\((Event|Stream)(Query|Synchronize)\)", line)
+        and "queryBesideCapture" not in " ".join(text[max(0, n - 2) : n])
+    ]
+    assert not unguarded, f"queries that can break another thread's graph capture: {unguarded}"
 
 
 def _vendor_then_p2p_then_kernel(rank, world):
@@ -67,6 +83,7 @@ def _vendor_then_p2p_then_kernel(rank, world):
 
 
 @needs_gpu
+@pytest.mark.gpus(2)
 @pytest.mark.parametrize("world_size,placement", _spread_only((2,)))
 def test_kernel_call_follows_every_earlier_vendor_call(world_size, placement):
     run_checks(
@@ -123,6 +140,7 @@ def _premul_factor_on_device(rank, world):
 
 
 @needs_gpu
+@pytest.mark.gpus(2)
 @pytest.mark.parametrize("world_size,placement", _spread_only((2,)))
 def test_premul_sum_cuda_factor_needs_no_device_sync(world_size, placement):
     run_checks(_premul_factor_on_device, world_size, min_checks=3, timeout=180, placement=placement)

@@ -326,3 +326,43 @@ def test_the_gpu_stamp_is_written_only_when_every_kernel_result_was_exact(
     written.clear()
     measure._stamp(measured[:1] + measured[2:], forced, notes)
     assert written == []
+
+
+def _kernel_candidate_verified_only_on_its_route(rank, world):
+    """On CPU ranks: a candidate named a kernel candidate, its exact checks in float32, float16
+    and bfloat16 run for real on the xccl group, while the route counters are faked: verified
+    when they show the kernel route, not when they show a fallback (whose results are exact)."""
+    import torch
+    import torch.distributed as dist
+    from dist_harness import Checker, result
+    from xccl import gpu_routes
+    from xccl.tune import measure
+
+    chk = Checker(rank)
+    control = dist.new_group(backend="gloo")
+    timer = measure._Timer(rank, world, torch.device("cpu"), control, 0.002)
+    shape = measure._layout("all_reduce", 4 * KiB, world)
+    for went, want in (("kernel", True), ("host", False), ("vendor", False)):
+        tally = {"kernel": 0, "vendor": 0, "host": 0, "local": 0}
+
+        def counted(group=None, went=went, tally=tally):
+            tally[went] += 1
+            return dict(tally)
+
+        gpu_routes.counts = counted
+        sides = [("kernel_one_shot", dist.group.WORLD)]
+        rows = measure._measure(timer, "all_reduce", shape, sides, 1, control, {"kernel_one_shot"})
+        chk.equal(f"verified when the counters say {went}", rows[0]["verified"], want)
+    # The dtype check alone: exact on the CPU group.
+    chk.equal(
+        "float16 exact on the CPU group",
+        measure._check_in(torch.float16, timer, "all_reduce", shape, dist.group.WORLD, 1),
+        "",
+    )
+    return result(chk)
+
+
+def test_a_gpu_kernel_candidate_is_verified_only_when_its_route_counters_show_the_kernel():
+    from dist_harness import run_checks
+
+    run_checks(_kernel_candidate_verified_only_on_its_route, 2, min_checks=4, timeout=120)

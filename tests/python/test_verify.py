@@ -208,3 +208,95 @@ def test_doctor_gpu_reference_matches_xccl_on_cpu(world):
     assert all(
         r["cases"] == len(list(gpu_check._cases(gpu_check.COLLECTIVES, (1, 1001)))) for r in ranks
     )
+
+
+def _fake_gpu_pass(gpu_check, off_kernel_case=None, route="host"):
+    """A stand-in for gpu_check._launch on a machine with one GPU: two ranks whose every result
+    was exact, their route counters read around each case as the real ranks do; the case
+    `off_kernel_case` ran on `route` instead of a kernel on rank 1 (a forced kernel that cannot
+    run here, or CUDA IPC refused: the fallback's results are exact too)."""
+
+    def launch(algo, collectives, world, timeout_s, counts=gpu_check.COUNTS, device_kind="cuda"):
+        ranks = []
+        for rank in range(world):
+            out = {"rank": rank, "failures": [], "cases": 0, "kernel_cases": 0, "off_kernel": []}
+            counters = {"kernel": 0, "vendor": 0, "host": 0, "local": 0}
+            for case in gpu_check._cases(collectives, counts):
+                before = dict(counters)
+                went = route if rank == 1 and case == off_kernel_case else "kernel"
+                counters[went] += 1
+                out["cases"] += 1
+                gpu_check._note_route(out, case, algo, before, dict(counters))
+            ranks.append(out)
+        return ranks, None
+
+    return launch
+
+
+def _doctor_gpu_on_one_fake_gpu(tmp_path, monkeypatch, launch):
+    torch = pytest.importorskip("torch")
+    from xccl.doctor import gpu_check
+
+    monkeypatch.setenv("XCCL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(gpu_check, "_launch", launch)
+    (check,) = gpu_check.run_gpu_check(topology())
+    return check
+
+
+def test_doctor_gpu_refuses_to_stamp_when_a_case_fell_back_from_the_kernel(tmp_path, monkeypatch):
+    from xccl.doctor import gpu_check
+
+    case = ("all_gather", "bfloat16", "copy", 70_001)
+    check = _doctor_gpu_on_one_fake_gpu(
+        tmp_path, monkeypatch, _fake_gpu_pass(gpu_check, case, "host")
+    )
+    assert check.status == "FAIL", check.line()
+    assert (
+        "all_gather bfloat16 copy 70001 elements (XCCL_GPU_ALGO=kernel), rank 1: host 1"
+        in check.line()
+    )
+    assert "no stamp" in check.line()
+    assert not os.path.exists(verify.stamp_path())
+    # A fallback to NCCL is named as such.
+    check = _doctor_gpu_on_one_fake_gpu(
+        tmp_path, monkeypatch, _fake_gpu_pass(gpu_check, case, "vendor")
+    )
+    assert check.status == "FAIL" and "rank 1: vendor 1" in check.line(), check.line()
+    assert not os.path.exists(verify.stamp_path())
+
+
+def test_doctor_gpu_stamps_when_the_counters_show_every_case_on_the_kernel(tmp_path, monkeypatch):
+    from xccl.doctor import gpu_check
+
+    check = _doctor_gpu_on_one_fake_gpu(tmp_path, monkeypatch, _fake_gpu_pass(gpu_check))
+    assert check.status == "PASS", check.line()
+    assert "each counted on the kernel route" in check.line()
+    assert os.path.exists(verify.stamp_path())
+
+
+def test_doctor_gpu_counts_nothing_proven_when_a_rank_reports_no_routes(tmp_path, monkeypatch):
+    # A rank that ran every case exactly but counted none of them on a route proves nothing.
+    from xccl.doctor import gpu_check
+
+    def launch(algo, collectives, world, timeout_s, **_):
+        n = len(list(gpu_check._cases(collectives)))
+        return [{"rank": r, "failures": [], "cases": n} for r in range(world)], None
+
+    check = _doctor_gpu_on_one_fake_gpu(tmp_path, monkeypatch, launch)
+    assert check.status == "FAIL" and "rank 0 did not count" in check.line(), check.line()
+    assert not os.path.exists(verify.stamp_path())
+
+
+def test_gpu_route_counters_read_from_the_extension():
+    # The counters exist in the built module, named by the planner's routes; a process that ran
+    # no CUDA call counted none, and a non-xccl backend is refused.
+    from xccl import _C, gpu_routes
+
+    assert gpu_routes.counts() == {"kernel": 0, "vendor": 0, "host": 0, "local": 0}
+    assert gpu_routes.off_kernel(gpu_routes.taken({"kernel": 0}, {"kernel": 2})) == ""
+    assert gpu_routes.off_kernel({"kernel": 1, "host": 1}) == "host 1, kernel 1"
+    assert gpu_routes.off_kernel({}) == "no GPU call"
+    with pytest.raises(ValueError, match="not an xccl backend"):
+        _C._gpu_route_counts(object())

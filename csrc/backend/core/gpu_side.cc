@@ -4,6 +4,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "common/config.h"
@@ -55,6 +56,29 @@ KernelCheckResult checkKernels() {
   }
   if (!check) return {false, "no verification check registered (xccl's Python package)"};
   return check();
+}
+
+namespace {
+
+std::array<std::atomic<uint64_t>, GpuRouteCounts::kRoutes>& processRoutes() {
+  static std::array<std::atomic<uint64_t>, GpuRouteCounts::kRoutes> calls{};
+  return calls;
+}
+
+}  // namespace
+
+GpuRouteCounts processGpuRouteCounts() {
+  GpuRouteCounts counts;
+  for (size_t r = 0; r < GpuRouteCounts::kRoutes; ++r) {
+    counts.calls[r] = processRoutes()[r].load(std::memory_order_relaxed);
+  }
+  return counts;
+}
+
+void countProcessGpuRoute(size_t route) {
+  if (route < GpuRouteCounts::kRoutes) {
+    processRoutes()[route].fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 #if !XCCL_WITH_CUDA

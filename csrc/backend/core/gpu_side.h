@@ -14,7 +14,9 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,6 +26,21 @@
 namespace xccl::backend {
 
 class GroupCore;
+
+// The calls that ran on each route, counted where the call takes it (gpu/gpu_path.h: runKernel,
+// the vendor and host routes, world size 1's local one), once per call whatever its chunks, and
+// only once its route was issued without an error. The routes give the same exact results, so
+// these are the proof that a kernel ran: `python -m xccl doctor --gpu`, benchmarks/gpu_bench.py
+// and `python -m xccl tune` read them (xccl._C._gpu_route_counts) before claiming the kernel
+// route. Indexed by algo::GpuRoute and named by algo::gpuRouteName. XCCL_GPU_VERIFY's reference
+// runs are not calls and are not counted.
+struct GpuRouteCounts {
+  static constexpr size_t kRoutes = 4;  // kernel, vendor, host, local
+  std::array<uint64_t, kRoutes> calls{};
+};
+// Every GPU side of this process so far (groups destroyed included); GpuPath adds its calls.
+GpuRouteCounts processGpuRouteCounts();
+void countProcessGpuRoute(size_t route);
 
 // Side's operations on CUDA tensors, plus what only the GPU side has: coalesced batches of its
 // own (a CPU batch is GroupCore's list of Works) and an end that must wait for the GPU.
@@ -48,6 +65,9 @@ class GpuSide : public Side {
   // Makes spinning kernels return and every later call and wait raise DistBackendError; aborts
   // the vendor group. Never blocks on the GPU. Called by abort().
   virtual void abort() = 0;
+
+  // This group's calls per route so far (GpuRouteCounts above).
+  virtual GpuRouteCounts routeCounts() const = 0;
 };
 
 // Creates the GPU side for the group on `device` (the first CUDA collective's device): a

@@ -25,6 +25,7 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -70,6 +71,8 @@ class GpuPath final : public GpuSide {
   // ---- gpu_path_kernel.cc ----
   void shutdown(std::chrono::milliseconds timeout) override;
   void abort() override;
+  // ---- gpu_path_routes.cc ----
+  GpuRouteCounts routeCounts() const override;
 
  private:
   using Workspace = net::cuda_ipc::Workspace;
@@ -108,6 +111,8 @@ class GpuPath final : public GpuSide {
   kernels::LaunchShape launchShape() const { return kernels::LaunchShape{maxBlocks_}; }
 
   // ---- gpu_path_routes.cc ----
+  // One call ran on `route` (GpuRouteCounts): this group's count and the process's.
+  void countRoute(algo::GpuRoute route);
   // The vendor or host route.
   WorkPtr other(const char* op, algo::GpuRoute route, const char* reason, const Call& call,
                 const std::vector<at::Tensor*>& args, const std::vector<at::Tensor*>& outputs);
@@ -183,6 +188,7 @@ class GpuPath final : public GpuSide {
   const bool blockingWait_;
   std::unique_ptr<StreamOrder> order_;  // under issueMutex_
   uint64_t kernelCalls_ = 0;  // kernel-route calls issued, under issueMutex_ (names them in errors)
+  std::array<std::atomic<uint64_t>, GpuRouteCounts::kRoutes> routeCalls_{};  // countRoute
   std::unique_ptr<Watchdog> watchdog_;  // settles kernel-route Works (gpu_watchdog.h)
   std::mutex mutex_;  // guards the lazily created members below
   std::unique_ptr<Workspace> workspace_;

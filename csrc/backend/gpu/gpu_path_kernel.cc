@@ -118,6 +118,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char*
     throwTorchError(e.kind(), std::string("xccl ") + op + ": " + e.what());
   }
   std::shared_ptr<CudaEvent> done = order_->afterKernel(current, captured);
+  countRoute(algo::GpuRoute::kKernel);
   // A captured call's tensors belong to the graph's memory pool; nothing to keep. Nor can its
   // events be queried: nothing to watch, its future is completed at issue.
   if (!captured) inFlight_->add(done, keep);

@@ -21,12 +21,31 @@ c10::intrusive_ptr<c10d::Work> GpuPath::other(const char* op, algo::GpuRoute rou
                       "tensors (",
                       reason, "); the batch was closed");
   }
+  c10::intrusive_ptr<c10d::Work> work;
   if (route == algo::GpuRoute::kVendor) {
     c10d::Backend* vendor = vendorGroup(op);
     TORCH_INTERNAL_ASSERT(vendor != nullptr, "planned the vendor route without a vendor group");
-    return viaVendor(op, *vendor, call);
+    work = viaVendor(op, *vendor, call);
+  } else {
+    work = viaHost(op, call, args, outputs);
   }
-  return viaHost(op, call, args, outputs);
+  countRoute(route == algo::GpuRoute::kVendor ? route : algo::GpuRoute::kHost);
+  return work;
+}
+
+void GpuPath::countRoute(algo::GpuRoute route) {
+  static_assert(static_cast<size_t>(algo::GpuRoute::kLocal) + 1 == GpuRouteCounts::kRoutes);
+  const auto index = static_cast<size_t>(route);
+  routeCalls_[index].fetch_add(1, std::memory_order_relaxed);
+  countProcessGpuRoute(index);
+}
+
+GpuRouteCounts GpuPath::routeCounts() const {
+  GpuRouteCounts counts;
+  for (size_t r = 0; r < GpuRouteCounts::kRoutes; ++r) {
+    counts.calls[r] = routeCalls_[r].load(std::memory_order_relaxed);
+  }
+  return counts;
 }
 
 // Created when the GPU side is (GpuPath's constructor) where a vendor route is possible, so that
@@ -128,6 +147,7 @@ c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op, 
   body();  // nothing, one copy or one scaling, on the caller's stream; never the workspace
   std::shared_ptr<CudaEvent> done = events_->take();
   XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(done->get(), current.stream()));
+  countRoute(algo::GpuRoute::kLocal);
   return c10::make_intrusive<GpuWork>(group_.rank(), type, op, current.unwrap(), done, captured,
                                       std::vector<at::Tensor>{output}, error_, std::nullopt);
 }

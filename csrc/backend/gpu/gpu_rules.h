@@ -196,6 +196,41 @@ inline std::chrono::milliseconds doneAgreementWait(bool groupBroken,
   return groupBroken ? kLookOnce : std::max(kLookOnce, left);
 }
 
+// ---- Event queries beside a graph capture ----
+//
+// An event query is one of the calls CUDA deems potentially unsafe during stream capture. In the
+// default (global) capture mode a thread that makes one while any thread captures in global mode
+// (torch.cuda.graph's default) is refused (cudaErrorStreamCaptureUnsupported) and that capture is
+// invalidated: the watchdog, polling its calls from its own thread, would break a graph the user
+// captures meanwhile and fail the group for a call that ran fine; wait() and is_completed() may
+// also run on a thread other than the capturing one. In the thread-local mode only the thread's
+// own capture refuses it. So every query runs with the thread's mode set to thread-local and
+// restored after, as ProcessGroupNCCL's watchdog does around its event queries. A thread in the
+// relaxed mode keeps it (never stricter than the caller chose).
+//
+// `Modes` is the runtime's part (a fake in tests/cpp/backend): a type Mode, the constants
+// kThreadLocal and kRelaxed, and static void exchange(Mode*), which swaps this thread's mode
+// (XCCL_RT(ThreadExchangeStreamCaptureMode)) and throws on a runtime error.
+template <typename Modes, typename Query>
+auto queryBesideCapture(const Query& query) -> decltype(query()) {
+  typename Modes::Mode previous = Modes::kThreadLocal;
+  Modes::exchange(&previous);
+  if (previous == Modes::kRelaxed) {
+    Modes::exchange(&previous);  // relaxed again
+    return query();
+  }
+  struct Restore {
+    typename Modes::Mode mode;
+    ~Restore() {
+      try {
+        Modes::exchange(&mode);
+      } catch (...) {  // the runtime is unloading: no capture left to protect
+      }
+    }
+  } restore{previous};
+  return query();
+}
+
 // ---- The group's error word ----
 //
 // The host sets kernels::kErrorAborted in the mapped word (abort(), shutdown with work still

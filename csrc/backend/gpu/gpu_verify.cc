@@ -181,9 +181,8 @@ Side::WorkPtr GpuPath::verifiedKernel(const char* op, const VerifyCase& what, co
   }
   std::vector<at::Tensor> fromReference;
   try {
-    other(op, vendor ? algo::GpuRoute::kVendor : algo::GpuRoute::kHost, "XCCL_GPU_VERIFY", call,
-          args, outputs)
-        ->wait();
+    // Not through other(): the reference is no call of the user's, so no route is counted.
+    (vendor ? viaVendor(op, *vendorGroup(op), call) : viaHost(op, call, args, outputs))->wait();
     for (at::Tensor* t : outputs) fromReference.push_back(*t);
   } catch (...) {
     for (size_t i = 0; i < args.size(); ++i) *args[i] = originals[i];

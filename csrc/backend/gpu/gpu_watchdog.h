@@ -11,7 +11,8 @@
 // must notice a timeout (a call stuck behind the caller's stream, which the kernels' own device
 // timeout does not cover) and return at shutdown whatever the device does. The sleeps cost a
 // future at most about its call's duration again (the doubling) or 1 ms; wait() does not use
-// them unless it blocks.
+// them unless it blocks. Its queries run in the thread-local capture mode (CudaEvent::query), so
+// a CUDA graph another thread captures meanwhile is neither refused nor broken by them.
 //
 // A completed call with a clear word: its Work completes and its future too (recorded on the
 // watchdog's own idle stream, so a consumer waits on nothing else). A set word or a timeout:

@@ -12,6 +12,19 @@
 #include "backend/gpu/gpu_rules.h"
 
 namespace xccl::backend {
+namespace {
+
+// The runtime's capture modes, for rules::queryBesideCapture.
+struct RuntimeCaptureModes {
+  using Mode = XCCL_RT(StreamCaptureMode);
+  static constexpr Mode kThreadLocal = XCCL_RT(StreamCaptureModeThreadLocal);
+  static constexpr Mode kRelaxed = XCCL_RT(StreamCaptureModeRelaxed);
+  static void exchange(Mode* mode) {
+    XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(ThreadExchangeStreamCaptureMode)(mode));
+  }
+};
+
+}  // namespace
 
 CudaEvent::CudaEvent() {
   XCCL_GPU_CHECK(ErrorKind::kSystem,
@@ -23,8 +36,12 @@ CudaEvent::~CudaEvent() {
 }
 
 bool CudaEvent::query() const {
-  // Named for the message: XCCL_GPU_CHECK names what it checks.
-  const gpuError_t eventQuery = XCCL_RT(EventQuery)(event_);
+  // Every query of the GPU side comes here: the watchdog's thread, wait() and is_completed()
+  // from any thread, the in-flight list and the stream order. None may break a capture that
+  // another thread runs (gpu_rules.h, "Event queries beside a graph capture"). Named for the
+  // message: XCCL_GPU_CHECK names what it checks.
+  const gpuError_t eventQuery = rules::queryBesideCapture<RuntimeCaptureModes>(
+      [this] { return XCCL_RT(EventQuery)(event_); });
   if (eventQuery == XCCL_RT(ErrorNotReady)) {
     (void)gpuGetLastError();  // NotReady is sticky in the last-error slot; it is no error
     return false;

@@ -8,6 +8,11 @@ Each section compares the two backends measured in that run (interleaved in the 
 processes): xccl/NCCL is xccl's median time over NCCL's, so below 1 xccl is faster. The targets
 of issue 9 are checked per section: all_reduce up to 256 KiB at most 0.5x NCCL's time, and no
 size slower than NCCL.
+
+A run that forces a kernel (XCCL_GPU_ALGO=kernel, one_shot, ...) claims a row for xccl's kernels
+only where the route counters the bench recorded (xccl.gpu_routes) show the kernels alone ran it:
+a kernel that cannot run falls back to NCCL or host memory with exact results, so its check
+cell then says where the calls went, and a line under the table lists those rows.
 """
 
 from __future__ import annotations
@@ -86,7 +91,42 @@ def _check(record: dict) -> str:
     return "FAIL " + ",".join(failed) if failed else "PASS"
 
 
-def row(record: dict) -> list:
+VENDOR_SPELLINGS = ("nccl", "rccl", "vendor")
+
+
+def claims_kernel(meta: dict) -> bool:
+    """Whether the run forced one of xccl's kernels (XCCL_GPU_ALGO other than auto or a vendor)."""
+    algo = (meta.get("xccl_gpu_algo") or "auto").lower()
+    return algo != "auto" and algo not in VENDOR_SPELLINGS
+
+
+def off_kernel(record: dict) -> str:
+    """ "" when the record's counted calls ran on xccl's kernels alone, else where they went
+    ("host 40", "route not counted" for a record without counters)."""
+    routes = (record.get("backend") or {}).get("routes")
+    if routes is None:
+        return "route not counted"
+    if routes.get("kernel", 0) > 0 and not any(n for r, n in routes.items() if r != "kernel"):
+        return ""
+    return ", ".join(f"{r} {n}" for r, n in sorted(routes.items()) if n) or "no GPU call"
+
+
+def _check_cell(record: dict, kernel: bool) -> str:
+    went = off_kernel(record) if kernel else ""
+    return _check(record) + (f"; not kernel: {went}" if went else "")
+
+
+def route_verdict(records: list) -> str:
+    """The line under a kernel run's table: every row counted on the kernel route, or which
+    were not."""
+    off = [(r, off_kernel(r)) for r in records]
+    off = [f"{r['op']} {format_size(r['bytes'])} ({went})" for r, went in off if went]
+    if not off:
+        return f"route: all {len(records)} rows counted on xccl's kernels"
+    return f"route: NOT xccl's kernels at {len(off)} of {len(records)} rows: {', '.join(off)}"
+
+
+def row(record: dict, kernel: bool = False) -> list:
     mine, theirs = record["backend"], record.get("reference") or {}
     r = ratio(record)
     return [
@@ -99,18 +139,18 @@ def row(record: dict) -> list:
         _gbps(mine.get("algbw_gbps")),
         _gbps(theirs.get("busbw_gbps")),
         _gbps(mine.get("busbw_gbps")),
-        _check(record),
+        _check_cell(record, kernel),
     ]
 
 
-def table(records: list) -> str:
+def table(records: list, kernel: bool = False) -> str:
     """One markdown table, rows in the records' order (op, then size)."""
     heads = columns(records)
     lines = [
         "| " + " | ".join(heads) + " |",
         "|" + "|".join("---" if c in ("op", "check") else "---:" for c in heads) + "|",
     ]
-    lines += ["| " + " | ".join(row(record)) + " |" for record in records]
+    lines += ["| " + " | ".join(row(record, kernel)) + " |" for record in records]
     return "\n".join(lines)
 
 
@@ -169,7 +209,7 @@ def has_reference(records: list) -> bool:
     return any(r.get("reference") for r in records)
 
 
-def shared_table(records: list, copy_gbps: float | None) -> str:
+def shared_table(records: list, copy_gbps: float | None, kernel: bool = False) -> str:
     """Ranks sharing one GPU: xccl alone (NCCL cannot run there), busbw against the GPU's copy
     rate, since every byte a rank reads from a peer is a read of the same HBM."""
     heads = ("op", "size", "xccl us", "xccl algbw", "xccl busbw", "busbw/copy", "NCCL", "check")
@@ -189,7 +229,7 @@ def shared_table(records: list, copy_gbps: float | None) -> str:
             _gbps(busbw),
             share,
             "n/a",
-            _check(record),
+            _check_cell(record, kernel),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -209,15 +249,18 @@ WORLD_ONE = (
 def section(label: str, document: dict, copy_gbps: float | None = None) -> str:
     records, meta = document.get("results", []), document.get("meta", {})
     parts = [f"### {label}", "", describe_run(meta), ""]
+    kernel = claims_kernel(meta)
     if records and not has_reference(records):
-        parts.append(shared_table(records, copy_gbps))
+        parts.append(shared_table(records, copy_gbps, kernel))
         lines = [NO_NCCL_ON_SHARED_GPU] + [v for v in verdicts(records) if v.startswith("check")]
     elif meta.get("nranks") == 1:
-        parts.append(table(records) if records else "(no results)")
+        parts.append(table(records, kernel) if records else "(no results)")
         lines = [WORLD_ONE] + [v for v in verdicts(records) if v.startswith("check")]
     else:
-        parts.append(table(records) if records else "(no results)")
+        parts.append(table(records, kernel) if records else "(no results)")
         lines = verdicts(records)
+    if kernel and records:
+        lines.append(route_verdict(records))
     if lines:
         parts += [""] + [f"- {line}" for line in lines]
     return "\n".join(parts)

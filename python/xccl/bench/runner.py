@@ -19,6 +19,7 @@ import torch.distributed as dist
 
 import xccl  # registers the "xccl" backend with torch.distributed
 
+from .. import gpu_routes
 from . import method, onesided, onesided_report, report, tuned
 from .load import Load
 from .options import BATCH_CALLS, DTYPES, ONE_SIDED, format_size
@@ -388,12 +389,20 @@ def _run_sizes(me: Rank, meta: dict, load: Load) -> int:
         f"{args.dtype}, {len(plan)} runs over {', '.join(args.ops)}"
     )
     records, salt, started = [], 0, time.monotonic()
+    # xccl on CUDA tensors: its group's route counters around each size, so a row claims the
+    # kernel route only where the kernels ran (gpu_routes; markdown.py marks the others).
+    counted = next(
+        (s.group for s in me.sides if s.role == "backend" and args.backend == "xccl"), None
+    )
+    counted = counted if me.device.type == "cuda" else None
     for op in args.ops:
         mine = []
         for shape in (shape for name, shape in plan if name == op):
             progress.step(f"{op} {format_size(shape['bytes'])}")
             salt += 1
             owner = pair if op in ONE_SIDED else me
+            watched = counted is not None and op not in ONE_SIDED
+            before = gpu_routes.counts(counted) if watched else {}
             try:
                 results = owner.measure(op, shape, salt)
             except Exception as error:
@@ -401,6 +410,15 @@ def _run_sizes(me: Rank, meta: dict, load: Load) -> int:
                     f"{op} at {format_size(shape['bytes'])}: {type(error).__name__}: {error}"
                 ) from error
             record = owner.record(op, shape, _gather(me.world, results))
+            if watched:
+                # Every rank's calls per route for this size, summed: the row's proof of route.
+                routes = {}
+                for ranks_routes in _gather(
+                    me.world, gpu_routes.taken(before, gpu_routes.counts(counted))
+                ):
+                    for route, calls in ranks_routes.items():
+                        routes[route] = routes.get(route, 0) + calls
+                record["backend"]["routes"] = routes
             if args.load and op not in ONE_SIDED:
                 record["loaded"] = _measure_loaded(me, load, op, shape, salt)
             mine.append(record)

@@ -8,6 +8,12 @@ IPC within one device, as the GPU tests do), with several, one rank per GPU (at 
 are small integers, so every sum is exact in float16 and bfloat16 in any order, and a host
 reference can ask for equality. Two passes: XCCL_GPU_ALGO=kernel (every collective; all_reduce
 picks one- or two-shot by size) and XCCL_GPU_ALGO=two_shot (all_reduce's other kernel).
+
+An exact result does not show that a kernel produced it: a forced kernel that cannot run here,
+or CUDA IPC refused, sends the call to host memory or NCCL, whose results are exact too. So each
+rank reads its group's route counters (xccl.gpu_routes) around every case, and the stamp is
+written only when every case on every rank ran on xccl's kernels alone; otherwise doctor says
+which case went where, and writes nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import os
 import time
 from datetime import timedelta
 
-from .. import verify
+from .. import gpu_routes, verify
 from ..bench import launch
 from .checks import FAIL, PASS, WARN, Check
 
@@ -108,7 +114,7 @@ def _alike(torch, got, want, op, world) -> bool:
 def _worker(algo, collectives, counts, device_kind, timeout_s, results, rank, world, init_method):
     """One rank; never raises: its failures (or error) go to `results`. device_kind "cpu" runs
     the same cases on the CPU side (the reference's own test)."""
-    out = {"rank": rank, "failures": [], "cases": 0}
+    out = {"rank": rank, "failures": [], "cases": 0, "kernel_cases": 0, "off_kernel": []}
     try:
         os.environ["XCCL_GPU_ALGO"] = algo  # before xccl reads it (once per process)
         import torch
@@ -129,15 +135,17 @@ def _worker(algo, collectives, counts, device_kind, timeout_s, results, rank, wo
             timeout=timedelta(seconds=timeout_s),
         )
         for case in _cases(collectives, counts):
+            before = gpu_routes.counts(dist.group.WORLD) if device_kind == "cuda" else {}
             got, want = _run_case(torch, dist, case, rank, world, device)
             out["cases"] += 1
+            if device_kind == "cuda":
+                _note_route(out, case, algo, before, gpu_routes.counts(dist.group.WORLD))
             if not _alike(torch, got, want, case[2], world):
                 bad = (got.to(torch.float64) != want.to(torch.float64)).nonzero()
                 first = int(bad[0]) if bad.numel() else -1
                 out["failures"].append(
-                    f"{case[0]} {case[1]} {case[2]} {case[3]} elements (XCCL_GPU_ALGO={algo}), "
-                    f"rank {rank}: element {first} is {got.reshape(-1)[first].item()} instead "
-                    f"of {want.reshape(-1)[first].item()}"
+                    f"{_case_name(case, algo)}, rank {rank}: element {first} is "
+                    f"{got.reshape(-1)[first].item()} instead of {want.reshape(-1)[first].item()}"
                 )
         if device_kind == "cuda":
             torch.cuda.synchronize()
@@ -145,6 +153,41 @@ def _worker(algo, collectives, counts, device_kind, timeout_s, results, rank, wo
     except Exception as error:  # noqa: BLE001 - a rank reports every failure, never raises
         out["error"] = f"{type(error).__name__}: {error}"
     results.put(out)
+
+
+def _case_name(case, algo) -> str:
+    return f"{case[0]} {case[1]} {case[2]} {case[3]} elements (XCCL_GPU_ALGO={algo})"
+
+
+def _note_route(out: dict, case, algo, before: dict, after: dict) -> None:
+    """Counts the case in the rank's report as run on xccl's kernels, or lists where it ran
+    instead, from the group's route counters before and after it."""
+    went = gpu_routes.off_kernel(gpu_routes.taken(before, after))
+    if went:
+        out["off_kernel"].append(f"{_case_name(case, algo)}, rank {out['rank']}: {went}")
+    else:
+        out["kernel_cases"] += 1
+
+
+def _pass_problem(algo, world, ranks, error) -> str:
+    """Why one pass cannot count towards the stamp, or "": every rank ran every case, exactly,
+    and its route counters show xccl's kernels (alone) ran each one."""
+    errors = [r["error"] for r in ranks if "error" in r]
+    failures = [f for r in ranks for f in r["failures"]]
+    if error or errors or failures:
+        found = error or (errors[0] if errors else f"{len(failures)} wrong: {failures[0]}")
+        return f"XCCL_GPU_ALGO={algo}, {world} ranks: {found}"
+    if len(ranks) != world:
+        return f"XCCL_GPU_ALGO={algo}, {world} ranks: {len(ranks)} reported"
+    off = [f for r in ranks for f in r.get("off_kernel", ())]
+    unproven = [r["rank"] for r in ranks if r.get("kernel_cases", 0) != r["cases"]]
+    if off or unproven:
+        first = off[0] if off else f"rank {unproven[0]} did not count each case on a route"
+        return (
+            f"XCCL_GPU_ALGO={algo}, {world} ranks: {len(off)} case runs did not run on xccl's "
+            f"kernels (route counters): {first}"
+        )
+    return ""
 
 
 def _launch(
@@ -169,11 +212,9 @@ def run_gpu_check(topology: dict | None, timeout_s: float = GPU_CHECK_TIMEOUT_S)
     for algo, collectives in PASSES:
         remaining = timeout_s - (time.monotonic() - started)
         ranks, error = _launch(algo, collectives, world, max(30.0, remaining))
-        errors = [r["error"] for r in ranks if "error" in r]
-        failures = [f for r in ranks for f in r["failures"]]
-        if error or errors or failures:
-            found = error or (errors[0] if errors else f"{len(failures)} wrong: {failures[0]}")
-            return [Check(FAIL, name, f"XCCL_GPU_ALGO={algo}, {world} ranks: {found}; no stamp")]
+        problem = _pass_problem(algo, world, ranks, error)
+        if problem:
+            return [Check(FAIL, name, f"{problem}; no stamp")]
         cases += [f"{algo}:{c}" for c in _cases(collectives)]
     path = verify.stamp_path()
     verify.write_stamp(path, verify.machine_key(topology), cases)
@@ -182,7 +223,8 @@ def run_gpu_check(topology: dict | None, timeout_s: float = GPU_CHECK_TIMEOUT_S)
         Check(
             PASS,
             name,
-            f"{len(cases)} kernel cases exact on {where} in {time.monotonic() - started:.0f} s; "
+            f"{len(cases)} kernel cases exact, each counted on the kernel route, on {where} in "
+            f"{time.monotonic() - started:.0f} s; "
             f"stamp written to {path}: xccl's kernels now run by default on this machine",
         )
     ]

@@ -18,12 +18,17 @@ import torch
 import torch.distributed as dist
 
 import xccl  # noqa: F401 - registers the backend
-from xccl import _C, tuning
+from xccl import _C, gpu_routes, tuning
 
 from ..bench import method, report, runner
 from . import candidates as cands
 from . import exact, summary, verdict
 
+# A kernel candidate's result is also checked in these dtypes (every dtype the reduction kernels
+# serve; the copy kernels move bytes, which float32 covers), untimed: the stamp it may write lets
+# every dtype run on the kernels. Inputs are integers in [-5, 5], so every sum of up to 51 ranks
+# is exact in bfloat16 (8 significant bits) and the kernels take at most 8.
+KERNEL_CHECK_DTYPES = (torch.float16, torch.bfloat16)
 # Timed seconds per candidate and size (bench's --target-time; a full run takes bench's default):
 # a median over hundreds of calls at small sizes; the largest get bench's minimum of 10 calls.
 TARGET_S = {True: 0.1, False: 0.25}
@@ -206,6 +211,8 @@ def _tune(job) -> dict:
     for line in refused:  # the same on every rank: each group's table was agreed
         progress.note(f"xccl tune: not measured, the group did not take the plan ({line})")
     timer = _Timer(rank, world_size, job.tensor_device, job.control, TARGET_S[job.quick])
+    # GPU kernel candidates: verified only where their route counters show the kernel ran.
+    kernels = {c.name for c, _ in forced if device == "cuda" and c.route == "kernel"}
     measured, salt, started = [], 0, time.monotonic()
     for op in ops:
         for shape in (shape for name, shape in plan if name == op):
@@ -217,11 +224,13 @@ def _tune(job) -> dict:
                 if op in c.ops and not (rule and cands.same_plan(c, rule))
             ]
             salt += 1
-            rows = _measure(timer, op, shape, sides, salt, job.control)
+            rows = _measure(timer, op, shape, sides, salt, job.control, kernels)
             won = verdict.winners(rows)
             if won:  # a win counts only when a second interleaved timing repeats it
                 again = [s for s in sides if s[0] == verdict.RULE or s[0] in won]
-                rows = verdict.confirmed(rows, _measure(timer, op, shape, again, salt, job.control))
+                rows = verdict.confirmed(
+                    rows, _measure(timer, op, shape, again, salt, job.control, kernels)
+                )
             measured += rows
             progress.advance()
         progress.note(f"xccl tune: {op} done ({time.monotonic() - started:.0f} s)")
@@ -251,9 +260,12 @@ def _rule_words(plan: tuple) -> list:
     return words + ([cands.size_label(chunk)] if chunk else [])
 
 
-def _measure(timer, op, shape, sides, salt, control) -> list:
+def _measure(timer, op, shape, sides, salt, control, kernels=frozenset()) -> list:
     """Checks every side's result exactly, then times them interleaved; returns the rows of the
-    table's "measured" list (statistics: each one's maximum over ranks)."""
+    table's "measured" list (statistics: each one's maximum over ranks). A side named in
+    `kernels` counts as verified only when its checked calls, in float32 and in every
+    KERNEL_CHECK_DTYPES, were exact and its group's route counters show that xccl's kernels
+    ran each of them (a kernel that cannot run here falls back to exact NCCL or host results)."""
     rank, world, device = timer.rank, timer.world, timer.device
     inp = torch.empty(shape["input"], dtype=torch.float32, device=device)
     out = (
@@ -264,12 +276,18 @@ def _measure(timer, op, shape, sides, salt, control) -> list:
     calls = {name: _call(op, g, inp, out) for name, g in sides}
     want = exact.expected(op, shape, rank, world, salt)
     problems = {}
-    for name, _ in sides:
+    for name, group in sides:
         out.fill_(exact.SENTINEL)
         inp.copy_(exact.rank_input(rank, shape["input"], salt))
+        before = gpu_routes.counts(group) if name in kernels else {}
         calls[name]()
         timer.sync()
         problems[name] = "" if want is None else exact.first_mismatch(out, want)
+        if name in kernels:
+            for dtype in KERNEL_CHECK_DTYPES:
+                problems[name] = problems[name] or _check_in(dtype, timer, op, shape, group, salt)
+            went = gpu_routes.off_kernel(gpu_routes.taken(before, gpu_routes.counts(group)))
+            problems[name] = problems[name] or (went and f"not on the kernel route: {went}")
     timed = timer.interleave({name: (call, None, None) for name, call in calls.items()})
     mine = {
         name: {
@@ -301,21 +319,45 @@ def _measure(timer, op, shape, sides, salt, control) -> list:
     return rows
 
 
+def _check_in(dtype, timer, op, shape, group, salt) -> str:
+    """ "" when `op` on `group` is exact in `dtype` with the same integer inputs, else what
+    differs (named with the dtype)."""
+    rank, world, device = timer.rank, timer.world, timer.device
+    inp = exact.rank_input(rank, shape["input"], salt).to(device=device, dtype=dtype)
+    out = (
+        inp
+        if op in ("all_reduce", "broadcast", "reduce")
+        else torch.full((shape["output"],), exact.SENTINEL, dtype=dtype, device=device)
+    )
+    _call(op, group, inp, out)()
+    timer.sync()
+    want = exact.expected(op, shape, rank, world, salt)
+    wrong = "" if want is None else exact.first_mismatch(out.to(torch.float32), want)
+    return wrong and f"{str(dtype).removeprefix('torch.')}: {wrong}"
+
+
 def _stamp(measured: list, forced: list, progress) -> None:
     """The GPU verification stamp (python/xccl/verify.py), written only when every kernel
-    candidate's result was exact at every size it ran: kernels then run by default here."""
+    candidate's result was exact at every size it ran, in float32, float16 and bfloat16, and
+    counted on the kernel route (_measure): kernels then run by default here."""
     from .. import topo, verify
 
     kernel_rows = [r for r in measured if r["candidate"].startswith("kernel_")]
     ran = {r["candidate"] for r in kernel_rows}
     expected = {c.name for c, _ in forced if c.route == "kernel"}
     if not kernel_rows or ran != expected or not all(r["verified"] for r in kernel_rows):
-        progress.note("xccl tune: not every kernel result was exact: no verification stamp")
+        progress.note(
+            "xccl tune: not every kernel result was exact and counted on the kernel route: "
+            "no verification stamp"
+        )
         return
     cases = [f"tune:{r['candidate']}:{r['collective']}:{r['bytes']}" for r in kernel_rows]
     path = verify.stamp_path()
     verify.write_stamp(path, verify.machine_key(topo.load(topo.topology_json())), cases)
-    progress.note(f"xccl tune: {len(cases)} kernel results exact; stamp written to {path}")
+    progress.note(
+        f"xccl tune: {len(cases)} kernel results exact in float32, float16 and bfloat16, each "
+        f"counted on the kernel route; stamp written to {path}"
+    )
 
 
 __all__ = ["run"]

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -213,6 +215,114 @@ TEST(WaitBlocksHost, OnlyWithATimeoutOrBlockingWaitOnAWatchedCall) {
   EXPECT_FALSE(waitBlocksHost(true, false, false));  // host route, world size 1
   EXPECT_TRUE(waitBlocksHost(false, true, true));
   EXPECT_TRUE(waitBlocksHost(false, true, false));
+}
+
+// ---- Event queries beside a graph capture ----
+//
+// A fake runtime that keeps CUDA's rule for potentially unsafe calls during stream capture
+// (cudaStreamCaptureMode in the CUDA Runtime API): a thread in the global mode is refused while
+// any thread captures in the global mode; one in the thread-local mode only during its own
+// capture; one in the relaxed mode never. A refused call invalidates the captures it collided
+// with, as the runtime does.
+struct FakeCapture {
+  enum Mode { kGlobal, kThreadLocal, kRelaxed };
+  static inline thread_local Mode threadMode = kGlobal;  // each thread starts global
+  static inline thread_local bool capturingHere = false;
+  static inline std::atomic<int> globalCaptures{0};
+  static inline std::atomic<bool> invalidated{false};
+  static inline std::atomic<int> exchanges{0};
+
+  static void exchange(Mode* mode) {
+    ++exchanges;
+    std::swap(threadMode, *mode);
+  }
+  static void beginGlobalCapture() {
+    capturingHere = true;
+    ++globalCaptures;
+  }
+  static void endCapture() {
+    capturingHere = false;
+    --globalCaptures;
+  }
+  // An event query: "ready", or "refused" (and the colliding captures invalidated).
+  static std::string eventQuery() {
+    const bool othersCapture = globalCaptures.load() > (capturingHere ? 1 : 0);
+    const bool refused =
+        (threadMode == kGlobal && othersCapture) || (threadMode != kRelaxed && capturingHere);
+    if (refused) invalidated = true;
+    return refused ? "refused" : "ready";
+  }
+  static void reset() {
+    globalCaptures = 0;
+    invalidated = false;
+    exchanges = 0;
+  }
+};
+
+// On a thread of its own (the watchdog's, or a thread calling wait()), while the main thread
+// captures in the global mode: the query passes through rules::queryBesideCapture or not at all.
+std::pair<std::string, FakeCapture::Mode> queryOnAnotherThread(bool besideCapture,
+                                                               FakeCapture::Mode startMode) {
+  std::pair<std::string, FakeCapture::Mode> seen;
+  std::thread side([&] {
+    FakeCapture::threadMode = startMode;
+    seen.first = besideCapture ? queryBesideCapture<FakeCapture>(&FakeCapture::eventQuery)
+                               : FakeCapture::eventQuery();
+    seen.second = FakeCapture::threadMode;
+  });
+  side.join();
+  return seen;
+}
+
+TEST(QueryBesideCapture, APlainQueryOnAnotherThreadBreaksAGlobalCapture) {
+  // The fake keeps the runtime's rule: this is the defect the guard exists for.
+  FakeCapture::reset();
+  FakeCapture::beginGlobalCapture();
+  EXPECT_EQ(queryOnAnotherThread(false, FakeCapture::kGlobal).first, "refused");
+  FakeCapture::endCapture();
+  EXPECT_TRUE(FakeCapture::invalidated.load());
+}
+
+TEST(QueryBesideCapture, TheWatchdogsQueryLeavesAnotherThreadsCaptureAlone) {
+  FakeCapture::reset();
+  FakeCapture::beginGlobalCapture();
+  const auto [answer, modeAfter] = queryOnAnotherThread(true, FakeCapture::kGlobal);
+  FakeCapture::endCapture();
+  EXPECT_EQ(answer, "ready");
+  EXPECT_FALSE(FakeCapture::invalidated.load());
+  EXPECT_EQ(modeAfter, FakeCapture::kGlobal);  // the thread's own mode is back
+  EXPECT_EQ(FakeCapture::exchanges.load(), 2);
+  // The main thread's mode was never touched.
+  EXPECT_EQ(FakeCapture::threadMode, FakeCapture::kGlobal);
+}
+
+TEST(QueryBesideCapture, ARelaxedThreadStaysRelaxed) {
+  FakeCapture::reset();
+  FakeCapture::threadMode = FakeCapture::kRelaxed;
+  FakeCapture::beginGlobalCapture();  // its own capture: relaxed lets it query
+  FakeCapture::Mode during = FakeCapture::kGlobal;
+  EXPECT_EQ(queryBesideCapture<FakeCapture>([&] {
+              during = FakeCapture::threadMode;
+              return FakeCapture::eventQuery();
+            }),
+            "ready");
+  FakeCapture::endCapture();
+  EXPECT_EQ(during, FakeCapture::kRelaxed);
+  EXPECT_EQ(FakeCapture::threadMode, FakeCapture::kRelaxed);
+  EXPECT_FALSE(FakeCapture::invalidated.load());
+  FakeCapture::threadMode = FakeCapture::kGlobal;
+}
+
+TEST(QueryBesideCapture, TheModeIsRestoredWhenTheQueryThrows) {
+  FakeCapture::reset();
+  FakeCapture::Mode during = FakeCapture::kGlobal;
+  EXPECT_THROW(queryBesideCapture<FakeCapture>([&]() -> int {
+                 during = FakeCapture::threadMode;
+                 throw std::runtime_error("cudaErrorLaunchFailure");
+               }),
+               std::runtime_error);
+  EXPECT_EQ(during, FakeCapture::kThreadLocal);
+  EXPECT_EQ(FakeCapture::threadMode, FakeCapture::kGlobal);
 }
 
 }  // namespace
