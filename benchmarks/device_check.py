@@ -807,6 +807,7 @@ def main(argv=None) -> int:
     b = sub.add_parser("budget", help="the budget in seconds the script uses")
     b.add_argument("--budget", type=int, default=None)
     b.add_argument("--rehearse", action="store_true")
+    sub.add_parser("ext-build-s", help="seconds for the extension's build alone (a rerun)")
     t = sub.add_parser("tally", help="count a test log's outcomes")
     t.add_argument("kind", choices=("pytest", "gtest"))
     t.add_argument("logs", nargs="+")
@@ -820,6 +821,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.command == "tally":
         print(tally_files(args.kind, args.logs).line())
+        return 0
+    if args.command == "ext-build-s":
+        print(BUILD_EXT_S)
         return 0
     if args.command == "fit":
         worlds = [int(x) for x in args.worlds.split(",") if x.strip().isdigit()]

@@ -393,11 +393,21 @@ apply_only() {
     elif [[ "$needed" == *" $name "* ]]; then
       if reuse_stage "$name"; then
         states[i]=ok notes[i]="reused from the last run's build (--only): $note"
+      elif [[ $name == ext ]]; then
+        budgets[i]="$(planner ext-build-s)"  # the whole build, not what is left after a and b
       fi
     else
       states[i]="not run" notes[i]="not asked for (--only $only)"
     fi
   done
+  # The rerun's budget: what has run so far and the budgets of what runs now, so that a stage
+  # asked for alone keeps to its own budget (the window's rerun), not the whole check's.
+  local total=$SECONDS
+  for i in "${!names[@]}"; do
+    [[ "${states[$i]}" == planned ]] && total=$((total + budgets[i]))
+  done
+  budget_s=$total
+  header="$header, budget of this rerun ${budget_s} s"
   write_summary
 }
 

@@ -226,6 +226,11 @@ def test_only_reruns_the_stages_asked_for_and_resume_the_ones_that_did_not_pass(
     table = rows((out / "summary.md").read_text())
     assert done.returncode == 0, done.stdout + done.stderr
     assert table["c shared"] == ("ok", "slept") and table["b kernels"][0] == "not run"
+    # A stage rerun alone keeps to its own budget (what the window's rerun counts), not 420 s.
+    header = (out / "summary.md").read_text().splitlines()[2]
+    m = re.search(r"--only shared, budget of this rerun (\d+) s$", header)
+    shared = planner().by_name("shared").budget_s
+    assert m and shared <= int(m.group(1)) <= shared + 60 < BUDGET_S, header  # + gpu, reuse
     assert run_script("--only", "nosuch", "--out", str(out), env=env).returncode == 2
 
 
