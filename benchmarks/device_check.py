@@ -519,18 +519,21 @@ def _marks(text: str) -> tuple[dict, dict]:
 def tally_pytest(text: str) -> Tally:
     """pytest -v output (serial, or pytest-xdist's `[gwN] ... PASSED id` lines); several runs
     one after another add up."""
-    collected, outcomes, started = 0, {}, None
+    collected, outcomes, started, continued = 0, {}, None, False
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("device_check: "):
+            # The run after a hang that ended pytest collects only the tests it had not
+            # reached, already counted.
+            continued = continued or line.startswith("device_check: CONTINUE")
             continue
         m = _PYTEST_COLLECTED.search(line)
-        if m:
-            collected += int(m.group(1)) - int(m.group(2) or 0)
-            continue
-        m = _XDIST_COLLECTED.search(line)
-        if m:
-            collected += int(m.group(1))
+        x = None if m else _XDIST_COLLECTED.search(line)
+        if m or x:
+            count = int(m.group(1)) - int(m.group(2) or 0) if m else int(x.group(1))
+            if not continued:
+                collected += count
+            continued = False
             continue
         m = _PYTEST_RESULT.search(line)
         if m:

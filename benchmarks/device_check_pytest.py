@@ -12,6 +12,9 @@ Environment (set by the script; nothing is bounded without them):
                          reported as cut off by the deadline, not as hung.
   DEVICE_CHECK_SELECT    `pairs`: only tests parametrized with world_size 2 (two such groups fit
                          the GPU together); `rest`: every other test; unset: all.
+  DEVICE_CHECK_DONE_FILE each test that ends (or hangs) is added to this file, and a test in it is
+                         not collected again: after a hang ended the pytest process, the script
+                         runs pytest again for the tests it had not reached.
 Each hang is reported as `device_check: HUNG <test> ...` and `device_check: WAITED <test>: ...`
 lines (benchmarks/device_check.py's tally reads them).
 """
@@ -72,15 +75,30 @@ def pytest_configure(config):
         _bound_spawn(limit)
 
 
+def _done() -> set:
+    path = os.environ.get("DEVICE_CHECK_DONE_FILE", "")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return {line.strip() for line in f if line.strip()}
+    except OSError:
+        return set()
+
+
+def _mark_done(nodeid: str) -> None:
+    path = os.environ.get("DEVICE_CHECK_DONE_FILE", "")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(nodeid + "\n")
+
+
 def pytest_collection_modifyitems(config, items):
     select = os.environ.get("DEVICE_CHECK_SELECT", "")
-    if select not in ("pairs", "rest"):
-        return
+    done = _done()
     keep, drop = [], []
     for item in items:
         world = getattr(getattr(item, "callspec", None), "params", {}).get("world_size")
-        pair = world == 2
-        (keep if pair == (select == "pairs") else drop).append(item)
+        wanted = select not in ("pairs", "rest") or (world == 2) == (select == "pairs")
+        (keep if wanted and item.nodeid not in done else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -103,6 +121,7 @@ class _Backstop:
 
     def fire(self):
         took = time.monotonic() - self.started
+        _mark_done(self.nodeid)
         if self.cut:
             _write(f"device_check: DEADLINE {self.nodeid} after {took:.0f} s")
         else:
@@ -161,3 +180,7 @@ def pytest_runtest_logreport(report):
         f"device_check: WAITED {report.nodeid}: "
         f"{device_check.waited_for(text) or 'the rank logs say nothing more'}"
     )
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _mark_done(nodeid)
