@@ -70,7 +70,8 @@ print(torch.__version__, torch.version.cuda, torch.cuda.device_count(), p.multi_
 # not start or serves no client, the check goes on without it and the summary says "no MPS".
 # A run killed outright leaves its daemon behind (finish never ran): use_stale_mps finds it by its
 # pipe folder, and uses it (exported to every rank, so none bypasses it) when it still serves a
-# context, else stops it. XCCL_CHECK_MPS=0 leaves MPS alone.
+# context, else stops it. XCCL_CHECK_MPS=0 leaves MPS alone. (MPS_STALE_ROOT: a folder other than
+# /tmp for the daemons' folders, for the CPU tests.)
 mps_started=0 mps_dir="" mps_stale=""
 mps_probe() {  # a CUDA context through the exported daemon
   timeout $((stage_deadline - SECONDS > 5 ? stage_deadline - SECONDS : 5)) python3 -c \
