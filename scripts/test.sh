@@ -4,7 +4,9 @@
 # compile check of the GPU side (scripts/check_hip.sh: needs hipcc and clang++-19, skips what a
 # missing one would compile), the backend compiled against torch 2.11.0's headers
 # (scripts/check_torch_headers.sh; pip must reach torch 2.11.0 once), the multi-process pytest
-# suite (root: it also builds hosts from network namespaces), a short run of each fuzz target
+# suite (root: it also builds hosts from network namespaces) after the rehearsal of the GPU check
+# (benchmarks/device_check.sh --rehearse: the whole script, each GPU command replaced by its CPU
+# counterpart; under a minute and a half), a short run of each fuzz target
 # (scripts/fuzz.sh) and the wheel check (scripts/check_wheel.sh: the wheel `python -m build`
 # makes, installed into a fresh virtual environment, runs the README's example); then the fast
 # tier against torch 2.13.0 (scripts/test_torch_tier.sh: a virtual environment of its own with
@@ -25,6 +27,11 @@ bash scripts/check_hip.sh
 # The backend against the torch of the GPU machine device checks run on (compile only; the wheel
 # is fetched once into build/torch-wheels/; about 4 minutes on 2 cores).
 bash scripts/check_torch_headers.sh 2.11.0
+# The GPU check on CPU, end to end (benchmarks/README.md): its exit status must be 0, and
+# tests/python/test_device_check.py reads its summary in build/rehearsal.
+bash benchmarks/device_check.sh --rehearse --out build/rehearsal >build/rehearsal.log 2>&1 ||
+  { tail -n 60 build/rehearsal.log >&2; exit 1; }
+tail -n 16 build/rehearsal.log
 python3 -m pytest tests/python -q -p no:cacheprovider
 # The fuzz targets (the TCP wire reader and receive state, the ofi header path and key exchange,
 # the shm ring, the parsers of store and user values) still build and find nothing in a short run
