@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/env.h"
 #include "common/files.h"
 #include "common/thread_affinity.h"
 
@@ -39,7 +40,10 @@ int cgroupCpuQuota() {
 
 }  // namespace
 
-SpinPolicy::SpinPolicy(int localRanks) : SpinPolicy(localRanks, usableCpus(), realHost()) {}
+// XCCL_SHM_SPIN=short: never past the short spin, as if the CPUs could not hold the ranks.
+SpinPolicy::SpinPolicy(int localRanks)
+    : SpinPolicy(localRanks, env::getString("XCCL_SHM_SPIN") == "short" ? 0 : usableCpus(),
+                 realHost()) {}
 
 SpinPolicy::SpinPolicy(int localRanks, int usableCpus, Host host)
     : host_(host),
