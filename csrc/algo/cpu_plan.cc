@@ -8,19 +8,14 @@
 namespace xccl::algo {
 
 bool hasRing(Collective collective) {
-  switch (collective) {
-    case Collective::kAllToAll:
-    case Collective::kGather:
-    case Collective::kScatter:
-    case Collective::kBarrier: return false;
-    default: return true;
-  }
+  return vocab::rowOf(vocab::kCollectiveRows, collective).ring;
 }
 
 namespace {
 
+// all_reduce and reduce: one-shot or two-shot over one host's segment (vocabulary.h).
 bool isReduction(Collective collective) {
-  return collective == Collective::kAllReduce || collective == Collective::kReduce;
+  return vocab::rowOf(vocab::kCollectiveRows, collective).shmReduction;
 }
 
 CpuPlan netPlan(Algorithm algorithm, const Tunables& tunables, const char* reason) {
@@ -106,7 +101,7 @@ std::optional<CpuPlan> tunedPlan(const CpuTuningEntry& e, const CpuRequest& requ
       plan = planHierarchical(request, shape, chunked);
       const Collective c = request.collective;
       const bool shot = e.algorithm == Algorithm::kOneShot || e.algorithm == Algorithm::kTwoShot;
-      if (shot && (isReduction(c) || c == Collective::kReduceScatter)) {
+      if (shot && vocab::rowOf(vocab::kCollectiveRows, c).hostReduction) {
         plan.hostAlgorithm = e.algorithm;
       }
       break;
@@ -174,30 +169,7 @@ size_t shmTwoShotThreshold(int worldSize, const Tunables& tunables) {
   return scaled >= 1.8e19 ? SIZE_MAX : static_cast<size_t>(scaled);
 }
 
-const char* collectiveName(Collective collective) {
-  switch (collective) {
-    case Collective::kAllReduce: return "all_reduce";
-    case Collective::kAllGather: return "all_gather";
-    case Collective::kReduceScatter: return "reduce_scatter";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kReduce: return "reduce";
-    case Collective::kAllToAll: return "all_to_all";
-    case Collective::kGather: return "gather";
-    case Collective::kScatter: return "scatter";
-    case Collective::kBarrier: return "barrier";
-  }
-  return "?";
-}
-
-const char* cpuRouteName(CpuRoute route) {
-  switch (route) {
-    // Printed as "tcp" (plan output and logs) whichever engine carries it: the output predates
-    // the other engines and must not change.
-    case CpuRoute::kNet: return "tcp";
-    case CpuRoute::kShm: return "shm";
-    case CpuRoute::kHierarchical: return "hierarchical";
-  }
-  return "?";
-}
+const char* collectiveName(Collective collective) { return vocab::name(collective); }
+const char* cpuRouteName(CpuRoute route) { return vocab::name(route); }
 
 }  // namespace xccl::algo

@@ -21,17 +21,11 @@ namespace xccl::algo {
 struct CpuTuningEntry;
 struct TuningTable;
 
-enum class Collective {
-  kAllReduce,
-  kAllGather,
-  kReduceScatter,
-  kBroadcast,
-  kReduce,
-  kAllToAll,  // all_to_all, gather, scatter and barrier have one network algorithm each (direct)
-  kGather,
-  kScatter,
-  kBarrier,
-};
+// The collectives, routes and localities, with their names and legal combinations:
+// common/vocabulary.h.
+using vocab::Collective;
+using vocab::CpuRoute;
+using vocab::Locality;
 
 // Every collective, in the enum's order (tables and tests iterate over it).
 inline constexpr Collective kCpuCollectives[] = {Collective::kAllReduce,     Collective::kAllGather,
@@ -40,18 +34,9 @@ inline constexpr Collective kCpuCollectives[] = {Collective::kAllReduce,     Col
                                                  Collective::kGather,        Collective::kScatter,
                                                  Collective::kBarrier};
 
-// Whether the network transport has a ring for `collective`: all but all_to_all, gather,
-// scatter and barrier, which only have direct.
+// Whether the network transport has a ring for `collective` (vocabulary.h's CollectiveRow::ring):
+// all but all_to_all, gather, scatter and barrier, which only have direct.
 bool hasRing(Collective collective);
-
-// Which shared memory a group has (the backend finds out at group creation).
-enum class Locality {
-  kNone,  // none: every collective over the network transport
-  kOneHost,  // every rank on one host: one segment for the group
-  kPerHost,  // several hosts, some with several ranks: one segment per such host
-};
-
-enum class CpuRoute { kNet, kShm, kHierarchical };
 
 struct CpuRequest {
   Collective collective = Collective::kAllReduce;

@@ -66,40 +66,8 @@ const char* gpuFabricName(GpuFabric fabric) {
   return "?";
 }
 
-const char* gpuCollectiveName(GpuCollective collective) {
-  switch (collective) {
-    case GpuCollective::kAllReduce: return "all_reduce";
-    case GpuCollective::kReduce: return "reduce";
-    case GpuCollective::kAllGather: return "all_gather";
-    case GpuCollective::kReduceScatter: return "reduce_scatter";
-    case GpuCollective::kBroadcast: return "broadcast";
-    case GpuCollective::kAllToAll: return "all_to_all";
-    case GpuCollective::kOther: return "other";
-  }
-  return "?";
-}
-
-const char* gpuKernelName(GpuKernel kernel) {
-  switch (kernel) {
-    case GpuKernel::kNone: return "none";
-    case GpuKernel::kOneShotAllReduce: return "one_shot_all_reduce";
-    case GpuKernel::kTwoShotAllReduce: return "two_shot_all_reduce";
-    case GpuKernel::kAllPairsAllGather: return "all_pairs_all_gather";
-    case GpuKernel::kAllPairsReduceScatter: return "all_pairs_reduce_scatter";
-    case GpuKernel::kAllPairsAllToAll: return "all_pairs_all_to_all";
-    case GpuKernel::kBroadcast: return "broadcast";
-  }
-  return "?";
-}
-
-const char* gpuRouteName(GpuRoute route) {
-  switch (route) {
-    case GpuRoute::kKernel: return "kernel";
-    case GpuRoute::kVendor: return "vendor";
-    case GpuRoute::kHost: return "host";
-    case GpuRoute::kLocal: return "local";
-  }
-  return "?";
-}
+const char* gpuCollectiveName(GpuCollective collective) { return vocab::name(collective); }
+const char* gpuKernelName(GpuKernel kernel) { return vocab::name(kernel); }
+const char* gpuRouteName(GpuRoute route) { return vocab::name(route); }
 
 }  // namespace xccl::algo

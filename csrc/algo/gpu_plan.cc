@@ -15,34 +15,28 @@ bool isReduction(GpuCollective collective) {
          collective == GpuCollective::kReduceScatter;
 }
 
-// The collectives xccl has a kernel for (at world size 1: no kernel needed at all).
-bool hasKernel(GpuCollective collective) {
-  return collective != GpuCollective::kReduce && collective != GpuCollective::kOther;
-}
-
+// The kernel of `collective`: all_reduce's one-shot or two-shot, the others' only one.
 GpuKernel kernelFor(GpuCollective collective, bool oneShot) {
-  switch (collective) {
-    case GpuCollective::kAllReduce:
-      return oneShot ? GpuKernel::kOneShotAllReduce : GpuKernel::kTwoShotAllReduce;
-    case GpuCollective::kAllGather: return GpuKernel::kAllPairsAllGather;
-    case GpuCollective::kReduceScatter: return GpuKernel::kAllPairsReduceScatter;
-    case GpuCollective::kAllToAll: return GpuKernel::kAllPairsAllToAll;
-    case GpuCollective::kBroadcast: return GpuKernel::kBroadcast;
-    case GpuCollective::kReduce:
-    case GpuCollective::kOther: break;
+  if (collective == GpuCollective::kAllReduce) {
+    return oneShot ? GpuKernel::kOneShotAllReduce : GpuKernel::kTwoShotAllReduce;
+  }
+  for (const vocab::GpuKernelRow& row : vocab::kGpuKernelRows) {
+    if (row.id != GpuKernel::kNone && row.collective == collective) return row.id;
   }
   return GpuKernel::kNone;
 }
 
-// Whether the forced choice names a kernel of this collective.
+// Whether the forced choice names a kernel of this collective: "kernel" any, the others the
+// kernel family of their name (vocabulary.h).
 bool forceNamesKernel(GpuForce force, GpuCollective collective) {
   switch (force) {
     case GpuForce::kKernel: return collective != GpuCollective::kReduce;
     case GpuForce::kOneShot:
-    case GpuForce::kTwoShot: return collective == GpuCollective::kAllReduce;
-    case GpuForce::kAllPairs:
-      return collective == GpuCollective::kAllGather ||
-             collective == GpuCollective::kReduceScatter || collective == GpuCollective::kAllToAll;
+    case GpuForce::kTwoShot:
+    case GpuForce::kAllPairs: {
+      GpuKernel kernel = GpuKernel::kNone;
+      return vocab::kernelOf(collective, vocab::name(force), &kernel) && kernel != GpuKernel::kNone;
+    }
     case GpuForce::kAuto:
     case GpuForce::kVendor: break;
   }
@@ -109,7 +103,7 @@ class Planner {
   // topology, size and forcing rules (byRules) in between.
   GpuPlan plan() {
     const GpuRequest& r = request_;
-    if (r.worldSize == 1 && !r.coalescing && hasKernel(r.collective) &&
+    if (r.worldSize == 1 && !r.coalescing && vocab::hasKernel(r.collective) &&
         (r.collective != GpuCollective::kAllToAll || r.evenSplits)) {
       return local();
     }
@@ -265,7 +259,7 @@ class Planner {
     const bool amd = gpus_.empty()
                          ? std::any_of(topology_.gpus.begin(), topology_.gpus.end(), isAmd)
                          : isAmd(topology_.gpus[static_cast<size_t>(gpus_.front())]);
-    return amd ? "rccl" : "nccl";
+    return amd ? vocab::kRcclWord : vocab::kNcclWord;
   }
 
   // all_reduce: one-shot below the fabric's threshold for this world size, two-shot above; the
@@ -290,12 +284,7 @@ class Planner {
     plan.route = GpuRoute::kKernel;
     plan.kernel = kernelFor(request_.collective, oneShot);
     plan.fabric = fabric_;
-    switch (plan.kernel) {
-      case GpuKernel::kOneShotAllReduce: plan.name = "one_shot"; break;
-      case GpuKernel::kTwoShotAllReduce: plan.name = "two_shot"; break;
-      case GpuKernel::kBroadcast: plan.name = "broadcast"; break;
-      default: plan.name = "all_pairs"; break;
-    }
+    plan.name = vocab::family(plan.kernel);
     plan.reason = why;
     return plan;
   }
@@ -304,7 +293,7 @@ class Planner {
     GpuPlan plan;
     plan.route = GpuRoute::kLocal;
     plan.fabric = GpuFabric::kSingleGpu;
-    plan.name = "local";
+    plan.name = vocab::name(GpuRoute::kLocal);
     plan.reason = "one rank: at most a copy or a scaling on the caller's stream";
     return plan;
   }
@@ -313,7 +302,7 @@ class Planner {
     GpuPlan plan;
     plan.route = GpuRoute::kHost;
     plan.fabric = fabric_;
-    plan.name = "host";
+    plan.name = vocab::name(GpuRoute::kHost);
     plan.reason = why;
     return plan;
   }
@@ -346,7 +335,7 @@ class Planner {
   const bool shared_;
   const bool forcedKernel_;
   std::vector<int> gpus_;  // this host's GPUs, sorted and distinct (filled in by fabric())
-  const char* vendor_ = "nccl";
+  const char* vendor_ = vocab::kNcclWord;
   GpuFabric fabric_ = GpuFabric::kUnknown;
 };
 

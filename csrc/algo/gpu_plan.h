@@ -27,37 +27,11 @@ namespace xccl::algo {
 struct GpuTuningEntry;
 struct TuningTable;
 
-enum class GpuCollective : uint8_t {
-  kAllReduce,
-  kReduce,  // no GPU kernel
-  kAllGather,
-  kReduceScatter,
-  kBroadcast,
-  kAllToAll,
-  // Any other operation on CUDA tensors (gather, scatter, reduce, list forms, point-to-point):
-  // no kernel, so the vendor library or host memory.
-  kOther,
-};
-
-// The kernels of kernels/launch.h, by the launcher and algorithm that run them.
-enum class GpuKernel : uint8_t {
-  kNone,                   // the plan does not run a kernel
-  kOneShotAllReduce,       // launchAllReduce, Algorithm::kOneShot
-  kTwoShotAllReduce,       // launchAllReduce, Algorithm::kTwoShot
-  kAllPairsAllGather,      // launchAllGather
-  kAllPairsReduceScatter,  // launchReduceScatter
-  kAllPairsAllToAll,       // launchAllToAll
-  kBroadcast,              // launchBroadcast
-};
-
-enum class GpuRoute : uint8_t {
-  kKernel,  // one of xccl's kernels over CUDA/HIP IPC peer buffers
-  kVendor,  // NCCL (RCCL on AMD) through the backend's inner ProcessGroupNCCL
-  kHost,    // copy to host memory and run the CPU algorithms: the only way left when ranks share
-            // a GPU (which NCCL refuses) and no kernel can run the request
-  kLocal,   // world size 1 outside a coalesced batch: nothing, one copy or one scaling on the
-            // caller's stream
-};
+// The GPU collectives, routes and kernels, with their names and which kernel runs which
+// collective: common/vocabulary.h.
+using vocab::GpuCollective;
+using vocab::GpuKernel;
+using vocab::GpuRoute;
 
 // How the GPUs of one host's ranks are connected, as far as the kernels care: can every GPU
 // load from every other (peer access), and over what.
@@ -119,8 +93,8 @@ struct GpuPlan {
   GpuRoute route = GpuRoute::kVendor;
   GpuKernel kernel = GpuKernel::kNone;  // set when route == kKernel
   GpuFabric fabric = GpuFabric::kUnknown;
-  // Short name for logs and tests: "one_shot", "two_shot", "all_pairs", "broadcast", "nccl",
-  // "rccl", "host" or "local".
+  // Short name for logs and tests: the kernel's family (vocabulary.h's GpuKernelRow::family),
+  // the vendor library (nccl or rccl), or the route's name (host, local).
   std::string name;
   std::string reason;  // one line: the rule that decided, with the numbers it compared
   // The tuning table's entry that decided (its measured numbers for plan rows); null: the rules.

@@ -59,9 +59,7 @@ void markTuned(const Entry* entry, PlanRow& row) {
 
 void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>& rows) {
   const GroupShape shape = queryShape(q);
-  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
-                       Collective::kBroadcast, Collective::kReduce, Collective::kAllToAll,
-                       Collective::kGather, Collective::kScatter, Collective::kBarrier}) {
+  for (Collective c : kCpuCollectives) {
     const bool sized = c != Collective::kBarrier;
     for (size_t bytes : sized ? q.sizes : std::vector<size_t>{0}) {
       const CpuPlan plan =
@@ -77,9 +75,9 @@ void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>&
                         netAlgorithm(plan.algorithm, plan);
       } else if (plan.route == CpuRoute::kHierarchical) {
         // Pipelined between hosts (algo/hierarchical.h): a chain of hosts, or direct exchanges.
-        row.algorithm = std::string("in-host ") + algorithmName(plan.hostAlgorithm) +
-                        ", between hosts " +
-                        (plan.algorithm == Algorithm::kRing ? "chain" : "direct");
+        row.algorithm =
+            std::string("in-host ") + algorithmName(plan.hostAlgorithm) + ", between hosts " +
+            (plan.algorithm == Algorithm::kRing ? "chain" : algorithmName(Algorithm::kDirect));
         if (plan.ringChunkBytes > 0) {
           row.algorithm += " (" + formatBytes(plan.ringChunkBytes) + " chunks)";
         }

@@ -1,7 +1,5 @@
 #include "algo/tunables.h"
 
-#include <vector>
-
 #include "common/env.h"
 #include "common/error.h"
 
@@ -28,73 +26,36 @@ Tunables Tunables::fromEnvironment() {
 }
 
 Algorithm parseAlgorithm(const std::string& name) {
-  if (name.empty() || name == "auto") return Algorithm::kAuto;
-  if (name == "direct") return Algorithm::kDirect;
-  if (name == "ring") return Algorithm::kRing;
-  if (name == "shm") return Algorithm::kShm;
-  XCCL_THROW(ErrorKind::kInvalidArgument, "unknown algorithm '", name,
-             "' (XCCL_ALGO accepts auto, direct, ring, shm)");
-}
-
-const char* algorithmName(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::kAuto: return "auto";
-    case Algorithm::kDirect: return "direct";
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kShm: return "shm";
-    case Algorithm::kHierarchical: return "hierarchical";
-    case Algorithm::kOneShot: return "one_shot";
-    case Algorithm::kTwoShot: return "two_shot";
+  if (name.empty()) return Algorithm::kAuto;
+  std::string accepted;
+  for (const vocab::AlgorithmRow& row : vocab::kAlgorithmRows) {
+    if (!row.forceable) continue;
+    if (name == row.name) return row.id;
+    accepted += (accepted.empty() ? "" : ", ") + std::string(row.name);
   }
-  return "?";
+  XCCL_THROW(ErrorKind::kInvalidArgument, "unknown algorithm '", name, "' (XCCL_ALGO accepts ",
+             accepted, ")");
 }
 
-namespace {
-
-// XCCL_GPU_ALGO's names are its registry entry's (common/env.cc), one entry per GpuForce in the
-// enum's order, synonyms after the canonical name ("nccl|rccl|vendor"): the one list of them.
-const std::vector<std::vector<std::string>>& gpuForceSpellings() {
-  static const std::vector<std::vector<std::string>> spellings = [] {
-    std::vector<std::vector<std::string>> out;
-    for (const std::string& entry : env::find("XCCL_GPU_ALGO").choices) {
-      std::vector<std::string> names;
-      for (size_t start = 0;;) {
-        const size_t bar = entry.find('|', start);
-        names.push_back(entry.substr(start, bar - start));
-        if (bar == std::string::npos) break;
-        start = bar + 1;
-      }
-      out.push_back(std::move(names));
-    }
-    XCCL_CHECK(out.size() == static_cast<size_t>(GpuForce::kAllPairs) + 1,
-               "XCCL_GPU_ALGO declares ", out.size(), " choices, GpuForce has ",
-               static_cast<int>(GpuForce::kAllPairs) + 1);
-    return out;
-  }();
-  return spellings;
-}
-
-}  // namespace
+const char* algorithmName(Algorithm algorithm) { return vocab::name(algorithm); }
 
 GpuForce parseGpuForce(const std::string& name) {
   if (name.empty()) return GpuForce::kAuto;
-  const auto& spellings = gpuForceSpellings();
   std::string accepted;
-  for (size_t i = 0; i < spellings.size(); ++i) {
-    for (const std::string& spelling : spellings[i]) {
-      if (spelling == name) return static_cast<GpuForce>(i);
-      accepted += (accepted.empty() ? "" : ", ") + spelling;
+  for (const vocab::GpuForceRow& row : vocab::kGpuForceRows) {
+    if (name == row.name) return row.id;
+    accepted += (accepted.empty() ? "" : ", ") + std::string(row.name);
+    for (const char* synonym : row.synonyms) {
+      if (synonym == nullptr) continue;
+      if (name == synonym) return row.id;
+      accepted += ", " + std::string(synonym);
     }
   }
   XCCL_THROW(ErrorKind::kInvalidArgument, "unknown GPU algorithm '", name,
              "' (XCCL_GPU_ALGO accepts ", accepted, ")");
 }
 
-const char* gpuForceName(GpuForce force) {
-  const auto& spellings = gpuForceSpellings();
-  const auto index = static_cast<size_t>(force);
-  return index < spellings.size() ? spellings[index].front().c_str() : "?";
-}
+const char* gpuForceName(GpuForce force) { return vocab::name(force); }
 
 std::string formatBytes(size_t bytes) {
   if (bytes == kNoLimit) return "no limit";

@@ -8,40 +8,19 @@
 #include <cstdint>
 #include <string>
 
+#include "common/vocabulary.h"
+
 namespace xccl::algo {
 
-// The algorithms of the CPU plan (cpu_plan.h); the first four are what XCCL_ALGO can force.
-enum class Algorithm {
-  kAuto,    // let planCpu decide
-  kDirect,  // every rank exchanges with every other in one step: fewest hops, most bytes
-  kRing,    // chunk-pipelined ring: bandwidth-optimal bytes on the wire, 2(n-1) or n-1 steps
-  kShm,     // the shared-memory collectives (algo/shm_collectives.h): ranks on one host only
-  // all_reduce across hosts: shared-memory reduce inside each host, network all_reduce among one
-  // leader per host, shared-memory broadcast inside each host (net/hierarchy.h)
-  kHierarchical,
-  // The two shared-memory reductions (all_reduce, reduce): one step, every rank reduces all n
-  // slots; or two steps, each rank reduces 1/n and copies the reduced slices (docs/shm.md).
-  kOneShot,
-  kTwoShot,
-};
+// The algorithms of the CPU plan (cpu_plan.h) and XCCL_GPU_ALGO's choices, with their names:
+// common/vocabulary.h.
+using vocab::Algorithm;
+using vocab::GpuForce;
 
-// "auto", "direct", "ring", "shm"; throws otherwise (the others are chosen, never forced).
+// XCCL_ALGO's names (vocabulary.h's forceable algorithms; "" is auto); throws otherwise (the
+// others are chosen, never forced).
 Algorithm parseAlgorithm(const std::string& name);
 const char* algorithmName(Algorithm algorithm);
-
-// XCCL_GPU_ALGO. A forced choice applies to the collectives that have it and where it can run
-// (one host, at most kGpuMaxRanks ranks, a kernel for the dtype and op, peer access between
-// the GPUs); everything else is planned as usual.
-// In the order of XCCL_GPU_ALGO's choices (common/env.cc), whose names parseGpuForce and
-// gpuForceName read from there.
-enum class GpuForce : uint8_t {
-  kAuto,
-  kVendor,    // "nccl" (also "rccl", "vendor"): every collective to the vendor library
-  kKernel,    // "kernel": a kernel wherever one can run, whatever the size or fabric policy
-  kOneShot,   // "one_shot": all_reduce only
-  kTwoShot,   // "two_shot": all_reduce only
-  kAllPairs,  // "all_pairs": all_gather, reduce_scatter, all_to_all
-};
 
 // "" and "auto" are kAuto; throws kInvalidArgument listing the accepted names otherwise.
 GpuForce parseGpuForce(const std::string& name);

@@ -8,43 +8,6 @@
 namespace xccl::algo {
 namespace {
 
-constexpr GpuCollective kGpuCollectives[] = {GpuCollective::kAllReduce, GpuCollective::kAllGather,
-                                             GpuCollective::kReduceScatter,
-                                             GpuCollective::kBroadcast, GpuCollective::kAllToAll};
-
-// The table's names of the GPU kernels: one per kernel family, whatever the collective.
-const char* gpuKernelWord(GpuKernel kernel) {
-  switch (kernel) {
-    case GpuKernel::kNone: return "none";
-    case GpuKernel::kOneShotAllReduce: return "one_shot";
-    case GpuKernel::kTwoShotAllReduce: return "two_shot";
-    case GpuKernel::kBroadcast: return "broadcast";
-    default: return "all_pairs";
-  }
-}
-
-// The kernel `word` names for collective `c`; false when `c` has no such kernel.
-bool gpuKernelOf(GpuCollective c, const std::string& word, GpuKernel* kernel) {
-  const GpuKernel allPairs = c == GpuCollective::kAllGather ? GpuKernel::kAllPairsAllGather
-                             : c == GpuCollective::kReduceScatter
-                                 ? GpuKernel::kAllPairsReduceScatter
-                             : c == GpuCollective::kAllToAll ? GpuKernel::kAllPairsAllToAll
-                                                             : GpuKernel::kNone;
-  const bool allReduce = c == GpuCollective::kAllReduce;
-  if (word == "none") {
-    *kernel = GpuKernel::kNone;
-  } else if (allReduce && (word == "one_shot" || word == "two_shot")) {
-    *kernel = word == "one_shot" ? GpuKernel::kOneShotAllReduce : GpuKernel::kTwoShotAllReduce;
-  } else if (c == GpuCollective::kBroadcast && word == "broadcast") {
-    *kernel = GpuKernel::kBroadcast;
-  } else if (allPairs != GpuKernel::kNone && word == "all_pairs") {
-    *kernel = allPairs;
-  } else {
-    return false;
-  }
-  return true;
-}
-
 // One line of the text, split at single spaces, with its 1-based number for every error.
 class Line {
  public:
@@ -105,43 +68,35 @@ class Line {
   std::vector<std::string> fields_;
 };
 
-template <typename Enum, size_t N>
-Enum named(const Line& line, size_t i, const Enum (&values)[N], const char* (*name)(Enum),
-           const char* what) {
-  for (Enum v : values) {
-    if (line[i] == name(v)) return v;
+// The value of the name in field `i` among the vocabulary rows `rows` that `allowed` accepts
+// (common/vocabulary.h); fails naming `what` otherwise.
+template <typename Row, size_t N, typename Allowed>
+auto named(const Line& line, size_t i, const Row (&rows)[N], Allowed allowed, const char* what) {
+  for (const Row& row : rows) {
+    if (allowed(row) && line[i] == row.name) return row.id;
   }
   line.fail(detail::concat("unknown ", what, " '", Line::printable(line[i]), "'"));
 }
 
+constexpr auto kAny = [](const auto&) { return true; };
+
 CpuTuningEntry parseCpu(const Line& line) {
   line.expectFields(9, "cpu collective min max route algorithm chunk tuned_ns rule_ns");
   CpuTuningEntry e;
-  e.collective = named(line, 1, kCpuCollectives, collectiveName, "cpu collective");
+  e.collective = named(line, 1, vocab::kCollectiveRows, kAny, "cpu collective");
   e.minBytes = line.number(2, "min_bytes");
   e.maxBytes = line.number(3, "max_bytes", /*infAllowed=*/true);
-  constexpr CpuRoute kRoutes[] = {CpuRoute::kNet, CpuRoute::kShm, CpuRoute::kHierarchical};
-  e.route = named(line, 4, kRoutes, cpuRouteName, "cpu route");
-  constexpr Algorithm kAlgorithms[] = {Algorithm::kDirect, Algorithm::kRing, Algorithm::kOneShot,
-                                       Algorithm::kTwoShot, Algorithm::kShm};
-  e.algorithm = named(line, 5, kAlgorithms, algorithmName, "cpu algorithm");
+  e.route = named(line, 4, vocab::kCpuRouteRows, kAny, "cpu route");
+  // A table names what it measured: never auto.
+  e.algorithm = named(
+      line, 5, vocab::kAlgorithmRows,
+      [](const vocab::AlgorithmRow& a) { return a.kind != vocab::AlgorithmKind::kPlanner; },
+      "cpu algorithm");
   e.ringChunkBytes = line.number(6, "ring_chunk_bytes");
   e.tunedNs = line.number(7, "tuned_ns");
   e.ruleNs = line.number(8, "rule_ns");
   const Collective c = e.collective;
-  const bool reduction = c == Collective::kAllReduce || c == Collective::kReduce;
-  const bool shot = e.algorithm == Algorithm::kOneShot || e.algorithm == Algorithm::kTwoShot;
-  bool possible = true;
-  switch (e.route) {
-    case CpuRoute::kNet:
-      possible =
-          e.algorithm == Algorithm::kDirect || (e.algorithm == Algorithm::kRing && hasRing(c));
-      break;
-    case CpuRoute::kShm: possible = reduction ? shot : e.algorithm == Algorithm::kShm; break;
-    case CpuRoute::kHierarchical:
-      possible = !shot || reduction || c == Collective::kReduceScatter;
-      break;
-  }
+  const bool possible = vocab::cpuLegal(c, e.route, e.algorithm);
   if (!possible) {
     line.fail(detail::concat(collectiveName(c), " cannot run ", algorithmName(e.algorithm),
                              " over ", cpuRouteName(e.route)));
@@ -157,17 +112,22 @@ CpuTuningEntry parseCpu(const Line& line) {
 GpuTuningEntry parseGpu(const Line& line) {
   line.expectFields(8, "gpu collective min max route kernel tuned_ns rule_ns");
   GpuTuningEntry e;
-  e.collective = named(line, 1, kGpuCollectives, gpuCollectiveName, "gpu collective");
+  // Only the collectives a kernel runs: elsewhere there is no choice to measure.
+  e.collective = named(
+      line, 1, vocab::kGpuCollectiveRows,
+      [](const vocab::GpuCollectiveRow& c) { return vocab::hasKernel(c.id); }, "gpu collective");
   e.minBytes = line.number(2, "min_bytes");
   e.maxBytes = line.number(3, "max_bytes", /*infAllowed=*/true);
-  constexpr GpuRoute kRoutes[] = {GpuRoute::kKernel, GpuRoute::kVendor};
-  e.route = named(line, 4, kRoutes, gpuRouteName, "gpu route");
-  if (!gpuKernelOf(e.collective, line[5], &e.kernel)) {
+  e.route = named(
+      line, 4, vocab::kGpuRouteRows, [](const vocab::GpuRouteRow& r) { return r.tunable; },
+      "gpu route");
+  if (!vocab::kernelOf(e.collective, line[5].c_str(), &e.kernel)) {
     line.fail(detail::concat("gpu kernel '", Line::printable(line[5]), "' is not one of ",
                              gpuCollectiveName(e.collective), "'s"));
   }
   if ((e.kernel == GpuKernel::kNone) != (e.route == GpuRoute::kVendor)) {
-    line.fail("kernel must be 'none' exactly when the route is 'vendor'");
+    line.fail(detail::concat("kernel must be '", vocab::name(GpuKernel::kNone),
+                             "' exactly when the route is '", vocab::name(GpuRoute::kVendor), "'"));
   }
   e.tunedNs = line.number(6, "tuned_ns");
   e.ruleNs = line.number(7, "rule_ns");
@@ -272,8 +232,7 @@ TuningTable parseTuningTable(const std::string& text) {
       }
       table.worldSize = static_cast<int>(size);
       table.hosts = static_cast<int>(hosts);
-      constexpr Locality kLocalities[] = {Locality::kNone, Locality::kOneHost, Locality::kPerHost};
-      table.locality = named(line, 3, kLocalities, localityName, "locality");
+      table.locality = named(line, 3, vocab::kLocalityRows, kAny, "locality");
       continue;
     }
     if (table.cpu.size() + table.gpu.size() >= kTuningMaxEntries) {
@@ -313,14 +272,14 @@ std::string formatTuningTable(const TuningTable& t) {
   for (const GpuTuningEntry& e : t.gpu) {
     out += detail::concat("gpu ", gpuCollectiveName(e.collective), " ", e.minBytes, " ",
                           maxText(e.maxBytes), " ", gpuRouteName(e.route), " ",
-                          gpuKernelWord(e.kernel), " ", e.tunedNs, " ", e.ruleNs, "\n");
+                          vocab::family(e.kernel), " ", e.tunedNs, " ", e.ruleNs, "\n");
   }
   return out;
 }
 
 const CpuTuningEntry* findCpu(const TuningTable& table, Collective collective, size_t requestBytes,
                               int worldSize) {
-  const bool sizeless = collective == Collective::kAllToAll;
+  const bool sizeless = vocab::rowOf(vocab::kCollectiveRows, collective).wholeRange;
   const uint64_t message = messageBytes(collective, requestBytes, worldSize);
   for (const CpuTuningEntry& e : table.cpu) {
     if (e.collective != collective) continue;
@@ -349,13 +308,6 @@ std::string tuningMismatch(const TuningTable& table, const GroupShape& shape) {
                         shape.hosts, "/", localityName(shape.locality));
 }
 
-const char* localityName(Locality locality) {
-  switch (locality) {
-    case Locality::kNone: return "none";
-    case Locality::kOneHost: return "one_host";
-    case Locality::kPerHost: return "per_host";
-  }
-  return "?";
-}
+const char* localityName(Locality locality) { return vocab::name(locality); }
 
 }  // namespace xccl::algo

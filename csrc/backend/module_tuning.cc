@@ -92,17 +92,16 @@ void bindTuning(py::module& m) {
       [](const std::string& algorithm) {
         algo::Algorithm named = algo::Algorithm::kAuto;
         if (!algorithm.empty()) {
-          bool known = false;
-          for (algo::Algorithm a :
-               {algo::Algorithm::kDirect, algo::Algorithm::kRing, algo::Algorithm::kOneShot,
-                algo::Algorithm::kTwoShot, algo::Algorithm::kShm}) {
-            if (algorithm == algo::algorithmName(a)) {
-              named = a;
-              known = true;
-            }
+          // What a plan can name (every algorithm of common/vocabulary.h but auto).
+          std::string known;
+          for (const vocab::AlgorithmRow& row : vocab::kAlgorithmRows) {
+            if (row.kind == vocab::AlgorithmKind::kPlanner) continue;
+            if (algorithm == row.name) named = row.id;
+            known += std::string(row.name) + ", ";
           }
-          TORCH_CHECK_VALUE(known, "_inject_wrong_result: unknown algorithm '", algorithm,
-                            "' (ring, direct, one_shot, two_shot, shm, or '' for off)");
+          TORCH_CHECK_VALUE(named != algo::Algorithm::kAuto,
+                            "_inject_wrong_result: unknown algorithm '", algorithm, "' (", known,
+                            "or '' for off)");
         }
         algo::injectWrongResult(named);
       },

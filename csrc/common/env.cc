@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/vocabulary.h"
 
 namespace xccl::env {
 namespace {
@@ -61,6 +62,28 @@ Variable choice(const char* name, const char* defaultValue, std::vector<std::str
   return v;
 }
 
+// XCCL_ALGO's choices: the algorithms the plan vocabulary lets a user force.
+std::vector<std::string> forceableAlgorithms() {
+  std::vector<std::string> names;
+  for (const vocab::AlgorithmRow& row : vocab::kAlgorithmRows) {
+    if (row.forceable) names.emplace_back(row.name);
+  }
+  return names;
+}
+
+// XCCL_GPU_ALGO's choices: each GpuForce's name, then its synonyms ("nccl|rccl|vendor").
+std::vector<std::string> gpuForceChoices() {
+  std::vector<std::string> entries;
+  for (const vocab::GpuForceRow& row : vocab::kGpuForceRows) {
+    std::string entry = row.name;
+    for (const char* synonym : row.synonyms) {
+      if (synonym != nullptr) entry += std::string("|") + synonym;
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
 // Keep in sync with docs/environment.md: tests/python/test_env_defaults.py checks the names,
 // tests/cpp/common/test_env.cc the defaults and accepted values. Each range says why it stops
 // where it does; the readers (grep the name) rely on these bounds instead of re-checking.
@@ -108,8 +131,9 @@ const std::vector<Variable> kVariables = {
             "Bytes of messages from one peer that arrived before their receive was posted which "
             "TCP keeps at a time; a message past it fails that peer with an error naming the "
             "sizes."),
-    // algo/tunables.cc parseAlgorithm() accepts these; ranks on different algorithms deadlock.
-    choice("XCCL_ALGO", "auto", {"auto", "direct", "ring", "shm"}, kGroupWide,
+    // The plan vocabulary's forceable algorithms (algo/tunables.cc parseAlgorithm() accepts
+    // the same); ranks on different algorithms deadlock.
+    choice("XCCL_ALGO", vocab::kAutoWord, forceableAlgorithms(), kGroupWide,
            "Force an algorithm for every collective that has it: direct or ring (TCP, even where "
            "shared memory is available), shm (shared memory where every rank is on one host), "
            "auto; unknown names are rejected at group creation."),
@@ -181,9 +205,9 @@ const std::vector<Variable> kVariables = {
     boolean("XCCL_PIN_PROGRESS", "1",
             "0: leave transport progress threads where the scheduler puts them instead of "
             "pinning them to the CPUs near the NIC (or GPU) they serve."),
-    // The one list of these names: algo/tunables.cc reads it, one entry per GpuForce, in order.
-    choice("XCCL_GPU_ALGO", "auto",
-           {"auto", "nccl|rccl|vendor", "kernel", "one_shot", "two_shot", "all_pairs"}, kGroupWide,
+    // The plan vocabulary's GpuForce rows, one entry per GpuForce in order (algo/tunables.cc
+    // parseGpuForce() accepts the same).
+    choice("XCCL_GPU_ALGO", vocab::kAutoWord, gpuForceChoices(), kGroupWide,
            "Force the GPU plan (docs/algorithms.md): auto, nccl (also rccl, vendor), kernel, "
            "one_shot, two_shot, all_pairs; applies to every GPU collective that can run it."),
     // all_reduce and broadcast step through messages in chunks of this size: below one element

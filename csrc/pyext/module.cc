@@ -1,5 +1,5 @@
-// xccl._native: the machine topology (csrc/topo) and the XCCL_* registry (csrc/common/env.cc)
-// for Python, without torch.
+// xccl._native: the machine topology (csrc/topo), the XCCL_* registry (csrc/common/env.cc) and
+// the plan vocabulary (csrc/common/vocabulary.h) for Python, without torch.
 //
 // xccl/__init__.py applies environment defaults before it imports torch (NCCL, HIP and OpenMP
 // read their variables when they start), and those defaults depend on what csrc/topo finds. So
@@ -16,6 +16,7 @@
 
 #include "common/env.h"
 #include "common/error.h"
+#include "common/vocabulary.h"
 #include "net/ofi/cache.h"
 #include "net/ofi/transport.h"
 #include "topo/links.h"
@@ -186,6 +187,85 @@ PyObject* envVariables(PyObject*, PyObject*) {
   return rows;
 }
 
+// A tuple of what `make(row)` builds for each row; nullptr (an exception set) when one failed.
+template <typename Row, size_t N, typename Make>
+PyObject* tupleOf(const Row (&rows)[N], Make make) {
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(N));
+  for (size_t i = 0; tuple != nullptr && i < N; ++i) {
+    PyObject* item = make(rows[i]);
+    if (item == nullptr) {
+      Py_DECREF(tuple);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), item);
+  }
+  return tuple;
+}
+
+PyObject* flag(bool value) { return PyBool_FromLong(value ? 1 : 0); }
+
+// The plan vocabulary (common/vocabulary.h) for python/xccl/vocabulary.py: every table's rows in
+// its enum's order, and the legal (collective, route, algorithm) triples of a tuning table.
+PyObject* vocabularyRows(PyObject*, PyObject*) {
+  using namespace vocab;
+  PyObject* legal = PyList_New(0);
+  for (const CollectiveRow& c : kCollectiveRows) {
+    for (const CpuRouteRow& r : kCpuRouteRows) {
+      for (const AlgorithmRow& a : kAlgorithmRows) {
+        if (legal == nullptr || !cpuLegal(c.id, r.id, a.id)) continue;
+        PyObject* triple = Py_BuildValue("(sss)", c.name, r.name, a.name);
+        if (triple == nullptr || PyList_Append(legal, triple) < 0) Py_CLEAR(legal);
+        Py_XDECREF(triple);
+      }
+    }
+  }
+  if (legal == nullptr) return nullptr;
+  PyObject* legalTuple = PyList_AsTuple(legal);
+  Py_DECREF(legal);
+  return Py_BuildValue(
+      "{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:(ss)}", "collectives",
+      tupleOf(kCollectiveRows,
+              [](const CollectiveRow& r) {
+                return Py_BuildValue("(sNNNN)", r.name, flag(r.ring), flag(r.shmReduction),
+                                     flag(r.hostReduction), flag(r.wholeRange));
+              }),
+      "cpu_routes", tupleOf(kCpuRouteRows, [](const CpuRouteRow& r) { return text(r.name); }),
+      "algorithms",
+      tupleOf(kAlgorithmRows,
+              [](const AlgorithmRow& r) {
+                return Py_BuildValue("(sNN)", r.name, flag(r.forceable),
+                                     flag(r.kind != AlgorithmKind::kPlanner));
+              }),
+      "cpu_legal", legalTuple, "gpu_collectives",
+      tupleOf(kGpuCollectiveRows,
+              [](const GpuCollectiveRow& r) {
+                return Py_BuildValue("(sN)", r.name, flag(hasKernel(r.id)));
+              }),
+      "gpu_routes",
+      tupleOf(kGpuRouteRows,
+              [](const GpuRouteRow& r) { return Py_BuildValue("(sN)", r.name, flag(r.tunable)); }),
+      "gpu_kernels",
+      tupleOf(kGpuKernelRows,
+              [](const GpuKernelRow& r) {
+                return Py_BuildValue("(sss)", r.name, r.family, name(r.collective));
+              }),
+      "gpu_forces",
+      tupleOf(kGpuForceRows,
+              [](const GpuForceRow& r) {
+                PyObject* names = PyList_New(0);
+                for (const char* n : {r.name, r.synonyms[0], r.synonyms[1]}) {
+                  PyObject* item = n == nullptr || names == nullptr ? nullptr : text(n);
+                  if (item != nullptr && PyList_Append(names, item) < 0) Py_CLEAR(names);
+                  Py_XDECREF(item);
+                }
+                PyObject* tuple = names == nullptr ? nullptr : PyList_AsTuple(names);
+                Py_XDECREF(names);
+                return tuple;
+              }),
+      "localities", tupleOf(kLocalityRows, [](const LocalityRow& r) { return text(r.name); }),
+      "vendors", kNcclWord, kRcclWord);
+}
+
 // The libfabric engine as this process would choose it, and the registration caches' totals
 // over the transports this module's copy of net/ofi created (python -m xccl doctor).
 PyObject* ofiStatus(PyObject*, PyObject* args) {
@@ -233,6 +313,11 @@ PyMethodDef kMethods[] = {
      "then fastest), in topology order."},
     {"env_variables", envVariables, METH_NOARGS,
      "env_variables() -> list: (name, default, meaning) of every registered XCCL_* variable."},
+    {"vocabulary", vocabularyRows, METH_NOARGS,
+     "vocabulary() -> dict: the plan vocabulary of csrc/common/vocabulary.h (collectives, routes, "
+     "algorithms, GPU kernels, XCCL_GPU_ALGO's choices, localities, vendor libraries) and the "
+     "legal (collective, route, algorithm) triples of a tuning table; python/xccl/vocabulary.py "
+     "reads it."},
     {"ofi_status", ofiStatus, METH_VARARGS,
      "ofi_status(store_host='') -> dict: whether the libfabric engine is usable here (available, "
      "detail: provider and interface, or why not), XCCL_OFI_MR_CACHE_BYTES (cache_capacity) and "

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from . import vocabulary
+
 FORMAT = "xccl-tuning"
 VERSION = 1
 FILE_NAME = "tuning.json"
@@ -20,23 +22,14 @@ CHUNK_MIN, CHUNK_MAX = 4096, 1 << 30
 MAX_US = 1e12  # ~11.6 days: its ns stay far inside uint64
 MAX_TEXT = 4096
 SECTIONS = {"cpu": "cpu", "cuda": "gpu"}  # device -> section of the file
-LOCALITIES = ("none", "one_host", "per_host")
-CPU_COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "broadcast",
-    "reduce",
-    "all_to_all",
-    "gather",
-    "scatter",
-    "barrier",
-)
-CPU_ROUTES = ("tcp", "shm", "hierarchical")
-CPU_ALGORITHMS = ("direct", "ring", "one_shot", "two_shot", "shm")
-GPU_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
-GPU_ROUTES = ("kernel", "vendor")
-GPU_KERNELS = ("one_shot", "two_shot", "all_pairs", "broadcast", "none")
+# The names come from the plan vocabulary (csrc/common/vocabulary.h, through vocabulary.py).
+LOCALITIES = vocabulary.LOCALITIES
+CPU_COLLECTIVES = vocabulary.CPU_COLLECTIVES
+CPU_ROUTES = vocabulary.CPU_ROUTES
+CPU_ALGORITHMS = vocabulary.CPU_ALGORITHMS
+GPU_COLLECTIVES = vocabulary.GPU_COLLECTIVES
+GPU_ROUTES = vocabulary.GPU_ROUTES
+GPU_KERNELS = vocabulary.GPU_KERNELS
 MACHINE_FIELDS = ("topology", "cpu_model", "cores", "gpu_model", "driver", "nics", "xccl", "torch")
 ENTRY_FIELDS = {
     "cpu": ("collective", "min_bytes", "max_bytes", "route", "algorithm", "ring_chunk_bytes"),
@@ -133,8 +126,10 @@ def _check_entry(entry, section: str, what: str) -> tuple[str, int, int]:
     else:
         route = _name(entry["route"], GPU_ROUTES, f"{what}.route")
         kernel = _name(entry["kernel"], GPU_KERNELS, f"{what}.kernel")
-        if (kernel == "none") != (route == "vendor"):
-            raise BadTable(f"{what}: kernel is none exactly when route is vendor")
+        if (kernel == vocabulary.NONE) != (route == vocabulary.VENDOR):
+            raise BadTable(
+                f"{what}: kernel is {vocabulary.NONE} exactly when route is {vocabulary.VENDOR}"
+            )
     _us(entry["tuned_us"], f"{what}.tuned_us")
     _us(entry["rule_us"], f"{what}.rule_us")
     if "rule" in entry:

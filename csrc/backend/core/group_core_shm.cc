@@ -4,6 +4,7 @@
 // algo::planCpu's choice (algo::Runner); layout, algorithms and cleanup guarantees: docs/shm.md.
 #include "backend/core/group_core.h"
 #include "common/logging.h"
+#include "common/vocabulary.h"
 
 namespace xccl::backend {
 
@@ -73,7 +74,10 @@ std::string GroupCore::shmSegmentName() const {
 }
 
 const char* GroupCore::transportName() const {
-  return segment_ ? "shm" : hierarchy_ ? "hierarchical" : "tcp";
+  // The CPU plan's route names (common/vocabulary.h).
+  return vocab::name(segment_     ? vocab::CpuRoute::kShm
+                     : hierarchy_ ? vocab::CpuRoute::kHierarchical
+                                  : vocab::CpuRoute::kNet);
 }
 
 }  // namespace xccl::backend

@@ -15,30 +15,27 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from .. import vocabulary as V
+
 KiB, MiB = 1 << 10, 1 << 20
 QUICK_SIZES = (1 * KiB, 16 * KiB, 256 * KiB, 4 * MiB, 16 * MiB)
 FULL_SIZES = tuple(256 * 4**k for k in range(10))  # 256 B .. 64 MiB
 QUICK_CHUNKS = (512 * KiB,)
 FULL_CHUNKS = (128 * KiB, 512 * KiB, 2 * MiB)
 
-DEFAULT_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
-CPU_OPS = (*DEFAULT_OPS, "reduce")
+# The names and which collective has what: the plan vocabulary (csrc/common/vocabulary.h).
+# By default the collectives a GPU kernel runs; on CPUs also those with a shared-memory choice.
+DEFAULT_OPS = V.GPU_COLLECTIVES
+CPU_OPS = (*DEFAULT_OPS, *(op for op in V.SHM_REDUCTIONS if op not in DEFAULT_OPS))
 GPU_OPS = DEFAULT_OPS
-# Collectives whose network transport has a ring (cpu_plan.cc hasRing).
-RING_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
-SHM_REDUCTIONS = ("all_reduce", "reduce")
+RING_OPS = V.RING_OPS  # collectives whose network transport has a ring
+SHM_REDUCTIONS = V.SHM_REDUCTIONS
 # The planner sees no size for all_to_all (ranks' lengths may differ), so only an entry over
 # every size ([0, inf)) applies to it: its table entry is all or nothing.
-WHOLE_RANGE_OPS = ("all_to_all",)
-# GPU kernels per collective (gpu_plan.h): what XCCL_GPU_ALGO's kernel choices map to.
-GPU_KERNELS = {
-    "all_reduce": ("one_shot", "two_shot"),
-    "all_gather": ("all_pairs",),
-    "reduce_scatter": ("all_pairs",),
-    "all_to_all": ("all_pairs",),
-    "broadcast": ("broadcast",),
-}
-LOCALITIES = ("none", "one_host", "per_host")
+WHOLE_RANGE_OPS = V.WHOLE_RANGE_OPS
+# GPU kernel families per collective: what XCCL_GPU_ALGO's kernel choices map to.
+GPU_KERNELS = V.KERNELS_BY_COLLECTIVE
+LOCALITIES = V.LOCALITIES
 
 
 @dataclass(frozen=True)
@@ -54,7 +51,7 @@ class Candidate:
     @property
     def name(self) -> str:
         if self.device == "gpu":
-            return "vendor" if self.route == "vendor" else f"kernel_{self.algorithm}"
+            return V.VENDOR if self.route == V.VENDOR else f"{V.KERNEL}_{self.algorithm}"
         base = f"{self.route}_{self.algorithm}"
         return f"{base}_{size_label(self.chunk)}" if self.chunk else base
 
@@ -62,14 +59,14 @@ class Candidate:
     def label(self) -> str:
         """As the summary and the table's "rule" field write plans: "tcp ring 512K"."""
         if self.device == "gpu":
-            return "vendor" if self.route == "vendor" else f"kernel {self.algorithm}"
+            return V.VENDOR if self.route == V.VENDOR else f"{V.KERNEL} {self.algorithm}"
         words = [self.route, self.algorithm] + ([size_label(self.chunk)] if self.chunk else [])
         return " ".join(words)
 
     def line(self, collective: str, low: int = 0, high: int | None = None) -> str:
         top = "inf" if high is None else str(high)
         if self.device == "gpu":
-            kernel = "none" if self.route == "vendor" else self.algorithm
+            kernel = V.NONE if self.route == V.VENDOR else self.algorithm
             return f"gpu {collective} {low} {top} {self.route} {kernel} 0 0"
         return f"cpu {collective} {low} {top} {self.route} {self.algorithm} {self.chunk} 0 0"
 
@@ -94,30 +91,31 @@ def cpu_candidates(locality: str, world: int, ops, quick: bool) -> list:
     chunks = QUICK_CHUNKS if quick else FULL_CHUNKS
     ring_ops = tuple(op for op in ops if op in RING_OPS)
     found = []
-    if locality == "one_host":
+    if locality == V.ONE_HOST:
         # Two-shot saves nothing below 3 ranks (cpu_plan.h), but measuring it costs little and
         # shows what a user's forcing would do.
         reductions = tuple(op for op in ops if op in SHM_REDUCTIONS)
         if reductions:
-            found += [Candidate("cpu", "shm", a, 0, reductions) for a in ("one_shot", "two_shot")]
-    if locality == "per_host" and not quick:
-        # The rules' hierarchical plan with another pipelining chunk ("shm": the rules' steps).
+            found += [Candidate("cpu", V.SHM, a, 0, reductions) for a in (V.ONE_SHOT, V.TWO_SHOT)]
+    if locality == V.PER_HOST and not quick:
+        # The rules' hierarchical plan with another pipelining chunk (algorithm shm: the rules'
+        # steps).
         chunked = tuple(op for op in ops if op not in WHOLE_RANGE_OPS)  # all_to_all: no chunks
         if chunked:
-            found += [Candidate("cpu", "hierarchical", "shm", c, chunked) for c in chunks]
-    found.append(Candidate("cpu", "tcp", "direct", 0, ops))
+            found += [Candidate("cpu", V.HIERARCHICAL, V.SHM_ALGORITHM, c, chunked) for c in chunks]
+    found.append(Candidate("cpu", V.TCP, V.DIRECT, 0, ops))
     if world > 1 and ring_ops:
-        found += [Candidate("cpu", "tcp", "ring", c, ring_ops) for c in chunks]
+        found += [Candidate("cpu", V.TCP, V.RING, c, ring_ops) for c in chunks]
     return found
 
 
 def gpu_candidates(ops) -> list:
     ops = tuple(op for op in ops if op in GPU_KERNELS)
-    found = [Candidate("gpu", "vendor", "none", 0, ops)]
+    found = [Candidate("gpu", V.VENDOR, V.NONE, 0, ops)]
     kernels = sorted({k for op in ops for k in GPU_KERNELS[op]})
     for kernel in kernels:
         found.append(
-            Candidate("gpu", "kernel", kernel, 0, tuple(o for o in ops if kernel in GPU_KERNELS[o]))
+            Candidate("gpu", V.KERNEL, kernel, 0, tuple(o for o in ops if kernel in GPU_KERNELS[o]))
         )
     return found
 
@@ -135,8 +133,8 @@ def parse_rule(route: str, algorithm: str) -> tuple:
     the rules' own ("shm", as its table entry names it)."""
     match = re.search(r"\((\d+) (B|KiB|MiB) chunks\)", algorithm)
     chunk = int(match[1]) * {"B": 1, "KiB": KiB, "MiB": MiB}[match[2]] if match else 0
-    if route == "hierarchical":
-        return route, "shm", chunk
+    if route == V.HIERARCHICAL:
+        return route, V.SHM_ALGORITHM, chunk
     words = algorithm.split()
     return route, (words[0] if words else ""), chunk
 
@@ -145,11 +143,11 @@ def same_plan(candidate: Candidate, rule: tuple) -> bool:
     """Whether the candidate runs what the rule's plan row says (then measuring it is waste)."""
     route, algorithm, chunk = rule
     if candidate.device == "gpu":
-        if candidate.route == "vendor":
-            return route == "vendor"
-        return route == "kernel" and algorithm == candidate.algorithm
-    if candidate.route == "hierarchical":
-        return route == "hierarchical" and chunk == candidate.chunk
+        if candidate.route == V.VENDOR:
+            return route == V.VENDOR
+        return route == V.KERNEL and algorithm == candidate.algorithm
+    if candidate.route == V.HIERARCHICAL:
+        return route == V.HIERARCHICAL and chunk == candidate.chunk
     return (route, algorithm, chunk) == (candidate.route, candidate.algorithm, candidate.chunk)
 
 

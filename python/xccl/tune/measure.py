@@ -20,6 +20,7 @@ import torch.distributed as dist
 import xccl  # noqa: F401 - registers the backend
 from xccl import _C, gpu_routes, tuning
 
+from .. import vocabulary as V
 from ..bench import method, report, runner
 from . import candidates as cands
 from . import exact, summary, verdict
@@ -33,7 +34,8 @@ KERNEL_CHECK_DTYPES = (torch.float16, torch.bfloat16)
 # a median over hundreds of calls at small sizes; the largest get bench's minimum of 10 calls.
 TARGET_S = {True: 0.1, False: 0.25}
 WARMUP = 5
-LOCALITY = {"shm": "one_host", "hierarchical": "per_host", "tcp": "none"}
+# The group's transport (its CPU route's name) -> the locality its table is made for.
+LOCALITY = {V.SHM: V.ONE_HOST, V.HIERARCHICAL: V.PER_HOST, V.TCP: V.NO_SHARING}
 FORCED_BY_ENV = ("XCCL_ALGO", "XCCL_GPU_ALGO")  # they win over any table: nothing to measure
 
 
@@ -103,7 +105,7 @@ def _rule_plans(device: str, world: dict, sizes: list, ops) -> dict:
     """(collective, bytes) -> (route, algorithm, chunk) of the rules' plan, where the plan rows
     model this group (one host with shared memory, or every host alike); {} where they do not."""
     size, hosts, locality = world["size"], world["hosts"], world["locality"]
-    modelled = "one_host" if hosts == 1 else ("none" if size == hosts else "per_host")
+    modelled = V.ONE_HOST if hosts == 1 else (V.NO_SHARING if size == hosts else V.PER_HOST)
     if device == "cpu" and (locality != modelled or size % hosts):
         return {}
     verified = False
@@ -139,7 +141,7 @@ def run(
             "tune a group of every rank"
         )
     for name in FORCED_BY_ENV:
-        if os.environ.get(name, "auto") not in ("", "auto"):
+        if os.environ.get(name, V.AUTO) not in ("", V.AUTO):
             raise ValueError(f"xccl tune: {name}={os.environ[name]} forces every plan; unset it")
     ops = list(ops)
     allowed = cands.GPU_OPS if device == "cuda" else cands.CPU_OPS
@@ -182,7 +184,7 @@ def _tune(job) -> dict:
     rule_group = _new_group("", device)
     job.groups.append(rule_group)
     transport = _backend(rule_group).transport
-    world = {"size": world_size, "hosts": 1, "locality": LOCALITY.get(transport, "none")}
+    world = {"size": world_size, "hosts": 1, "locality": LOCALITY.get(transport, V.NO_SHARING)}
     # Hosts: the first candidate's group says how many it counts (its table is refused with
     # "group is W/H/L" unless they match), and every later candidate follows that shape.
     options = (
@@ -256,7 +258,7 @@ def _tune(job) -> dict:
 def _rule_words(plan: tuple) -> list:
     route, algorithm, chunk = plan
     # "shm" and "hierarchical", not "shm shm" and "hierarchical shm"
-    words = [route] if route == "hierarchical" or algorithm == route else [route, algorithm]
+    words = [route] if route == V.HIERARCHICAL or algorithm == route else [route, algorithm]
     return words + ([cands.size_label(chunk)] if chunk else [])
 
 
@@ -342,9 +344,9 @@ def _stamp(measured: list, forced: list, progress) -> None:
     counted on the kernel route (_measure): kernels then run by default here."""
     from .. import topo, verify
 
-    kernel_rows = [r for r in measured if r["candidate"].startswith("kernel_")]
+    kernel_rows = [r for r in measured if r["candidate"].startswith(f"{V.KERNEL}_")]
     ran = {r["candidate"] for r in kernel_rows}
-    expected = {c.name for c, _ in forced if c.route == "kernel"}
+    expected = {c.name for c, _ in forced if c.route == V.KERNEL}
     if not kernel_rows or ran != expected or not all(r["verified"] for r in kernel_rows):
         progress.note(
             "xccl tune: not every kernel result was exact and counted on the kernel route: "

@@ -9,6 +9,7 @@ was exact at that size).
 
 from __future__ import annotations
 
+from .. import vocabulary as V
 from . import candidates as cands
 
 RULE = "rule"
@@ -170,7 +171,7 @@ def _entry(candidate, collective, low, high, rule, won, rule_labels, device) -> 
         entry["algorithm"] = candidate.algorithm
         entry["ring_chunk_bytes"] = candidate.chunk
     else:
-        entry["kernel"] = "none" if candidate.route == "vendor" else candidate.algorithm
+        entry["kernel"] = V.NONE if candidate.route == V.VENDOR else candidate.algorithm
     entry["tuned_us"] = won["median_us"]
     entry["rule_us"] = rule["median_us"]
     entry["rule"] = rule_labels.get((collective, rule["bytes"]), RULE)

@@ -29,13 +29,16 @@ constexpr algo::Locality kLocalities[] = {algo::Locality::kNone, algo::Locality:
                                           algo::Locality::kPerHost};
 
 // planCpu's choice as one value: the route where it is not TCP, else the TCP algorithm (what the
-// grids below were written against).
+// grids below were written against). kHierarchicalRoute stands for the hierarchical route, which
+// is no algorithm: a value outside Algorithm's.
+constexpr Algorithm kHierarchicalRoute = static_cast<Algorithm>(100);
+
 Algorithm chosen(Collective c, size_t bytes, int world, const algo::Tunables& t,
                  algo::Locality locality = algo::Locality::kNone) {
   const algo::CpuPlan plan = algo::planCpu({c, bytes}, algo::GroupShape{world, locality}, t);
   switch (plan.route) {
     case algo::CpuRoute::kShm: return Algorithm::kShm;
-    case algo::CpuRoute::kHierarchical: return Algorithm::kHierarchical;
+    case algo::CpuRoute::kHierarchical: return kHierarchicalRoute;
     case algo::CpuRoute::kNet: break;
   }
   return plan.algorithm;
@@ -126,7 +129,7 @@ TEST(CpuPlan, TransportGrid) {
             } else if (locality == algo::Locality::kOneHost) {
               want = Algorithm::kShm;  // auto, shm, or ring where there is none
             } else if (locality == algo::Locality::kPerHost) {
-              want = Algorithm::kHierarchical;  // auto, shm, or ring where there is none
+              want = kHierarchicalRoute;  // auto, shm, or ring where there is none
             }
             EXPECT_EQ(chosen(c, bytes, world, t, locality), want)
                 << algo::collectiveName(c) << " bytes=" << bytes << " world=" << world
@@ -149,10 +152,9 @@ TEST(CpuPlan, SharedMemorySpotChecks) {
   EXPECT_EQ(chosen(Collective::kAllToAll, 0, 3, t, Locality::kOneHost), Algorithm::kShm);
   EXPECT_EQ(chosen(Collective::kBarrier, 0, 4, t, Locality::kOneHost), Algorithm::kShm);
   // ...segments per host: every collective is hierarchical...
-  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 4, t, Locality::kPerHost), Algorithm::kHierarchical);
-  EXPECT_EQ(chosen(Collective::kAllGather, 1 << 20, 4, t, Locality::kPerHost),
-            Algorithm::kHierarchical);
-  EXPECT_EQ(chosen(Collective::kAllToAll, 0, 3, t, Locality::kPerHost), Algorithm::kHierarchical);
+  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 4, t, Locality::kPerHost), kHierarchicalRoute);
+  EXPECT_EQ(chosen(Collective::kAllGather, 1 << 20, 4, t, Locality::kPerHost), kHierarchicalRoute);
+  EXPECT_EQ(chosen(Collective::kAllToAll, 0, 3, t, Locality::kPerHost), kHierarchicalRoute);
   // ...none: the TCP rule, as if shared memory did not exist.
   EXPECT_EQ(chosen(Collective::kAllReduce, 8, 2, t), Algorithm::kDirect);
   EXPECT_EQ(chosen(Collective::kAllToAll, size_t{64} << 20, 4, t), Algorithm::kDirect);
@@ -161,7 +163,7 @@ TEST(CpuPlan, SharedMemorySpotChecks) {
   t.forced = Algorithm::kShm;
   EXPECT_EQ(chosen(Collective::kAllReduce, 1 << 20, 4, t), Algorithm::kRing);
   EXPECT_EQ(chosen(Collective::kBroadcast, 8, 4, t), Algorithm::kDirect);
-  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 4, t, Locality::kPerHost), Algorithm::kHierarchical);
+  EXPECT_EQ(chosen(Collective::kAllReduce, 8, 4, t, Locality::kPerHost), kHierarchicalRoute);
   // Forcing ring keeps ring collectives on TCP; the ones without a ring stay on shm.
   t.forced = Algorithm::kRing;
   EXPECT_EQ(chosen(Collective::kAllGather, 8, 4, t, Locality::kOneHost), Algorithm::kRing);
@@ -184,7 +186,6 @@ TEST(CpuPlan, ParseAlgorithm) {
     EXPECT_EQ(algo::parseAlgorithm(algo::algorithmName(a)), a);
   }
   EXPECT_STREQ(algo::algorithmName(Algorithm::kRing), "ring");
-  EXPECT_STREQ(algo::algorithmName(Algorithm::kHierarchical), "hierarchical");
 }
 
 TEST(CpuPlan, ParseAlgorithmRejectsUnknownNames) {
