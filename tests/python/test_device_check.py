@@ -374,20 +374,29 @@ stage_shared() { per_test_s=12; real_shared; }
 """
 
 
-def test_a_hung_python_test_is_a_fail_naming_it_and_what_it_waited_for(tmp_path):
-    (tmp_path / "test_hang.py").write_text(HANG_TESTS)
-    stages = tmp_path / "stages.sh"
-    stages.write_text(REAL_SHARED)
+def rehearse_shared_stage(tmp_path, test_file: str, tests: str, stages: str, **env):
+    """A rehearsal whose stage c runs `tests` (written as `test_file`) with the stage commands
+    `stages`; returns the finished run and the output folder, after checking that stage c failed
+    and the run said so (exit status 1)."""
+    (tmp_path / test_file).write_text(tests)
+    stages_file = tmp_path / "stages.sh"
+    stages_file.write_text(stages)
     out = tmp_path / "out"
     env = {
-        "XCCL_CHECK_STAGES_FILE": str(stages),
+        "XCCL_CHECK_STAGES_FILE": str(stages_file),
         "XCCL_BUILD_DIR": str(tmp_path / "build"),
         "FAKE_DIR": str(tmp_path),
+        **env,
     }
     done = run_script("--rehearse", "--out", str(out), env=env, timeout=240)
     assert done.returncode == 1, done.stdout + done.stderr
     status, note = rows((out / "summary.md").read_text())["c shared"]
     assert status == "FAIL", note
+    return done, out, note
+
+
+def test_a_hung_python_test_is_a_fail_naming_it_and_what_it_waited_for(tmp_path):
+    done, _, note = rehearse_shared_stage(tmp_path, "test_hang.py", HANG_TESTS, REAL_SHARED)
     # The hang is named: the harness killed the ranks at the per-test bound (12 s, not the test's
     # 600 s), after their stacks went to their logs, and the frame each waited in is said.
     assert re.fullmatch(
@@ -424,20 +433,9 @@ def test_a_test_hung_in_the_pytest_process_is_ended_named_and_the_rest_still_run
     # The plugin's own bound: a test hung in the pytest process itself (not in the harness's
     # ranks) ends that process after its stacks, named with the frame it waited in; the stage
     # then runs the tests it had not reached.
-    (tmp_path / "test_sleeps.py").write_text(SLEEPS)
-    stages = tmp_path / "stages.sh"
-    stages.write_text(SLEEPS_STAGES)
-    out = tmp_path / "out"
-    env = {
-        "XCCL_CHECK_STAGES_FILE": str(stages),
-        "XCCL_BUILD_DIR": str(tmp_path / "build"),
-        "FAKE_DIR": str(tmp_path),
-        "DEVICE_CHECK_BACKSTOP_S": "1",
-    }
-    done = run_script("--rehearse", "--out", str(out), env=env, timeout=240)
-    assert done.returncode == 1, done.stdout + done.stderr
-    status, note = rows((out / "summary.md").read_text())["c shared"]
-    assert status == "FAIL", note
+    _, out, note = rehearse_shared_stage(
+        tmp_path, "test_sleeps.py", SLEEPS, SLEEPS_STAGES, DEVICE_CHECK_BACKSTOP_S="1"
+    )
     assert re.match(
         r"2 passed, 1 failed, 0 skipped, 0 not run; HUNG \S*test_sleeps.py::test_sleeps: "
         r"test_sleeps.py:10 in test_sleeps \(Python stacks follow\);",
