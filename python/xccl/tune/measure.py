@@ -22,6 +22,7 @@ from xccl import _C, gpu_routes, tuning
 
 from .. import vocabulary as V
 from ..bench import method, report, runner
+from ..bench.sides import torch_call
 from . import candidates as cands
 from . import exact, summary, verdict
 
@@ -62,7 +63,7 @@ class _Timer(runner.Rank):
 def _call(op: str, group, inp, out):
     if op == "reduce":
         return lambda: dist.reduce(inp, dst=exact.ROOT, group=group)
-    return runner._call(op, group, inp, out)
+    return torch_call(op, group, inp, out)
 
 
 def _layout(op: str, size: int, world: int) -> dict | None:
