@@ -496,38 +496,56 @@ def test_tally_counts_tests_not_reached_as_not_run():
     )
 
 
-@pytest.mark.parametrize("context_works", [True, False])
-def test_mps_is_started_for_the_check_and_stopped_or_left_alone(tmp_path, context_works):
-    # start_mps/stop_mps with a fake nvidia-cuda-mps-control and a fake python3 (the context
-    # probe): a daemon that serves a context is kept and exported, and stopped at the end; one
-    # that does not is stopped at once and the check goes on without MPS; XCCL_CHECK_MPS=0
-    # touches nothing.
+def _mps_stages(tmp_path, control: str, probe: str, body: str, env: dict | None = None):
+    """Runs `body` with device_check_stages.sh sourced, a fake nvidia-cuda-mps-control and a fake
+    python3 (the context probe) first on PATH, their texts given. Returns a function that runs
+    it again with extra environment variables (the completed process each time)."""
     fake = tmp_path / "bin"
     fake.mkdir()
-    calls = tmp_path / "calls"
-    control = fake / "nvidia-cuda-mps-control"
-    control.write_text(
-        f'#!/bin/sh\nif [ "$1" = -d ]; then echo "start $CUDA_MPS_PIPE_DIRECTORY" >> {calls}\n'
-        f'else read -r line; echo "$line" >> {calls}; fi\n'
-    )
-    probe = fake / "python3"
-    probe.write_text(f"#!/bin/sh\nexit {0 if context_works else 1}\n")
-    for f in (control, probe):
-        f.chmod(0o755)
+    for name, text in (("nvidia-cuda-mps-control", control), ("python3", probe)):
+        (fake / name).write_text(text)
+        (fake / name).chmod(0o755)
     stages = os.path.join(ROOT, "benchmarks", "device_check_stages.sh")
     script = f"""
         set -u
         work={tmp_path}/work; mkdir -p "$work"; stage_log={tmp_path}/stage.log
         stage_deadline=$((SECONDS + 30))
         source {stages}
+        {body}
+    """
+    base = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", **(env or {})}
+
+    def run(**extra):
+        return subprocess.run(
+            ["bash", "-c", script], env={**base, **extra}, capture_output=True, text=True
+        )
+
+    return run
+
+
+@pytest.mark.parametrize("context_works", [True, False])
+def test_mps_is_started_for_the_check_and_stopped_or_left_alone(tmp_path, context_works):
+    # start_mps/stop_mps with a fake nvidia-cuda-mps-control and a fake python3 (the context
+    # probe): a daemon that serves a context is kept and exported, and stopped at the end; one
+    # that does not is stopped at once and the check goes on without MPS; XCCL_CHECK_MPS=0
+    # touches nothing.
+    calls = tmp_path / "calls"
+    run = _mps_stages(
+        tmp_path,
+        control=(
+            f'#!/bin/sh\nif [ "$1" = -d ]; then echo "start $CUDA_MPS_PIPE_DIRECTORY" >> {calls}\n'
+            f'else read -r line; echo "$line" >> {calls}; fi\n'
+        ),
+        probe=f"#!/bin/sh\nexit {0 if context_works else 1}\n",
+        body="""
         start_mps && echo started || echo without
-        echo "pipe=${{CUDA_MPS_PIPE_DIRECTORY:-none}}"
+        echo "pipe=${CUDA_MPS_PIPE_DIRECTORY:-none}"
         folder=$mps_dir
         stop_mps
         [ -e "$folder" ] && echo "left $folder" || echo cleaned
-    """
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+        """,
+    )
+    done = run()
     assert done.returncode == 0, done.stderr
     lines = done.stdout.split()
     recorded = calls.read_text().splitlines()
@@ -538,9 +556,7 @@ def test_mps_is_started_for_the_check_and_stopped_or_left_alone(tmp_path, contex
         assert lines[0] == "started" and lines[1] == f"pipe={recorded[0].split()[1]}"
     else:
         assert lines[0] == "without" and lines[1] == "pipe=none"
-    off = subprocess.run(
-        ["bash", "-c", script], env={**env, "XCCL_CHECK_MPS": "0"}, capture_output=True, text=True
-    )
+    off = run(XCCL_CHECK_MPS="0")
     assert off.stdout.split()[:2] == ["without", "pipe=none"]
     assert calls.read_text().splitlines() == recorded  # nothing more was called
 
@@ -551,8 +567,6 @@ def test_an_mps_daemon_a_killed_run_left_is_used_or_stopped(tmp_path, stale):
     # it for its servers: one that answers and serves a context is used (its pipe folder
     # exported, so no rank bypasses it) and stopped at the end; one that serves no context is
     # stopped and a fresh one started; a folder whose daemon is gone is removed.
-    fake = tmp_path / "bin"
-    fake.mkdir()
     calls = tmp_path / "calls"
     root = tmp_path / "root"
     old = root / "xccl-mps.OLD"
@@ -560,32 +574,24 @@ def test_an_mps_daemon_a_killed_run_left_is_used_or_stopped(tmp_path, stale):
     (old / "log").mkdir()
     (old / "pipe" / "control").write_text("")
     answers = "0" if stale != "gone" else "1"
-    control = fake / "nvidia-cuda-mps-control"
-    control.write_text(
-        f'#!/bin/sh\nif [ "$1" = -d ]; then echo "start $CUDA_MPS_PIPE_DIRECTORY" >> {calls}; '
-        f'exit 0; fi\nread -r line; echo "$line $CUDA_MPS_PIPE_DIRECTORY" >> {calls}\n'
-        f'[ "$line" = get_server_list ] && exit {answers}\nexit 0\n'
-    )
     # The context probe works through the old daemon only when it "serves".
-    probe = fake / "python3"
     serves = 0 if stale == "serves" else 1
-    probe.write_text(
-        f'#!/bin/sh\ncase "$CUDA_MPS_PIPE_DIRECTORY" in *OLD*) exit {serves} ;; esac\n'
-    )
-    for f in (control, probe):
-        f.chmod(0o755)
-    stages = os.path.join(ROOT, "benchmarks", "device_check_stages.sh")
-    script = f"""
-        set -u
-        work={tmp_path}/work; mkdir -p "$work"; stage_log={tmp_path}/stage.log
-        stage_deadline=$((SECONDS + 30))
-        source {stages}
+    run = _mps_stages(
+        tmp_path,
+        control=(
+            f'#!/bin/sh\nif [ "$1" = -d ]; then echo "start $CUDA_MPS_PIPE_DIRECTORY" >> {calls}; '
+            f'exit 0; fi\nread -r line; echo "$line $CUDA_MPS_PIPE_DIRECTORY" >> {calls}\n'
+            f'[ "$line" = get_server_list ] && exit {answers}\nexit 0\n'
+        ),
+        probe=f'#!/bin/sh\ncase "$CUDA_MPS_PIPE_DIRECTORY" in *OLD*) exit {serves} ;; esac\n',
+        body="""
         if use_stale_mps; then echo used; elif start_mps; then echo started; else echo without; fi
-        echo "pipe=${{CUDA_MPS_PIPE_DIRECTORY:-none}}"
+        echo "pipe=${CUDA_MPS_PIPE_DIRECTORY:-none}"
         stop_mps
-    """
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "MPS_STALE_ROOT": str(root)}
-    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+        """,
+        env={"MPS_STALE_ROOT": str(root)},
+    )
+    done = run()
     assert done.returncode == 0, done.stderr
     verdict, pipe = done.stdout.split()
     recorded = calls.read_text().splitlines()
