@@ -48,19 +48,20 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
     env::checkAll();
     algo::Tunables tunables = algo::Tunables::fromEnvironment();
     if (!options_->algorithm.empty()) tunables.forced = algo::parseAlgorithm(options_->algorithm);
-    core_->setTunables(tunables);
+    core_->membership().setTunables(tunables);
     bool reconfigurable = false;
 #if XCCL_TORCH_HAS_RECONFIGURE
     reconfigurable = options_->enable_reconfigure;
 #endif
-    core_->setGroupStore(enterIncarnation(store, rank, size, reconfigurable, setupTimeout()));
-    StoreAdapter adapter(core_->groupStore(), "xccl/");
+    core_->membership().setGroupStore(
+        enterIncarnation(store, rank, size, reconfigurable, setupTimeout()));
+    StoreAdapter adapter(core_->membership().groupStore(), "xccl/");
     // A group created for reconfigure connects nothing: reconfigure() forms its membership.
     if (!startUnconnected(adapter)) connectMembership(adapter, setupTimeout());
   } catch (const Error& e) {
     throwTorchError(e.kind(), e.what());
   }
-  core_->describeToRecorder();  // a dump names this rank's file even before its first operation
+  core_->recorder().describe();  // a dump names this rank's file even before its first operation
   init();
   if (!handle_.empty()) {
     XCCL_INFO("backend", "group '", options_->group_name,
@@ -69,7 +70,7 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
   }
   XCCL_INFO("backend", "group '", options_->group_name, "' rank ", rank, " of ", size,
             " ready (collectives over ", transportName(), ", messages to peers over ",
-            core_->peerTransportName(), ")");
+            core_->membership().peerTransportName(), ")");
 }
 
 std::chrono::milliseconds ProcessGroupXccl::setupTimeout() const {
@@ -92,12 +93,14 @@ void ProcessGroupXccl::connectMembership(net::Store& store, std::chrono::millise
 
 ProcessGroupXccl::~ProcessGroupXccl() { shutdown(); }
 
-void ProcessGroupXccl::setTimeout(std::chrono::milliseconds timeout) { core_->setTimeout(timeout); }
+void ProcessGroupXccl::setTimeout(std::chrono::milliseconds timeout) {
+  core_->sequencer().setTimeout(timeout);
+}
 
 c10::intrusive_ptr<c10d::Backend> ProcessGroupXccl::split(
     const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
     const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
-  auto it = std::find(ranks.begin(), ranks.end(), core_->rank());
+  auto it = std::find(ranks.begin(), ranks.end(), core_->membership().rank());
   if (it == ranks.end()) return nullptr;
   auto childOptions = c10::make_intrusive<Options>(*options_);
   if (auto* given = dynamic_cast<Options*>(opts.get())) {
@@ -126,12 +129,12 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupXccl::split(
 }
 
 void ProcessGroupXccl::abort() {
-  core_->markBroken("abort() was called on rank " + std::to_string(core_->rank()));
+  core_->markBroken("abort() was called on rank " + std::to_string(core_->membership().rank()));
   abortGpu();
 }
 
 void ProcessGroupXccl::shutdown() {
-  if (core_->markShutDown()) dropMembership("");
+  if (core_->failure().markShutDown()) dropMembership("");
 }
 
 void ProcessGroupXccl::dropMembership(const std::string& reason) {
@@ -140,8 +143,8 @@ void ProcessGroupXccl::dropMembership(const std::string& reason) {
   {
     std::lock_guard<std::mutex> guard(gpuMutex_);
     if (gpu_) {
-      gpu_->shutdown(
-          std::min<std::chrono::milliseconds>(core_->timeout(), std::chrono::seconds(30)));
+      gpu_->shutdown(std::min<std::chrono::milliseconds>(core_->sequencer().timeout(),
+                                                         std::chrono::seconds(30)));
     }
     gpu_.reset();
   }
@@ -150,10 +153,10 @@ void ProcessGroupXccl::dropMembership(const std::string& reason) {
 
 #if XCCL_TORCH_HAS_ABORT_HOOK
 void ProcessGroupXccl::registerAbortHook(int64_t hookId, c10d::AbortHook hook) {
-  core_->registerAbortHook(hookId, std::move(hook));
+  core_->abortHooks().add(hookId, std::move(hook));
 }
 
-void ProcessGroupXccl::unregisterAbortHook(int64_t hookId) { core_->unregisterAbortHook(hookId); }
+void ProcessGroupXccl::unregisterAbortHook(int64_t hookId) { core_->abortHooks().remove(hookId); }
 #endif
 
 }  // namespace xccl::backend

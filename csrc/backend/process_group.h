@@ -69,7 +69,7 @@ class ProcessGroupXccl : public c10d::Backend {
   bool supportsCoalescing() const override { return true; }
   void setTimeout(std::chrono::milliseconds timeout) override;
   void setSequenceNumberForGroup() override {}  // sequence numbers start at 0 on every rank
-  uint64_t getSequenceNumberForGroup() override { return core_->sequenceNumber(); }
+  uint64_t getSequenceNumberForGroup() override { return core_->sequencer().sequenceNumber(); }
   c10::intrusive_ptr<c10d::Backend> split(
       const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
       const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
@@ -87,24 +87,26 @@ class ProcessGroupXccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
 #endif
 #if XCCL_TORCH_HAS_ABORT_HOOK
-  // Hooks run before the group fails (a timeout, an error, abort()); see beforeAbort().
+  // Hooks run before the group fails (a timeout, an error, abort()); see GroupCore::markBroken().
   void registerAbortHook(int64_t hookId, c10d::AbortHook hook) override;
   void unregisterAbortHook(int64_t hookId) override;
 #endif
   // The name this rank's shared-memory segment had (already unlinked; the host's segment in a
   // hierarchical group); empty without one.
-  std::string shmSegmentName() const { return core_->shmSegmentName(); }
+  std::string shmSegmentName() const { return core_->membership().shmSegmentName(); }
   // How the group's collectives travel: "shm" (one host), "hierarchical" (segments per host
   // and the network between them) or "tcp" (the network alone, whichever engine XCCL_NET picked).
-  const char* transportName() const { return core_->transportName(); }
+  const char* transportName() const { return core_->membership().transportName(); }
   // What carries messages to peers (net/factory.h): "shm" (every rank on this host), "shm+tcp"
   // (shared memory to this host's ranks, XCCL_NET's engine to the others), "tcp" or "ofi".
-  const char* peerTransportName() const { return core_->peerTransportName(); }
+  const char* peerTransportName() const { return core_->membership().peerTransportName(); }
   // The group's tunables (algo/tunables.h), read once at creation; every plan uses them.
-  const algo::Tunables& tunables() const { return core_->tunables(); }
+  const algo::Tunables& tunables() const { return core_->membership().tunables(); }
   // (the tuning table's canonical text the group plans from or "", why): GroupCore's.
-  std::pair<std::string, std::string> tuningInForce() const { return core_->tuningInForce(); }
-  std::chrono::milliseconds timeout() const { return core_->timeout(); }
+  std::pair<std::string, std::string> tuningInForce() const {
+    return core_->membership().tuningInForce();
+  }
+  std::chrono::milliseconds timeout() const { return core_->sequencer().timeout(); }
   // The GPU side's calls per route (gpu_side.h); all zero before its first CUDA call.
   GpuRouteCounts gpuRouteCounts();
 

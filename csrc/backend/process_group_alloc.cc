@@ -54,13 +54,13 @@ class PoolAllocator final : public c10::Allocator {
 // Only CPU tensors: c10d passes just the device index (-1 for the CPU; a CUDA device names its
 // index), and a CUDA IPC pool is not implemented. A group without a segment has no pool to offer.
 bool ProcessGroupXccl::supportsTensorAlloc(c10::DeviceIndex deviceIdx) {
-  net::shm::Segment* segment = core_->segment();
+  net::shm::Segment* segment = core_->membership().segment();
   return deviceIdx < 0 && segment != nullptr && segment->pool() != nullptr;
 }
 
 std::shared_ptr<c10::Allocator> ProcessGroupXccl::getMemAllocator() {
   std::call_once(allocatorOnce_, [this] {
-    net::shm::Segment* segment = core_->segment();
+    net::shm::Segment* segment = core_->membership().segment();
     allocator_ = std::make_shared<PoolAllocator>(segment ? segment->pool() : nullptr);
   });
   return allocator_;
@@ -93,7 +93,7 @@ std::unordered_map<std::string, uint64_t> ProcessGroupXccl::memoryStats() {
   // slots, bytes read in place from pools, and calls whose input was in this rank's pool; and
   // what the single-copy path read.
   net::shm::Traffic none;
-  net::shm::Segment* segment = core_->segment();
+  net::shm::Segment* segment = core_->membership().segment();
   const net::shm::Traffic& traffic = segment ? segment->traffic() : none;
   stats["shm_bytes_staged"] = traffic.staged.load();
   stats["shm_bytes_direct"] = traffic.direct.load();

@@ -27,31 +27,30 @@ GpuSide& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const ch
     }
     gpu_ = makeGpuSide(*core_, *cpu_, device);
     // gpu_ is set (under gpuMutex_) before the core's batch can be on the GPU.
-    core_->setGpuBatch({[this] { return gpu_->coalescing(); },
-                        [this] {
-                          std::lock_guard<std::mutex> guard(gpuMutex_);
-                          (void)torchErrors([&] { return gpu_->endCoalescing(); });
-                        },
-                        [this] {
-                          std::lock_guard<std::mutex> guard(gpuMutex_);
-                          return torchErrors([&] { return gpu_->endCoalescing(); });
-                        }});
+    core_->batch().setGpuBatch({[this] { return gpu_->coalescing(); },
+                                [this] {
+                                  std::lock_guard<std::mutex> guard(gpuMutex_);
+                                  (void)torchErrors([&] { return gpu_->endCoalescing(); });
+                                },
+                                [this] {
+                                  std::lock_guard<std::mutex> guard(gpuMutex_);
+                                  return torchErrors([&] { return gpu_->endCoalescing(); });
+                                }});
   }
-  // The first CUDA call of a coalesced batch opens the batch on the GPU side. Not under the
-  // core's lock: that may create the vendor group, which calls into Python.
-  if (core_->joinBatchOnGpu(opName)) {
+  // The first CUDA call of a coalesced batch opens the batch on the GPU side. Not under the  // core's lock: that may create the vendor group, which calls into Python.
+  if (core_->batch().joinOnGpu(opName)) {
     try {
       gpu_->startCoalescing(opName);
     } catch (...) {
-      core_->gpuBatchFailed();
+      core_->batch().gpuFailed();
       throw;
     }
-    core_->gpuBatchOpened();
+    core_->batch().gpuOpened();
   }
   return *gpu_;
 }
 
-void ProcessGroupXccl::startCoalescing() { core_->startCoalescing(); }
+void ProcessGroupXccl::startCoalescing() { core_->batch().start(); }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::endCoalescing() { return core_->endCoalescing(); }
 

@@ -40,7 +40,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupXccl::shrink(
     const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
     const c10::intrusive_ptr<c10d::Backend::Options>& optsOverride) {
   std::lock_guard<std::mutex> serial(reconfigureMutex_);
-  const int rank = core_->rank(), size = core_->size();
+  const int rank = core_->membership().rank(), size = core_->membership().size();
   std::vector<int> survivors;
   for (int r = 0; r < size; ++r) {
     if (std::find(ranksToExclude.begin(), ranksToExclude.end(), r) == ranksToExclude.end()) {
@@ -73,7 +73,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupXccl::shrink(
       static_cast<int>(std::find(survivors.begin(), survivors.end(), rank) - survivors.begin());
   GilReleasedIfHeld noGil;  // building the child waits for the other survivors
   return c10::make_intrusive<ProcessGroupXccl>(
-      c10::make_intrusive<c10d::PrefixStore>(prefix, core_->groupStore()), childRank,
+      c10::make_intrusive<c10d::PrefixStore>(prefix, core_->membership().groupStore()), childRank,
       static_cast<int>(survivors.size()), std::move(childOptions));
 }
 
@@ -91,14 +91,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXccl::reconfigure(const c10d::Reconfi
   const int64_t uuid = opts.uuid;
   const std::chrono::milliseconds timeout = opts.timeout.value_or(this->timeout());
   const std::string name = "reconf/" + std::to_string(uuid) + "/";
-  StoreAdapter store(core_->groupStore(), "xccl/" + name);
+  StoreAdapter store(core_->membership().groupStore(), "xccl/" + name);
   std::vector<std::string> handles;
   int rank = -1;
   // Checks first: a refusal changes nothing and the current membership stays usable.
   try {
     XCCL_CHECK_ARG(!handle_.empty(), "reconfigure: this group was not created with "
                                      "init_process_group(..., enable_reconfigure=True)");
-    XCCL_CHECK_ARG(!core_->isShutDown(), "reconfigure: the process group was shut down");
+    XCCL_CHECK_ARG(!core_->failure().isShutDown(), "reconfigure: the process group was shut down");
     const bool ordered = std::holds_alternative<std::vector<c10d::ReconfigureHandle>>(opts.handles);
     if (ordered) {
       handles = std::get<std::vector<c10d::ReconfigureHandle>>(opts.handles);

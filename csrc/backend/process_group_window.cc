@@ -12,7 +12,7 @@ c10::intrusive_ptr<c10d::Window> ProcessGroupXccl::new_window(
   // Every rank creates windows in the same order, so the count names one window alike on all.
   auto window = c10::make_intrusive<XcclWindow>(
       c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(this), *core_,
-      core_->nextWindowId());
+      core_->membership().nextWindowId());
   if (tensor) window->tensor_register(*tensor);
   return window;
 }

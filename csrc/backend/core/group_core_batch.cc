@@ -1,24 +1,18 @@
-// GroupCore's coalesced batches (batch_isend_irecv, torch's coalescing manager): the Works started
-// between startCoalescing and endCoalescing. A batch is all CPU (its Works collected here,
-// whichever side started them) or all CUDA (the GPU side's vendor group runs it, gpu_side.h).
+#include "backend/core/group_core_batch.h"
+
 #include <c10/util/Exception.h>
 
-#include "backend/core/group_core.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
 
-void GroupCore::setGpuBatch(GpuBatch gpuBatch) {
-  std::lock_guard<std::mutex> guard(stateMutex_);
+void CoalescedBatch::setGpuBatch(GpuBatch gpuBatch) {
+  std::lock_guard<std::mutex> guard(mutex_);
   gpuBatch_ = std::move(gpuBatch);
 }
 
-void GroupCore::addToBatch(const c10::intrusive_ptr<XcclWork>& work, const char* opName) {
-  std::lock_guard<std::mutex> guard(stateMutex_);
-  addToBatchLocked(work, opName);
-}
-
-void GroupCore::addToBatchLocked(const c10::intrusive_ptr<XcclWork>& work, const char* opName) {
+void CoalescedBatch::add(const c10::intrusive_ptr<XcclWork>& work, const char* opName) {
+  std::lock_guard<std::mutex> guard(mutex_);
   dropClosedGpuBatchLocked();
   if (!coalescing_) return;
   TORCH_CHECK_VALUE(!gpuCoalescing_, "xccl ", opName,
@@ -27,7 +21,7 @@ void GroupCore::addToBatchLocked(const c10::intrusive_ptr<XcclWork>& work, const
   coalesced_.push_back(work);
 }
 
-void GroupCore::dropClosedGpuBatchLocked() {
+void CoalescedBatch::dropClosedGpuBatchLocked() {
   // The GPU side existed before gpuCoalescing_ could become true.
   if (gpuCoalescing_ && !gpuBatch_.stillOpen()) {
     coalescing_ = false;
@@ -35,10 +29,10 @@ void GroupCore::dropClosedGpuBatchLocked() {
   }
 }
 
-void GroupCore::startCoalescing() {
+void CoalescedBatch::start() {
   bool closeGpuBatch = false;
   {
-    std::lock_guard<std::mutex> guard(stateMutex_);
+    std::lock_guard<std::mutex> guard(mutex_);
     dropClosedGpuBatchLocked();
     if (coalescing_) {
       // torch's coalescing manager never ends a batch whose body raised: close that one (its
@@ -54,11 +48,12 @@ void GroupCore::startCoalescing() {
   if (closeGpuBatch) gpuBatch_.close();
 }
 
-GroupCore::WorkPtr GroupCore::endCoalescing() {
+CoalescedBatch::WorkPtr CoalescedBatch::end(int rank, uint64_t seq,
+                                            std::chrono::milliseconds timeout) {
   std::vector<c10::intrusive_ptr<XcclWork>> works;
   bool onGpu = false;
   {
-    std::lock_guard<std::mutex> guard(stateMutex_);
+    std::lock_guard<std::mutex> guard(mutex_);
     TORCH_CHECK(coalescing_, "xccl: endCoalescing() without startCoalescing()");
     coalescing_ = false;
     std::swap(onGpu, gpuCoalescing_);
@@ -71,9 +66,8 @@ GroupCore::WorkPtr GroupCore::endCoalescing() {
   for (auto& w : works) {
     for (auto& t : w->outputs()) outputs.push_back(t);
   }
-  auto group =
-      c10::make_intrusive<XcclWork>(rank_, c10d::OpType::COALESCED, "coalesced", seq_.load(),
-                                    outputs, effectiveTimeout(c10d::kUnsetTimeout));
+  auto group = c10::make_intrusive<XcclWork>(rank, c10d::OpType::COALESCED, "coalesced", seq,
+                                             outputs, timeout);
   if (works.empty()) {
     group->succeed();
     return group;
@@ -106,10 +100,10 @@ GroupCore::WorkPtr GroupCore::endCoalescing() {
   return group;
 }
 
-bool GroupCore::joinBatchOnGpu(const char* opName) {
+bool CoalescedBatch::joinOnGpu(const char* opName) {
   // A batch that cannot run on the GPU is abandoned before the ValueError: torch never ends a
   // batch whose body raised, and later calls must not find it still open.
-  std::lock_guard<std::mutex> state(stateMutex_);
+  std::lock_guard<std::mutex> state(mutex_);
   dropClosedGpuBatchLocked();
   const bool opensBatch = coalescing_ && !gpuCoalescing_;
   if (opensBatch && !coalesced_.empty()) {
@@ -122,14 +116,20 @@ bool GroupCore::joinBatchOnGpu(const char* opName) {
   return opensBatch;
 }
 
-void GroupCore::gpuBatchOpened() {
-  std::lock_guard<std::mutex> state(stateMutex_);
+void CoalescedBatch::gpuOpened() {
+  std::lock_guard<std::mutex> state(mutex_);
   gpuCoalescing_ = true;
 }
 
-void GroupCore::gpuBatchFailed() {
-  std::lock_guard<std::mutex> state(stateMutex_);
+void CoalescedBatch::gpuFailed() {
+  std::lock_guard<std::mutex> state(mutex_);
   coalescing_ = false;
+}
+
+void CoalescedBatch::clear() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  coalescing_ = gpuCoalescing_ = false;
+  coalesced_.clear();
 }
 
 }  // namespace xccl::backend

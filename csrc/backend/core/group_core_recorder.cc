@@ -1,10 +1,8 @@
-// GroupCore's flight-recorder entries (flight_recorder.h), its abort hooks and torch's
-// wording for timeouts.
-#include <c10/util/Exception.h>
+#include "backend/core/group_core_recorder.h"
 
-#include "backend/core/group_core.h"
+#include "backend/core/group_core_membership.h"
+#include "backend/core/group_core_sequencer.h"
 #include "backend/recorder/flight_recorder.h"
-#include "common/logging.h"
 
 namespace xccl::backend {
 namespace {
@@ -44,32 +42,41 @@ bool firstUse(std::atomic<bool>& used) {
 
 }  // namespace
 
-void GroupCore::describeToRecorder() {
+RecorderLink::RecorderLink(const c10d::Backend& face,
+                           c10::intrusive_ptr<c10d::Backend::Options> options,
+                           const Membership& membership, const Sequencer& sequencer)
+    : face_(face),
+      options_(std::move(options)),
+      membership_(membership),
+      sequencer_(sequencer),
+      groupId_(FlightRecorder::get().newGroupId()) {}
+
+void RecorderLink::describe() {
+  const int rank = membership_.rank(), size = membership_.size();
   std::vector<uint64_t> ranks(options_->global_ranks_in_group.begin(),
                               options_->global_ranks_in_group.end());
-  if (ranks.size() != static_cast<size_t>(size_)) {
+  if (ranks.size() != static_cast<size_t>(size)) {
     // The default group (torch leaves the list empty) or a direct build: group ranks are global.
     ranks.clear();
-    for (int r = 0; r < size_; ++r) ranks.push_back(static_cast<uint64_t>(r));
+    for (int r = 0; r < size; ++r) ranks.push_back(static_cast<uint64_t>(r));
   }
   std::string name = options_->group_name.empty() ? face_.getGroupUid() : options_->group_name;
-  if (name.empty()) name = std::to_string(recorderGroupId_);
+  if (name.empty()) name = std::to_string(groupId_);
   const std::string desc =
       face_.getGroupDesc().empty() ? std::string("undefined") : face_.getGroupDesc();
-  FlightRecorder::get().describeGroup(recorderGroupId_, name, desc, ranks,
-                                      static_cast<int>(ranks[rank_]));
+  FlightRecorder::get().describeGroup(groupId_, name, desc, ranks, static_cast<int>(ranks[rank]));
 }
 
-uint64_t GroupCore::recordCollective(c10d::OpType type, uint64_t seq, uint64_t count,
-                                     const std::vector<at::Tensor>& inputs,
-                                     const std::vector<at::Tensor>& outputs,
-                                     std::chrono::milliseconds timeout) {
+uint64_t RecorderLink::recordCollective(c10d::OpType type, uint64_t seq, uint64_t count,
+                                        const std::vector<at::Tensor>& inputs,
+                                        const std::vector<at::Tensor>& outputs,
+                                        std::chrono::milliseconds timeout) {
   FlightRecorder& recorder = FlightRecorder::get();
   if (!recorder.enabled()) return FlightRecorder::kNoRecord;
   // Again at the first operation: torch names the group (setGroupDesc) after building it.
-  if (firstUse(recorderDescribed_)) describeToRecorder();
+  if (firstUse(described_)) describe();
   FlightRecorder::Call call;
-  call.groupId = recorderGroupId_;
+  call.groupId = groupId_;
   call.collectiveSeq = seq;
   call.p2pSeq = p2pSeq_.load();
   call.name = torchOpName(type, count);
@@ -77,63 +84,24 @@ uint64_t GroupCore::recordCollective(c10d::OpType type, uint64_t seq, uint64_t c
   return recorder.record(call, inputs, outputs);
 }
 
-uint64_t GroupCore::recordPointToPoint(bool isSend, int peer, const at::Tensor& tensor) {
+uint64_t RecorderLink::recordPointToPoint(bool isSend, int peer, const at::Tensor& tensor) {
   FlightRecorder& recorder = FlightRecorder::get();
   if (!recorder.enabled()) return FlightRecorder::kNoRecord;
   // Again at the first operation: torch names the group (setGroupDesc) after building it.
-  if (firstUse(recorderDescribed_)) describeToRecorder();
+  if (firstUse(described_)) describe();
   FlightRecorder::Call call;
-  call.groupId = recorderGroupId_;
-  call.collectiveSeq = seq_.load();  // unchanged by point-to-point, as in torch
+  call.groupId = groupId_;
+  call.collectiveSeq = sequencer_.sequenceNumber();  // unchanged by point-to-point, as in torch
   call.p2pSeq = ++p2pSeq_;
   call.name = isSend ? "send" : "recv";
   call.isP2P = true;
-  call.src = isSend ? rank_ : peer;
-  call.dst = isSend ? peer : rank_;
-  call.timeout = effectiveTimeout(c10d::kUnsetTimeout);
+  call.src = isSend ? membership_.rank() : peer;
+  call.dst = isSend ? peer : membership_.rank();
+  call.timeout = sequencer_.timeout();
   const std::vector<at::Tensor> tensors{tensor}, none;
   const uint64_t id = recorder.record(call, isSend ? tensors : none, isSend ? none : tensors);
   recorder.started(id);  // posted to the transport at once
   return id;
-}
-
-void GroupCore::beforeAbort() {
-  std::map<int64_t, std::function<void()>> hooks;
-  {
-    std::lock_guard<std::mutex> guard(abortHooksMutex_);
-    hooks.swap(abortHooks_);  // each hook runs at most once
-  }
-  for (auto& [id, hook] : hooks) {
-    try {
-      hook();
-    } catch (const std::exception& e) {
-      XCCL_WARN("backend", "abort hook ", id, " raised (ignored): ", e.what());
-    } catch (...) {
-      XCCL_WARN("backend", "abort hook ", id, " raised a non-standard exception (ignored)");
-    }
-  }
-  FlightRecorder::get().write("", /*onlyActive=*/false);
-}
-
-void GroupCore::registerAbortHook(int64_t hookId, std::function<void()> hook) {
-  std::lock_guard<std::mutex> guard(abortHooksMutex_);
-  abortHooks_[hookId] = std::move(hook);
-}
-
-void GroupCore::unregisterAbortHook(int64_t hookId) {
-  std::lock_guard<std::mutex> guard(abortHooksMutex_);
-  abortHooks_.erase(hookId);
-}
-
-std::string GroupCore::torchTimeoutWording(c10d::OpType type, uint64_t seq,
-                                           std::chrono::milliseconds ranFor,
-                                           std::chrono::milliseconds timeout) const {
-  return "[Rank " + std::to_string(rank_) +
-         "] Watchdog caught collective operation timeout: WorkXccl(SeqNum=" + std::to_string(seq) +
-         ", OpType=" + c10d::opTypeToString(type) +
-         ", Timeout(ms)=" + std::to_string(timeout.count()) + ") ran for " +
-         std::to_string(ranFor.count()) + " milliseconds before timing out. Timed out waiting " +
-         std::to_string(timeout.count()) + "ms; ";
 }
 
 }  // namespace xccl::backend

@@ -2,7 +2,8 @@
 // plus the host leaders' TCP subset when the group spans hosts (net/hierarchy.h), built at group
 // creation; and the liveness check their waits call. Which collective runs where is
 // algo::planCpu's choice (algo::Runner); layout, algorithms and cleanup guarantees: docs/shm.md.
-#include "backend/core/group_core.h"
+#include "backend/core/group_core_failure.h"
+#include "backend/core/group_core_membership.h"
 #include "common/logging.h"
 #include "common/vocabulary.h"
 
@@ -11,7 +12,7 @@ namespace xccl::backend {
 // Collective over the store, right after the TCP mesh (so peerAlive works from the first
 // collective on). Every rank reaches the same outcome, so the whole group agrees on the
 // transport; group rank 0 says once why shared memory is not (fully) used.
-void GroupCore::setUpSharedMemory(net::Store& store, bool lendsPool) {
+void Membership::setUpSharedMemory(net::Store& store, bool lendsPool) {
   alive_ = [this](int peer) { return peerAlive(peer); };
   if (size_ == 1) return;  // nothing to share: every collective is a local copy
   net::shm::Options options = net::shm::Options::fromEnvironment();
@@ -46,11 +47,8 @@ void GroupCore::setUpSharedMemory(net::Store& store, bool lendsPool) {
 }
 
 // Called by shared-memory waits that already slept (every few milliseconds per peer): cheap.
-bool GroupCore::peerAlive(int peer) {
-  if (broken_.load()) {
-    std::lock_guard<std::mutex> guard(stateMutex_);
-    throw Error(ErrorKind::kAborted, "the process group is unusable: " + brokenReason_);
-  }
+bool Membership::peerAlive(int peer) {
+  failure_.checkInWait();
   std::string why;
   // The transport's reason names the rank and how it failed (connection closed, or its
   // communicator aborted, with that rank's own error).
@@ -58,8 +56,8 @@ bool GroupCore::peerAlive(int peer) {
   return true;
 }
 
-bool GroupCore::somePeerFailed() const {
-  if (broken_.load()) return true;
+bool Membership::somePeerFailed() const {
+  if (failure_.broken()) return true;
   if (!transport_) return false;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_ && transport_->peerFailed(peer, nullptr)) return true;
@@ -67,13 +65,13 @@ bool GroupCore::somePeerFailed() const {
   return false;
 }
 
-std::string GroupCore::shmSegmentName() const {
+std::string Membership::shmSegmentName() const {
   if (segment_) return segment_->name();
   if (hierarchy_ && hierarchy_->segment()) return hierarchy_->segment()->name();
   return "";
 }
 
-const char* GroupCore::transportName() const {
+const char* Membership::transportName() const {
   // The CPU plan's route names (common/vocabulary.h).
   return vocab::name(segment_     ? vocab::CpuRoute::kShm
                      : hierarchy_ ? vocab::CpuRoute::kHierarchical

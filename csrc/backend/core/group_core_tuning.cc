@@ -41,7 +41,7 @@ void setTuningSource(TuningSource source) {
   sourceSlot() = std::move(source);
 }
 
-void GroupCore::setUpTuning(net::Store& store, std::chrono::milliseconds timeout) {
+void Membership::setUpTuning(net::Store& store, std::chrono::milliseconds timeout) {
   const algo::TuningAnswer mine = askSource();
   // The shape planCpu sees (algo::Runner::shape); hosts come from the agreement's identities.
   algo::GroupShape shape{size_};

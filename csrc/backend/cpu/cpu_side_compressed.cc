@@ -26,7 +26,7 @@ Side::WorkPtr CpuSide::compressedAllreduce(const at::Tensor& tensor, at::ScalarT
   const auto where =
       betweenHostsOnly ? algo::Compression::kBetweenHosts : algo::Compression::kEverywhere;
   const size_t count = static_cast<size_t>(tensor.numel());
-  return group_.enqueue(c10d::OpType::ALLREDUCE, name, {tensor}, group_.timeout(),
+  return group_.enqueue(c10d::OpType::ALLREDUCE, name, {tensor}, group_.sequencer().timeout(),
                         /*asyncOp=*/true,
                         [tensor, count, type, wireType, where](const algo::Runner& ctx) {
                           algo::compressedAllReduce(ctx, tensor.data_ptr(), count, type, wireType,

@@ -43,7 +43,8 @@ std::vector<size_t> offsetsOf(const std::vector<size_t>& lengths) {
 
 }  // namespace
 
-CpuSide::CpuSide(GroupCore& group) : group_(group), rank_(group.rank()), size_(group.size()) {}
+CpuSide::CpuSide(GroupCore& group)
+    : group_(group), rank_(group.membership().rank()), size_(group.membership().size()) {}
 
 Side::WorkPtr CpuSide::broadcast(std::vector<at::Tensor>& tensors,
                                  const c10d::BroadcastOptions& opts) {
@@ -52,7 +53,7 @@ Side::WorkPtr CpuSide::broadcast(std::vector<at::Tensor>& tensors,
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "xccl broadcast: rootTensor must be 0");
   const int root = static_cast<int>(opts.rootRank);
   return group_.enqueue(c10d::OpType::BROADCAST, "broadcast", {tensor},
-                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [tensor, root](const algo::Runner& ctx) {
                           algo::broadcast(ctx, tensor.data_ptr(), byteSize(tensor), root);
                         });
@@ -72,7 +73,7 @@ Side::WorkPtr CpuSide::allgather(std::vector<std::vector<at::Tensor>>& outputs,
   TORCH_CHECK_VALUE(list[rank_].numel() == input.numel(), "xccl allgather: this rank's output has ",
                     list[rank_].numel(), " elements but its input has ", input.numel());
   return group_.enqueue(c10d::OpType::ALLGATHER, "allgather", list, std::vector<at::Tensor>{input},
-                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [input, list](const algo::Runner& ctx) {
                           std::vector<size_t> sizes = byteSizes(list);
                           size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
@@ -99,8 +100,8 @@ Side::WorkPtr CpuSide::allgather_into_tensor_coalesced(std::vector<at::Tensor>& 
     checkFlatPair(outputs[i], "output", inputs[i], "input", size_, name);
   }
   return group_.enqueue(
-      c10d::OpType::_ALLGATHER_BASE, name, outputs, inputs, group_.effectiveTimeout(opts.timeout),
-      compat::isAsync(opts),
+      c10d::OpType::_ALLGATHER_BASE, name, outputs, inputs,
+      group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
       [outputs, inputs, size = size_](const algo::Runner& ctx) {
         for (size_t i = 0; i < inputs.size(); ++i) {
           std::vector<size_t> sizes(size, byteSize(inputs[i]));
@@ -131,7 +132,7 @@ Side::WorkPtr CpuSide::allgather_coalesced(std::vector<std::vector<at::Tensor>>&
   for (const auto& t : inputs) checkTensor(t, "allgather_coalesced", "input");
   // Every rank contributes the packed concatenation of its inputs.
   return group_.enqueue(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", all, inputs,
-                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [outputs, inputs](const algo::Runner& ctx) {
                           at::Tensor mine = pack(inputs);
                           size_t bytes = byteSize(mine);
@@ -166,7 +167,7 @@ Side::WorkPtr CpuSide::gather(std::vector<std::vector<at::Tensor>>& outputs,
                       "xccl gather: only the root passes output tensors");
   }
   return group_.enqueue(c10d::OpType::GATHER, "gather", list, std::vector<at::Tensor>{input},
-                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [input, list, root](const algo::Runner& ctx) {
                           at::Tensor buffer;
                           if (!list.empty())
@@ -192,8 +193,9 @@ Side::WorkPtr CpuSide::gather_into_tensor(at::Tensor& output, at::Tensor& input,
   std::vector<at::Tensor> outs;
   if (rank_ == root) outs.push_back(output);
   return group_.enqueue(c10d::OpType::GATHER, "gather_into_tensor", outs,
-                        std::vector<at::Tensor>{input}, group_.effectiveTimeout(opts.timeout),
-                        compat::isAsync(opts), [input, outs, root](const algo::Runner& ctx) {
+                        std::vector<at::Tensor>{input},
+                        group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        [input, outs, root](const algo::Runner& ctx) {
                           algo::gather(ctx, input.data_ptr(), byteSize(input),
                                        outs.empty() ? nullptr : outs[0].data_ptr(), root);
                         });
@@ -220,7 +222,7 @@ Side::WorkPtr CpuSide::scatter(std::vector<at::Tensor>& outputs,
                       "xccl scatter: only the root passes input tensors");
   }
   return group_.enqueue(c10d::OpType::SCATTER, "scatter", {output}, list,
-                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [output, list, root](const algo::Runner& ctx) {
                           at::Tensor buffer;
                           if (!list.empty()) buffer = pack(list);
@@ -239,8 +241,8 @@ Side::WorkPtr CpuSide::alltoall_base(at::Tensor& output, at::Tensor& input,
   std::vector<size_t> sendBytes = alltoallSplitBytes(input, inputSplitSizes, size_, "input");
   std::vector<size_t> recvBytes = alltoallSplitBytes(output, outputSplitSizes, size_, "output");
   return group_.enqueue(c10d::OpType::ALLTOALL_BASE, "alltoall", {output},
-                        std::vector<at::Tensor>{input}, group_.effectiveTimeout(opts.timeout),
-                        compat::isAsync(opts),
+                        std::vector<at::Tensor>{input},
+                        group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [input, output, sendBytes, recvBytes](const algo::Runner& ctx) {
                           algo::allToAll(ctx, input.data_ptr(), offsetsOf(sendBytes), sendBytes,
                                          output.data_ptr(), offsetsOf(recvBytes), recvBytes);
@@ -259,8 +261,9 @@ Side::WorkPtr CpuSide::alltoall(std::vector<at::Tensor>& outputs, std::vector<at
                       "xccl alltoall: all tensors must have the same dtype");
   }
   return group_.enqueue(
-      c10d::OpType::ALLTOALL, "alltoall", outputs, inputs, group_.effectiveTimeout(opts.timeout),
-      compat::isAsync(opts), [inputs, outputs](const algo::Runner& ctx) {
+      c10d::OpType::ALLTOALL, "alltoall", outputs, inputs,
+      group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
+      [inputs, outputs](const algo::Runner& ctx) {
         at::Tensor in = pack(inputs);
         std::vector<size_t> sendBytes = byteSizes(inputs), recvBytes = byteSizes(outputs);
         size_t total = std::accumulate(recvBytes.begin(), recvBytes.end(), size_t{0});
@@ -272,8 +275,9 @@ Side::WorkPtr CpuSide::alltoall(std::vector<at::Tensor>& outputs, std::vector<at
 }
 
 Side::WorkPtr CpuSide::barrier(const c10d::BarrierOptions& opts) {
-  return group_.enqueue(c10d::OpType::BARRIER, "barrier", {}, group_.effectiveTimeout(opts.timeout),
-                        compat::isAsync(opts), [](const algo::Runner& ctx) { algo::barrier(ctx); });
+  return group_.enqueue(c10d::OpType::BARRIER, "barrier", {},
+                        group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        [](const algo::Runner& ctx) { algo::barrier(ctx); });
 }
 
 }  // namespace xccl::backend

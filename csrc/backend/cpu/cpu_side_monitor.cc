@@ -40,11 +40,11 @@ std::string joinRanks(const std::vector<int>& ranks) {
 
 void CpuSide::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
   group_.checkUsable("monitoredBarrier");
-  const std::chrono::milliseconds timeout = group_.effectiveTimeout(opts.timeout);
+  const std::chrono::milliseconds timeout = group_.sequencer().effectiveTimeout(opts.timeout);
   // Every rank counts its calls alike, so the i-th call of each rank meets the others' i-th.
   const uint64_t count = ++monitoredBarriers_;
   if (size_ == 1) return;
-  net::Transport& transport = *group_.transport();
+  net::Transport& transport = *group_.membership().transport();
   auto tag = [count](uint32_t step) {
     return net::MessageTag{net::TagSpace::kMonitoredBarrier, step, count};
   };
@@ -57,7 +57,8 @@ void CpuSide::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRan
     std::vector<net::RequestPtr> requests{transport.isend(0, tag(kArrived), nullptr, 0),
                                           transport.irecv(0, tag(kRelease), nullptr, 0)};
     try {
-      transport.wait(requests, net::Clock::now() + std::max(timeout, group_.timeout()), what);
+      transport.wait(requests, net::Clock::now() + std::max(timeout, group_.sequencer().timeout()),
+                     what);
     } catch (const std::exception& e) {
       std::string message = "Rank " + std::to_string(rank_) +
                             " successfully reached monitoredBarrier, but received errors while "

@@ -22,12 +22,13 @@ Side::WorkPtr CpuSide::pointToPoint(std::vector<at::Tensor>& tensors, int peer, 
   c10d::OpType type =
       isSend ? c10d::OpType::SEND
              : (peer == net::kAnySource ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV);
-  auto work = c10::make_intrusive<XcclWork>(rank_, type, opName, group_.sequenceNumber(),
-                                            std::vector<at::Tensor>{tensor},
-                                            group_.effectiveTimeout(c10d::kUnsetTimeout));
-  group_.addToBatch(work, opName);
-  Executor* executor = group_.executor();
-  const uint64_t record = group_.recordPointToPoint(isSend, peer, tensor);
+  auto work =
+      c10::make_intrusive<XcclWork>(rank_, type, opName, group_.sequencer().sequenceNumber(),
+                                    std::vector<at::Tensor>{tensor},
+                                    group_.sequencer().effectiveTimeout(c10d::kUnsetTimeout));
+  group_.batch().add(work, opName);
+  Executor* executor = group_.sequencer().executor();
+  const uint64_t record = group_.recorder().recordPointToPoint(isSend, peer, tensor);
   std::string what = std::string(opName) + (isSend ? " to rank " : " from rank ") +
                      (peer == net::kAnySource ? std::string("any") : std::to_string(peer)) +
                      " (tag " + std::to_string(tag) + ")";
@@ -48,9 +49,11 @@ Side::WorkPtr CpuSide::pointToPoint(std::vector<at::Tensor>& tensors, int peer, 
   };
   net::MessageTag messageTag{net::TagSpace::kPointToPoint, 0, static_cast<uint64_t>(tag)};
   if (isSend) {
-    group_.transport()->isend(peer, messageTag, tensor.data_ptr(), byteSize(tensor), onDone);
+    group_.membership().transport()->isend(peer, messageTag, tensor.data_ptr(), byteSize(tensor),
+                                           onDone);
   } else {
-    group_.transport()->irecv(peer, messageTag, tensor.data_ptr(), byteSize(tensor), onDone);
+    group_.membership().transport()->irecv(peer, messageTag, tensor.data_ptr(), byteSize(tensor),
+                                           onDone);
   }
   return work;
 }

@@ -26,7 +26,7 @@ Side::WorkPtr CpuSide::allreduce(std::vector<at::Tensor>& tensors,
   ReduceSpec spec = toReduceSpec(opts.reduceOp, "allreduce");
   ElementView view = reduceView(tensor, spec, "allreduce");
   return group_.enqueue(c10d::OpType::ALLREDUCE, "allreduce", {tensor},
-                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [tensor, spec, view](const algo::Runner& ctx) mutable {
                           applyFactor(tensor, spec);
                           algo::allReduce(ctx, tensor.data_ptr(), view.count, view.type,
@@ -45,7 +45,7 @@ Side::WorkPtr CpuSide::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   checkSameDtypes(tensors, "allreduce_coalesced");
   // One collective over the concatenation: one round of latency instead of one per tensor.
   return group_.enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
-                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [tensors, spec](const algo::Runner& ctx) {
                           std::vector<at::Tensor> flat;
                           for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
@@ -71,7 +71,7 @@ Side::WorkPtr CpuSide::reduce(std::vector<at::Tensor>& tensors, const c10d::Redu
   const int root = static_cast<int>(opts.rootRank);
   const bool isRoot = root == rank_;
   return group_.enqueue(c10d::OpType::REDUCE, "reduce", {tensor},
-                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [tensor, spec, view, root, isRoot](const algo::Runner& ctx) {
                           // Non-roots keep their input: the algorithm may use its buffer as
                           // scratch.
@@ -96,7 +96,7 @@ Side::WorkPtr CpuSide::reduce_scatter(std::vector<at::Tensor>& outputs,
   ElementView view = reduceView(output, spec, "reduce_scatter");
   std::vector<at::Tensor> list = inputs[0];
   return group_.enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {output}, list,
-                        group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+                        group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
                         [output, list, spec, view](const algo::Runner& ctx) {
                           std::vector<at::Tensor> flat;
                           for (const auto& t : list) flat.push_back(t.reshape({-1}));
@@ -123,7 +123,7 @@ Side::WorkPtr CpuSide::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& 
   }
   return group_.enqueue(
       c10d::OpType::_REDUCE_SCATTER_BASE, name, outputs, inputs,
-      group_.effectiveTimeout(opts.timeout), compat::isAsync(opts),
+      group_.sequencer().effectiveTimeout(opts.timeout), compat::isAsync(opts),
       [outputs, inputs, spec, views](const algo::Runner& ctx) {
         for (size_t i = 0; i < inputs.size(); ++i) {
           // PREMUL_SUM scales a copy: the input is not ours to modify.

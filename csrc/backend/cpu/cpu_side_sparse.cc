@@ -70,7 +70,7 @@ Side::WorkPtr CpuSide::allreduceSparse(std::vector<at::Tensor>& tensors,
   TORCH_CHECK_VALUE(tensor.scalar_type() != at::kBool, "xccl ", name,
                     ": bool values cannot be summed");
   return group_.enqueue(
-      c10d::OpType::ALLREDUCE, name, {tensor}, group_.effectiveTimeout(opts.timeout),
+      c10d::OpType::ALLREDUCE, name, {tensor}, group_.sequencer().effectiveTimeout(opts.timeout),
       compat::isAsync(opts),
       [tensor, size = size_](const algo::Runner& ctx) {
         at::Tensor local = tensor.coalesce();  // one entry per index: fewer bytes to move

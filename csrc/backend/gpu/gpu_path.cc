@@ -35,14 +35,15 @@ GpuPath::GpuPath(GroupCore& group, Side& cpu, int device)
       cpu_(cpu),
       device_(device),
       comm_(gpuStreamFromPool(/*isHighPriority=*/true, device)),
-      tunables_(group.tunables()),
+      tunables_(group.membership().tunables()),
       blockingWait_(env::getBool("XCCL_GPU_BLOCKING_WAIT")) {
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
-  StoreAdapter store(group_.store(), "xccl/");
-  placement_ = exchangePlacement(store, group_.rank(), group_.size(), device, group_.timeout());
+  StoreAdapter store(group_.membership().store(), "xccl/");
+  placement_ = exchangePlacement(store, group_.membership().rank(), group_.membership().size(),
+                                 device, group_.sequencer().timeout());
   maxBlocks_ =
       algo::sharedGpuMaxBlocks(placement_.blocksPerSm, placement_.smCount, placement_.ranksPerGpu);
-  groupRequest_.worldSize = group_.size();
+  groupRequest_.worldSize = group_.membership().size();
   groupRequest_.hosts = placement_.hosts;
   groupRequest_.ranksPerGpu = placement_.ranksPerGpu;
   groupRequest_.gpus = placement_.gpus;
@@ -57,7 +58,7 @@ GpuPath::GpuPath(GroupCore& group, Side& cpu, int device)
   events_ = EventPool::create(device_);
   order_ = std::make_unique<StreamOrder>(comm_, events_);
   watchdog_ =
-      std::make_unique<Watchdog>(device_, error_, group_.timeout(),
+      std::make_unique<Watchdog>(device_, error_, group_.sequencer().timeout(),
                                  [this](const std::string& why) { group_.markBroken(why); });
   // The vendor group is created now, outside any graph capture; constructing ProcessGroupNCCL
   // builds no NCCL communicator (NCCL's comes with its first collective, see vendorGroup).
@@ -118,7 +119,7 @@ Side::WorkPtr GpuPath::broadcast(std::vector<at::Tensor>& tensors,
                                  const c10d::BroadcastOptions& opts) {
   const char* name = "broadcast";
   at::Tensor tensor = single(tensors, name, home());
-  checkRoot(opts.rootRank, group_.size(), name);
+  checkRoot(opts.rootRank, group_.membership().size(), name);
   checkHealthy(name);
   const size_t bytes = byteSize(tensor);
   const algo::GpuPlan plan =
@@ -137,7 +138,7 @@ Side::WorkPtr GpuPath::broadcast(std::vector<at::Tensor>& tensors,
     auto* data = static_cast<char*>(tensor.data_ptr());
     for (size_t base = 0; base < bytes; base += perChunk) {
       const size_t count = std::min(perChunk, bytes - base);
-      if (group_.rank() == root) copyIn(ws, data + base, count);
+      if (group_.membership().rank() == root) copyIn(ws, data + base, count);
       kernels::BroadcastArgs args;
       args.handle = handle(ws);
       args.output = data + base;
@@ -169,7 +170,7 @@ Side::WorkPtr GpuPath::allgatherBase(at::Tensor& output, at::Tensor& input,
   const char* name = "allgather_into_tensor";
   checkTensor(input, name, "input", home());
   checkTensor(output, name, "output", home());
-  checkFlatPair(output, "output", input, "input", group_.size(), name);
+  checkFlatPair(output, "output", input, "input", group_.membership().size(), name);
   checkHealthy(name);
   const size_t bytes = byteSize(input);
   const algo::GpuPlan plan =
@@ -221,7 +222,7 @@ Side::WorkPtr GpuPath::reduceScatterBase(at::Tensor& output, at::Tensor& input,
   const char* name = "reduce_scatter_tensor";
   checkTensor(input, name, "input", home());
   checkTensor(output, name, "output", home());
-  checkFlatPair(input, "input", output, "output", group_.size(), name);
+  checkFlatPair(input, "input", output, "output", group_.membership().size(), name);
   checkHealthy(name);
   const GpuReduce reduce = toGpuReduce(opts.reduceOp, name, device_);
   const ElementView view = reduceView(output, reduce.spec, name);
@@ -271,7 +272,7 @@ Side::WorkPtr GpuPath::alltoall_base(at::Tensor& output, at::Tensor& input,
   checkTensor(input, name, "input", home());
   checkTensor(output, name, "output", home());
   checkHealthy(name);
-  const int size = group_.size();
+  const int size = group_.membership().size();
   auto rows = [](const at::Tensor& t) { return t.dim() == 0 ? int64_t{1} : t.size(0); };
   // Torch's equal form only (algo::kernelAllToAll): explicit split lists go to NCCL/RCCL.
   const bool even = algo::kernelAllToAll(rows(input), input.numel(), rows(output), output.numel(),

@@ -31,14 +31,15 @@ GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
               "shared device memory, which cannot happen during CUDA graph "
               "capture; run the collective once before capturing");
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
-  StoreAdapter store(group_.store(), "xccl/");
+  StoreAdapter store(group_.membership().store(), "xccl/");
   std::string whyNot;
   // Counted alike on every rank: a retry after a timeout never reads this attempt's records.
   workspaceAttempt_++;
   try {
     workspace_ =
-        Workspace::createAgreed(store, "gpu_ws", workspaceAttempt_, group_.rank(), group_.size(),
-                                device_, tunables_.gpuWorkspaceBytes, group_.timeout(), &whyNot);
+        Workspace::createAgreed(store, "gpu_ws", workspaceAttempt_, group_.membership().rank(),
+                                group_.membership().size(), device_, tunables_.gpuWorkspaceBytes,
+                                group_.sequencer().timeout(), &whyNot);
   } catch (const Error& e) {
     // A timeout here (some rank never voted) can leave ranks with different outcomes (a rank
     // that saw every vote took the workspace): the group's GPU side is failed, not retried.
@@ -47,7 +48,7 @@ GpuPath::Workspace* GpuPath::workspaceOrNull(const char* op) {
   }
   if (!workspace_) {
     ipcRefused_ = whyNot.empty() ? std::string("no reason given") : whyNot;
-    XCCL_WARN("backend", "group '", group_.groupName(),
+    XCCL_WARN("backend", "group '", group_.membership().groupName(),
               "': xccl's GPU kernels are off for this "
               "group, its CUDA collectives use ",
               placement_.ranksPerGpu > 1 ? "host memory" : "NCCL/RCCL", ": ", ipcRefused_);
@@ -74,7 +75,7 @@ kernels::DeviceHandle GpuPath::handle(Workspace& ws) const {
   // where the host sets the abort bit.
   h.error = ws.error();
   h.hostWord = error_->deviceAlias();
-  h.timeoutNs = static_cast<uint64_t>(group_.timeout().count()) * 1000000ull;
+  h.timeoutNs = static_cast<uint64_t>(group_.sequencer().timeout().count()) * 1000000ull;
   h.rank = ws.rank();
   h.worldSize = ws.size();
   return h;
@@ -123,9 +124,10 @@ c10::intrusive_ptr<c10d::Work> GpuPath::runKernel(c10d::OpType type, const char*
   // events be queried: nothing to watch, its future is completed at issue.
   if (!captured) inFlight_->add(done, keep);
   auto work =
-      c10::make_intrusive<GpuWork>(group_.rank(), type, op, comm_.unwrap(), done, captured,
-                                   std::vector<at::Tensor>{keep.front()}, error_,
-                                   blockingWait_ ? std::optional(group_.timeout()) : std::nullopt,
+      c10::make_intrusive<GpuWork>(group_.membership().rank(), type, op, comm_.unwrap(), done,
+                                   captured, std::vector<at::Tensor>{keep.front()}, error_,
+                                   blockingWait_ ? std::optional(group_.sequencer().timeout())
+                                                 : std::nullopt,
                                    /*watched=*/!captured);
   if (!captured) {
     watchdog_->watch(work, done,
@@ -149,7 +151,8 @@ bool GpuPath::drainComm(std::chrono::steady_clock::time_point deadline) {
   // or aborted), can never release them: abort at once rather than wait out the group timeout.
   bool aborted = false;
   for (;;) {
-    if (!aborted && (error_->read() != 0 || Clock::now() >= halfway || group_.somePeerFailed())) {
+    if (!aborted &&
+        (error_->read() != 0 || Clock::now() >= halfway || group_.membership().somePeerFailed())) {
       error_->abort();
       aborted = true;
     }
@@ -195,13 +198,13 @@ void GpuPath::shutdown(std::chrono::milliseconds timeout) {
   bool everyoneDone = false;
   if (drained) {
     try {
-      StoreAdapter store(group_.store(), "xccl/");
+      StoreAdapter store(group_.membership().store(), "xccl/");
       const std::string key = "gpu_ws/" + std::to_string(workspaceAttempt_) + "/done";
       const auto left =
-          rules::doneAgreementWait(error_->read() != 0 || group_.somePeerFailed(),
+          rules::doneAgreementWait(error_->read() != 0 || group_.membership().somePeerFailed(),
                                    std::chrono::duration_cast<std::chrono::milliseconds>(
                                        deadline - std::chrono::steady_clock::now()));
-      net::Bootstrap(store, "", group_.rank(), group_.size(), left)
+      net::Bootstrap(store, "", group_.membership().rank(), group_.membership().size(), left)
           .allGather(key, net::toBytes("1"));
       everyoneDone = true;
     } catch (const std::exception& e) {

@@ -56,7 +56,8 @@ algo::GpuPlan GpuPath::cachedPlan(const PlanKey& key) {
   request.dtype = static_cast<DataType>(key.dtype);
   request.op = static_cast<ReduceOp>(key.op);
   algo::setGpuCallFlags(request, key.flags);
-  algo::GpuPlan plan = algo::planGpu(request, thisMachine(), tunables_, group_.tuning());
+  algo::GpuPlan plan =
+      algo::planGpu(request, thisMachine(), tunables_, group_.membership().tuning());
   if (plans_.size() >= kMaxCachedPlans) plans_.clear();  // bounded: a sweep over many sizes
   plans_.emplace(key, plan);
   return plan;

@@ -56,8 +56,10 @@ c10d::Backend* GpuPath::vendorGroup(const char* op) {
   if (!vendor_ && !vendorTried_) {
     vendorTried_ = true;
     if (VendorFactory factory = vendorFactory()) {
-      auto store = c10::make_intrusive<c10d::PrefixStore>("xccl/vendor/", group_.store());
-      vendor_ = factory(store, group_.rank(), group_.size(), group_.timeout(), group_.groupName());
+      auto store =
+          c10::make_intrusive<c10d::PrefixStore>("xccl/vendor/", group_.membership().store());
+      vendor_ = factory(store, group_.membership().rank(), group_.membership().size(),
+                        group_.sequencer().timeout(), group_.membership().groupName());
     }
     if (!vendor_) {
       XCCL_WARN("backend", "no vendor library (NCCL/RCCL) in this torch: GPU collectives "
@@ -131,8 +133,8 @@ c10::intrusive_ptr<c10d::Work> GpuPath::viaHost(const char* op, const Call& call
   }
   std::shared_ptr<CudaEvent> done = events_->take();
   XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(done->get(), current.stream()));
-  auto work = c10::make_intrusive<GpuWork>(group_.rank(), type, op, current.unwrap(), done, false,
-                                           results, error_, std::nullopt);
+  auto work = c10::make_intrusive<GpuWork>(group_.membership().rank(), type, op, current.unwrap(),
+                                           done, false, results, error_, std::nullopt);
   work->setSourceRank(source);
   return work;
 }
@@ -148,8 +150,9 @@ c10::intrusive_ptr<c10d::Work> GpuPath::solo(c10d::OpType type, const char* op, 
   std::shared_ptr<CudaEvent> done = events_->take();
   XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(EventRecord)(done->get(), current.stream()));
   countRoute(algo::GpuRoute::kLocal);
-  return c10::make_intrusive<GpuWork>(group_.rank(), type, op, current.unwrap(), done, captured,
-                                      std::vector<at::Tensor>{output}, error_, std::nullopt);
+  return c10::make_intrusive<GpuWork>(group_.membership().rank(), type, op, current.unwrap(), done,
+                                      captured, std::vector<at::Tensor>{output}, error_,
+                                      std::nullopt);
 }
 
 }  // namespace xccl::backend

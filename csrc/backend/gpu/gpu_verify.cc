@@ -49,16 +49,16 @@ bool sharedGpuTimeSliced() {
 }  // namespace
 
 void GpuPath::agreeOnKernels(net::Store& store) {
-  const int rank = group_.rank();
+  const int rank = group_.membership().rank();
   const KernelCheckResult mine = checkKernels();
   const net::RankZeroVerdict verdict =
-      net::agreeOnRankZero(store, "gpu_verified", rank, group_.size(), mine.verified ? "1" : "0",
-                           group_.timeout());
+      net::agreeOnRankZero(store, "gpu_verified", rank, group_.membership().size(),
+                           mine.verified ? "1" : "0", group_.sequencer().timeout());
   groupRequest_.kernelsVerified = verdict.value == "1";
   if (groupRequest_.kernelsVerified != mine.verified) {
-    XCCL_WARN("backend", "group '", group_.groupName(), "': this rank finds xccl's GPU kernels ",
-              mine.verified ? "verified" : "not verified", " (", mine.why,
-              "), rank 0 does not; the group follows rank 0");
+    XCCL_WARN("backend", "group '", group_.membership().groupName(),
+              "': this rank finds xccl's GPU kernels ", mine.verified ? "verified" : "not verified",
+              " (", mine.why, "), rank 0 does not; the group follows rank 0");
   }
   const bool forced = tunables_.gpuForced != algo::GpuForce::kAuto &&
                       tunables_.gpuForced != algo::GpuForce::kVendor;
@@ -74,7 +74,7 @@ void GpuPath::agreeOnKernels(net::Store& store) {
   // One record per rank: time-sliced on a shared GPU, a MIG instance. Any rank's "1" counts.
   const bool sliced = placement_.ranksPerGpu > 1 && sharedGpuTimeSliced();
   const std::vector<std::string> all =
-      net::Bootstrap(store, "", rank, group_.size(), group_.timeout())
+      net::Bootstrap(store, "", rank, group_.membership().size(), group_.sequencer().timeout())
           .allGather("gpu_sharing",
                      std::string(sliced ? "1" : "0") + (migDevice(device_) ? "1" : "0"));
   bool anySliced = false, anyMig = false;
@@ -96,7 +96,7 @@ void GpuPath::agreeOnKernels(net::Store& store) {
     std::lock_guard<std::mutex> guard(mutex_);
     ipcRefused_ = "a rank's GPU is a MIG instance, which refuses CUDA IPC";
     if (rank == 0) {
-      XCCL_WARN("backend", "group '", group_.groupName(),
+      XCCL_WARN("backend", "group '", group_.membership().groupName(),
                 "': xccl's GPU kernels are off: ", ipcRefused_);
     }
   }
@@ -192,12 +192,12 @@ Side::WorkPtr GpuPath::verifiedKernel(const char* op, const VerifyCase& what, co
   const bool exact = exactFor(what.dtype, what.op, what.reduces);
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::string where = firstDifference(fromKernel[i], fromReference[i], exact,
-                                              toleranceFor(what.dtype, group_.size()));
+                                              toleranceFor(what.dtype, group_.membership().size()));
     if (where.empty()) continue;
     throwTorchError(ErrorKind::kInternal,
                     c10::str("xccl ", op, ": XCCL_GPU_VERIFY: the kernel's result differs from ",
                              vendor ? "NCCL/RCCL's" : "the host route's", " on rank ",
-                             group_.rank(), " (", dataTypeName(what.dtype),
+                             group_.membership().rank(), " (", dataTypeName(what.dtype),
                              what.reduces ? std::string(" ") + reduceOpName(what.op)
                                           : std::string(),
                              ", ", what.bytes, " B): ", where));

@@ -69,21 +69,21 @@ XcclWindow::XcclWindow(c10::intrusive_ptr<c10d::Backend> owner, GroupCore& group
     : owner_(std::move(owner)),
       group_(group),
       id_(id),
-      rank_(group_.rank()),
-      size_(group_.size()),
+      rank_(group_.membership().rank()),
+      size_(group_.membership().size()),
       signalValue_(kSignalBase | (id % kSignalIds)),
-      epoch_(group_.membershipEpoch()),
+      epoch_(group_.membership().membershipEpoch()),
       pending_(size_),
       orphans_(size_) {
   // Which ranks share this host, as the group's shared-memory transport decides (one rank's
   // XCCL_SHM_DISABLE turns it off for all): their windows are mapped, the others' reached
   // through the transport.
   const net::shm::Options shm = net::shm::Options::fromEnvironment();
-  StoreAdapter store(group_.store(), "xccl/win/" + std::to_string(id_) + "/");
+  StoreAdapter store(group_.membership().store(), "xccl/win/" + std::to_string(id_) + "/");
   try {
     const net::Census census =
-        net::takeCensus(bootstrapOf(store, rank_, size_, "new", group_.timeout()), "hosts",
-                        shm.identity(), !shm.disabled);
+        net::takeCensus(bootstrapOf(store, rank_, size_, "new", group_.sequencer().timeout()),
+                        "hosts", shm.identity(), !shm.disabled);
     local_ = census.firstAbsent < 0 ? census.hosts.ranksOn(census.hosts.hostOf[rank_])
                                     : std::vector<int>{rank_};
     unmapped_ = census.firstAbsent < 0
@@ -107,7 +107,8 @@ XcclWindow::~XcclWindow() {
   // and with it every registration's state: nothing is left to deregister from, and the
   // registration must not try.
   std::lock_guard<std::mutex> guard(mutex_);
-  if (registered_ && registered_->registration && (group_.transportGone() || stale())) {
+  if (registered_ && registered_->registration &&
+      (group_.membership().transportGone() || stale())) {
     (void)registered_->registration.release();
   }
 }
@@ -131,9 +132,11 @@ void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
     if (registered_) bad = "a tensor is already registered (call tensor_deregister first)";
   }
   const std::string step = std::to_string(++generation_);
-  StoreAdapter store(group_.store(), "xccl/win/" + std::to_string(id_) + "/reg" + step + "/");
-  const net::Bootstrap bootstrap = bootstrapOf(store, rank_, size_, "", group_.timeout())
-                                       .until(net::Clock::now() + group_.timeout());
+  StoreAdapter store(group_.membership().store(),
+                     "xccl/win/" + std::to_string(id_) + "/reg" + step + "/");
+  const net::Bootstrap bootstrap =
+      bootstrapOf(store, rank_, size_, "", group_.sequencer().timeout())
+          .until(net::Clock::now() + group_.sequencer().timeout());
   try {
     const net::Agreement args = bootstrap.agree("args", bad);
     if (!args.ok()) XCCL_THROW(ErrorKind::kInvalidArgument, args.first());
@@ -159,7 +162,7 @@ void XcclWindow::tensor_register(const at::Tensor& tensor, bool owning) {
     net::RemoteRegion remote;
     if (static_cast<int>(local_.size()) < size_) {
       try {
-        reg->registration = group_.transport()->registerMemory(own->data(), bytes);
+        reg->registration = group_.membership().transport()->registerMemory(own->data(), bytes);
         remote = reg->registration->remote();
       } catch (const Error& e) {
         failure = e.what();
@@ -220,8 +223,8 @@ void XcclWindow::tensor_deregister() {
     return;
   }
   std::shared_ptr<Registered> reg = current("tensor_deregister");
-  StoreAdapter store(group_.store(), "xccl/win/" + std::to_string(id_) + "/dereg" +
-                                         std::to_string(generation_) + "/");
+  StoreAdapter store(group_.membership().store(), "xccl/win/" + std::to_string(id_) + "/dereg" +
+                                                      std::to_string(generation_) + "/");
   try {
     // Our puts in flight end first; then every rank agrees, so nobody writes any more once the
     // memory leaves the transport and the peers' mappings go.
@@ -229,7 +232,7 @@ void XcclWindow::tensor_deregister() {
       if (!reg->region->maps(peer))
         fence(peer, deadlineOf(c10d::kUnsetTimeout), "tensor_deregister");
     }
-    bootstrapOf(store, rank_, size_, "", group_.timeout()).agree("done", "");
+    bootstrapOf(store, rank_, size_, "", group_.sequencer().timeout()).agree("done", "");
   } catch (const Error& e) {
     throwTorchError(e.kind(), std::string("xccl tensor_deregister: ") + messageOf(e));
   }
@@ -284,7 +287,7 @@ std::shared_ptr<XcclWindow::Registered> XcclWindow::current(const char* opName) 
   return registered_;
 }
 
-bool XcclWindow::stale() const { return group_.membershipEpoch() != epoch_; }
+bool XcclWindow::stale() const { return group_.membership().membershipEpoch() != epoch_; }
 
 void XcclWindow::checkRank(int64_t rank, const char* opName) const {
   TORCH_CHECK_VALUE(rank >= 0 && rank < size_, "xccl window ", opName, ": rank ", rank,
@@ -294,21 +297,21 @@ void XcclWindow::checkRank(int64_t rank, const char* opName) const {
 void XcclWindow::checkAlive(int peer) const {
   if (peer == rank_) return;
   try {
-    group_.peerAlive(peer);
+    group_.membership().peerAlive(peer);
   } catch (const Error& e) {
     throwTorchError(e.kind(), e.what());
   }
 }
 
 net::Deadline XcclWindow::deadlineOf(std::chrono::milliseconds requested) const {
-  const auto timeout = requested != c10d::kUnsetTimeout ? requested : group_.timeout();
+  const auto timeout = requested != c10d::kUnsetTimeout ? requested : group_.sequencer().timeout();
   return net::Clock::now() + timeout;
 }
 
 c10::intrusive_ptr<XcclWork> XcclWindow::newWork(c10d::OpType type, const char* opName,
                                                  std::vector<at::Tensor> outputs) const {
   return c10::make_intrusive<XcclWork>(rank_, type, opName, 0, std::move(outputs),
-                                       group_.timeout());
+                                       group_.sequencer().timeout());
 }
 
 }  // namespace xccl::backend

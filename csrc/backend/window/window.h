@@ -142,7 +142,7 @@ class XcclWindow final : public c10d::Window {
   const int rank_;
   const int size_;
   const uint64_t signalValue_;  // what this window's signals carry over the transport (never 0)
-  // The group's membership (GroupCore::membershipEpoch) this window was created in: a
+  // The group's membership (Membership::membershipEpoch) this window was created in: a
   // reconfigure since then ended it, with the transport its registration belongs to.
   const uint64_t epoch_;
   std::vector<int> local_;  // ranks on this host whose windows are mapped (ascending)

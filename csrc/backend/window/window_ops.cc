@@ -261,7 +261,7 @@ XcclWindow::WorkPtr XcclWindow::write(const char* opName, const Registered& reg,
   auto batch = std::make_shared<Batch>();
   batch->left = pieces.size();
   const std::string what = std::string(opName) + " to rank " + std::to_string(dst);
-  Executor* executor = group_.executor();
+  Executor* executor = group_.sequencer().executor();
   auto onDone = [batch, work, executor, what](const net::Request& request) {
     if (request.state() == net::Request::State::kFailed) {
       std::lock_guard<std::mutex> guard(batch->mutex);
@@ -283,9 +283,10 @@ XcclWindow::WorkPtr XcclWindow::write(const char* opName, const Registered& reg,
   std::vector<net::RequestPtr> requests;
   requests.reserve(pieces.size());
   for (const WindowPiece& piece : pieces) {
-    requests.push_back(group_.transport()->iwrite(dst, piece.src, piece.bytes,
-                                                  reg.peers[dst].remote, piece.dstOffset,
-                                                  /*signal=*/0, onDone));
+    requests.push_back(group_.membership().transport()->iwrite(dst, piece.src, piece.bytes,
+                                                               reg.peers[dst].remote,
+                                                               piece.dstOffset,
+                                                               /*signal=*/0, onDone));
   }
   {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -295,7 +296,7 @@ XcclWindow::WorkPtr XcclWindow::write(const char* opName, const Registered& reg,
   }
   if (!asyncOp) {
     try {
-      group_.transport()->wait(requests, deadline, what);
+      group_.membership().transport()->wait(requests, deadline, what);
     } catch (const Error& e) {
       throwTorchError(e.kind(), e.what());
     }
@@ -310,7 +311,7 @@ void XcclWindow::fence(int peer, net::Deadline deadline, const std::string& what
     pending.swap(pending_[peer]);
   }
   std::erase_if(pending, [](const net::RequestPtr& r) { return r->done(); });
-  if (!pending.empty()) group_.transport()->wait(pending, deadline, what);
+  if (!pending.empty()) group_.membership().transport()->wait(pending, deadline, what);
 }
 
 XcclWindow::WorkPtr XcclWindow::signal(int64_t peerRank, bool asyncOp,
@@ -332,22 +333,21 @@ XcclWindow::WorkPtr XcclWindow::signal(int64_t peerRank, bool asyncOp,
     // Another host: the transport may deliver a later write first, so the signal leaves only
     // once every earlier put to `peer` completed (its bytes visible there).
     fence(peer, deadline, what);
-    Executor* executor = group_.executor();
-    net::RequestPtr request =
-        group_.transport()->iwrite(peer, nullptr, 0, reg->peers[peer].remote, 0, signalValue_,
-                                   [work, executor, what](const net::Request& r) {
-                                     const bool ok = r.state() == net::Request::State::kDone;
-                                     const std::string error =
-                                         ok ? "" : what + " failed: " + r.errorMessage();
-                                     executor->complete([work, ok, error] {
-                                       if (ok) {
-                                         work->succeed();
-                                       } else {
-                                         work->fail(ErrorKind::kPeerFailure, error);
-                                       }
-                                     });
-                                   });
-    if (!asyncOp) group_.transport()->wait({request}, deadline, what);
+    Executor* executor = group_.sequencer().executor();
+    net::RequestPtr request = group_.membership().transport()->iwrite(
+        peer, nullptr, 0, reg->peers[peer].remote, 0, signalValue_,
+        [work, executor, what](const net::Request& r) {
+          const bool ok = r.state() == net::Request::State::kDone;
+          const std::string error = ok ? "" : what + " failed: " + r.errorMessage();
+          executor->complete([work, ok, error] {
+            if (ok) {
+              work->succeed();
+            } else {
+              work->fail(ErrorKind::kPeerFailure, error);
+            }
+          });
+        });
+    if (!asyncOp) group_.membership().transport()->wait({request}, deadline, what);
   } catch (const Error& e) {
     throwTorchError(e.kind(), e.what());
   }

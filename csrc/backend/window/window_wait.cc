@@ -59,7 +59,7 @@ XcclWindow::WorkPtr XcclWindow::wait_signal(int64_t peerRank, bool asyncOp,
     return work;
   }
   const std::string what = "window wait_signal";
-  const net::shm::PeerAlive alive = [this](int r) { return group_.peerAlive(r); };
+  const net::shm::PeerAlive alive = [this](int r) { return group_.membership().peerAlive(r); };
   try {
     reg->region->waitSignal(peer, net::shm::WaitBounds{deadline, what, alive});
   } catch (const Error& e) {
@@ -82,32 +82,32 @@ XcclWindow::WorkPtr XcclWindow::waitRemote(const Registered& reg, int peer, bool
   }
   if (!slot) {
     slot = std::make_shared<SignalSlot>();
-    Executor* executor = group_.executor();
+    Executor* executor = group_.sequencer().executor();
     const std::string what = "wait_signal from rank " + std::to_string(peer);
-    group_.transport()->iwaitWrite(peer, signalValue_,
-                                   [slot, executor, what](const net::Request& request) {
-                                     c10::intrusive_ptr<XcclWork> attached;
-                                     std::string error;
-                                     {
-                                       std::lock_guard<std::mutex> guard(slot->mutex);
-                                       slot->fired = true;
-                                       if (request.state() == net::Request::State::kFailed) {
-                                         slot->error = what + " failed: " + request.errorMessage();
-                                       }
-                                       error = slot->error;
-                                       attached = std::move(slot->work);
-                                     }
-                                     slot->changed.notify_all();
-                                     if (attached) {
-                                       executor->complete([attached, error] {
-                                         if (error.empty()) {
-                                           attached->succeed();
-                                         } else {
-                                           attached->fail(ErrorKind::kPeerFailure, error);
-                                         }
-                                       });
-                                     }
-                                   });
+    group_.membership().transport()->iwaitWrite(
+        peer, signalValue_, [slot, executor, what](const net::Request& request) {
+          c10::intrusive_ptr<XcclWork> attached;
+          std::string error;
+          {
+            std::lock_guard<std::mutex> guard(slot->mutex);
+            slot->fired = true;
+            if (request.state() == net::Request::State::kFailed) {
+              slot->error = what + " failed: " + request.errorMessage();
+            }
+            error = slot->error;
+            attached = std::move(slot->work);
+          }
+          slot->changed.notify_all();
+          if (attached) {
+            executor->complete([attached, error] {
+              if (error.empty()) {
+                attached->succeed();
+              } else {
+                attached->fail(ErrorKind::kPeerFailure, error);
+              }
+            });
+          }
+        });
   }
   std::unique_lock<std::mutex> lock(slot->mutex);
   if (asyncOp && !slot->fired) {
@@ -175,7 +175,7 @@ void XcclWindow::waiterLoop() {
       }
       if (!done && it->peer != rank_) {
         try {
-          group_.peerAlive(it->peer);
+          group_.membership().peerAlive(it->peer);
         } catch (const Error& e) {
           done = true;
           end.kind = e.kind();
