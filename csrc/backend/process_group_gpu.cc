@@ -37,7 +37,8 @@ GpuSide& ProcessGroupXccl::gpu(const std::vector<at::Tensor*>& tensors, const ch
                                   return torchErrors([&] { return gpu_->endCoalescing(); });
                                 }});
   }
-  // The first CUDA call of a coalesced batch opens the batch on the GPU side. Not under the  // core's lock: that may create the vendor group, which calls into Python.
+  // The first CUDA call of a coalesced batch opens the batch on the GPU side. Not under the
+  // batch's lock: that may create the vendor group, which calls into Python.
   if (core_->batch().joinOnGpu(opName)) {
     try {
       gpu_->startCoalescing(opName);
