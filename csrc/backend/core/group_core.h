@@ -23,8 +23,13 @@
 // Threads: every method may be called from any thread unless it says otherwise (each part's
 // header says its own rules). The membership and the executor change only in connect(),
 // startWithoutMembers(), stopMembership(), releaseMembership() and renew(), which the face calls
-// with no operation in flight on this rank. Each part with shared state has a lock of its own;
-// no invariant spans two parts' state except across renew(), which runs with nothing in flight.
+// with no operation in flight on this rank.
+// Locks: each part with shared state has its own (FailureState: the broken reason and shutdown;
+// CoalescedBatch: the batch; Sequencer: the timeout). No invariant spans two of them: every check
+// or change reads or writes one part's state (a collective checks the failure state, then adds its
+// Work to the batch, in two critical sections as before), and the one step that changes several
+// together, renew(), runs with no operation in flight. Holding one part's lock, nothing takes
+// another's.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
