@@ -43,7 +43,8 @@ GpuRouteCounts processGpuRouteCounts();
 void countProcessGpuRoute(size_t route);
 
 // Side's operations on CUDA tensors, plus what only the GPU side has: coalesced batches of its
-// own (a CPU batch is GroupCore's list of Works) and an end that must wait for the GPU.
+// own (a CPU batch is a list of Works in GroupCore's CoalescedBatch) and an end that must wait
+// for the GPU.
 class GpuSide : public Side {
  public:
   // A coalesced batch of CUDA calls (batch_isend_irecv, torch's coalescing manager): every call
