@@ -119,7 +119,7 @@ int runRank(int rank, int ranks, const std::string& dir, const Sweep& sweep) {
       for (int rep = -1; rep < sweep.repetitions; ++rep) {
         double t[2];
         for (int single = 0; single < 2; ++single) {
-          calls.tunables().shmCmaMinBytes = single ? 0 : SIZE_MAX;
+          calls.tunables().shmCmaMinBytes.setAll(single ? 0 : SIZE_MAX);
           algo::shm::barrier(calls.next("barrier"));
           const auto start = Clock::now();
           for (int i = 0; i < burst; ++i) once();
