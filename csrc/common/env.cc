@@ -63,14 +63,19 @@ Variable choice(const char* name, const char* defaultValue, std::vector<std::str
   return v;
 }
 
-// A byte count per collective (Kind::kBytesPerCollective) for `collectives`, each 0 to `max`.
-Variable bytesPerCollective(const char* name, std::vector<vocab::Collective> collectives,
-                            int64_t max, bool groupWide, const char* meaning) {
+// A byte threshold per collective (Kind::kBytesPerCollective) for `collectives`, each 0 to `max`.
+Variable thresholds(const char* name, std::vector<vocab::Collective> collectives, int64_t max,
+                    bool groupWide, const char* meaning) {
   Variable v = declare(name, "", Kind::kBytesPerCollective, meaning);
   v.max = max;
   v.collectives = std::move(collectives);
   v.groupWide = groupWide;
   return v;
+}
+
+// XCCL_SHM_CMA_MIN_BYTES's collectives: those with a shared-memory single copy.
+std::vector<vocab::Collective> shmSingleCopyCollectives() {
+  return {std::begin(vocab::kShmSingleCopyCollectives), std::end(vocab::kShmSingleCopyCollectives)};
 }
 
 // XCCL_ALGO's choices: the algorithms the plan vocabulary lets a user force.
@@ -184,14 +189,12 @@ const std::vector<Variable> kVariables = {
             "PR_SET_PTRACER (by default only the ranks' common parent is let in, docs/shm.md)."),
     // Part of each collective's signature: ranks that disagree fail with a mismatch error. The
     // defaults per collective are algo/tunables.h's kShmCma*MinBytes.
-    bytesPerCollective(
-        "XCCL_SHM_CMA_MIN_BYTES",
-        {std::begin(vocab::kShmSingleCopyCollectives), std::end(vocab::kShmSingleCopyCollectives)},
-        kMaxBytes, kGroupWide,
-        "Shared-memory messages (the whole message) from this many bytes on are read from "
-        "peers' memory with process_vm_readv (one copy) where the group allows it: one number "
-        "or never for all four collectives, or per collective; default: all_reduce 1 MiB, "
-        "all_gather 256 KiB, broadcast and reduce never (measured, docs/shm.md)."),
+    thresholds("XCCL_SHM_CMA_MIN_BYTES", shmSingleCopyCollectives(), kMaxBytes, kGroupWide,
+               "Shared-memory messages (the whole message) from this many bytes on are "
+               "read from peers' memory with process_vm_readv (one copy) where the group "
+               "allows it: one number or never for all four collectives, or per "
+               "collective; default: all_reduce 1 MiB, all_gather 256 KiB, broadcast and "
+               "reduce never (measured, docs/shm.md)."),
     text("XCCL_TOPO_FILE",
          "Load the machine topology from this JSON file (docs/topology.md) instead of probing "
          "sysfs, NVML and KFD; for VMs that hide the real topology and for planning offline."),
