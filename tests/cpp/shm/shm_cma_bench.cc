@@ -1,7 +1,7 @@
 // The single-copy path (process_vm_readv, docs/shm.md) against the slots, per collective, across
 // fork()ed processes, fp32 SUM, the two alternating inside each repetition so load from other
-// processes hits both alike. Used to choose algo::kShmCmaMinBytes. On a shared machine compare
-// ratios, not times.
+// processes hits both alike (algo::ShmCmaMinBytes's defaults rest on python -m xccl.bench runs
+// instead, docs/shm.md). On a shared machine compare ratios, not times.
 //
 //   shm_cma_bench [ranks=2] [repetitions=9] [min bytes=64 KiB] [max bytes=64 MiB] [step=2]
 //                 [huge=0]
