@@ -91,7 +91,11 @@ PeerAccess peerAccess(int scope, const std::vector<pid_t>& parents) {
                                 "read the ranks (start them from one launcher, e.g. torchrun)")};
     }
   }
-  return {parents.empty() ? 0 : parents[0], ""};
+  if (parents.empty() || parents[0] == 0) {
+    // getppid() is 0 when the parent lives outside our pid namespace: nothing to name.
+    return {0, "the ranks' parent is outside their pid namespace under yama ptrace_scope 1"};
+  }
+  return {parents[0], ""};
 }
 
 pid_t parsePid(const std::string& text) {

@@ -138,6 +138,9 @@ TEST(CmaPeerAccess, OnlyACommonParentIsEverLetIn) {
   EXPECT_NE(strangers.whyNot.find("ranks 0 and 2 have different parent processes (4242 and 77)"),
             std::string::npos)
       << strangers.whyNot;
+  const net::shm::PeerAccess outside = net::shm::peerAccess(1, {0, 0});
+  EXPECT_EQ(outside.tracer, 0);
+  EXPECT_NE(outside.whyNot.find("outside their pid namespace"), std::string::npos);
   for (int scope : {2, 3}) {
     const net::shm::PeerAccess closed = net::shm::peerAccess(scope, {4242, 4242});
     EXPECT_EQ(closed.tracer, 0);
