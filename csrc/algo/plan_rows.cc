@@ -84,6 +84,14 @@ void cpuRows(const PlanQuery& q, const Tunables& tunables, std::vector<PlanRow>&
       } else {
         row.algorithm = netAlgorithm(plan.algorithm, plan);
       }
+      // The shm route's single copy (docs/shm.md): the rows' sizes are whole messages (all_gather:
+      // its output), as usesSingleCopy compares them; whether the ranks may read each other is
+      // known only when a group probes, hence "where".
+      const size_t singleFrom = tunables.shmCmaMinBytes.of(c);
+      if (plan.route == CpuRoute::kShm && singleFrom != kNoLimit && bytes >= singleFrom) {
+        row.reason += "; single copy (process_vm_readv) from " + formatBytes(singleFrom) +
+                      " where the ranks may read each other";
+      }
       rows.push_back(std::move(row));
     }
   }

@@ -95,7 +95,8 @@ void throwMismatch(const std::string& what, int rank, uint32_t step, uint64_t mi
 void allReduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op) {
   if (ctx.size() == 1 || count == 0) return;  // AVG over one rank divides by one
   const bool twoShot = usesTwoShot(ctx, Collective::kAllReduce, count * elementSize(type));
-  const bool single = detail::usesSingleCopy(ctx, count * elementSize(type));
+  const bool single =
+      detail::usesSingleCopy(ctx, Collective::kAllReduce, count * elementSize(type));
   const detail::Signature signature{opSignature(CollectiveKind::kAllReduce, type, op),
                                     detail::shapeOf({count, twoShot, single})};
   detail::run(ctx, signature, [&] {
@@ -108,7 +109,7 @@ void allReduce(const Context& ctx, void* data, size_t count, DataType type, Redu
 void reduce(const Context& ctx, void* data, size_t count, DataType type, ReduceOp op, int root) {
   if (ctx.size() == 1 || count == 0) return;
   const bool twoShot = usesTwoShot(ctx, Collective::kReduce, count * elementSize(type));
-  const bool single = detail::usesSingleCopy(ctx, count * elementSize(type));
+  const bool single = detail::usesSingleCopy(ctx, Collective::kReduce, count * elementSize(type));
   const detail::Signature signature{opSignature(CollectiveKind::kReduce, type, op),
                                     detail::shapeOf(
                                         {count, twoShot, static_cast<uint64_t>(root), single})};

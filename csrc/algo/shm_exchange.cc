@@ -37,7 +37,7 @@ void allGather(const Context& ctx, const void* input, void* output,
     signature.shape = detail::shapeOf({signature.shape, length});
     total += length;
   }
-  const bool single = detail::usesSingleCopy(ctx, total);
+  const bool single = detail::usesSingleCopy(ctx, Collective::kAllGather, total);
   signature.shape = detail::shapeOf({signature.shape, single});
   // From here `in` is read again: if it aliased our part, the memmove left it unchanged.
   detail::run(ctx, signature, [&] {
@@ -86,7 +86,7 @@ void allGather(const Context& ctx, const void* input, void* output,
 void broadcast(const Context& ctx, void* data, size_t bytes, int root) {
   if (ctx.size() == 1 || bytes == 0) return;
   auto* p = static_cast<uint8_t*>(data);
-  const bool single = detail::usesSingleCopy(ctx, bytes);
+  const bool single = detail::usesSingleCopy(ctx, Collective::kBroadcast, bytes);
   const detail::Signature signature{opSignature(CollectiveKind::kBroadcast),
                                     detail::shapeOf({bytes, static_cast<uint64_t>(root), single})};
   detail::run(ctx, signature, [&] {

@@ -95,8 +95,8 @@ void reduceFrom(const Context& ctx, const Buffers& buffers, DataType type, Reduc
 
 }  // namespace
 
-bool usesSingleCopy(const Context& ctx, size_t bytes) {
-  return ctx.segment.cma() != nullptr && bytes >= ctx.tunables.shmCmaMinBytes;
+bool usesSingleCopy(const Context& ctx, Collective collective, size_t bytes) {
+  return ctx.segment.cma() != nullptr && bytes >= ctx.tunables.shmCmaMinBytes.of(collective);
 }
 
 // all_reduce (root < 0): two-shot in place. Step 1 publishes the buffers; rank r reduces slice r

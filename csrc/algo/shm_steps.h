@@ -177,9 +177,10 @@ inline size_t elementsIn(size_t bytes, size_t elementBytes) {
   return count >= unit ? count / unit * unit : count;
 }
 
-// The single-copy path (shm_single_copy.cc): whether a call of `bytes` (the whole message) takes
-// it, and its bodies, run inside run() like the slot bodies. root < 0: all_reduce.
-bool usesSingleCopy(const Context& ctx, size_t bytes);
+// The single-copy path (shm_single_copy.cc): whether a call of `collective` of `bytes` (the whole
+// message) takes it (its threshold in Tunables::shmCmaMinBytes), and its bodies, run inside run()
+// like the slot bodies. root < 0: all_reduce.
+bool usesSingleCopy(const Context& ctx, Collective collective, size_t bytes);
 void reduceSingleCopy(const Context& ctx, uint8_t* data, size_t count, DataType type, ReduceOp op,
                       int root);
 void allGatherSingleCopy(const Context& ctx, const uint8_t* input, uint8_t* output,

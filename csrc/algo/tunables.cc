@@ -17,12 +17,37 @@ Tunables Tunables::fromEnvironment() {
     XCCL_CHECK_ARG(bytes >= 0, "XCCL_SHM_TWO_SHOT_BYTES must not be negative, got ", bytes);
     t.shmTwoShotMinBytes = static_cast<size_t>(bytes);
   }
-  if (!env::getString("XCCL_SHM_CMA_MIN_BYTES").empty()) {
-    t.shmCmaMinBytes = static_cast<size_t>(env::getInt("XCCL_SHM_CMA_MIN_BYTES"));
+  // The registry checked every number against its cap (1 TiB); never is kNoLimit.
+  for (const auto& [collective, bytes] : env::getBytesPerCollective("XCCL_SHM_CMA_MIN_BYTES")) {
+    t.shmCmaMinBytes.set(collective, bytes == env::kNever ? kNoLimit : static_cast<size_t>(bytes));
   }
   t.gpuForced = parseGpuForce(env::getString("XCCL_GPU_ALGO"));
   t.gpuWorkspaceBytes = static_cast<size_t>(env::getInt("XCCL_GPU_WORKSPACE_BYTES"));
   return t;
+}
+
+size_t ShmCmaMinBytes::of(Collective collective) const {
+  switch (collective) {
+    case Collective::kAllReduce: return allReduce;
+    case Collective::kReduce: return reduce;
+    case Collective::kAllGather: return allGather;
+    case Collective::kBroadcast: return broadcast;
+    default: return kNoLimit;
+  }
+}
+
+void ShmCmaMinBytes::set(Collective collective, size_t bytes) {
+  switch (collective) {
+    case Collective::kAllReduce: allReduce = bytes; return;
+    case Collective::kReduce: reduce = bytes; return;
+    case Collective::kAllGather: allGather = bytes; return;
+    case Collective::kBroadcast: broadcast = bytes; return;
+    default: XCCL_THROW(ErrorKind::kInternal, vocab::name(collective), " has no single-copy path");
+  }
+}
+
+void ShmCmaMinBytes::setAll(size_t bytes) {
+  for (Collective collective : vocab::kShmSingleCopyCollectives) set(collective, bytes);
 }
 
 Algorithm parseAlgorithm(const std::string& name) {

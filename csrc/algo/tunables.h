@@ -15,6 +15,7 @@ namespace xccl::algo {
 // The algorithms of the CPU plan (cpu_plan.h) and XCCL_GPU_ALGO's choices, with their names:
 // common/vocabulary.h.
 using vocab::Algorithm;
+using vocab::Collective;
 using vocab::GpuForce;
 
 // XCCL_ALGO's names (vocabulary.h's forceable algorithms; "" is auto); throws otherwise (the
@@ -55,18 +56,39 @@ constexpr size_t kRingChunkBytes = 512 * kKiB;
 // (DeepSpeed's shm all-reduce switches at 1 MiB): re-measure there with shm_bench.
 constexpr size_t kShmTwoShotMinBytes = 2 * kMiB;
 
-// From this many bytes (the whole message; all_gather: its output) all_reduce, reduce,
-// all_gather and broadcast read peers' buffers with process_vm_readv (one copy, docs/shm.md)
-// instead of copying through the slots (two, but overlapped on two cores). Default: never.
-// Measured with shm_cma_bench on the 2-vCPU AVX-512 VM, 2 ranks, single/slots time: on buffers
-// of 4 KiB pages (what torch allocates by default) the kernel's copy runs at ~4.4 GB/s against
-// a memcpy's ~8-14 GB/s (it pins every page of the peer's range), and over two runs the single
-// copy was nowhere 10% faster in both (64 KiB-64 MiB; all_reduce 0.88-3.0, all_gather
-// 0.73-2.3, broadcast 0.95-4.5, reduce 0.82-3.9); on transparent huge pages (torch's
-// THP_MEM_ALLOC_ENABLE=1) it ran at 9-10.5 GB/s and won from 4 MiB on (0.53-0.87) while losing
-// below 1 MiB (1.5-3.0, three synchronisations instead of one). XCCL_SHM_CMA_MIN_BYTES=4194304
-// is the setting for huge-page tensors; re-measure on other hosts with shm_cma_bench.
-constexpr size_t kShmCmaMinBytes = SIZE_MAX;
+// From these many bytes (the whole message; all_gather: its output) each collective reads its
+// peers' buffers with process_vm_readv (one copy, docs/shm.md) instead of copying through the
+// slots (two, but overlapped on two cores), where the group has the path (Segment::cma()).
+// Measured with python -m xccl.bench on a quiet 2-vCPU VM, 2 ranks, float32, ordinary 4 KiB-page
+// tensors (benchmarks/RESULTS.md, "Single copy"), single/slots time:
+//  - all_reduce: 1.09 at 256 KiB, 0.89 at 1 MiB, 0.73 at 2 MiB, 0.58 at 4 and 16 MiB, 0.71 at
+//    32 MiB; 0.65-0.94 from 1 MiB with two CPU-bound processes beside the ranks;
+//  - all_gather: 0.68-0.92 from 256 KiB quiet (the smallest size measured), 0.69-0.93 from 1 MiB
+//    under load;
+//  - broadcast: 1.35-2.15 from 1 MiB (one copy either way, and the slots overlap the root's
+//    copy in with the peers' copies out): never;
+//  - reduce: not measured yet (python -m xccl.bench --ops reduce measures it): never until it is.
+// XCCL_SHM_CMA_MIN_BYTES sets them (one number for all four, or per collective).
+constexpr size_t kShmCmaAllReduceMinBytes = 1 * kMiB;
+constexpr size_t kShmCmaAllGatherMinBytes = 256 * kKiB;
+constexpr size_t kShmCmaBroadcastMinBytes = kNoLimit;
+constexpr size_t kShmCmaReduceMinBytes = kNoLimit;
+
+// The single copy's threshold of each collective that has one (vocab::kShmSingleCopyCollectives);
+// kNoLimit: never.
+struct ShmCmaMinBytes {
+  size_t allReduce = kShmCmaAllReduceMinBytes;
+  size_t reduce = kShmCmaReduceMinBytes;
+  size_t allGather = kShmCmaAllGatherMinBytes;
+  size_t broadcast = kShmCmaBroadcastMinBytes;
+
+  // The threshold of `collective`; kNoLimit for a collective without a single copy.
+  size_t of(Collective collective) const;
+  // Sets the threshold of `collective`; throws kInternal for one without a single copy.
+  void set(Collective collective, size_t bytes);
+  // Sets all four alike.
+  void setAll(size_t bytes);
+};
 
 // ---- GPU ----
 
@@ -132,9 +154,9 @@ struct Tunables {
   // The two-shot threshold at 4 ranks, scaled for other world sizes by shmTwoShotThreshold()
   // (cpu_plan.h); XCCL_SHM_TWO_SHOT_BYTES. 0: always two-shot; SIZE_MAX: never.
   size_t shmTwoShotMinBytes = kShmTwoShotMinBytes;
-  // Messages from this many bytes use the single-copy path where the segment has it
-  // (Segment::cma()); XCCL_SHM_CMA_MIN_BYTES. SIZE_MAX (the default): never.
-  size_t shmCmaMinBytes = kShmCmaMinBytes;
+  // Per collective: messages from this many bytes use the single-copy path where the segment
+  // has it (Segment::cma()); XCCL_SHM_CMA_MIN_BYTES.
+  ShmCmaMinBytes shmCmaMinBytes;
 
   // ---- GPU (planGpu) ----
   FabricLimits nvswitch{kNvlinkOneShotBelow4, kNvlinkOneShotBelow8, kNvlinkKernelMaxBytes,

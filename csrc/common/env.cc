@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -60,6 +61,21 @@ Variable choice(const char* name, const char* defaultValue, std::vector<std::str
   v.choices = std::move(choices);
   v.groupWide = groupWide;
   return v;
+}
+
+// A byte threshold per collective (Kind::kBytesPerCollective) for `collectives`, each 0 to `max`.
+Variable thresholds(const char* name, std::vector<vocab::Collective> collectives, int64_t max,
+                    bool groupWide, const char* meaning) {
+  Variable v = declare(name, "", Kind::kBytesPerCollective, meaning);
+  v.max = max;
+  v.collectives = std::move(collectives);
+  v.groupWide = groupWide;
+  return v;
+}
+
+// XCCL_SHM_CMA_MIN_BYTES's collectives: those with a shared-memory single copy.
+std::vector<vocab::Collective> shmSingleCopyCollectives() {
+  return {std::begin(vocab::kShmSingleCopyCollectives), std::end(vocab::kShmSingleCopyCollectives)};
 }
 
 // XCCL_ALGO's choices: the algorithms the plan vocabulary lets a user force.
@@ -169,13 +185,16 @@ const std::vector<Variable> kVariables = {
     // Per rank by design: net/shm/cma.cc votes, and one rank's 0 turns the single copy off for all.
     boolean("XCCL_SHM_CMA", "1",
             "0 on any rank: shared-memory collectives never read peers' memory with "
-            "process_vm_readv (single copy) and always copy through the slots."),
-    // Part of each collective's signature: ranks that disagree fail with a mismatch error.
-    integer("XCCL_SHM_CMA_MIN_BYTES", "", 0, kMaxBytes, 1, kGroupWide,
-            "Shared-memory all_reduce, reduce, all_gather and broadcast messages from this many "
-            "bytes on are read from peers' memory with process_vm_readv (one copy) where the "
-            "group allows it; default: never (slower on 4 KiB pages); 4194304 for tensors in "
-            "transparent huge pages (docs/shm.md)."),
+            "process_vm_readv (single copy) and always copy through the slots; no probe, no "
+            "PR_SET_PTRACER (by default only the ranks' common parent is let in, docs/shm.md)."),
+    // Part of each collective's signature: ranks that disagree fail with a mismatch error. The
+    // defaults per collective are algo/tunables.h's kShmCma*MinBytes.
+    thresholds("XCCL_SHM_CMA_MIN_BYTES", shmSingleCopyCollectives(), kMaxBytes, kGroupWide,
+               "Shared-memory messages (the whole message) from this many bytes on are "
+               "read from peers' memory with process_vm_readv (one copy) where the group "
+               "allows it: one number or never for all four collectives, or per "
+               "collective; default: all_reduce 1 MiB, all_gather 256 KiB, broadcast and "
+               "reduce never (measured, docs/shm.md)."),
     text("XCCL_TOPO_FILE",
          "Load the machine topology from this JSON file (docs/topology.md) instead of probing "
          "sysfs, NVML and KFD; for VMs that hide the real topology and for planning offline."),
@@ -329,6 +348,79 @@ std::optional<std::pair<std::string, std::string>> matchChoice(const Variable& v
   return std::nullopt;
 }
 
+using CollectiveBytes = std::vector<std::pair<vocab::Collective, uint64_t>>;
+
+// One byte count of a kBytesPerCollective value: an integer in [min, max], or never (any case).
+std::optional<uint64_t> parseBytesOrNever(const Variable& var, const std::string& text,
+                                          const char** why) {
+  if (lower(text) == "never") return kNever;
+  const std::optional<int64_t> n = parseInteger(text);
+  *why = !n             ? "not an integer or never"
+         : *n < var.min ? "below the minimum"
+         : *n > var.max ? "above the maximum"
+                        : nullptr;
+  if (*why != nullptr) return std::nullopt;
+  return static_cast<uint64_t>(*n);
+}
+
+// What a kBytesPerCollective value sets, in the order of var.collectives; nullopt with *why for
+// a bad value. Each collective may be named once, so a list has at most that many entries.
+std::optional<CollectiveBytes> parseBytesPerCollective(const Variable& var,
+                                                       const std::string& value, const char** why) {
+  const size_t n = var.collectives.size();
+  std::vector<std::optional<uint64_t>> set(n);
+  if (value.find('=') == std::string::npos) {
+    const std::optional<uint64_t> bytes = parseBytesOrNever(var, value, why);
+    if (!bytes) return std::nullopt;
+    std::fill(set.begin(), set.end(), bytes);
+  } else {
+    for (size_t start = 0;;) {
+      const size_t comma = value.find(',', start);
+      const std::string entry =
+          value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      const size_t equals = entry.find('=');
+      const std::string name = entry.substr(0, std::min(equals, entry.size()));
+      vocab::Collective collective{};
+      // Compared again after the lookup: a name with a NUL inside must not match its prefix.
+      const bool known =
+          vocab::lookup(name.c_str(), &collective) && name == vocab::name(collective);
+      const auto at = std::find(var.collectives.begin(), var.collectives.end(), collective);
+      if (equals == std::string::npos || !known || at == var.collectives.end()) {
+        *why = "not a list of collective=bytes";
+        return std::nullopt;
+      }
+      std::optional<uint64_t>& slot = set[at - var.collectives.begin()];
+      if (slot) {
+        *why = "a collective named twice";
+        return std::nullopt;
+      }
+      slot = parseBytesOrNever(var, entry.substr(equals + 1), why);
+      if (!slot) return std::nullopt;
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  CollectiveBytes result;
+  for (size_t i = 0; i < n; ++i) {
+    if (set[i]) result.emplace_back(var.collectives[i], *set[i]);
+  }
+  return result;
+}
+
+// The canonical spelling of a kBytesPerCollective value (checkValue in env.h).
+std::string formatBytesPerCollective(const Variable& var, const CollectiveBytes& set) {
+  auto word = [](uint64_t bytes) { return bytes == kNever ? "never" : std::to_string(bytes); };
+  const bool alike = set.size() == var.collectives.size() &&
+                     std::all_of(set.begin(), set.end(),
+                                 [&](const auto& entry) { return entry.second == set[0].second; });
+  if (alike) return word(set[0].second);
+  std::string out;
+  for (const auto& [collective, bytes] : set) {
+    out += (out.empty() ? "" : ",") + std::string(vocab::name(collective)) + "=" + word(bytes);
+  }
+  return out;
+}
+
 // The canonical spelling of `value` (non-empty) for `var` (see checkValue in env.h), or nullopt
 // with *why saying what is wrong with it.
 std::optional<std::string> canonical(const Variable& var, const std::string& value,
@@ -357,6 +449,11 @@ std::optional<std::string> canonical(const Variable& var, const std::string& val
       if (match) return match->first;
       *why = "unknown name";
       return std::nullopt;
+    }
+    case Kind::kBytesPerCollective: {
+      const std::optional<CollectiveBytes> set = parseBytesPerCollective(var, value, why);
+      if (!set) return std::nullopt;
+      return formatBytesPerCollective(var, *set);
     }
   }
   *why = "undeclared kind";
@@ -411,6 +508,15 @@ std::string describeAccepted(const Variable& var) {
       }
       return out;
     }
+    case Kind::kBytesPerCollective: {
+      std::string names;
+      for (size_t i = 0; i < var.collectives.size(); ++i) {
+        names += (i == 0 ? "" : ", ") + std::string(vocab::name(var.collectives[i]));
+      }
+      return "integer " + describeNumber(var.min) + " to " + describeNumber(var.max) +
+             " or never, alike for " + names +
+             ", or per collective as a comma-separated list of name=integer or name=never";
+    }
   }
   return "?";
 }
@@ -444,6 +550,23 @@ bool getBool(const char* name) {
   XCCL_CHECK(var.kind == Kind::kBoolean, name, " is not a boolean variable");
   const std::string value = rawValue(var);
   return !value.empty() && checkValue(var, value) == "1";
+}
+
+std::vector<std::pair<vocab::Collective, uint64_t>> getBytesPerCollective(const char* name) {
+  const Variable& var = find(name);
+  XCCL_CHECK(var.kind == Kind::kBytesPerCollective, name,
+             " is not a bytes-per-collective variable");
+  const std::string value = rawValue(var);
+  if (value.empty()) return {};
+  return bytesPerCollective(var, value);
+}
+
+std::vector<std::pair<vocab::Collective, uint64_t>> bytesPerCollective(const Variable& var,
+                                                                       const std::string& value) {
+  const char* why = nullptr;
+  const std::optional<CollectiveBytes> set = parseBytesPerCollective(var, value, &why);
+  if (!set) XCCL_THROW(ErrorKind::kInvalidArgument, problem(var, value, why));
+  return *set;
 }
 
 void checkAll() {

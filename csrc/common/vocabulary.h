@@ -64,6 +64,14 @@ inline constexpr CollectiveRow kCollectiveRows[] = {
     {Collective::kBarrier, "barrier", false, false, false, false},
 };
 
+// The collectives whose shared-memory bodies have a single-copy path (peers' buffers read with
+// process_vm_readv, docs/shm.md): each has its own threshold (algo/tunables.h), set per
+// collective with XCCL_SHM_CMA_MIN_BYTES.
+inline constexpr Collective kShmSingleCopyCollectives[] = {Collective::kAllReduce,
+                                                           Collective::kReduce,
+                                                           Collective::kAllGather,
+                                                           Collective::kBroadcast};
+
 // ---- Routes on host memory ----
 
 enum class CpuRoute {

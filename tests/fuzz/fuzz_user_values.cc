@@ -54,6 +54,21 @@ void envValue(uint8_t pick, const std::string& value) {
       require(declared, "a choice that is not declared");
       break;
     }
+    case env::Kind::kBytesPerCollective: {
+      const auto set = env::bytesPerCollective(var, value);
+      require(!set.empty() && set.size() <= var.collectives.size(), "no or too many entries");
+      require(env::bytesPerCollective(var, canonical) == set, "canonical value means another");
+      size_t next = 0;  // entries in the variable's order, each collective once
+      for (const auto& [collective, bytes] : set) {
+        while (next < var.collectives.size() && var.collectives[next] != collective) ++next;
+        require(next < var.collectives.size(), "a collective out of order or not declared");
+        ++next;
+        require(bytes == env::kNever || (bytes >= static_cast<uint64_t>(var.min) &&
+                                         bytes <= static_cast<uint64_t>(var.max)),
+                "bytes out of range");
+      }
+      break;
+    }
   }
 }
 

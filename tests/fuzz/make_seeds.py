@@ -202,6 +202,7 @@ def user_value_seeds():
         "env_streams": (4 * 4, b"0x10"),
         "env_bytes": (4 * 6, b"1048576"),
         "env_bool": (4 * 10, b"yes"),
+        "env_per_collective": (4 * 18, b"all_reduce=1048576,broadcast=never"),  # SHM_CMA_MIN
         "cpus": (1, b"0-3,8,10-11"),
         "json": (2, b'{"a": [1, -2.5e3, "x\\u00e9"], "b": {"c": null, "d": true}}'),
     }

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from functools import partial
 
 import pytest
 from xccl_modules import installed, load
@@ -119,6 +120,7 @@ def test_busbw_factors_follow_nccl_tests():
     for op in ("all_gather", "reduce_scatter", "all_to_all"):
         assert method.busbw_factor(op, 4) == pytest.approx(0.75)
     assert method.busbw_factor("broadcast", 8) == 1.0
+    assert method.busbw_factor("reduce", 8) == 1.0
     assert method.busbw_factor("all_reduce", 1) == 0.0
     with pytest.raises(ValueError):
         method.busbw_factor("gather", 2)
@@ -131,13 +133,15 @@ def test_bandwidths_are_bytes_over_time_in_gb_per_second():
 
 
 def test_layout_uses_the_nccl_tests_meaning_of_bytes():
-    # all_reduce/broadcast: the buffer; all_gather: the output; reduce_scatter/all_to_all: input.
+    # all_reduce/broadcast/reduce: the buffer; all_gather: the output; reduce_scatter/all_to_all:
+    # the input.
     assert method.layout("all_reduce", 64, 4, 4) == {
         "count": 16,
         "bytes": 64,
         "input": 16,
         "output": 16,
     }
+    assert method.layout("reduce", 64, 4, 4) == method.layout("all_reduce", 64, 4, 4)
     assert method.layout("all_gather", 64, 4, 4)["input"] == 4
     assert method.layout("all_gather", 64, 4, 4)["output"] == 16
     assert method.layout("reduce_scatter", 64, 4, 4)["output"] == 4
@@ -443,6 +447,8 @@ def test_expected_outputs_match_the_collectives_definition(op):
             want = sum(inputs)
         elif op == "broadcast":
             want = inputs[0]
+        elif op == "reduce":  # to rank 0; the others' buffers are undefined afterwards
+            want = sum(inputs) if r == 0 else None
         elif op == "all_gather":
             want = [x for i in inputs for x in i.tolist()]
         elif op == "reduce_scatter":
@@ -450,7 +456,28 @@ def test_expected_outputs_match_the_collectives_definition(op):
         else:  # all_to_all: chunk i of my output is chunk r of rank i's input
             want = [x for i in inputs for x in i[r * chunk : (r + 1) * chunk].tolist()]
         got = me.expected(op, shape, salt=7)
+        if want is None:
+            assert got is None, (op, r)
+            continue
         assert got.tolist() == (want if isinstance(want, list) else want.tolist()), (op, r)
+
+
+def test_reduce_is_checked_on_the_root_and_called_everywhere():
+    shape = method.layout("reduce", 64, 4, 2)
+    for rank in (0, 1):
+        runner, me = make_rank(rank, 2)
+        torch = runner.torch
+        inp = torch.empty(shape["input"])
+        calls = []
+        result = me.check("reduce", shape, {"backend": partial(calls.append, 1)}, inp, inp, 3)
+        assert calls == [1], rank  # the collective runs on every rank
+        # The root's buffer left as its own input is wrong; a non-root's is undefined.
+        assert result == {"backend": rank != 0}, rank
+    runner, root = make_rank(0, 2)
+    correct = root.expected("reduce", shape, 3).float()
+    inp = runner.torch.empty(shape["input"])
+    fill = {"backend": lambda: inp.copy_(correct)}
+    assert root.check("reduce", shape, fill, inp, inp, 3) == {"backend": True}
 
 
 def test_check_inputs_are_never_all_zero_and_sum_exactly_in_bfloat16():

@@ -142,3 +142,31 @@ def test_bad_input_is_a_usage_error(capsys):
 def test_parse_size_takes_only_ascii_digits(text):
     with pytest.raises(ValueError, match="not a size"):
         plan.parse_size(text)
+
+
+def test_shm_rows_say_from_which_size_the_single_copy_is_in_force(capsys):
+    """The built-in thresholds (this process sets no XCCL_SHM_CMA_MIN_BYTES): all_reduce from
+    1 MiB, all_gather from 256 KiB (its output), never broadcast or reduce."""
+    assert "XCCL_SHM_CMA_MIN_BYTES" not in os.environ
+    lines = run(capsys, "--device", "cpu", "--world", "2", "128K", "256K", "512K", "1M", "4M")
+    single = "single copy (process_vm_readv) from "
+    for collective, size, expected in (
+        ("all_reduce", "512 KiB", None),
+        ("all_reduce", "1 MiB", "1 MiB"),
+        ("all_reduce", "4 MiB", "1 MiB"),
+        ("all_gather", "128 KiB", None),
+        ("all_gather", "256 KiB", "256 KiB"),
+        ("broadcast", "4 MiB", None),
+        ("reduce", "4 MiB", None),
+        ("reduce_scatter", "4 MiB", None),
+    ):
+        route, _, reason = row(lines, collective, size)
+        assert route == "shm", (collective, size)
+        if expected is None:
+            assert single not in reason, (collective, size, reason)
+        else:
+            assert reason.endswith(f"; {single}{expected} where the ranks may read each other"), (
+                collective,
+                size,
+                reason,
+            )

@@ -8,7 +8,6 @@
 #include <charconv>
 #include <climits>
 #include <fstream>
-#include <mutex>
 #include <random>
 
 #include "common/error.h"
@@ -37,24 +36,12 @@ int yamaScope() {
   return scope;
 }
 
-// Lets this process's peers read it. Under Yama's scope 1 only a declared ptracer (and its
-// descendants) may: the common parent when every rank has it (torchrun's ranks are siblings; a
-// process that is not their descendant still cannot read), else anyone of our uid. The setting
-// is per process and a later group must not narrow what an earlier group relies on, so once
-// PR_SET_PTRACER_ANY was chosen it stays. Returns "" or why not.
-std::string allowPeers(bool sameParent) {
-  const int scope = yamaScope();
-  if (scope <= 0) return "";
-  if (scope >= 2) {
-    return detail::concat("/proc/sys/kernel/yama/ptrace_scope is ", scope,
-                          " (only 0 or 1 let processes read each other)");
-  }
-  static std::mutex mutex;
-  static bool anyone = false;
-  const std::lock_guard<std::mutex> lock(mutex);
-  anyone |= !sameParent;
-  const unsigned long tracer = anyone ? PR_SET_PTRACER_ANY : static_cast<unsigned long>(getppid());
-  if (::prctl(PR_SET_PTRACER, tracer, 0, 0, 0) != 0) {
+// Lets this process's peers read it (peerAccess in cma.h decides how). The setting is per
+// process; every group of it names the same parent, so a later group changes nothing.
+std::string allowPeers(const std::vector<pid_t>& parents) {
+  const PeerAccess access = peerAccess(yamaScope(), parents);
+  if (!access.whyNot.empty() || access.tracer == 0) return access.whyNot;
+  if (::prctl(PR_SET_PTRACER, static_cast<unsigned long>(access.tracer), 0, 0, 0) != 0) {
     return detail::concat("prctl(PR_SET_PTRACER) failed under ptrace_scope 1: ", errnoName(errno));
   }
   return "";
@@ -89,6 +76,27 @@ bool parseRecord(const std::string& text, Record* record) {
 }
 
 }  // namespace
+
+PeerAccess peerAccess(int scope, const std::vector<pid_t>& parents) {
+  if (scope <= 0) return {};
+  if (scope >= 2) {
+    return {0, detail::concat("/proc/sys/kernel/yama/ptrace_scope is ", scope,
+                              " (only 0 or 1 let processes read each other)")};
+  }
+  for (size_t r = 1; r < parents.size(); ++r) {
+    if (parents[r] != parents[0]) {
+      return {0, detail::concat("ranks 0 and ", r, " have different parent processes (", parents[0],
+                                " and ", parents[r],
+                                ") under yama ptrace_scope 1, which lets only a common parent "
+                                "read the ranks (start them from one launcher, e.g. torchrun)")};
+    }
+  }
+  if (parents.empty() || parents[0] == 0) {
+    // getppid() is 0 when the parent lives outside our pid namespace: nothing to name.
+    return {0, "the ranks' parent is outside their pid namespace under yama ptrace_scope 1"};
+  }
+  return {parents[0], ""};
+}
 
 pid_t parsePid(const std::string& text) {
   uint64_t value = 0;
@@ -175,22 +183,21 @@ std::unique_ptr<CmaPeers> CmaPeers::probe(const Bootstrap& bootstrap, bool enabl
   // 1. Every rank sees every record, so every decision up to the agreements below is the same.
   const std::vector<std::string> records = bootstrap.allGather("cma", mine);
   std::vector<Record> parsed(n);
-  bool sameParent = true;
+  std::vector<pid_t> parents;
   for (int r = 0; r < n; ++r) {
     if (records[r] == "-") {
-      *whyNot =
-          detail::concat("off on rank ", r, " (XCCL_SHM_CMA=0 or XCCL_SHM_CMA_MIN_BYTES unset)");
+      *whyNot = detail::concat("off on rank ", r, " (XCCL_SHM_CMA=0)");
       return nullptr;
     }
     if (!parseRecord(records[r], &parsed[r])) {
       *whyNot = detail::concat("rank ", r, " published a malformed process record");
       return nullptr;
     }
-    sameParent &= parsed[r].ppid == parsed[0].ppid;
+    parents.push_back(parsed[r].ppid);
     peers->pids_.push_back(parsed[r].pid);
   }
   // 2. Everyone allows its peers before anyone reads.
-  Agreement allowed = bootstrap.agree("cma-allowed", allowPeers(sameParent));
+  Agreement allowed = bootstrap.agree("cma-allowed", allowPeers(parents));
   if (!allowed.ok()) {
     *whyNot = allowed.first();
     return nullptr;

@@ -37,8 +37,9 @@ void cmaRead(const std::string& what, pid_t pid, int rank, const CmaPiece* piece
 class CmaPeers {
  public:
   // Collective over the store (Segment::create, after the segment is mapped): every rank calls
-  // it with the same bootstrap. Each rank lets its peers read it (PR_SET_PTRACER where Yama
-  // asks for it), publishes "pid ppid address cookie", and reads every peer's cookie; the group
+  // it with the same bootstrap. Each rank publishes "pid ppid address cookie", lets its peers
+  // read it (under Yama ptrace_scope 1: PR_SET_PTRACER naming the ranks' common parent, and
+  // nothing when they have none), and reads every peer's cookie; the group
   // agrees. Returns null on every rank alike, with the reason in *whyNot, when some rank has
   // `enabled` false (Options::cma) or some pair cannot read. `pid` is what this rank
   // publishes (getpid() in use; tests give another to act out a pid namespace).
@@ -56,6 +57,19 @@ class CmaPeers {
   // What peers read in the probe: random, so a wrong pid (another process) cannot match.
   uint64_t cookie_ = 0;
 };
+
+// How this rank lets its peers read it, given Yama's ptrace_scope (-1 without Yama) and every
+// rank's parent pid. Scope 0 (or no Yama): nothing to do. Scope 1: only a declared ptracer and
+// its descendants may read, so `tracer` is the ranks' common parent (torchrun's and mp.spawn's
+// ranks are siblings): nothing outside the job's own process tree gains access. Ranks with
+// different parents would need PR_SET_PTRACER_ANY (any process of the user could then read the
+// rank), which xccl never sets: `whyNot` says so and the group uses the slots. Scopes 2 and 3:
+// `whyNot`. Pure, so that this security decision is tested on its own.
+struct PeerAccess {
+  pid_t tracer = 0;    // PR_SET_PTRACER's argument; 0: none needed
+  std::string whyNot;  // "" when the peers can be let in
+};
+PeerAccess peerAccess(int scope, const std::vector<pid_t>& parents);
 
 // Parses a decimal pid as published in the store: digits only, 1 to 4194304 (PID_MAX_LIMIT);
 // 0 for anything else.

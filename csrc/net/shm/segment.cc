@@ -160,9 +160,9 @@ Options Options::fromEnvironment() {
   Options options;
   options.disabled = env::getBool("XCCL_SHM_DISABLE");
   options.hostIdentity = env::getString("XCCL_SHM_HOST_ID");
-  // Without a threshold no collective takes the single copy: no probe, and nobody widens who
-  // may read this process (PR_SET_PTRACER).
-  options.cma = env::getBool("XCCL_SHM_CMA") && !env::getString("XCCL_SHM_CMA_MIN_BYTES").empty();
+  // On by default: the probe lets only the ranks' common parent read this process where Yama
+  // asks for a declared reader (cma.h); XCCL_SHM_CMA=0 skips the probe and PR_SET_PTRACER.
+  options.cma = env::getBool("XCCL_SHM_CMA");
   if (!env::getString("XCCL_SHM_SLOT_BYTES").empty()) {
     int64_t slot = env::getInt("XCCL_SHM_SLOT_BYTES");
     XCCL_CHECK_ARG(slot >= static_cast<int64_t>(kMinSlotBytes),

@@ -56,7 +56,7 @@ struct Options {
   // Which host this rank is on; empty: topo::hostIdentity(). Tests set it to simulate hosts.
   std::string hostIdentity;
   // This rank lets the group read each other's memory (cma.h) if all can. fromEnvironment():
-  // XCCL_SHM_CMA is not 0 and XCCL_SHM_CMA_MIN_BYTES is set (else no collective would use it).
+  // XCCL_SHM_CMA is not 0 (the default).
   bool cma = true;
   // The pid this rank publishes for it; 0: getpid(). Tests give another to act out ranks in
   // different pid namespaces.
@@ -64,7 +64,7 @@ struct Options {
 
   // slotBytes from XCCL_SHM_SLOT_BYTES (unset: 0), poolBytes from XCCL_SHM_POOL_BYTES (unset:
   // kDefaultPoolBytes), disabled from XCCL_SHM_DISABLE,
-  // hostIdentity from XCCL_SHM_HOST_ID, cma from XCCL_SHM_CMA and XCCL_SHM_CMA_MIN_BYTES.
+  // hostIdentity from XCCL_SHM_HOST_ID, cma from XCCL_SHM_CMA.
   static Options fromEnvironment();
   // hostIdentity, else topo::hostIdentity().
   std::string identity() const;

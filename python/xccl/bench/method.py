@@ -32,15 +32,15 @@ def busbw_factor(op: str, nranks: int) -> float:
         return 2.0 * (n - 1) / n
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
         return (n - 1) / n
-    if op in ("broadcast", "put", "put_pages"):
-        return 1.0  # one-sided ops: the bytes cross one link once, from writer to target
+    if op in ("broadcast", "reduce", "put", "put_pages"):
+        return 1.0  # rooted and one-sided ops: the bytes cross one link once
     raise ValueError(f"unknown op {op!r}")
 
 
 def layout(op: str, nbytes: int, itemsize: int, nranks: int) -> dict | None:
     """The element counts one size means for `op`, or None when it is too small to run.
 
-    "bytes" follows nccl-tests: all_reduce and broadcast the buffer, all_gather the output,
+    "bytes" follows nccl-tests: all_reduce, broadcast and reduce the buffer, all_gather the output,
     reduce_scatter and all_to_all the input. Ops that split the buffer into one chunk per rank
     round the count down to a multiple of the world size, so the bytes reported are the bytes
     actually moved."""
@@ -53,6 +53,7 @@ def layout(op: str, nbytes: int, itemsize: int, nranks: int) -> dict | None:
     inputs = {
         "all_reduce": count,
         "broadcast": count,
+        "reduce": count,
         "all_gather": chunk,
         "reduce_scatter": count,
         "all_to_all": count,
@@ -60,6 +61,7 @@ def layout(op: str, nbytes: int, itemsize: int, nranks: int) -> dict | None:
     outputs = {
         "all_reduce": count,
         "broadcast": count,
+        "reduce": count,
         "all_gather": count,
         "reduce_scatter": chunk,
         "all_to_all": count,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce")
 # One-sided ops (bench/onesided.py): rank 0 writes into the last rank's window. Only when named:
 # the default and "all" stay the collectives, whose runs and tables they would change.
 ONE_SIDED = ("put", "put_pages")
@@ -148,8 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(gloo on CPU, nccl on GPU) in the same processes, interleaved per size. "
         "Without a launcher it starts --nranks local CPU ranks itself; under "
         "torchrun it uses the launcher's ranks.",
-        epilog="Sizes are message sizes in the nccl-tests convention (all_reduce and broadcast: "
-        "the buffer; all_gather: the output; reduce_scatter and all_to_all: the input). "
+        epilog="Sizes are message sizes in the nccl-tests convention (all_reduce, broadcast and "
+        "reduce (to rank 0): the buffer; all_gather: the output; reduce_scatter and all_to_all: "
+        "the input). "
         "Times are the slowest rank's statistic. See benchmarks/README.md.",
     )
     what = parser.add_argument_group("what to measure")

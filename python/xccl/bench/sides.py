@@ -47,6 +47,8 @@ def torch_call(op: str, group, inp, out):
         return lambda: dist.all_reduce(inp, group=group)
     if op == "broadcast":
         return lambda: dist.broadcast(inp, src=0, group=group)  # groups span all ranks
+    if op == "reduce":
+        return lambda: dist.reduce(inp, dst=0, group=group)
     if op == "all_gather":
         return lambda: _all_gather(out, inp, group=group)
     if op == "reduce_scatter":
@@ -96,6 +98,11 @@ class MpiSide(Side):
             return lambda: comm.Allreduce(in_place, a)
         if op == "broadcast":
             return lambda: comm.Bcast(a, root=0)
+        if op == "reduce":  # in place on the root, as torch's reduce
+            if comm.Get_rank() == 0:
+                in_place = self.mpi.IN_PLACE
+                return lambda: comm.Reduce(in_place, a, root=0)
+            return lambda: comm.Reduce(a, None, root=0)
         if op == "all_gather":
             return lambda: comm.Allgather(a, b)
         if op == "reduce_scatter":

@@ -119,6 +119,57 @@ TEST(EnvText, AcceptsAnything) {
   EXPECT_EQ(checkValue(file, " a b|c 0x10 "), " a b|c 0x10 ");
 }
 
+// XCCL_SHM_CMA_MIN_BYTES: one byte count or never for all four collectives, or a list per
+// collective, read back canonically (decimal, the registry's order, one word when all alike).
+TEST(EnvBytesPerCollective, OneValueOrAListPerCollective) {
+  const Variable& v = find("XCCL_SHM_CMA_MIN_BYTES");
+  EXPECT_EQ(checkValue(v, "1048576"), "1048576");
+  EXPECT_EQ(checkValue(v, "0x100000"), "1048576");
+  EXPECT_EQ(checkValue(v, "0"), "0");
+  EXPECT_EQ(checkValue(v, "Never"), "never");
+  EXPECT_EQ(checkValue(v, "1099511627776"), "1099511627776");
+  EXPECT_EQ(checkValue(v, "broadcast=NEVER,all_reduce=0x100000"),
+            "all_reduce=1048576,broadcast=never");
+  EXPECT_EQ(checkValue(v, "all_gather=262144"), "all_gather=262144");
+  EXPECT_EQ(checkValue(v, "broadcast=7,reduce=7,all_gather=7,all_reduce=7"), "7");
+}
+
+TEST(EnvBytesPerCollective, RefusesWhatItCannotReadNamingTheVariable) {
+  const Variable& v = find("XCCL_SHM_CMA_MIN_BYTES");
+  const std::pair<const char*, const char*> cases[] = {
+      {"-1", "below the minimum"},
+      {"1099511627777", "above the maximum"},
+      {"18446744073709551616", "not an integer or never"},  // 2^64: from_chars' overflow
+      {"99999999999999999999999", "not an integer or never"},
+      {"1M", "not an integer or never"},
+      {" 1048576", "not an integer or never"},
+      {"all_reduce=", "not an integer or never"},
+      {"all_reduce=1,all_reduce=2", "a collective named twice"},
+      {"all_reduce=1,", "not a list of collective=bytes"},
+      {"all_reduce=1,,broadcast=2", "not a list of collective=bytes"},
+      {"all_to_all=1", "not a list of collective=bytes"},  // a collective without a single copy
+      {"ALL_REDUCE=1", "not a list of collective=bytes"},
+      {"allreduce=1", "not a list of collective=bytes"},
+      {"all_reduce=1;broadcast=2", "not an integer or never"},
+      {"=1", "not a list of collective=bytes"},
+      {"all_reduce=1=2", "not an integer or never"},
+      {"all_reduce=-5", "below the minimum"},
+      {"broadcast=1099511627777", "above the maximum"},
+  };
+  for (const auto& [value, why] : cases) {
+    const std::string message = invalidArgumentMessage([&] { checkValue(v, value); });
+    EXPECT_NE(message.find(std::string("XCCL_SHM_CMA_MIN_BYTES='") + value + "' is invalid (" +
+                           why + ")"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("all_reduce, reduce, all_gather, broadcast"), std::string::npos)
+        << message;
+  }
+  // A NUL inside a name does not make its prefix match.
+  EXPECT_EQ(errorKindOf([&] { checkValue(v, std::string("all_reduce\0x=1", 14)); }),
+            ErrorKind::kInvalidArgument);
+}
+
 TEST(EnvTable, EveryDeclarationIsConsistentAndEveryDefaultAccepted) {
   std::map<std::string, int> seen;
   for (const Variable& v : all()) {
@@ -132,6 +183,10 @@ TEST(EnvTable, EveryDeclarationIsConsistentAndEveryDefaultAccepted) {
     }
     if (v.kind == Kind::kChoice) {
       EXPECT_FALSE(v.choices.empty());
+    }
+    if (v.kind == Kind::kBytesPerCollective) {
+      EXPECT_FALSE(v.collectives.empty());
+      EXPECT_LE(v.min, v.max);
     }
     if (v.kind == Kind::kBoolean) {
       EXPECT_NE(std::string(v.defaultValue), "");
@@ -263,7 +318,7 @@ TEST(EnvReads, GroupWideSettingsAreCanonical) {
                        {"XCCL_RING_CHUNK_BYTES", ""},
                        {"XCCL_SMALL_MSG_BYTES", ""},
                        {"XCCL_SHM_TWO_SHOT_BYTES", ""},
-                       {"XCCL_SHM_CMA_MIN_BYTES", ""},
+                       {"XCCL_SHM_CMA_MIN_BYTES", "broadcast=NEVER,all_reduce=0x100000"},
                        {"XCCL_GPU_VERIFY", "Yes"}})) {
     return;
   }
@@ -271,7 +326,8 @@ TEST(EnvReads, GroupWideSettingsAreCanonical) {
   for (const auto& [name, value] : groupWideSettings()) settings += name + "=" + value + ";";
   EXPECT_EQ(settings,
             "XCCL_NET=auto;XCCL_NET_STREAMS=2;XCCL_ALGO=auto;XCCL_RING_CHUNK_BYTES=524288;"
-            "XCCL_SMALL_MSG_BYTES=65536;XCCL_SHM_TWO_SHOT_BYTES=;XCCL_SHM_CMA_MIN_BYTES=;"
+            "XCCL_SMALL_MSG_BYTES=65536;XCCL_SHM_TWO_SHOT_BYTES=;"
+            "XCCL_SHM_CMA_MIN_BYTES=all_reduce=1048576,broadcast=never;"
             "XCCL_GPU_ALGO=nccl;"
             "XCCL_GPU_WORKSPACE_BYTES=65536;XCCL_GPU_VERIFY=1;");
 }

@@ -1,7 +1,7 @@
 // The single-copy path (process_vm_readv, docs/shm.md) against the slots, per collective, across
 // fork()ed processes, fp32 SUM, the two alternating inside each repetition so load from other
-// processes hits both alike. Used to choose algo::kShmCmaMinBytes. On a shared machine compare
-// ratios, not times.
+// processes hits both alike (algo::ShmCmaMinBytes's defaults rest on python -m xccl.bench runs
+// instead, docs/shm.md). On a shared machine compare ratios, not times.
 //
 //   shm_cma_bench [ranks=2] [repetitions=9] [min bytes=64 KiB] [max bytes=64 MiB] [step=2]
 //                 [huge=0]
@@ -119,7 +119,7 @@ int runRank(int rank, int ranks, const std::string& dir, const Sweep& sweep) {
       for (int rep = -1; rep < sweep.repetitions; ++rep) {
         double t[2];
         for (int single = 0; single < 2; ++single) {
-          calls.tunables().shmCmaMinBytes = single ? 0 : SIZE_MAX;
+          calls.tunables().shmCmaMinBytes.setAll(single ? 0 : SIZE_MAX);
           algo::shm::barrier(calls.next("barrier"));
           const auto start = Clock::now();
           for (int i = 0; i < burst; ++i) once();

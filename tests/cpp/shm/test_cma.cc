@@ -121,6 +121,34 @@ TEST(CmaReader, PidsFromTheStoreAreParsedStrictly) {
   }
 }
 
+// The security decision behind the probe: under Yama's ptrace_scope 1 only the ranks' common
+// parent is named as the reader, never anyone (PR_SET_PTRACER_ANY); different parents and scopes
+// 2 and 3 fall back to the slots with the reason.
+TEST(CmaPeerAccess, OnlyACommonParentIsEverLetIn) {
+  for (int scope : {-1, 0}) {
+    const net::shm::PeerAccess open = net::shm::peerAccess(scope, {100, 200, 300});
+    EXPECT_EQ(open.tracer, 0) << scope;
+    EXPECT_EQ(open.whyNot, "") << scope;
+  }
+  const net::shm::PeerAccess siblings = net::shm::peerAccess(1, {4242, 4242, 4242});
+  EXPECT_EQ(siblings.tracer, 4242);
+  EXPECT_EQ(siblings.whyNot, "");
+  const net::shm::PeerAccess strangers = net::shm::peerAccess(1, {4242, 4242, 77});
+  EXPECT_EQ(strangers.tracer, 0);
+  EXPECT_NE(strangers.whyNot.find("ranks 0 and 2 have different parent processes (4242 and 77)"),
+            std::string::npos)
+      << strangers.whyNot;
+  const net::shm::PeerAccess outside = net::shm::peerAccess(1, {0, 0});
+  EXPECT_EQ(outside.tracer, 0);
+  EXPECT_NE(outside.whyNot.find("outside their pid namespace"), std::string::npos);
+  for (int scope : {2, 3}) {
+    const net::shm::PeerAccess closed = net::shm::peerAccess(scope, {4242, 4242});
+    EXPECT_EQ(closed.tracer, 0);
+    EXPECT_NE(closed.whyNot.find("ptrace_scope is " + std::to_string(scope)), std::string::npos)
+        << closed.whyNot;
+  }
+}
+
 // Runs create() on `size` thread ranks with options changed per rank; returns each rank's
 // (cma available, reason).
 std::vector<std::pair<bool, std::string>> probeRanks(
@@ -149,7 +177,7 @@ TEST(CmaProbe, OneRankTurningItOffTurnsItOffForAll) {
   const auto results = probeRanks(3, [](int rank, net::shm::Options& o) { o.cma = rank != 1; });
   for (const auto& [available, why] : results) {
     EXPECT_FALSE(available);
-    EXPECT_EQ(why, "off on rank 1 (XCCL_SHM_CMA=0 or XCCL_SHM_CMA_MIN_BYTES unset)");
+    EXPECT_EQ(why, "off on rank 1 (XCCL_SHM_CMA=0)");
   }
 }
 

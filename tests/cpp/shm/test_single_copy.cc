@@ -1,7 +1,8 @@
 // The single-copy path of the shm collectives (algo/shm_single_copy.cc): for float32, bfloat16
 // and int64 with SUM, MAX and AVG, 2 and 3 ranks, odd sizes of many chunks, all_reduce, reduce,
 // all_gather and broadcast give exactly the bytes of the slot path (and the exact values where they
-// are known), and the traffic counter proves which path ran.
+// are known), and the traffic counter proves which path ran; the built-in thresholds per
+// collective choose the path around each threshold with exact results.
 #include <cstring>
 #include <limits>
 #include <random>
@@ -42,7 +43,7 @@ Outcome runWith(int size, bool single,
       XCCL_THROW(ErrorKind::kInternal, "no single copy: ", segment.cmaUnavailable());
     }
     ShmCalls calls(segment);
-    calls.tunables().shmCmaMinBytes = single ? 0 : std::numeric_limits<size_t>::max();
+    calls.tunables().shmCmaMinBytes.setAll(single ? 0 : std::numeric_limits<size_t>::max());
     run.outputs[rank] = body(rank, calls);
     run.cmaBytes[rank] = segment.traffic().cma.load();
   });
@@ -193,7 +194,7 @@ TEST(ShmSingleCopy, TheThresholdChoosesThePath) {
   testing::runShmRanks(2, kSlot, [&](int rank, net::shm::Segment& segment) {
     ASSERT_NE(segment.cma(), nullptr) << segment.cmaUnavailable();
     ShmCalls calls(segment);
-    calls.tunables().shmCmaMinBytes = 4096;
+    calls.tunables().shmCmaMinBytes.setAll(4096);
     std::vector<float> data(1023, 1.0f + rank);
     algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(), DataType::kFloat32,
                          ReduceOp::kSum);
@@ -207,6 +208,106 @@ TEST(ShmSingleCopy, TheThresholdChoosesThePath) {
   });
 }
 
+// Small integers, (rank + 1) * (i % 7 + 1): their sums and maxima over 3 ranks are exact in
+// every dtype here, so each result is checked against its value.
+void putValue(DataType type, double value, uint8_t* at) {
+  if (type == DataType::kInt64) {
+    const int64_t v = static_cast<int64_t>(value);
+    std::memcpy(at, &v, 8);
+    return;
+  }
+  const float f = static_cast<float>(value);
+  if (type == DataType::kFloat32) {
+    std::memcpy(at, &f, 4);
+    return;
+  }
+  uint32_t bits;  // bfloat16: the float's upper half, exact for these small integers
+  std::memcpy(&bits, &f, 4);
+  const uint16_t half = bits >> 16;
+  std::memcpy(at, &half, 2);
+}
+
+std::vector<uint8_t> smallIntegers(DataType type, size_t count, double scale) {
+  const size_t elem = elementSize(type);
+  std::vector<uint8_t> bytes(count * elem);
+  for (size_t i = 0; i < count; ++i) putValue(type, scale * (i % 7 + 1), bytes.data() + i * elem);
+  return bytes;
+}
+
+// With the built-in thresholds (a default Tunables, as a group without XCCL_SHM_CMA_MIN_BYTES
+// has): all_reduce takes the single copy from 1 MiB, all_gather from 256 KiB (its output),
+// broadcast and reduce never; just below, at and just above each threshold, for 2 and 3 ranks,
+// three dtypes and two ops, every result is exact and the traffic counter says which path ran.
+TEST(ShmSingleCopy, TheDefaultThresholdsChooseThePathPerCollective) {
+  SKIP_WITHOUT_CMA();
+  const algo::ShmCmaMinBytes defaults;
+  ASSERT_EQ(defaults.allReduce, size_t{1} << 20);
+  ASSERT_EQ(defaults.allGather, size_t{256} << 10);
+  ASSERT_EQ(defaults.broadcast, SIZE_MAX);
+  ASSERT_EQ(defaults.reduce, SIZE_MAX);
+  const DataType types[] = {DataType::kFloat32, DataType::kBFloat16, DataType::kInt64};
+  for (int size : {2, 3}) {
+    const double rankSum = size * (size + 1) / 2.0;
+    for (DataType type : types) {
+      const size_t elem = elementSize(type);
+      testing::runShmRanks(size, kSlot, [&](int rank, net::shm::Segment& segment) {
+        ASSERT_NE(segment.cma(), nullptr) << segment.cmaUnavailable();
+        ShmCalls calls(segment);
+        auto cmaRead = [&] { return segment.traffic().cma.load(); };
+        const std::string where = std::to_string(size) + " ranks, rank " + std::to_string(rank) +
+                                  ", type " + std::to_string(static_cast<int>(type));
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+          const double factor = op == ReduceOp::kSum ? rankSum : size;
+          for (long delta : {-1L, 0L, 1L}) {
+            const size_t count = defaults.allReduce / elem + delta;
+            std::vector<uint8_t> data = smallIntegers(type, count, rank + 1);
+            const uint64_t before = cmaRead();
+            algo::shm::allReduce(calls.next("allreduce"), data.data(), count, type, op);
+            EXPECT_TRUE(data == smallIntegers(type, count, factor))
+                << "all_reduce " << count * elem << " B, " << where;
+            EXPECT_EQ(cmaRead() > before, delta >= 0)
+                << "all_reduce " << count * elem << " B, " << where;
+            // reduce: never by default, at the same sizes and above.
+            std::vector<uint8_t> rooted = smallIntegers(type, count * 2, rank + 1);
+            const uint64_t beforeReduce = cmaRead();
+            algo::shm::reduce(calls.next("reduce"), rooted.data(), count * 2, type, op, 1);
+            if (rank == 1) {
+              EXPECT_TRUE(rooted == smallIntegers(type, count * 2, factor)) << "reduce, " << where;
+            }
+            EXPECT_EQ(cmaRead(), beforeReduce) << "reduce " << count * 2 * elem << " B, " << where;
+          }
+        }
+        for (long delta : {-1L, 0L, 1L}) {
+          // all_gather: uneven parts whose sum (the output) is the threshold + delta bytes.
+          std::vector<size_t> parts(size, defaults.allGather / size);
+          parts[0] = defaults.allGather - (size - 1) * parts[1] + delta;
+          std::vector<uint8_t> expected;
+          for (int r = 0; r < size; ++r) {
+            std::vector<uint8_t> part = smallIntegers(type, parts[r] / elem + 1, r + 1);
+            expected.insert(expected.end(), part.begin(), part.begin() + parts[r]);
+          }
+          std::vector<uint8_t> in = smallIntegers(type, parts[rank] / elem + 1, rank + 1);
+          std::vector<uint8_t> out(expected.size());
+          const uint64_t before = cmaRead();
+          algo::shm::allGather(calls.next("allgather"), in.data(), out.data(), parts);
+          EXPECT_TRUE(out == expected) << "all_gather " << out.size() << " B, " << where;
+          EXPECT_EQ(cmaRead() > before, delta >= 0)
+              << "all_gather " << out.size() << " B, " << where;
+        }
+        for (size_t bytes : {size_t{1} << 20, size_t{4} << 20}) {
+          // broadcast: never by default.
+          const std::vector<uint8_t> root = smallIntegers(type, bytes / elem, 5);
+          std::vector<uint8_t> data = rank == 0 ? root : std::vector<uint8_t>(bytes);
+          const uint64_t before = cmaRead();
+          algo::shm::broadcast(calls.next("broadcast"), data.data(), bytes, 0);
+          EXPECT_TRUE(data == root) << "broadcast " << bytes << " B, " << where;
+          EXPECT_EQ(cmaRead(), before) << "broadcast " << bytes << " B, " << where;
+        }
+      });
+    }
+  }
+}
+
 // The path is part of the call's signature: ranks with different thresholds fail with a
 // mismatch instead of reading each other's words as something else.
 TEST(ShmSingleCopy, RanksThatChoseDifferentPathsFailNamingTheMismatch) {
@@ -214,7 +315,7 @@ TEST(ShmSingleCopy, RanksThatChoseDifferentPathsFailNamingTheMismatch) {
   std::vector<std::string> errors(2);
   testing::runShmRanks(2, kSlot, [&](int rank, net::shm::Segment& segment) {
     ShmCalls calls(segment, {}, nullptr, std::chrono::seconds(20));
-    calls.tunables().shmCmaMinBytes = rank == 0 ? 0 : SIZE_MAX;
+    calls.tunables().shmCmaMinBytes.setAll(rank == 0 ? 0 : SIZE_MAX);
     std::vector<float> data(4096, 1.0f);
     try {
       algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(), DataType::kFloat32,
