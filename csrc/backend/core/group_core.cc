@@ -72,6 +72,8 @@ void GroupCore::connect(net::Store& store, std::chrono::milliseconds timeout,
     settings.emplace_back("ProcessGroupXccl.Options.algorithm", opts.algorithm);
     net::agreeOnSettings(store, "settings", rank_, size_, settings, timeout);
   }
+  // The group's one census of hosts (net/group_layout.h): every step below reads it.
+  layout_ = net::GroupLayout::take(store, rank_, size_, "layout", timeout);
   // Per peer: shared memory on this host, XCCL_NET's engine to other hosts (net/factory.h).
   net::NetOptions net;
   net.storeHost = opts.storeHost;
@@ -79,8 +81,9 @@ void GroupCore::connect(net::Store& store, std::chrono::milliseconds timeout,
   // The interface TCP listens on (it makes the same choice from storeHost), to pin near its NIC.
   net.progressCpus = progressCpus(net::chooseListenAddress(opts.storeHost));
   net.ifnames = netIfnames();
-  transport_ = net::createTransport(store, rank_, size_, net);
+  transport_ = net::createTransport(store, layout_, net);
   setUpSharedMemory(store, opts.lendsPool);
+  shape_ = algo::shapeOf(layout_);  // the locality is known now
   setUpTuning(store, timeout);
   transport_->setStatusProvider([this] {
     // Peers ask only after a timeout: this rank's flight recorder dump joins theirs. Off this
@@ -167,7 +170,8 @@ GroupCore::WorkPtr GroupCore::enqueue(c10d::OpType type, const char* opName,
         }
       }
       algo::Context ctx{*transport_, seq, what, net::Clock::now() + timeout, tunables_};
-      body(algo::Runner{ctx, segment_.get(), alive_, hierarchy_.get(), tuning_.table.get()});
+      body(
+          algo::Runner{ctx, segment_.get(), alive_, hierarchy_.get(), tuning_.table.get(), shape_});
     } catch (const std::exception& e) {
       std::string message = std::string("rank ") + std::to_string(rank_) + ": " + e.what();
       if (message.find(what) == std::string::npos) {
@@ -266,6 +270,7 @@ void GroupCore::stopMembership(const std::string& reason) {
 
 void GroupCore::releaseMembership() {
   tuning_ = {};
+  shape_ = {};
   segment_.reset();
   hierarchy_.reset();
   transport_.reset();

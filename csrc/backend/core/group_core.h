@@ -31,6 +31,7 @@
 #include "algo/tuning_agree.h"
 #include "backend/core/executor.h"
 #include "backend/core/work.h"
+#include "net/group_layout.h"
 #include "net/hierarchy.h"
 #include "net/shm/segment.h"
 #include "net/transport.h"
@@ -95,6 +96,11 @@ class GroupCore {
   const algo::TuningTable* tuning() const { return tuning_.table.get(); }
   // (the canonical text planned from or "", why): for xccl._C._tuning_in_force.
   std::pair<std::string, std::string> tuningInForce() const { return {tuning_.text, tuning_.why}; }
+
+  // Where the membership's ranks are (net/group_layout.h): its census of hosts, taken once in
+  // connect(), and the XCCL_SHM_* options read with it; windows and the GPU side read it.
+  // Valid from connect() on, until the next connect().
+  const net::GroupLayout& layout() const { return layout_; }
 
   // Null until connect() and after shutdown (transportGone()).
   net::Transport* transport() const { return transport_.get(); }
@@ -214,6 +220,8 @@ class GroupCore {
   int rank_;
   int size_;
   algo::Tunables tunables_;
+  net::GroupLayout layout_;  // the membership's census (connect()), read by every step after it
+  algo::GroupShape shape_;  // algo::shapeOf(layout_) once the segments are known
   std::unique_ptr<net::Transport> transport_;
   std::unique_ptr<net::shm::Segment> segment_;  // one host; null otherwise
   std::unique_ptr<net::Hierarchy> hierarchy_;  // several hosts sharing memory per host

@@ -39,7 +39,7 @@ GpuPath::GpuPath(GroupCore& group, Side& cpu, int device)
       blockingWait_(env::getBool("XCCL_GPU_BLOCKING_WAIT")) {
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   StoreAdapter store(group_.store(), "xccl/");
-  placement_ = exchangePlacement(store, group_.rank(), group_.size(), device, group_.timeout());
+  placement_ = exchangePlacement(store, group_.layout(), device, group_.timeout());
   maxBlocks_ =
       algo::sharedGpuMaxBlocks(placement_.blocksPerSm, placement_.smCount, placement_.ranksPerGpu);
   groupRequest_.worldSize = group_.size();
