@@ -9,17 +9,29 @@
 
 namespace xccl::algo {
 
-GroupShape Runner::shape() const {
-  GroupShape shape{size()};
-  if (segment != nullptr) {
-    shape.locality = Locality::kOneHost;
-    shape.hostRanks = segment->size();
-  } else if (hierarchy != nullptr) {
-    shape.locality = Locality::kPerHost;
-    shape.hosts = hierarchy->hosts();
-    shape.hostRanks = hierarchy->segment() != nullptr ? hierarchy->segment()->size() : 1;
+GroupShape shapeOf(const net::GroupLayout& layout) {
+  GroupShape shape{layout.size};
+  shape.locality = layout.locality;
+  // Every host the ranks are on (planning reads it for kPerHost; a tuning table is matched on it
+  // whatever the locality).
+  shape.hosts = layout.hosts();
+  // The ranks sharing this rank's segment: the whole group on one host, this host's ranks when
+  // it spans hosts (1 where this host has one rank: it has no segment).
+  if (layout.locality != Locality::kNone) {
+    shape.hostRanks = static_cast<int>(layout.ranksOnThisHost().size());
   }
   return shape;
+}
+
+CpuPlan Runner::plan(Collective collective, size_t bytes) const {
+  // A shape for another group, or a route without its transport, would run collectives no peer
+  // runs alike: refuse it rather than hang.
+  XCCL_CHECK(shape.worldSize == size() &&
+                 (shape.locality != Locality::kOneHost || segment != nullptr) &&
+                 (shape.locality != Locality::kPerHost || hierarchy != nullptr),
+             "a Runner of ", size(), " ranks planned with the shape of a group of ",
+             shape.worldSize, " (", vocab::name(shape.locality), ")");
+  return planCpu({collective, bytes}, shape, net.tunables, tuning);
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include "algo/context.h"
 #include "algo/cpu_plan.h"
 #include "algo/shm_collectives.h"
+#include "net/group_layout.h"
 #include "net/hierarchy.h"
 
 namespace xccl::algo {
@@ -27,14 +28,14 @@ struct Runner {
   // The group's measured tuning table (algo/tuning.h), owned by the group and valid while it
   // lives; null: the rules alone.
   const TuningTable* tuning = nullptr;
+  // What planCpu knows of the group: shapeOf(its layout), made once when the group was created;
+  // it must agree with segment and hierarchy above (plan() checks).
+  GroupShape shape;
 
   int rank() const { return net.rank(); }
   int size() const { return net.size(); }
-  GroupShape shape() const;
   // planCpu for `collective` of `bytes` (as CpuRequest wants them: the same on every rank).
-  CpuPlan plan(Collective collective, size_t bytes) const {
-    return planCpu({collective, bytes}, shape(), net.tunables, tuning);
-  }
+  CpuPlan plan(Collective collective, size_t bytes) const;
   // The contexts of a call planned as `plan`: over the network transport, or over the segment
   // (only with one). Their tunables carry the plan's ring chunk: the executors read it there.
   Context netContext(const CpuPlan& plan) const;
@@ -46,6 +47,11 @@ struct Runner {
   // (Hierarchy::leaders()) for a call planned as `plan`.
   Context leadersContext(const CpuPlan& plan) const;
 };
+
+// The shape planCpu sees for the group of `layout`, once its locality is known (the segment or
+// the hierarchy of hosts built, or neither): the one place a group's shape is worked out, read by
+// the tuning agreement and every Runner of the group.
+GroupShape shapeOf(const net::GroupLayout& layout);
 
 // The i-th of several collectives run under one call (coalesced operations), as
 // subCollective(const Context&, size_t) in context.h.

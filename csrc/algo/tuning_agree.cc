@@ -2,7 +2,6 @@
 
 #include "common/error.h"
 #include "net/bootstrap.h"
-#include "net/hosts.h"
 
 namespace xccl::algo {
 namespace {
@@ -17,31 +16,26 @@ const std::string* valueOf(const net::Settings& settings, const char* name) {
 
 }  // namespace
 
-net::Settings encodeTuningAnswer(const std::string& identity, const TuningAnswer& answer) {
+net::Settings encodeTuningAnswer(const TuningAnswer& answer) {
   if (answer.text.size() > kTuningMaxTextBytes) {
     // Never through the store: every rank would read it.
-    return {{"host", identity},
-            {"text", ""},
+    return {{"text", ""},
             {"why", detail::concat("ignored: the table is ", answer.text.size(),
                                    " bytes, more than the ", kTuningMaxTextBytes, " allowed")}};
   }
-  return {{"host", identity}, {"text", answer.text}, {"why", answer.why}};
+  return {{"text", answer.text}, {"why", answer.why}};
 }
 
-TuningAgreement tuningVerdict(const std::vector<net::Settings>& byRank, GroupShape shape) {
+TuningAgreement tuningVerdict(const std::vector<net::Settings>& byRank, const GroupShape& shape) {
   TuningAgreement out;
-  std::vector<std::string> texts, identities;
+  std::vector<std::string> texts;
   for (size_t r = 0; r < byRank.size(); ++r) {
-    const std::string* host = valueOf(byRank[r], "host");
     const std::string* text = valueOf(byRank[r], "text");
-    if (host != nullptr) identities.push_back(*host);  // unreadable: counted on no host
     // An unreadable answer counts as no table (and as dissent when rank 0 has one).
     texts.push_back(text != nullptr ? *text : "");
   }
   const net::RankZeroVerdict verdict = net::rankZeroVerdict(texts);
   out.dissenting = verdict.dissenting;
-  out.hosts = identities.empty() ? 1 : net::Hosts::of(identities).count();
-  shape.hosts = out.hosts;
   if (verdict.value.empty()) {
     const std::string* why = byRank.empty() ? nullptr : valueOf(byRank[0], "why");
     out.why = why != nullptr && !why->empty() ? "no table: " + *why : "no table";
@@ -65,11 +59,11 @@ TuningAgreement tuningVerdict(const std::vector<net::Settings>& byRank, GroupSha
 }
 
 TuningAgreement agreeOnTuning(net::Store& store, const std::string& key, int rank, int size,
-                              const std::string& identity, const TuningAnswer& mine,
-                              const GroupShape& shape, std::chrono::milliseconds timeout) {
+                              const TuningAnswer& mine, const GroupShape& shape,
+                              std::chrono::milliseconds timeout) {
   const net::Bootstrap bootstrap(store, "", rank, size, timeout);
   const std::vector<net::Bytes> all =
-      bootstrap.allGather(key, net::encodeSettings(encodeTuningAnswer(identity, mine)));
+      bootstrap.allGather(key, net::encodeSettings(encodeTuningAnswer(mine)));
   std::vector<net::Settings> byRank;
   for (const net::Bytes& bytes : all) {
     try {

@@ -1,8 +1,9 @@
 // Which tuning table (algo/tuning.h) a group plans from, agreed at group creation: every rank
-// publishes what its own source found (text and why) with its host identity; rank 0's text
-// wins on every rank, parsed there alike, so a rank whose file differs cannot plan otherwise and
-// hang its peers. Nothing here throws for a bad table: a malformed text or a table made for
-// another group shape means the rules, with the reason.
+// publishes what its own source found (text and why); rank 0's text wins on every rank, parsed
+// there alike, so a rank whose file differs cannot plan otherwise and hang its peers. The group's
+// shape (hosts included) is the caller's, from the group's layout (net/group_layout.h). Nothing
+// here throws for a bad table: a malformed text or a table made for another group shape means the
+// rules, with the reason.
 #pragma once
 
 #include <chrono>
@@ -30,19 +31,18 @@ struct TuningAgreement {
   std::vector<int> dissenting;
   std::string parseError;  // rank 0's text was malformed: the parser's message naming the line
   std::string mismatch;    // rank 0's table was made for another group shape: why
-  int hosts = 1;           // distinct host identities among the ranks
 };
 
 // Pure: the verdict from every rank's published settings (encodeTuningAnswer's), for a group of
-// `shape` (its hosts are replaced by the identities' count).
-TuningAgreement tuningVerdict(const std::vector<net::Settings>& byRank, GroupShape shape);
-net::Settings encodeTuningAnswer(const std::string& identity, const TuningAnswer& answer);
+// `shape` (algo::shapeOf of its layout: hosts come from the group's census, not from here).
+TuningAgreement tuningVerdict(const std::vector<net::Settings>& byRank, const GroupShape& shape);
+net::Settings encodeTuningAnswer(const TuningAnswer& answer);
 
 // Collective over the store, like net::agreeOnRankZero (a fresh `key` per group and membership).
 // A text over kTuningMaxTextBytes is published as no table (why says so). Throws only what the
 // store exchange throws (kTimeout naming the missing ranks).
 TuningAgreement agreeOnTuning(net::Store& store, const std::string& key, int rank, int size,
-                              const std::string& identity, const TuningAnswer& mine,
-                              const GroupShape& shape, std::chrono::milliseconds timeout);
+                              const TuningAnswer& mine, const GroupShape& shape,
+                              std::chrono::milliseconds timeout);
 
 }  // namespace xccl::algo

@@ -1,5 +1,6 @@
-// The per-peer choice: a census of hosts, shared memory among each host's ranks, the network
-// engine (XCCL_NET) among all ranks when the group spans hosts, and RoutedTransport joining them.
+// The per-peer choice: from the group's layout (group_layout.h), shared memory among each host's
+// ranks, the network engine (XCCL_NET) among all ranks when the group spans hosts, and
+// RoutedTransport joining them.
 #include "net/factory.h"
 
 #include <atomic>
@@ -7,10 +8,9 @@
 #include "common/env.h"
 #include "common/logging.h"
 #include "net/bootstrap.h"
-#include "net/hosts.h"
+#include "net/group_layout.h"
 #include "net/ofi/transport.h"
 #include "net/routed_transport.h"
-#include "net/shm/segment.h"
 #include "net/shm_rings/transport.h"
 #include "net/tcp/transport.h"
 
@@ -89,27 +89,25 @@ Engine chooseEngine(const std::string& setting) {
 
 const char* engineName(Engine engine) { return engine == Engine::kOfi ? "ofi" : "tcp"; }
 
-std::unique_ptr<Transport> createTransport(Store& store, int rank, int size,
+std::unique_ptr<Transport> createTransport(Store& store, const GroupLayout& layout,
                                            const NetOptions& options) {
-  XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
+  const int rank = layout.rank, size = layout.size;
   const Engine engine = chooseEngine(env::getString("XCCL_NET"));
   if (size == 1) return createEngine(engine, store, rank, size, options);
 
   // Where every rank is, and whether it allows shared memory (one rank's XCCL_SHM_DISABLE turns
-  // it off for the group, as for the collective segment).
-  const shm::Options shmEnv = shm::Options::fromEnvironment();
-  const Bootstrap bootstrap(store, options.storePrefix, rank, size, options.timeout);
-  const Census census = takeCensus(bootstrap, "hosts", shmEnv.identity(), !shmEnv.disabled);
+  // it off for the group, as for the collective segment): the group's layout says.
+  const Hosts& hosts = layout.census.hosts;
   std::string why;
   std::unique_ptr<shm_rings::ShmTransport> host;
-  if (census.firstAbsent >= 0) {
-    why = detail::concat("XCCL_SHM_DISABLE is set on rank ", census.firstAbsent);
-  } else if (census.hosts.count() == size) {
+  if (layout.shmDisabled()) {
+    why = detail::concat("XCCL_SHM_DISABLE is set on rank ", layout.census.firstAbsent);
+  } else if (hosts.count() == size) {
     why = "every host has one rank of the group";
   } else {
-    host = createHostTransport(store, rank, size, options, census.hosts, &why);
+    host = createHostTransport(store, rank, size, options, hosts, &why);
   }
-  if (host && census.hosts.count() == 1) return host;  // no network mesh: nobody needs one
+  if (host && hosts.count() == 1) return host;  // no network mesh: nobody needs one
   if (!host && rank == 0) {
     XCCL_INFO("net", "no shared memory between ranks (", why, "); every peer over ",
               engineName(engine));
@@ -117,7 +115,7 @@ std::unique_ptr<Transport> createTransport(Store& store, int rank, int size,
   std::unique_ptr<Transport> network = createEngine(engine, store, rank, size, options);
   if (!host) return network;
   std::vector<bool> onHost(size);
-  for (int r = 0; r < size; ++r) onHost[r] = census.hosts.hostOf[r] == census.hosts.hostOf[rank];
+  for (int r = 0; r < size; ++r) onHost[r] = hosts.hostOf[r] == hosts.hostOf[rank];
   return std::make_unique<RoutedTransport>(std::move(network), std::move(host), std::move(onHost));
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "net/group_layout.h"
 #include "net/net_options.h"
 #include "net/store.h"
 #include "net/transport.h"
@@ -18,9 +19,10 @@ enum class Engine { kTcp, kOfi };
 Engine chooseEngine(const std::string& setting);
 const char* engineName(Engine engine);
 
-// Collective over the store: every rank of the group calls it. The network engine to every
-// peer, or per peer shared memory for ranks on this host and the network for the rest.
-std::unique_ptr<Transport> createTransport(Store& store, int rank, int size,
+// Collective over the store: every rank of the group calls it, with the group's layout (its
+// census of hosts, taken before). The network engine to every peer, or per peer shared memory
+// for ranks on this host and the network for the rest.
+std::unique_ptr<Transport> createTransport(Store& store, const GroupLayout& layout,
                                            const NetOptions& options);
 
 }  // namespace xccl::net

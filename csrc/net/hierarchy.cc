@@ -10,11 +10,20 @@ namespace xccl::net {
 
 std::unique_ptr<Hierarchy> Hierarchy::create(Store& store, Transport& tcp,
                                              const shm::Options& options, std::string* why) {
+  const Bootstrap bootstrap(store, options.storePrefix, tcp.rank(), tcp.size(), options.timeout);
+  // Where every rank is and whether it takes part; all decide from the same list.
+  const Census census = takeCensus(bootstrap, "hosts", options.identity(), !options.disabled);
+  return create(store, tcp, options, census, why);
+}
+
+std::unique_ptr<Hierarchy> Hierarchy::create(Store& store, Transport& tcp,
+                                             const shm::Options& options, const Census& census,
+                                             std::string* why) {
   const int rank = tcp.rank(), size = tcp.size();
+  XCCL_CHECK_ARG(static_cast<int>(census.hosts.hostOf.size()) == size, "a census of ",
+                 census.hosts.hostOf.size(), " ranks for a group of ", size);
   const Bootstrap bootstrap(store, options.storePrefix, rank, size, options.timeout);
-  const std::string identity = options.identity();
-  // 1. Where every rank is and whether it takes part; all decide from the same list.
-  const Census census = takeCensus(bootstrap, "hosts", identity, !options.disabled);
+  // 1. Whether the group qualifies, from the census (the same on every rank).
   if (census.firstAbsent >= 0) {
     *why = detail::concat("XCCL_SHM_DISABLE is set on rank ", census.firstAbsent);
     return nullptr;
@@ -37,13 +46,17 @@ std::unique_ptr<Hierarchy> Hierarchy::create(Store& store, Transport& tcp,
   h->placement_ = hosts;
   std::string failure;
   if (h->local_.size() > 1) {
+    const std::string& identity = hosts.identities[host];
     shm::Options local = options;
     local.storePrefix = detail::concat(options.storePrefix, "/host", host);
     local.hostIdentity = identity;
+    const int localSize = static_cast<int>(h->local_.size());
     const int localRank =
         static_cast<int>(std::find(h->local_.begin(), h->local_.end(), rank) - h->local_.begin());
-    h->segment_ =
-        shm::Segment::create(store, localRank, static_cast<int>(h->local_.size()), local, &failure);
+    // The host's ranks, all on this host and all taking part: known, so not asked again.
+    Census localCensus;
+    localCensus.hosts = Hosts::of(std::vector<std::string>(localSize, identity));
+    h->segment_ = shm::Segment::create(store, localRank, localSize, local, localCensus, &failure);
     if (!h->segment_) failure = "host '" + identity + "': " + failure;
   }
   const Agreement built = bootstrap.agree("built", failure);

@@ -27,8 +27,13 @@ class Hierarchy {
   // apart by options.identity() (topo/host.h, or a stand-in); each host's segment is
   // created under options.storePrefix + "/host<h>". Throws (kTimeout) when a peer does not take
   // part in time.
+  // This form takes its own census of hosts (net/hosts.h) first; a group's creation passes the
+  // one it took already (net/group_layout.h) to the other.
   static std::unique_ptr<Hierarchy> create(Store& store, Transport& tcp,
                                            const shm::Options& options, std::string* why);
+  static std::unique_ptr<Hierarchy> create(Store& store, Transport& tcp,
+                                           const shm::Options& options, const Census& census,
+                                           std::string* why);
 
   int hosts() const { return hosts_; }
   // This host's ranks of the group, ascending; the first is the host's leader.

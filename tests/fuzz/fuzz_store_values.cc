@@ -238,7 +238,7 @@ void windowFits(const std::string& text) {
 // Rank 0's tuning table as every rank parses it at group creation (algo/tuning_agree.h).
 void tuningTable(const std::string& text) {
   const algo::TuningAgreement verdict =
-      algo::tuningVerdict({algo::encodeTuningAnswer("h", {text, "fuzz"})}, algo::GroupShape{1});
+      algo::tuningVerdict({algo::encodeTuningAnswer({text, "fuzz"})}, algo::GroupShape{1});
   require(verdict.table == nullptr || verdict.parseError.empty(), "a table and an error");
   const algo::TuningTable table = algo::parseTuningTable(text);
   require(text.size() <= algo::kTuningMaxTextBytes, "oversized text accepted");

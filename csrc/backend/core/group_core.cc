@@ -66,7 +66,7 @@ GroupCore::WorkPtr GroupCore::enqueue(c10d::OpType type, const char* opName,
       algo::Context ctx{*membership_.transport(), seq, what, net::Clock::now() + timeout,
                         membership_.tunables()};
       body(algo::Runner{ctx, membership_.segment(), membership_.alive(), membership_.hierarchy(),
-                        membership_.tuning()});
+                        membership_.tuning(), membership_.shape()});
     } catch (const std::exception& e) {
       std::string message =
           std::string("rank ") + std::to_string(membership_.rank()) + ": " + e.what();

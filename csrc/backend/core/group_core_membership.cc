@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "algo/runner.h"
 #include "backend/core/group_core_failure.h"
 #include "backend/core/machine.h"
 #include "common/env.h"
@@ -66,6 +67,8 @@ void Membership::connect(net::Store& store, std::chrono::milliseconds timeout,
     settings.emplace_back("ProcessGroupXccl.Options.algorithm", opts.algorithm);
     net::agreeOnSettings(store, "settings", rank_, size_, settings, timeout);
   }
+  // The group's one census of hosts (net/group_layout.h): every step below reads it.
+  layout_ = net::GroupLayout::take(store, rank_, size_, "layout", timeout);
   // Per peer: shared memory on this host, XCCL_NET's engine to other hosts (net/factory.h).
   net::NetOptions net;
   net.storeHost = opts.storeHost;
@@ -73,8 +76,9 @@ void Membership::connect(net::Store& store, std::chrono::milliseconds timeout,
   // The interface TCP listens on (it makes the same choice from storeHost), to pin near its NIC.
   net.progressCpus = progressCpus(net::chooseListenAddress(opts.storeHost));
   net.ifnames = netIfnames();
-  transport_ = net::createTransport(store, rank_, size_, net);
+  transport_ = net::createTransport(store, layout_, net);
   setUpSharedMemory(store, opts.lendsPool);
+  shape_ = algo::shapeOf(layout_);  // the locality is known now
   setUpTuning(store, timeout);
 }
 
@@ -84,6 +88,7 @@ void Membership::abortTransport(const std::string& reason) {
 
 void Membership::release() {
   tuning_ = {};
+  shape_ = {};
   segment_.reset();
   hierarchy_.reset();
   transport_.reset();

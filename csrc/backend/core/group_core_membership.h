@@ -1,5 +1,6 @@
 // Membership: who a group's members are and how they reach each other (GroupCore's part;
-// group_core.h): rank, size, the store, the transports and shared-memory segments connect()
+// group_core.h): rank, size, the store, the layout (the census of hosts connect() takes once and
+// every step after it reads), the transports and shared-memory segments connect()
 // builds, the tuning table agreed on at connect(), the membership epoch, and the window ids
 // numbered per membership. Its liveness answer for shared-memory waits (peerAlive()) reads the
 // failure state: a broken group's waits end as well as a dead peer's.
@@ -18,8 +19,10 @@
 #include <string>
 #include <utility>
 
+#include "algo/cpu_plan.h"
 #include "algo/tunables.h"
 #include "algo/tuning_agree.h"
+#include "net/group_layout.h"
 #include "net/hierarchy.h"
 #include "net/shm/segment.h"
 #include "net/transport.h"
@@ -84,6 +87,14 @@ class Membership {
   // (the canonical text planned from or "", why): for xccl._C._tuning_in_force.
   std::pair<std::string, std::string> tuningInForce() const { return {tuning_.text, tuning_.why}; }
 
+  // Where the membership's ranks are (net/group_layout.h): its census of hosts, taken once in
+  // connect(), and the XCCL_SHM_* options read with it; windows and the GPU side read it.
+  // Valid from connect() on, until the next connect().
+  const net::GroupLayout& layout() const { return layout_; }
+  // The shape every plan of this membership is made for (algo::shapeOf the layout, once the
+  // segments are known).
+  const algo::GroupShape& shape() const { return shape_; }
+
   // A call's torch error when the group has no members yet (enable_reconfigure, before the first
   // reconfigure): there is no transport to run it on.
   void checkHasMembers(const char* opName) const;
@@ -123,6 +134,8 @@ class Membership {
   int rank_;
   int size_;
   algo::Tunables tunables_;
+  net::GroupLayout layout_;  // the membership's census (connect()), read by every step after it
+  algo::GroupShape shape_;  // algo::shapeOf(layout_) once the segments are known
   std::unique_ptr<net::Transport> transport_;
   std::unique_ptr<net::shm::Segment> segment_;  // one host; null otherwise
   std::unique_ptr<net::Hierarchy> hierarchy_;  // several hosts sharing memory per host

@@ -15,19 +15,24 @@ namespace xccl::backend {
 void Membership::setUpSharedMemory(net::Store& store, bool lendsPool) {
   alive_ = [this](int peer) { return peerAlive(peer); };
   if (size_ == 1) return;  // nothing to share: every collective is a local copy
-  net::shm::Options options = net::shm::Options::fromEnvironment();
+  // The options and the census of the group's layout (net/group_layout.h), taken in connect().
+  net::shm::Options options = layout_.shm;
   // `store` is this group's (torch prefixes it per group), so the keys are unique per group.
   options.storePrefix = "shm";
   options.timeout = options_->timeout;
   // A membership that reconfigure() may replace lends no pool tensors: they would outlive it.
   if (!lendsPool) options.poolBytes = 0;
   std::string why;
-  segment_ = net::shm::Segment::create(store, rank_, size_, options, &why);
-  if (segment_) return;
+  segment_ = net::shm::Segment::create(store, rank_, size_, options, layout_.census, &why);
+  if (segment_) {
+    layout_.locality = algo::Locality::kOneHost;
+    return;
+  }
   std::string whyNot;
   options.storePrefix = "shm-hosts";
   options.poolBytes = 0;  // tensors are allocated only from a one-host group's segment
-  hierarchy_ = net::Hierarchy::create(store, *transport_, options, &whyNot);
+  hierarchy_ = net::Hierarchy::create(store, *transport_, options, layout_.census, &whyNot);
+  if (hierarchy_) layout_.locality = algo::Locality::kPerHost;
   if (rank_ != 0) return;
   const std::string group = "group '" + options_->group_name + "': ";
   if (hierarchy_) {

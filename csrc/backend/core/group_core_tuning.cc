@@ -43,16 +43,8 @@ void setTuningSource(TuningSource source) {
 
 void Membership::setUpTuning(net::Store& store, std::chrono::milliseconds timeout) {
   const algo::TuningAnswer mine = askSource();
-  // The shape planCpu sees (algo::Runner::shape); hosts come from the agreement's identities.
-  algo::GroupShape shape{size_};
-  if (segment_) {
-    shape.locality = algo::Locality::kOneHost;
-  } else if (hierarchy_) {
-    shape.locality = algo::Locality::kPerHost;
-  }
-  net::shm::Options shm = net::shm::Options::fromEnvironment();
-  tuning_ =
-      algo::agreeOnTuning(store, "tuning", rank_, size_, shm.identity(), mine, shape, timeout);
+  // Matched against the shape every Runner of this membership plans with (shapeOf the layout).
+  tuning_ = algo::agreeOnTuning(store, "tuning", rank_, size_, mine, shape_, timeout);
   const std::string group = "group '" + options_->group_name + "': ";
   if (mine.text.size() > algo::kTuningMaxTextBytes) {
     XCCL_WARN("tuning", group, "this rank's tuning table is ", mine.text.size(),

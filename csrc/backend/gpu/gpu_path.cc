@@ -39,8 +39,8 @@ GpuPath::GpuPath(GroupCore& group, Side& cpu, int device)
       blockingWait_(env::getBool("XCCL_GPU_BLOCKING_WAIT")) {
   GpuDeviceGuard deviceGuard(static_cast<c10::DeviceIndex>(device_));
   StoreAdapter store(group_.membership().store(), "xccl/");
-  placement_ = exchangePlacement(store, group_.membership().rank(), group_.membership().size(),
-                                 device, group_.sequencer().timeout());
+  placement_ =
+      exchangePlacement(store, group_.membership().layout(), device, group_.sequencer().timeout());
   maxBlocks_ =
       algo::sharedGpuMaxBlocks(placement_.blocksPerSm, placement_.smCount, placement_.ranksPerGpu);
   groupRequest_.worldSize = group_.membership().size();

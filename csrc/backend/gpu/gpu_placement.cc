@@ -13,8 +13,6 @@
 #include "backend/gpu/gpu_work.h"
 #include "kernels/launch_checks.h"
 #include "net/bootstrap.h"
-#include "net/hosts.h"
-#include "net/shm/segment.h"
 
 namespace xccl::backend {
 namespace {
@@ -36,9 +34,8 @@ int attribute(gpuDeviceAttr_t what, int device) {
 
 }  // namespace
 
-Placement exchangePlacement(net::Store& store, int rank, int size, int device,
+Placement exchangePlacement(net::Store& store, const net::GroupLayout& layout, int device,
                             std::chrono::milliseconds timeout) {
-  const std::string host = net::shm::Options::fromEnvironment().identity();
   const std::string bus = busIdOf(device);
   const int sms = attribute(gpuDevAttrMultiProcessorCount, device);
   const int perSm =
@@ -46,31 +43,30 @@ Placement exchangePlacement(net::Store& store, int rank, int size, int device,
                                 attribute(gpuDevAttrMaxThreadsPerMultiProcessor, device),
                                 attribute(gpuDevAttrMaxRegistersPerMultiprocessor, device),
                                 attribute(gpuDevAttrMaxRegistersPerBlock, device));
-  // One record per rank: host, bus id, SM count, blocks per SM (host names hold no newline).
+  // One record per rank: bus id, SM count, blocks per SM. Which host each rank is on is the
+  // group's layout (its census at creation), not asked again.
   const std::vector<std::string> all =
-      net::Bootstrap(store, "", rank, size, timeout)
-          .allGather("gpu_place",
-                     host + "\n" + bus + "\n" + std::to_string(sms) + "\n" + std::to_string(perSm));
+      net::Bootstrap(store, "", layout.rank, layout.size, timeout)
+          .allGather("gpu_place", bus + "\n" + std::to_string(sms) + "\n" + std::to_string(perSm));
+  const net::Hosts& hosts = layout.census.hosts;
   Placement placement;
   placement.smCount = sms;
   placement.blocksPerSm = perSm;
-  std::vector<std::string> hostByRank;
-  std::map<std::string, int> perGpu;
+  std::map<std::pair<int, std::string>, int> perGpu;  // (host, bus id) -> ranks on that GPU
   std::set<std::string> localBuses;
-  for (const std::string& record : all) {
-    std::istringstream lines(record);
-    std::string peerHost, peerBus, peerSms, peerPerSm;
-    std::getline(lines, peerHost);
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    std::istringstream lines(all[r]);
+    std::string peerBus, peerSms, peerPerSm;
     std::getline(lines, peerBus);
     std::getline(lines, peerSms);
     std::getline(lines, peerPerSm);
-    hostByRank.push_back(peerHost);
-    placement.ranksPerGpu = std::max(placement.ranksPerGpu, ++perGpu[peerHost + "/" + peerBus]);
+    const int peerHost = hosts.hostOf[r];
+    placement.ranksPerGpu = std::max(placement.ranksPerGpu, ++perGpu[{peerHost, peerBus}]);
     placement.smCount = std::min(placement.smCount, std::stoi(peerSms));
     placement.blocksPerSm = std::min(placement.blocksPerSm, std::stoi(peerPerSm));
-    if (peerHost == host) localBuses.insert(peerBus);
+    if (peerHost == layout.host()) localBuses.insert(peerBus);
   }
-  placement.hosts = net::Hosts::of(hostByRank).count();
+  placement.hosts = layout.hosts();
   placement.sameHost = placement.hosts == 1;
   const topo::Topology& topology = thisMachine();
   for (const std::string& localBus : localBuses) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <vector>
 
+#include "net/group_layout.h"
 #include "net/store.h"
 
 namespace xccl::backend {
@@ -21,7 +22,9 @@ struct Placement {
   int blocksPerSm = 1;
 };
 
-Placement exchangePlacement(net::Store& store, int rank, int size, int device,
+// Collective over the store (every rank of `layout`'s group): each rank's GPU facts; where the
+// ranks are comes from the group's layout (net/group_layout.h).
+Placement exchangePlacement(net::Store& store, const net::GroupLayout& layout, int device,
                             std::chrono::milliseconds timeout);
 
 }  // namespace xccl::backend

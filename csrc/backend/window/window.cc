@@ -12,7 +12,7 @@
 #include "backend/core/group_core.h"
 #include "backend/core/store_adapter.h"
 #include "backend/core/torch_error.h"
-#include "net/hosts.h"
+#include "net/group_layout.h"
 #include "net/window_record.h"
 
 namespace xccl::backend {
@@ -76,23 +76,14 @@ XcclWindow::XcclWindow(c10::intrusive_ptr<c10d::Backend> owner, GroupCore& group
       pending_(size_),
       orphans_(size_) {
   // Which ranks share this host, as the group's shared-memory transport decides (one rank's
-  // XCCL_SHM_DISABLE turns it off for all): their windows are mapped, the others' reached
-  // through the transport.
-  const net::shm::Options shm = net::shm::Options::fromEnvironment();
-  StoreAdapter store(group_.membership().store(), "xccl/win/" + std::to_string(id_) + "/");
-  try {
-    const net::Census census =
-        net::takeCensus(bootstrapOf(store, rank_, size_, "new", group_.sequencer().timeout()),
-                        "hosts", shm.identity(), !shm.disabled);
-    local_ = census.firstAbsent < 0 ? census.hosts.ranksOn(census.hosts.hostOf[rank_])
-                                    : std::vector<int>{rank_};
-    unmapped_ = census.firstAbsent < 0
-                    ? "is on another host than rank " + std::to_string(rank_)
-                    : "is not mapped here: XCCL_SHM_DISABLE is set on rank " +
-                          std::to_string(census.firstAbsent) + ", so windows use the network";
-  } catch (const Error& e) {
-    throwTorchError(e.kind(), std::string("xccl new_window: ") + messageOf(e));
-  }
+  // XCCL_SHM_DISABLE turns it off for all), from the membership's layout: their windows are
+  // mapped, the others' reached through the transport.
+  const net::GroupLayout& layout = group_.membership().layout();
+  local_ = layout.shmDisabled() ? std::vector<int>{rank_} : layout.ranksOnThisHost();
+  unmapped_ = layout.shmDisabled()
+                  ? "is not mapped here: XCCL_SHM_DISABLE is set on rank " +
+                        std::to_string(layout.census.firstAbsent) + ", so windows use the network"
+                  : "is on another host than rank " + std::to_string(rank_);
 }
 
 XcclWindow::~XcclWindow() {

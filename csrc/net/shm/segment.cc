@@ -189,10 +189,20 @@ std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const
                                          std::string* whyUnavailable) {
   XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
   const Bootstrap bootstrap(store, options.storePrefix, rank, size, options.timeout);
+  // Everyone says where it is and whether it takes part; every rank decides from the same list.
+  const Census census = takeCensus(bootstrap, "host", options.identity(), !options.disabled);
+  return create(store, rank, size, options, census, whyUnavailable);
+}
 
-  // 1. Everyone says where it is and whether it takes part; every rank decides from the same list.
-  std::string why =
-      whyNotOneHost(takeCensus(bootstrap, "host", options.identity(), !options.disabled));
+std::unique_ptr<Segment> Segment::create(Store& store, int rank, int size, const Options& options,
+                                         const Census& census, std::string* whyUnavailable) {
+  XCCL_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "bad rank ", rank, " of ", size);
+  XCCL_CHECK_ARG(static_cast<int>(census.hosts.hostOf.size()) == size, "a census of ",
+                 census.hosts.hostOf.size(), " ranks for a segment of ", size);
+  const Bootstrap bootstrap(store, options.storePrefix, rank, size, options.timeout);
+
+  // 1. Every rank decides from the same census (the same list on every rank).
+  std::string why = whyNotOneHost(census);
   if (!why.empty()) {
     *whyUnavailable = why;
     return nullptr;

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "net/hosts.h"
 #include "net/shm/cma.h"
 #include "net/shm/pool.h"
 #include "net/shm/spin_policy.h"
@@ -96,8 +97,13 @@ class Segment {
   // in *whyUnavailable, when shared memory cannot be used (ranks on different hosts, disabled,
   // /dev/shm too small or unusable); every rank then gets nullptr, so the group can fall back to
   // TCP as one. Throws (kTimeout) only when a peer does not take part in time.
+  // This form takes its own census of hosts first (net/hosts.h: every rank's
+  // options.identity() and options.disabled); a group's creation, which took one already
+  // (net/group_layout.h), passes it to the other.
   static std::unique_ptr<Segment> create(Store& store, int rank, int size, const Options& options,
                                          std::string* whyUnavailable);
+  static std::unique_ptr<Segment> create(Store& store, int rank, int size, const Options& options,
+                                         const Census& census, std::string* whyUnavailable);
   ~Segment();
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;

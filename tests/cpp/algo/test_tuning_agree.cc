@@ -23,17 +23,14 @@ const std::string kOther3 =
     "xccl-tuning 1\nworld 3 1 one_host\ncpu all_reduce 0 inf tcp ring 65536 5 9\n";
 const GroupShape kOneHost3{3, Locality::kOneHost, 1, 3};
 
-// Every rank's agreement when rank r answered answers[r] from host identities[r].
+// Every rank's agreement when rank r answered answers[r], in a group of `shape`.
 std::vector<TuningAgreement> agree(const std::vector<TuningAnswer>& answers,
-                                   const GroupShape& shape,
-                                   std::vector<std::string> identities = {}) {
+                                   const GroupShape& shape) {
   const int size = static_cast<int>(answers.size());
-  identities.resize(answers.size(), "host-a");
   net::MemoryStore store;
   std::vector<TuningAgreement> out(answers.size());
   testing::runThreads(size, [&](int rank) {
-    out[rank] =
-        agreeOnTuning(store, "tuning", rank, size, identities[rank], answers[rank], shape, 10s);
+    out[rank] = agreeOnTuning(store, "tuning", rank, size, answers[rank], shape, 10s);
   });
   return out;
 }
@@ -46,7 +43,6 @@ TEST(AgreeOnTuning, EveryRankFollowsRankZero) {
     EXPECT_EQ(all[r].text, kTable3) << r;
     EXPECT_EQ(all[r].why, "rank 0's table") << r;
     EXPECT_EQ(all[r].dissenting, (std::vector<int>{1, 2})) << r;
-    EXPECT_EQ(all[r].hosts, 1) << r;
   }
 }
 
@@ -89,18 +85,23 @@ TEST(AgreeOnTuning, ATableForAnotherShapeIsNotUsed) {
     EXPECT_EQ(all[r].why, "table for world 3/1/one_host, group is 3/1/none") << r;
     EXPECT_TRUE(all[r].dissenting.empty()) << r;
   }
-  // Hosts come from the ranks' identities: ranks on two hosts without shared memory.
+  // Hosts come from the group's shape (its layout's census): ranks on two hosts without shared
+  // memory take a table made there, and one host's table is not theirs.
   const std::string twoHosts = "xccl-tuning 1\nworld 3 2 none\n";
-  const auto spread = agree({{twoHosts, "f"}, {twoHosts, "f"}, {twoHosts, "f"}},
-                            GroupShape{3, Locality::kNone, 1, 1}, {"a", "a", "b"});
-  for (int r = 0; r < 3; ++r) {
-    EXPECT_EQ(spread[r].hosts, 2) << r;
-    EXPECT_NE(spread[r].table, nullptr) << spread[r].why;
+  const GroupShape spread{3, Locality::kNone, 2, 1};
+  for (const TuningAgreement& a :
+       agree({{twoHosts, "f"}, {twoHosts, "f"}, {twoHosts, "f"}}, spread)) {
+    EXPECT_NE(a.table, nullptr) << a.why;
+  }
+  const std::string oneHost = "xccl-tuning 1\nworld 3 1 none\n";
+  for (const TuningAgreement& a : agree({{oneHost, "f"}, {oneHost, "f"}, {oneHost, "f"}}, spread)) {
+    EXPECT_EQ(a.table, nullptr) << a.why;
+    EXPECT_EQ(a.why, "table for world 3/1/none, group is 3/2/none");
   }
 }
 
 TEST(TuningVerdict, UnreadableAnswersCountAsNoTable) {
-  const net::Settings good = encodeTuningAnswer("h", {kTable3, "f"});
+  const net::Settings good = encodeTuningAnswer({kTable3, "f"});
   // Rank 0's answer damaged (decoded as nothing): no table, rank 1 dissenting.
   TuningAgreement v = tuningVerdict({{}, good, {}}, kOneHost3);
   EXPECT_EQ(v.table, nullptr);

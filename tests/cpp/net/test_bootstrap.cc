@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "net/bootstrap.h"
+#include "net/group_layout.h"
 #include "net/hosts.h"
 #include "net/store.h"
 #include "threads.h"
@@ -198,6 +199,48 @@ TEST(Hosts, CensusNamesTheFirstRankThatDoesNotTakePart) {
     EXPECT_EQ(census.firstAbsent, 3);
     EXPECT_EQ(census.hosts.hostOf, (std::vector<int>{0, 0, 1, 1}));
   }
+}
+
+// The group's layout: one census answers where every rank is, on every rank alike.
+TEST(GroupLayout, OneCensusSaysWhereEveryRankIs) {
+  MemoryStore store;
+  std::vector<GroupLayout> layouts(4);
+  testing::runThreads(4, [&](int rank) {
+    shm::Options options;
+    options.hostIdentity = rank % 2 == 0 ? "h0" : "h1";
+    const Bootstrap bootstrap(store, "layout", rank, 4, 10s);
+    layouts[rank] =
+        GroupLayout::of(rank, options,
+                        takeCensus(bootstrap, "hosts", options.identity(), !options.disabled));
+  });
+  for (int rank = 0; rank < 4; ++rank) {
+    const GroupLayout& layout = layouts[rank];
+    EXPECT_EQ(layout.size, 4);
+    EXPECT_EQ(layout.hosts(), 2);
+    EXPECT_EQ(layout.host(), rank % 2);
+    EXPECT_EQ(layout.identity(), rank % 2 == 0 ? "h0" : "h1");
+    EXPECT_EQ(layout.ranksOnThisHost(),
+              rank % 2 == 0 ? (std::vector<int>{0, 2}) : (std::vector<int>{1, 3}));
+    EXPECT_FALSE(layout.shmDisabled());
+  }
+  // take(): the same exchange with this process's own identity (one host here); a group of one
+  // asks nobody, and still knows its host.
+  MemoryStore group;
+  std::vector<GroupLayout> taken(3);
+  testing::runThreads(3,
+                      [&](int rank) { taken[rank] = GroupLayout::take(group, rank, 3, "l", 10s); });
+  for (const GroupLayout& layout : taken) {
+    EXPECT_EQ(layout.hosts(), 1);
+    EXPECT_EQ(layout.ranksOnThisHost(), (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(layout.identity(), layout.shm.identity());
+  }
+  MemoryStore nobody;
+  const GroupLayout alone = GroupLayout::take(nobody, 0, 1, "l", 10s);
+  EXPECT_EQ(alone.ranksOnThisHost(), (std::vector<int>{0}));
+  EXPECT_EQ(alone.identity(), alone.shm.identity());
+  ErrorKind kind = ErrorKind::kInternal;
+  messageOf([&] { nobody.get("l/hosts/0", 1ms); }, &kind);
+  EXPECT_EQ(kind, ErrorKind::kTimeout) << "a group of one published a census";
 }
 
 }  // namespace

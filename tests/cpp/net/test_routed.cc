@@ -137,7 +137,9 @@ TEST(Factory, OneHostUsesSharedMemoryOnly) {
     net::NetOptions options;
     options.storeHost = "127.0.0.1";
     options.timeout = std::chrono::seconds(30);
-    auto t = net::createTransport(store, rank, 3, options);
+    const net::GroupLayout layout =
+        net::GroupLayout::take(store, rank, 3, "layout", std::chrono::seconds(30));
+    auto t = net::createTransport(store, layout, options);
     EXPECT_STREQ(t->name(), "shm");
     int in = -1, out = rank;
     const int next = (rank + 1) % 3, prev = (rank + 2) % 3;

@@ -39,7 +39,9 @@ struct Ranks {
     t.ringChunkBytes = kChunk;
     ++seq;
     algo::Context ctx{tcp, seq, "collective #" + std::to_string(seq), net::Clock::now() + 30s, t};
-    return {ctx, nullptr, testing::aliveFrom(tcp), h.get()};
+    const algo::GroupShape shape{world, algo::Locality::kPerHost, h->hosts(),
+                                 static_cast<int>(h->local().size())};
+    return {ctx, nullptr, testing::aliveFrom(tcp), h.get(), nullptr, shape};
   }
 };
 

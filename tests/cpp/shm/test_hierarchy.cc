@@ -30,7 +30,9 @@ algo::Runner runnerOver(net::Transport& tcp, const net::Hierarchy* h, uint64_t s
                         std::chrono::milliseconds timeout = 30s) {
   algo::Context ctx{tcp, seq, "allreduce #" + std::to_string(seq), net::Clock::now() + timeout,
                     algo::Tunables{}};
-  return {ctx, nullptr, testing::aliveFrom(tcp), h};
+  const algo::GroupShape shape{tcp.size(), algo::Locality::kPerHost, h->hosts(),
+                               static_cast<int>(h->local().size())};
+  return {ctx, nullptr, testing::aliveFrom(tcp), h, nullptr, shape};
 }
 
 // Which simulated host each rank is on.

@@ -42,8 +42,13 @@ algo::Runner runnerFor(Member& m, uint64_t seq, Algorithm forced, bool withSegme
   tunables.forced = forced;
   algo::Context tcp{*m.tcp, seq, "op #" + std::to_string(seq), net::Clock::now() + timeout,
                     tunables};
-  return {tcp, withSegment ? m.segment.get() : nullptr, testing::aliveFrom(*m.tcp), nullptr,
-          tuning};
+  const int size = m.tcp->size();
+  const algo::GroupShape shape = withSegment
+                                     ? algo::GroupShape{size, algo::Locality::kOneHost, 1, size}
+                                     : algo::GroupShape{size};
+  return {
+      tcp,  withSegment ? m.segment.get() : nullptr, testing::aliveFrom(*m.tcp), nullptr, tuning,
+      shape};
 }
 
 // A tuned plan runs where its entry says, with the entry's ring chunk in the context the
@@ -190,6 +195,45 @@ TEST(Runner, PeerFailedIsTrueForEveryPeerAfterAnAbortHere) {
       }
       EXPECT_NE(why.find("rank 0 aborted"), std::string::npos) << why;
     }
+  });
+}
+
+// The shape plans are made for, from the group's layout: hosts from its census whatever the
+// locality, the ranks sharing this rank's segment once there is one.
+TEST(Runner, ShapeOfTheLayout) {
+  net::Census census;
+  census.hosts = net::Hosts::of({"a", "b", "a", "a"});
+  net::GroupLayout layout = net::GroupLayout::of(0, net::shm::Options{}, census);
+  algo::GroupShape shape = algo::shapeOf(layout);
+  EXPECT_EQ(shape.worldSize, 4);
+  EXPECT_EQ(shape.locality, algo::Locality::kNone);
+  EXPECT_EQ(shape.hosts, 2);
+  EXPECT_EQ(shape.hostRanks, 1);
+  layout.locality = algo::Locality::kPerHost;
+  EXPECT_EQ(algo::shapeOf(layout).hostRanks, 3);
+  EXPECT_EQ(algo::shapeOf(net::GroupLayout::of(1, net::shm::Options{}, census)).hostRanks, 1);
+  census.hosts = net::Hosts::of({"a", "a", "a"});
+  layout = net::GroupLayout::of(2, net::shm::Options{}, census);
+  layout.locality = algo::Locality::kOneHost;
+  shape = algo::shapeOf(layout);
+  EXPECT_EQ(shape.worldSize, 3);
+  EXPECT_EQ(shape.hosts, 1);
+  EXPECT_EQ(shape.hostRanks, 3);
+}
+
+// A Runner whose shape is not its group's (another size, or a route it has no transport for)
+// refuses to plan rather than run a collective its peers plan otherwise.
+TEST(Runner, RefusesAShapeThatIsNotItsGroups) {
+  runMembers(2, [&](int, Member& m) {
+    algo::Runner runner = runnerFor(m, 1, Algorithm::kAuto, true);
+    EXPECT_EQ(runner.plan(algo::Collective::kAllReduce, 64).route, algo::CpuRoute::kShm);
+    runner.shape.worldSize = 3;
+    EXPECT_EQ(testing::errorKindOf([&] { runner.plan(algo::Collective::kAllReduce, 64); }),
+              ErrorKind::kInternal);
+    algo::Runner noSegment = runnerFor(m, 2, Algorithm::kAuto, true);
+    noSegment.segment = nullptr;
+    EXPECT_EQ(testing::errorKindOf([&] { noSegment.plan(algo::Collective::kAllReduce, 64); }),
+              ErrorKind::kInternal);
   });
 }
 
