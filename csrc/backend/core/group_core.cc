@@ -53,9 +53,11 @@ std::vector<std::string> netIfnames() {
 }  // namespace
 
 GroupCore::GroupCore(const c10d::Backend& face, c10::intrusive_ptr<c10d::Backend::Options> options,
-                     c10::intrusive_ptr<c10d::Store> store, int rank, int size)
+                     c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                     std::shared_ptr<const GroupPolicy> policy)
     : face_(face),
       options_(std::move(options)),
+      policy_(policy ? std::move(policy) : std::make_shared<const GroupPolicy>()),
       store_(std::move(store)),
       rank_(rank),
       size_(size),

@@ -30,6 +30,7 @@
 #include "algo/tunables.h"
 #include "algo/tuning_agree.h"
 #include "backend/core/executor.h"
+#include "backend/core/group_policy.h"
 #include "backend/core/work.h"
 #include "net/hierarchy.h"
 #include "net/shm/segment.h"
@@ -50,9 +51,11 @@ class GroupCore {
   };
 
   // `face` is the c10d::Backend this core serves (its group uid and description name the group
-  // to the flight recorder); `options` are its options, whose timeout setTimeout() changes.
+  // to the flight recorder); `options` are its options, whose timeout setTimeout() changes;
+  // `policy` is what the group asks its creator (group_policy.h; null: the empty policy).
   GroupCore(const c10d::Backend& face, c10::intrusive_ptr<c10d::Backend::Options> options,
-            c10::intrusive_ptr<c10d::Store> store, int rank, int size);
+            c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+            std::shared_ptr<const GroupPolicy> policy);
   GroupCore(const GroupCore&) = delete;
   GroupCore& operator=(const GroupCore&) = delete;
 
@@ -89,6 +92,8 @@ class GroupCore {
   const algo::Tunables& tunables() const { return tunables_; }
   void setTunables(const algo::Tunables& tunables) { tunables_ = tunables; }
   std::string groupName() const { return options_->group_name; }
+  // The callbacks this group was created with (group_policy.h); fixed for the group's life.
+  const GroupPolicy& policy() const { return *policy_; }
   // The measured tuning table every plan of this membership uses (algo/tuning.h), agreed on rank
   // 0's in connect(); null without one. Valid until the next connect() or releaseMembership(),
   // which run with no operation in flight.
@@ -209,6 +214,7 @@ class GroupCore {
 
   const c10d::Backend& face_;
   const c10::intrusive_ptr<c10d::Backend::Options> options_;
+  const std::shared_ptr<const GroupPolicy> policy_;  // never null
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Store> membershipStore_;  // null until the first renew()
   int rank_;
@@ -244,11 +250,5 @@ class GroupCore {
   std::mutex abortHooksMutex_;
   std::map<int64_t, std::function<void()>> abortHooks_;  // run (and dropped) by beforeAbort()
 };
-
-// Where each rank finds its tuning table (python/xccl/tuning.py's source(), registered by
-// Python): asked on every rank at each membership's creation; the group takes rank 0's answer.
-// Empty (C++ without the Python package): no table. Must not throw (the registration catches).
-using TuningSource = std::function<algo::TuningAnswer()>;
-void setTuningSource(TuningSource source);
 
 }  // namespace xccl::backend

@@ -55,10 +55,9 @@ c10d::Backend* GpuPath::vendorGroup(const char* op) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (!vendor_ && !vendorTried_) {
     vendorTried_ = true;
-    if (VendorFactory factory = vendorFactory()) {
-      auto store = c10::make_intrusive<c10d::PrefixStore>("xccl/vendor/", group_.store());
-      vendor_ = factory(store, group_.rank(), group_.size(), group_.timeout(), group_.groupName());
-    }
+    auto store = c10::make_intrusive<c10d::PrefixStore>("xccl/vendor/", group_.store());
+    vendor_ = group_.policy().makeVendorGroup(store, group_.rank(), group_.size(), group_.timeout(),
+                                              group_.groupName());
     if (!vendor_) {
       XCCL_WARN("backend", "no vendor library (NCCL/RCCL) in this torch: GPU collectives "
                            "without a kernel go through host memory");
