@@ -10,6 +10,8 @@ Environment knobs:
                    default: chosen from the installed torch's (see cuda_archs below)
   XCCL_HIP_ARCHS   AMD targets of the HIP kernels as a CMake list ("gfx90a;gfx942");
                    default: chosen from the installed torch's (see hip_archs below)
+  XCCL_TEST_HOOKS  1 builds the fault-injection hooks the tests use (xccl._C._inject_wrong_result;
+                   scripts/test.sh sets it); default 0, what a user's install and wheel get
   MAX_JOBS         parallel compile jobs (default: CPU count)
 """
 
@@ -95,6 +97,18 @@ def hipify_v2(torch) -> bool:
     return int(version.split(".")[0]) >= 2
 
 
+def test_hooks() -> str:
+    """XCCL_TEST_HOOKS for CMake, ON or OFF, given on every configure so that a build folder an
+    earlier test build configured ON builds a user's copy without the hooks again. The values
+    are the registry's booleans (csrc/common/env.cc)."""
+    value = os.environ.get("XCCL_TEST_HOOKS", "0").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return "ON"
+    if value in ("", "0", "false", "no", "off"):
+        return "OFF"
+    raise SystemExit(f"setup.py: XCCL_TEST_HOOKS={value!r} is not a boolean (1/0, on/off)")
+
+
 class CMakeExtension(Extension):
     """A Python extension that CMake builds: `target` in the build folder's `folder`."""
 
@@ -124,6 +138,7 @@ class CMakeBuild(build_ext):
             f"-DXCCL_TORCH_CUDA={torch.version.cuda or ''}",
             f"-DXCCL_TORCH_HIP={getattr(torch.version, 'hip', None) or ''}",
             f"-DXCCL_GPU={os.environ.get('XCCL_GPU', 'AUTO')}",
+            f"-DXCCL_TEST_HOOKS={test_hooks()}",
             f"-DPython3_EXECUTABLE={sys.executable}",
             "-DCMAKE_BUILD_TYPE=Release",
         ]

@@ -4,7 +4,9 @@
 # sees the same torch (--system-site-packages) but not the source tree, then the README's example
 # run from that environment, importing the installed copy. The build reuses the CMake build folder
 # of `pip install .` (setup.py's XCCL_BUILD_DIR, default build/cmake), so after scripts/test.sh's
-# install nothing is compiled again. Needs python3 with `build` and `wheel`.
+# install only the sources that hold the tests' fault injection are compiled again: the wheel is
+# built with XCCL_TEST_HOOKS=0, as a user's is, and must have no injection hook. Needs python3
+# with `build` and `wheel`.
 #
 #   bash scripts/check_wheel.sh [PYTHON]     PYTHON: the interpreter with torch (default python3)
 set -euo pipefail
@@ -15,7 +17,8 @@ out="$repo/build/wheel"
 venv="$repo/build/venv-wheel"
 
 rm -rf "$out" "$venv"
-"$python" -m build --wheel --no-isolation --outdir "$out" . > "$repo/build/wheel.log" 2>&1 || {
+XCCL_TEST_HOOKS=0 "$python" -m build --wheel --no-isolation --outdir "$out" . \
+  > "$repo/build/wheel.log" 2>&1 || {
   tail -n 40 "$repo/build/wheel.log" >&2
   echo "check_wheel: python -m build --wheel --no-isolation failed (log: build/wheel.log)" >&2
   exit 1
@@ -49,6 +52,10 @@ where = os.path.realpath(xccl.__file__)
 if not where.startswith(venv + os.sep):
     sys.exit(f"check_wheel: xccl was imported from {where}, not from the wheel's {venv}")
 print(f"check_wheel: xccl imported from the wheel in {venv}")
+# A user's wheel carries no fault injection (csrc/algo/test_hooks.h): only test builds have it.
+if hasattr(xccl._C, "_inject_wrong_result"):
+    sys.exit("check_wheel: the wheel's xccl._C has _inject_wrong_result, a test-only hook")
+print("check_wheel: no test hooks in the wheel")
 EOF
 # The README's example, started as the README starts it (torchrun is torch.distributed.run).
 "$venv/bin/python" -m torch.distributed.run --nproc-per-node 4 "$repo/examples/train_ddp.py" \

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "algo/hierarchical.h"
+#include "algo/test_hooks.h"
 
 namespace xccl::algo {
 
@@ -43,6 +44,7 @@ Tunables planned(const Tunables& tunables, const CpuPlan& plan) {
   return out;
 }
 
+#if XCCL_TEST_HOOKS
 std::atomic<Algorithm> injected{Algorithm::kAuto};
 
 // injectWrongResult's damage to the first element of `data`, when `plan` ran the named algorithm.
@@ -56,6 +58,10 @@ void damage(const CpuPlan& plan, void* data, size_t count, DataType type) {
     default: *static_cast<uint8_t*>(data) += 1; break;
   }
 }
+#else
+// A build without the test hooks (test_hooks.h) damages nothing.
+void damage(const CpuPlan&, void*, size_t, DataType) {}
+#endif
 
 void damageBytes(const CpuPlan& plan, void* data, size_t bytes) {
   damage(plan, data, bytes, DataType::kUInt8);
@@ -63,9 +69,11 @@ void damageBytes(const CpuPlan& plan, void* data, size_t bytes) {
 
 }  // namespace
 
+#if XCCL_TEST_HOOKS
 void injectWrongResult(Algorithm algorithm) {
   injected.store(algorithm, std::memory_order_relaxed);
 }
+#endif
 
 Context Runner::netContext(const CpuPlan& plan) const {
   Context ctx = net;

@@ -57,12 +57,6 @@ GroupShape shapeOf(const net::GroupLayout& layout);
 // subCollective(const Context&, size_t) in context.h.
 Runner subCollective(const Runner& runner, size_t i);
 
-// For tests only (not a user feature): from now on every collective run through a Runner whose
-// plan's algorithm is `algorithm` adds 1 to the first element of its output where that output is
-// final on this rank (the first byte where the collective carries no dtype): a wrong answer that
-// exact verification must catch. kAuto turns it off. Costs one relaxed atomic load per call.
-void injectWrongResult(Algorithm algorithm);
-
 // The collectives (collective_signatures.h), run the way plan() plans each call. reduce may
 // clobber a non-root rank's `data` (the network algorithms use it as scratch).
 XCCL_COLLECTIVES(Runner)

@@ -6,7 +6,6 @@
 
 #include "backend/core/work.h"
 #include "backend/process_group.h"
-#include "backend/python_held.h"
 #include "backend/recorder/flight_recorder.h"
 #include "backend/window/window.h"
 
@@ -24,12 +23,14 @@ c10::intrusive_ptr<Options> copyOptions(const Options& options) {
 }  // namespace
 
 void bindPlan(py::module& m);  // module_rows.cc
+void bindPolicy(py::module& m);  // module_policy.cc
 void bindTuning(py::module& m);  // module_tuning.cc
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xccl: collective-communication backend for torch.distributed";
   // The base classes must be registered with pybind11 before ours refer to them.
   py::module::import("torch.distributed");
+  bindPolicy(m);  // before Options, whose policy holds one
 
   py::class_<Options, c10d::Backend::Options, c10::intrusive_ptr<Options>>(m, "Options")
       .def(py::init<>())
@@ -41,6 +42,12 @@ PYBIND11_MODULE(_C, m) {
       .def_property(
           "timeout", [](const Options& o) { return o.timeout; },
           [](Options& o, std::chrono::milliseconds t) { o.timeout = t; })
+      .def_property(
+          "policy", [](const Options& o) { return std::const_pointer_cast<GroupPolicy>(o.policy); },
+          [](Options& o, std::shared_ptr<GroupPolicy> policy) { o.policy = std::move(policy); },
+          "The GroupPolicy the group calls back into Python through; None: the empty policy "
+          "(no vendor group, kernels not verified, no tuning table). xccl's creator sets the "
+          "package's where the options given have none")
 #if XCCL_TORCH_HAS_RECONFIGURE
       .def_readwrite("enable_reconfigure", &Options::enable_reconfigure,
                      "Connect nothing at creation: torch.distributed._reconfigure forms the "
@@ -85,48 +92,6 @@ PYBIND11_MODULE(_C, m) {
            py::arg("target_offset_nelems"), py::arg("dst_row_stride_nelems"), py::arg("async_op"),
            py::call_guard<py::gil_scoped_release>());
 #endif
-
-  m.def(
-      "_set_vendor_factory",
-      [](py::object factory) {
-        if (factory.is_none()) {
-          setVendorFactory(nullptr);
-          return;
-        }
-        auto held = holdPython(std::move(factory));
-        setVendorFactory([held](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                std::chrono::milliseconds timeout, const std::string& groupName) {
-          py::gil_scoped_acquire gil;
-          py::object group = (*held)(store, rank, size, timeout, groupName);
-          if (group.is_none()) return c10::intrusive_ptr<c10d::Backend>();
-          return group.cast<c10::intrusive_ptr<c10d::Backend>>();
-        });
-      },
-      "Registers the callable (store, rank, size, timeout, group_name) -> Backend or None that "
-      "builds the inner vendor-library group (NCCL/RCCL) for GPU collectives without a kernel; "
-      "None removes it.");
-
-  m.def(
-      "_set_kernel_check",
-      [](py::object check) {
-        if (check.is_none()) {
-          setKernelCheck(nullptr);
-          return;
-        }
-        auto held = holdPython(std::move(check));
-        setKernelCheck([held]() -> KernelCheckResult {
-          py::gil_scoped_acquire gil;
-          // A check that raises or answers oddly means "not verified", never a failed group.
-          try {
-            py::tuple answer = (*held)();
-            return {answer[0].cast<bool>(), answer[1].cast<std::string>()};
-          } catch (const std::exception& e) {
-            return {false, std::string("the verification check failed: ") + e.what()};
-          }
-        });
-      },
-      "Registers the callable () -> (verified: bool, why: str) that says whether xccl's GPU "
-      "kernels were verified on this machine (python/xccl/verify.py); None removes it.");
 
   m.def(
       "_failed_work",

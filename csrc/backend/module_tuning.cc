@@ -1,7 +1,7 @@
-// xccl._C's tuning functions: the source of each rank's table (python/xccl/tuning.py registers
-// it), the table a group plans from, the GPU calls per route (what the tuner, doctor --gpu and
-// gpu_bench read before claiming a kernel ran), and a wrong-result injection for the tuner's
-// tests.
+// xccl._C's tuning functions: the table a group plans from, the GPU calls per route (what the
+// tuner, doctor --gpu and gpu_bench read before claiming a kernel ran), and, in builds with the
+// test hooks (XCCL_TEST_HOOKS), a wrong-result injection for the tuner's tests. Each rank's
+// table comes from the group's policy (module_policy.cc).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
@@ -11,41 +11,16 @@
 
 #include "algo/gpu_plan.h"
 #include "algo/runner.h"
+#include "algo/test_hooks.h"
 #include "algo/tunables.h"
 #include "backend/core/group_core.h"
 #include "backend/process_group.h"
-#include "backend/python_held.h"
 
 namespace py = pybind11;
 
 namespace xccl::backend {
 
 void bindTuning(py::module& m) {
-  m.def(
-      "_set_tuning_source",
-      [](py::object source) {
-        if (source.is_none()) {
-          setTuningSource(nullptr);
-          return;
-        }
-        auto held = holdPython(std::move(source));
-        setTuningSource([held]() -> algo::TuningAnswer {
-          py::gil_scoped_acquire gil;
-          // A source that raises or answers oddly means no table, never a failed group.
-          try {
-            py::tuple answer = (*held)();
-            if (answer.size() != 2) return {"", "the tuning source answered oddly"};
-            return {answer[0].cast<std::string>(), answer[1].cast<std::string>()};
-          } catch (const std::exception& e) {
-            return {"", std::string("the tuning source failed: ") + e.what()};
-          }
-        });
-      },
-      py::arg("source"),
-      "Registers the callable () -> (text: str, why: str) that each rank asks for its tuning "
-      "table at every xccl group's creation (python/xccl/tuning.py's source); text '' is no "
-      "table. The group plans from rank 0's. None removes it.");
-
   m.def(
       "_tuning_in_force",
       [](const c10::intrusive_ptr<c10d::Backend>& backend) {
@@ -87,6 +62,7 @@ void bindTuning(py::module& m) {
       "('kernel'), NCCL/RCCL ('vendor'), host memory ('host') or at world size 1 ('local'). "
       "The proof that a kernel ran, which exact results alone are not (docs/gpu.md).");
 
+#if XCCL_TEST_HOOKS
   m.def(
       "_inject_wrong_result",
       [](const std::string& algorithm) {
@@ -109,7 +85,9 @@ void bindTuning(py::module& m) {
       "FOR TESTS ONLY, not a user feature: every CPU collective this process runs afterwards "
       "whose plan's algorithm is `algorithm` ('ring', 'direct', 'one_shot', 'two_shot', 'shm') "
       "adds 1 to the first element of its output (its first byte where the collective has no "
-      "dtype): a wrong answer that the tuner's verification must catch. '' turns it off.");
+      "dtype): a wrong answer that the tuner's verification must catch. '' turns it off. Only "
+      "in builds with XCCL_TEST_HOOKS=ON.");
+#endif
 }
 
 }  // namespace xccl::backend

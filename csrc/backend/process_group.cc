@@ -39,7 +39,7 @@ ProcessGroupXccl::ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store,
                                    c10::intrusive_ptr<Options> options)
     : c10d::Backend(rank, size), options_(std::move(options)) {
   TORCH_CHECK_VALUE(options_, "xccl: options must not be None");
-  core_ = std::make_unique<GroupCore>(*this, options_, store, rank, size);
+  core_ = std::make_unique<GroupCore>(*this, options_, store, rank, size, options_->policy);
   TORCH_CHECK_VALUE(size >= 1 && rank >= 0 && rank < size, "xccl: bad rank ", rank,
                     " for group size ", size);
   try {
@@ -110,6 +110,9 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupXccl::split(
     childOptions->group_name = opts->group_name;
     childOptions->global_ranks_in_group = opts->global_ranks_in_group;
   }
+  // Options the caller built (pg_options) carry no policy: the child calls back what its parent
+  // does.
+  if (!childOptions->policy) childOptions->policy = options_->policy;
   int childRank = static_cast<int>(std::distance(ranks.begin(), it));
   // The child's keys get a prefix of their own, whatever store torch hands over: with torch
   // 2.13 a second split of one parent connected to stale addresses (connections refused, 3 of 5

@@ -52,6 +52,9 @@ class ProcessGroupXccl : public c10d::Backend {
     std::string algorithm;
     // Address whose route picks the interface to listen on (the store's host).
     std::string storeHost;
+    // What the group calls back into its creator for (core/group_policy.h); null: none.
+    // split() and shrink() give a child without one its parent's.
+    std::shared_ptr<const GroupPolicy> policy;
 #if XCCL_TORCH_HAS_OPTIONS_CLONE
     c10::intrusive_ptr<c10d::Backend::Options> clone() const override {
       return c10::make_intrusive<Options>(*this);

@@ -61,6 +61,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupXccl::shrink(
   } else if (optsOverride) {
     childOptions->timeout = optsOverride->timeout;
   }
+  if (!childOptions->policy) childOptions->policy = options_->policy;  // as split()'s child
 #if XCCL_TORCH_HAS_RECONFIGURE
   childOptions->enable_reconfigure = false;  // the child is a fixed group of the survivors
 #endif

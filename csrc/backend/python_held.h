@@ -1,7 +1,7 @@
-// A Python callable that C++ keeps past the call handing it over (the callbacks xccl._C's _set_*
-// functions register): shared by every copy of the std::function holding it and released with
-// the GIL taken, since the last copy may go on a thread without the GIL; after Python has shut
-// down it is left alone rather than touched.
+// A Python callable that C++ keeps past the call handing it over (a GroupPolicy's callbacks,
+// module_policy.cc): shared by every copy of the std::function holding it and released with the
+// GIL taken, since the last copy may go on a thread without the GIL; after Python has shut down
+// it is left alone rather than touched.
 #pragma once
 
 #include <pybind11/pybind11.h>

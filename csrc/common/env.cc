@@ -260,6 +260,8 @@ const std::vector<Variable> kVariables = {
     text("XCCL_CUDA_ARCHS", "Build: CUDA architectures of the kernels, a CMake list."),
     text("XCCL_HIP_ARCHS", "Build: AMD targets of the HIP kernels, a CMake list."),
     text("XCCL_BUILD_DIR", "Build: the CMake build folder."),
+    boolean("XCCL_TEST_HOOKS", "0",
+            "Build: 1 builds the tests' fault injection (xccl._C._inject_wrong_result)."),
     text("XCCL_GTEST_SOURCE",
          "benchmarks/device_check.sh: a googletest source tree to build when none is installed."),
     integer("XCCL_CHECK_BUDGET_S", "420", 1, 86400, 1, kPerRank,

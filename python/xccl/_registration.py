@@ -1,10 +1,11 @@
 """The backend's side of the name "xccl": the creator that builds a ProcessGroupXccl, and the
-hooks the C++ side calls back into Python through.
+policy it hands each group: the callables the C++ side calls back into Python through
+(csrc/backend/core/group_policy.h).
 
 Registering the name with torch (and what each torch version needs for it) lives outside the
 package, in python/xccl_autoload.py, so that torch's autoload at `import torch` can register the
 name without loading xccl; its creator imports xccl on first use and calls `create_backend` here.
-`install()` (run by `import xccl`) registers the name the same way and installs the hooks.
+`install()` (run by `import xccl`) registers the name the same way.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch.distributed as dist
 import xccl_autoload
 from xccl_autoload import BACKEND_NAME, DEVICES  # noqa: F401 - the package's names for them
 
-_state = {"installed": False}
+_state = {"installed": False, "policy": None}
 
 
 def _store_host(store) -> str:
@@ -48,11 +49,14 @@ def create_backend(dist_opts, pg_options=None):
         options.enable_reconfigure = True  # torch 2.14+: reconfigure forms the membership
     if not options.store_host:
         options.store_host = _store_host(dist_opts.store)
+    if options.policy is None:
+        options.policy = group_policy()
     return _C.ProcessGroupXccl(dist_opts.store, dist_opts.group_rank, dist_opts.group_size, options)
 
 
 def _vendor_group(store, rank, size, timeout, group_name):
-    """The inner NCCL/RCCL group of a GPU group (csrc/backend/core/gpu_side.h), built on first need.
+    """The inner NCCL/RCCL group of a GPU group (csrc/backend/core/group_policy.h), built on
+    first need.
 
     Called from C++ with the group's store already prefixed for it; returns None when this
     torch has no NCCL (then GPU collectives without a kernel go through host memory)."""
@@ -66,18 +70,28 @@ def _vendor_group(store, rank, size, timeout, group_name):
     return dist.ProcessGroupNCCL(store, rank, size, options)
 
 
+def group_policy():
+    """The package's GroupPolicy, which `create_backend` gives every group whose options carry
+    none: the vendor group's factory above, verify.kernels_verified (asked at each GPU side's
+    creation) and tuning.source (asked at each membership's creation). Built once: it holds no
+    state of its own."""
+    if _state["policy"] is None:
+        from xccl import _C, tuning, verify
+
+        _state["policy"] = _C.GroupPolicy(
+            vendor_factory=_vendor_group,
+            kernel_check=verify.kernels_verified,
+            tuning_source=tuning.source,
+        )
+    return _state["policy"]
+
+
 def install() -> bool:
-    """Registers "xccl" and installs the C++ side's hooks; idempotent. Returns whether xccl owns
-    the name (the hooks are installed only then)."""
+    """Registers "xccl"; idempotent. Returns whether xccl owns the name."""
     if _state["installed"]:
         return True
     if not xccl_autoload.register():
         return False
-    from xccl import _C, tuning, verify
-
-    _C._set_vendor_factory(_vendor_group)
-    _C._set_kernel_check(verify.kernels_verified)
-    _C._set_tuning_source(tuning.source)
     _state["installed"] = True
     return True
 

@@ -275,8 +275,9 @@ def _resolve() -> tuple[dict | None, str, str, str]:
 
 
 def source() -> tuple[str, str]:
-    """(canonical text, why) for a group being created: what `_C._set_tuning_source` calls on
-    every rank. A bad or foreign file is warned about once per process per (file, reason)."""
+    """(canonical text, why) for a group being created: the tuning source of the package's
+    group policy (_registration.group_policy), called on every rank. A bad or foreign file is
+    warned about once per process per (file, reason)."""
     _, text, why, problem = _resolve()
     if problem:
         key = (default_path(), problem)

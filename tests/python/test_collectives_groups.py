@@ -191,6 +191,13 @@ def test_split_group_via_cpp_binding(chk, rank, world):
     chk.equal("reversed split rank", child.rank(), order.index(rank))
     backend = child._get_backend(cpu)
     chk.equal("split carries the given options (algorithm)", backend.options.algorithm, "ring")
+    # The given options carry no policy: the child calls back what its parent does.
+    chk.true(
+        "split inherits the parent's policy (the package's)",
+        backend.options.policy is xccl._registration.group_policy()
+        and parent_backend.options.policy is xccl._registration.group_policy(),
+        repr(backend.options.policy),
+    )
     chk.equal("split carries the timeout", backend.options.timeout, timedelta(seconds=45))
     out = torch.empty(3 * world, dtype=torch.int64)
     child._allgather_base(out, rank_input(torch.int64, 3, rank)).wait()

@@ -24,6 +24,7 @@ needs_reconfigure = pytest.mark.skipif(
     not HAS_RECONFIGURE, reason="this torch has no torch.distributed._reconfigure"
 )
 PG_TIMEOUT = timedelta(seconds=30)
+CPU = torch.device("cpu")
 
 
 def _store(port: int):
@@ -47,8 +48,17 @@ def _exchange(store, tag: str, members: list, me) -> list:
     return [store.get(f"{tag}/{m}").decode() for m in members]
 
 
+def _tuning_asked(group=None) -> bool:
+    """Whether the group's membership asked the package's tuning source (its GroupPolicy's)."""
+    from xccl import _C
+
+    backend = (group or dist.distributed_c10d._get_default_group())._get_backend(CPU)
+    return not _C._tuning_in_force(backend)[1].startswith("no tuning source registered")
+
+
 def _step(members: list, me) -> dict:
-    """One membership's checks: all_reduce of (rank + 1), a broadcast from the last rank."""
+    """One membership's checks: all_reduce of (rank + 1), a broadcast from the last rank, and
+    that the membership asked the group's policy for its tuning table."""
     rank, size = dist.get_rank(), dist.get_world_size()
     total = torch.full((5,), float(rank + 1))
     dist.all_reduce(total)
@@ -62,6 +72,7 @@ def _step(members: list, me) -> dict:
         "expected_sum": [size * (size + 1) / 2] * 5,
         "broadcast": value.tolist(),
         "expected_broadcast": [float((size - 1) * 10)] * 3,
+        "tuning_asked": _tuning_asked(),
     }
 
 
@@ -132,6 +143,7 @@ def test_form_shrink_and_grow_with_a_newcomer():
             assert step["size"] == int(name[0]), (process, name, step)
             assert step["sum"] == step["expected_sum"], (process, name, step)
             assert step["broadcast"] == step["expected_broadcast"], (process, name, step)
+            assert step["tuning_asked"], (process, name, step)
     assert set(results[2]) == {"before", "3"}
     assert set(results[3]) == {"reused", "3b"}
     assert "uuid 2 was already used in this job for another membership" in results[3]["reused"]
@@ -314,7 +326,9 @@ def _shrink_after_death(rank, world):
     group = dist.shrink_group([world - 1])
     total = torch.full((4,), float(rank + 1))
     dist.all_reduce(total, group=group)
-    return {"size": group.size(), "rank": group.rank(), "sum": total.tolist()}
+    # The survivors' group (ProcessGroupXccl::shrink) inherited the policy.
+    asked = _tuning_asked(group)
+    return {"size": group.size(), "rank": group.rank(), "sum": total.tolist(), "asked": asked}
 
 
 @pytest.mark.skipif(not HAS_SHRINK, reason="this torch has no torch.distributed.shrink_group")
@@ -323,7 +337,8 @@ def test_shrink_group_excludes_a_killed_rank():
     assert outcomes[2].exitcode == -9, describe(outcomes)
     for rank, outcome in enumerate(outcomes[:2]):
         assert outcome.ok, describe(outcomes)
-        assert outcome.value == {"size": 2, "rank": rank, "sum": [3.0] * 4}, outcome.value
+        expected = {"size": 2, "rank": rank, "sum": [3.0] * 4, "asked": True}
+        assert outcome.value == expected, outcome.value
 
 
 def _shrink_abort(rank, world):

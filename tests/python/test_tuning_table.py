@@ -1,7 +1,9 @@
 """The measured tuning table inside the backend (csrc/algo/tuning.h): every rank of a new group
 plans from rank 0's table whatever its own source says, a corrupt or foreign table leaves the
 group on the rules without an error, `_C._plan_rows` marks tuned rows, and
-`_C._inject_wrong_result` damages exactly the named algorithm's results."""
+`_C._inject_wrong_result` damages exactly the named algorithm's results. Each group here gets a
+tuning source of its own through its options' GroupPolicy; the injection exists only in builds
+with XCCL_TEST_HOOKS=1, which scripts/test.sh installs."""
 
 from __future__ import annotations
 
@@ -17,15 +19,23 @@ def _table(locality: str, entry: str, world: int = 2) -> str:
     return f"xccl-tuning 1\nworld {world} 1 {locality}\n{entry}\n"
 
 
-def _group_with(source):
-    """A new xccl group created while this rank's tuning source is `source`."""
+def test_this_build_has_the_test_hooks():
+    """The injection tests below and test_tune.py's need it: a clear failure instead of theirs."""
     from xccl import _C
 
-    _C._set_tuning_source(source)
-    try:
-        group = dist.new_group(backend="xccl")
-    finally:
-        _C._set_tuning_source(None)
+    assert hasattr(_C, "_inject_wrong_result"), (
+        "this xccl was built without its test hooks: install it with "
+        "XCCL_TEST_HOOKS=1 pip install --no-build-isolation . (as scripts/test.sh does)"
+    )
+
+
+def _group_with(source):
+    """A new xccl group whose policy's tuning source on this rank is `source` (None: none)."""
+    from xccl import _C
+
+    options = _C.Options()
+    options.policy = _C.GroupPolicy(tuning_source=source)
+    group = dist.new_group(backend="xccl", pg_options=options)
     return group, group._get_backend(CPU)
 
 

@@ -1,63 +1,14 @@
-// The vendor-library factory Python registers (gpu_side.h), and makeGpuSide in builds without
-// the GPU room (gpu/), where a CUDA tensor is a ValueError.
+// The process's GPU route counters (gpu_side.h), and makeGpuSide in builds without the GPU room
+// (gpu/), where a CUDA tensor is a ValueError.
 #include "backend/core/gpu_side.h"
 
 #include <c10/util/Exception.h>
 
 #include <atomic>
-#include <mutex>
 
 #include "common/config.h"
 
 namespace xccl::backend {
-namespace {
-
-std::mutex& factoryMutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
-VendorFactory& factorySlot() {
-  static VendorFactory factory;
-  return factory;
-}
-
-}  // namespace
-
-void setVendorFactory(VendorFactory factory) {
-  std::lock_guard<std::mutex> guard(factoryMutex());
-  factorySlot() = std::move(factory);
-}
-
-VendorFactory vendorFactory() {
-  std::lock_guard<std::mutex> guard(factoryMutex());
-  return factorySlot();
-}
-
-namespace {
-
-KernelCheck& kernelCheckSlot() {
-  static KernelCheck check;
-  return check;
-}
-
-}  // namespace
-
-void setKernelCheck(KernelCheck check) {
-  std::lock_guard<std::mutex> guard(factoryMutex());
-  kernelCheckSlot() = std::move(check);
-}
-
-KernelCheckResult checkKernels() {
-  KernelCheck check;
-  {
-    std::lock_guard<std::mutex> guard(factoryMutex());
-    check = kernelCheckSlot();
-  }
-  if (!check) return {false, "no verification check registered (xccl's Python package)"};
-  return check();
-}
-
 namespace {
 
 std::array<std::atomic<uint64_t>, GpuRouteCounts::kRoutes>& processRoutes() {

@@ -17,9 +17,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <string>
 
 #include "backend/core/side.h"
 
@@ -76,25 +74,5 @@ class GpuSide : public Side {
 // group's CPU side, which the host route calls; it outlives the GPU side. Throws a ValueError in
 // builds without the CUDA parts.
 std::unique_ptr<GpuSide> makeGpuSide(GroupCore& group, Side& cpu, int device);
-
-// The inner vendor-library group: built by Python (python/xccl/_registration.py registers the
-// factory when torch has NCCL/RCCL) from the group's store (already prefixed for it), rank,
-// size, timeout and name. Empty when no vendor library is available.
-using VendorFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
-    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-    std::chrono::milliseconds timeout, const std::string& groupName)>;
-void setVendorFactory(VendorFactory factory);
-VendorFactory vendorFactory();
-
-// Whether xccl's GPU kernels were verified on this machine, and why (python/xccl/verify.py,
-// registered by Python): asked once per GPU side's creation on every rank; the group takes rank
-// 0's answer. Empty (C++ without the Python package): not verified.
-struct KernelCheckResult {
-  bool verified = false;
-  std::string why;
-};
-using KernelCheck = std::function<KernelCheckResult()>;
-void setKernelCheck(KernelCheck check);
-KernelCheckResult checkKernels();
 
 }  // namespace xccl::backend

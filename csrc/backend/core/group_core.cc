@@ -11,8 +11,10 @@
 namespace xccl::backend {
 
 GroupCore::GroupCore(const c10d::Backend& face, c10::intrusive_ptr<c10d::Backend::Options> options,
-                     c10::intrusive_ptr<c10d::Store> store, int rank, int size)
-    : membership_(options, std::move(store), rank, size, failure_),
+                     c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                     std::shared_ptr<const GroupPolicy> policy)
+    : policy_(policy ? std::move(policy) : std::make_shared<const GroupPolicy>()),
+      membership_(options, std::move(store), rank, size, failure_, *policy_),
       sequencer_(options),
       recorder_(face, std::move(options), membership_, sequencer_) {}
 

@@ -49,6 +49,7 @@
 #include "backend/core/group_core_membership.h"
 #include "backend/core/group_core_recorder.h"
 #include "backend/core/group_core_sequencer.h"
+#include "backend/core/group_policy.h"
 #include "backend/core/work.h"
 
 namespace xccl::backend {
@@ -60,9 +61,11 @@ class GroupCore {
   using ConnectOptions = Membership::ConnectOptions;
 
   // `face` is the c10d::Backend this core serves (its group uid and description name the group
-  // to the flight recorder); `options` are its options, whose timeout setTimeout() changes.
+  // to the flight recorder); `options` are its options, whose timeout setTimeout() changes;
+  // `policy` is what the group asks its creator (group_policy.h; null: the empty policy).
   GroupCore(const c10d::Backend& face, c10::intrusive_ptr<c10d::Backend::Options> options,
-            c10::intrusive_ptr<c10d::Store> store, int rank, int size);
+            c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+            std::shared_ptr<const GroupPolicy> policy);
   GroupCore(const GroupCore&) = delete;
   GroupCore& operator=(const GroupCore&) = delete;
 
@@ -94,6 +97,8 @@ class GroupCore {
   // Starts a new membership (reconfigure): usable again, no batch open, counters back to 0,
   // rank and size new, the store scoped under `storePrefix`; membershipEpoch() grows by one.
   void renew(int rank, int size, const std::string& storePrefix);
+  // The callbacks this group was created with (group_policy.h); fixed for the group's life.
+  const GroupPolicy& policy() const { return *policy_; }
 
   // Collectives. Checks the group is usable, assigns `seqCount` consecutive sequence numbers and
   // runs `body` (on the executor) as collective `opName`; `outputs` become the future's value.
@@ -129,6 +134,7 @@ class GroupCore {
   // Declaration order is destruction order reversed: the recorder link and the batch go first,
   // then the executor (its queued tasks still see the membership), then the membership, whose
   // waits read the failure state.
+  const std::shared_ptr<const GroupPolicy> policy_;  // never null; the membership reads it
   FailureState failure_;
   AbortHooks abortHooks_;
   Membership membership_;
@@ -136,11 +142,5 @@ class GroupCore {
   CoalescedBatch batch_;
   RecorderLink recorder_;
 };
-
-// Where each rank finds its tuning table (python/xccl/tuning.py's source(), registered by
-// Python): asked on every rank at each membership's creation; the group takes rank 0's answer.
-// Empty (C++ without the Python package): no table. Must not throw (the registration catches).
-using TuningSource = std::function<algo::TuningAnswer()>;
-void setTuningSource(TuningSource source);
 
 }  // namespace xccl::backend

@@ -50,9 +50,10 @@ std::vector<std::string> netIfnames() {
 
 Membership::Membership(c10::intrusive_ptr<c10d::Backend::Options> options,
                        c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                       const FailureState& failure)
+                       const FailureState& failure, const GroupPolicy& policy)
     : options_(std::move(options)),
       failure_(failure),
+      policy_(policy),
       store_(std::move(store)),
       rank_(rank),
       size_(size) {}

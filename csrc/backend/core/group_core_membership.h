@@ -30,6 +30,7 @@
 namespace xccl::backend {
 
 class FailureState;
+struct GroupPolicy;
 
 class Membership {
  public:
@@ -41,10 +42,11 @@ class Membership {
   };
 
   // `options` are the face's (the group's name; the timeout of the shared-memory set-up);
-  // `failure` is the group's failure state, which peerAlive() and somePeerFailed() read.
+  // `failure` is the group's failure state, which peerAlive() and somePeerFailed() read;
+  // `policy` is the group's (group_policy.h), whose tuning source connect() asks.
   Membership(c10::intrusive_ptr<c10d::Backend::Options> options,
-             c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-             const FailureState& failure);
+             c10::intrusive_ptr<c10d::Store> store, int rank, int size, const FailureState& failure,
+             const GroupPolicy& policy);
   Membership(const Membership&) = delete;
   Membership& operator=(const Membership&) = delete;
 
@@ -129,6 +131,7 @@ class Membership {
 
   const c10::intrusive_ptr<c10d::Backend::Options> options_;
   const FailureState& failure_;
+  const GroupPolicy& policy_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Store> membershipStore_;  // null until the first renew()
   int rank_;

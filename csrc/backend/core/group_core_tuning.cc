@@ -1,48 +1,16 @@
-// The group's measured tuning table (algo/tuning.h): what each rank's source found, agreed on
-// rank 0's through the store once the routes are known, so that every rank plans alike
-// (docs/tuning.md). A bad table never fails a group: it plans by the rules and says why.
+// The group's measured tuning table (algo/tuning.h): what each rank's tuning source (the
+// group's policy, group_policy.h) found, agreed on rank 0's through the store once the routes are
+// known, so that every rank plans alike (docs/tuning.md). A bad table never fails a group: it
+// plans by the rules and says why.
 #include <algorithm>
-#include <mutex>
 
 #include "backend/core/group_core.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
-namespace {
-
-std::mutex& sourceMutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
-TuningSource& sourceSlot() {
-  static TuningSource source;
-  return source;
-}
-
-algo::TuningAnswer askSource() {
-  TuningSource source;
-  {
-    std::lock_guard<std::mutex> guard(sourceMutex());
-    source = sourceSlot();
-  }
-  if (!source) return {"", "no tuning source registered (xccl's Python package)"};
-  try {
-    return source();
-  } catch (const std::exception& e) {
-    return {"", std::string("the tuning source failed: ") + e.what()};
-  }
-}
-
-}  // namespace
-
-void setTuningSource(TuningSource source) {
-  std::lock_guard<std::mutex> guard(sourceMutex());
-  sourceSlot() = std::move(source);
-}
 
 void Membership::setUpTuning(net::Store& store, std::chrono::milliseconds timeout) {
-  const algo::TuningAnswer mine = askSource();
+  const algo::TuningAnswer mine = policy_.askTuning();
   // Matched against the shape every Runner of this membership plans with (shapeOf the layout).
   tuning_ = algo::agreeOnTuning(store, "tuning", rank_, size_, mine, shape_, timeout);
   const std::string group = "group '" + options_->group_name + "': ";

@@ -55,12 +55,12 @@ c10d::Backend* GpuPath::vendorGroup(const char* op) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (!vendor_ && !vendorTried_) {
     vendorTried_ = true;
-    if (VendorFactory factory = vendorFactory()) {
-      auto store =
-          c10::make_intrusive<c10d::PrefixStore>("xccl/vendor/", group_.membership().store());
-      vendor_ = factory(store, group_.membership().rank(), group_.membership().size(),
-                        group_.sequencer().timeout(), group_.membership().groupName());
-    }
+    auto store =
+        c10::make_intrusive<c10d::PrefixStore>("xccl/vendor/", group_.membership().store());
+    vendor_ =
+        group_.policy().makeVendorGroup(store, group_.membership().rank(),
+                                        group_.membership().size(), group_.sequencer().timeout(),
+                                        group_.membership().groupName());
     if (!vendor_) {
       XCCL_WARN("backend", "no vendor library (NCCL/RCCL) in this torch: GPU collectives "
                            "without a kernel go through host memory");

@@ -50,7 +50,7 @@ bool sharedGpuTimeSliced() {
 
 void GpuPath::agreeOnKernels(net::Store& store) {
   const int rank = group_.membership().rank();
-  const KernelCheckResult mine = checkKernels();
+  const KernelCheckResult mine = group_.policy().checkKernels();
   const net::RankZeroVerdict verdict =
       net::agreeOnRankZero(store, "gpu_verified", rank, group_.membership().size(),
                            mine.verified ? "1" : "0", group_.sequencer().timeout());

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "algo/runner.h"
+#include "algo/test_hooks.h"
 #include "algo/tuning.h"
 #include "algo_testing.h"
 #include "shm_testing.h"
@@ -51,14 +52,25 @@ algo::Runner runnerFor(Member& m, uint64_t seq, Algorithm forced, bool withSegme
       shape};
 }
 
+// The injections this build can make (algo/test_hooks.h): with the test hooks, damage to ring
+// and to shm results; without them (a build configured with XCCL_TEST_HOOKS=OFF) none, and the
+// test below checks the tuned plan alone.
+#if XCCL_TEST_HOOKS
+constexpr Algorithm kInjections[] = {Algorithm::kAuto, Algorithm::kRing, Algorithm::kShm};
+void inject(Algorithm algorithm) { algo::injectWrongResult(algorithm); }
+#else
+constexpr Algorithm kInjections[] = {Algorithm::kAuto};
+void inject(Algorithm) {}
+#endif
+
 // A tuned plan runs where its entry says, with the entry's ring chunk in the context the
 // executors read; and _C._inject_wrong_result's damage hits exactly the named algorithm's output.
 TEST(Runner, RunsTheTunedPlanWithItsChunkAndInjectedDamageHitsOnlyItsAlgorithm) {
   constexpr int kWorld = 3;
   const algo::TuningTable table = algo::parseTuningTable(
       "xccl-tuning 1\nworld 3 1 one_host\ncpu all_reduce 0 inf tcp ring 8192 1 2\n");
-  for (Algorithm injected : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kShm}) {
-    algo::injectWrongResult(injected);
+  for (Algorithm injected : kInjections) {
+    inject(injected);
     runMembers(kWorld, [&](int rank, Member& m) {
       uint64_t seq = 0;
       const algo::Runner runner = runnerFor(m, ++seq, Algorithm::kAuto, true, 30s, &table);
@@ -84,7 +96,7 @@ TEST(Runner, RunsTheTunedPlanWithItsChunkAndInjectedDamageHitsOnlyItsAlgorithm) 
       EXPECT_EQ(bytes[99], 7);
     });
   }
-  algo::injectWrongResult(Algorithm::kAuto);
+  inject(Algorithm::kAuto);
 }
 
 TEST(Runner, RunsEachCollectiveWhereSelectSays) {
