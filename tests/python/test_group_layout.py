@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from dist_harness import HOST, checks_test, transport_cases
+from forwarding_store import ForwardingStore
 
 CSRC = Path(__file__).resolve().parents[2] / "csrc"
 # A call of shm::Options::fromEnvironment outside comments (algo::Tunables has its own: not this
@@ -32,48 +33,20 @@ def test_shm_options_are_read_from_the_environment_in_one_place():
     assert [c.split(":")[0] for c in calls] == ["net/group_layout.cc"], calls
 
 
-class _CensusCountingStore(dist.Store):
+class _CensusCountingStore(ForwardingStore):
     """Forwards to `inner`; remembers the keys this rank publishes a host census under (the
     allGather "hosts" or "host": ".../hosts/<rank>")."""
 
     CENSUS = re.compile(r"(^|/)hosts?/\d+$")
 
     def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
+        super().__init__(inner)
         self.census_keys = []
 
     def set(self, key, value):
         if self.CENSUS.search(key):
             self.census_keys.append(key)
         self.inner.set(key, value)
-
-    def get(self, key):
-        return self.inner.get(key)
-
-    def add(self, key, value):
-        return self.inner.add(key, value)
-
-    def compare_set(self, key, expected, desired):
-        return self.inner.compare_set(key, expected, desired)
-
-    def check(self, keys):
-        return self.inner.check(keys)
-
-    def delete_key(self, key):
-        return self.inner.delete_key(key)
-
-    def num_keys(self):
-        return self.inner.num_keys()
-
-    def set_timeout(self, timeout):
-        self.inner.set_timeout(timeout)
-
-    def wait(self, keys, timeout=None):
-        if timeout is None:
-            self.inner.wait(keys)
-        else:
-            self.inner.wait(keys, timeout)
 
 
 @checks_test(transport_cases(tcp_worlds=(2,), hierarchical_worlds=(4,), worlds=(3,)), min_checks=3)

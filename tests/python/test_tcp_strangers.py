@@ -23,6 +23,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from dist_harness import describe, spawn
+from forwarding_store import ForwardingStore
 
 IDLE = 1000
 SLOW = 1000
@@ -32,13 +33,12 @@ SLACK_S = 2.0
 FLOOD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stranger_flood.py")
 
 
-class _HeldStore(dist.Store):
+class _HeldStore(ForwardingStore):
     """`inner`, except that the first wait for or read of a peer's TCP addresses (rank 0's, once
     it published its own) first sleeps `hold` seconds."""
 
     def __init__(self, inner: dist.Store, hold: float):
-        super().__init__()
-        self.inner = inner
+        super().__init__(inner)
         self.hold = hold
 
     def _maybe_hold(self, key: str) -> None:
@@ -46,15 +46,9 @@ class _HeldStore(dist.Store):
             time.sleep(self.hold)
             self.hold = 0.0
 
-    def set(self, key, value):
-        self.inner.set(key, value)
-
     def get(self, key):
         self._maybe_hold(key)
         return self.inner.get(key)
-
-    def add(self, key, value):
-        return self.inner.add(key, value)
 
     def wait(self, keys, timeout=None):
         for key in keys:
@@ -63,9 +57,6 @@ class _HeldStore(dist.Store):
             self.inner.wait(keys)
         else:
             self.inner.wait(keys, timeout)
-
-    def check(self, keys):
-        return self.inner.check(keys)
 
 
 def _create(rank: int, name: str, keep: list) -> tuple[float, float]:

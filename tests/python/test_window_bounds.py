@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from dist_harness import HOST, checks_test, transport_cases
+from forwarding_store import ForwardingStore
 
 pytestmark = pytest.mark.skipif(
     not hasattr(dist, "_new_window"), reason="this torch has no one-sided windows (torch 2.14+)"
@@ -174,21 +175,17 @@ def test_overlapping_self_puts_read_the_source_first(chk, rank, world):
     win.tensor_deregister()
 
 
-class _RewritingStore(dist.Store):
+class _RewritingStore(ForwardingStore):
     """A group's store as the other ranks see it once someone rewrote `victim`'s window record
     of the first registration (csrc/net/window_record.h: "<dtype> <address> <bytes> <key>
     <hostKey> <dims> <size>...") to the shape `sizes`. The victim reads its own record from
     memory, not from the store, so it alone sees the truth."""
 
     def __init__(self, inner, victim: int, sizes: list[int]):
-        super().__init__()
-        self.inner = inner
+        super().__init__(inner)
         self.key = re.compile(rf"xccl/win/\d+/reg1/info/{victim}$")
         self.sizes = sizes
         self.rewritten = 0
-
-    def set(self, key, value):
-        self.inner.set(key, value)
 
     def get(self, key):
         value = self.inner.get(key)
@@ -197,30 +194,6 @@ class _RewritingStore(dist.Store):
         fields = value.decode().split(" ")[:5]
         self.rewritten += 1
         return " ".join(fields + [str(len(self.sizes))] + [str(s) for s in self.sizes]).encode()
-
-    def add(self, key, value):
-        return self.inner.add(key, value)
-
-    def compare_set(self, key, expected, desired):
-        return self.inner.compare_set(key, expected, desired)
-
-    def check(self, keys):
-        return self.inner.check(keys)
-
-    def delete_key(self, key):
-        return self.inner.delete_key(key)
-
-    def num_keys(self):
-        return self.inner.num_keys()
-
-    def set_timeout(self, timeout):
-        self.inner.set_timeout(timeout)
-
-    def wait(self, keys, timeout=None):
-        if timeout is None:
-            self.inner.wait(keys)
-        else:
-            self.inner.wait(keys, timeout)
 
 
 HOSTILE_TIMEOUT_S = 30
