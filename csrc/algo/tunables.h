@@ -67,7 +67,8 @@ constexpr size_t kShmTwoShotMinBytes = 2 * kMiB;
 //    under load;
 //  - broadcast: 1.35-2.15 from 1 MiB (one copy either way, and the slots overlap the root's
 //    copy in with the peers' copies out): never;
-//  - reduce: not measured yet (python -m xccl.bench --ops reduce measures it): never until it is.
+//  - reduce: 1.2-2.8 (slower) from 128 KiB: the root alone reads and reduces every peer's whole
+//    buffer while the others wait, where the slots spread the copies over every rank: never.
 // XCCL_SHM_CMA_MIN_BYTES sets them (one number for all four, or per collective).
 constexpr size_t kShmCmaAllReduceMinBytes = 1 * kMiB;
 constexpr size_t kShmCmaAllGatherMinBytes = 256 * kKiB;
