@@ -58,7 +58,12 @@ void fetch(const Context& ctx, const Buffers& buffers, int r, size_t at, void* l
     traffic.direct += length;
     return;
   }
-  ctx.segment.cma()->read(ctx.what, r, buffers.address[r] + at, local, length);
+  try {
+    ctx.segment.cma()->read(ctx.what, r, buffers.address[r] + at, local, length);
+  } catch (const Error&) {
+    ctx.segment.blamePeer(r);  // the peers waiting for this rank learn it (markBroken)
+    throw;
+  }
   traffic.cma += length;
 }
 

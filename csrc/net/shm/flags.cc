@@ -179,10 +179,25 @@ void Segment::throwTimeout(int onlyRank, uint32_t step, const WaitBounds& bounds
 // exited (the last collective before a clean shutdown ends that way), and a later wait that
 // still needs it fails then.
 void Segment::checkPeers(int firstMissingRank, uint32_t step, const WaitBounds& bounds) const {
-  if (!bounds.alive) return;
   for (int i = 0; i < size_; ++i) {
     const int r = (firstMissingRank + i) % size_;
-    if (r != rank_ && !reached(r, step) && !bounds.alive(r)) {
+    if (r == rank_ || reached(r, step)) continue;
+    const uint32_t failed = flags_[r].failed.load(std::memory_order_seq_cst);
+    if (failed != 0) {
+      // Its word, not ours: a rank out of range is r itself.
+      const int blamed = failed <= static_cast<uint32_t>(size_) ? static_cast<int>(failed) - 1 : r;
+      blamePeer(blamed);
+      if (blamed == r) {
+        XCCL_THROW(ErrorKind::kPeerFailure, bounds.what, ": rank ", r,
+                   " failed (its collective failed there) while rank ", rank_,
+                   " waited for it in shared memory");
+      }
+      XCCL_THROW(ErrorKind::kPeerFailure, bounds.what, ": rank ", blamed, " failed (rank ", r,
+                 " found it so and left the collective) while rank ", rank_, " waited for rank ", r,
+                 " in shared memory");
+    }
+    if (bounds.alive && !bounds.alive(r)) {
+      blamePeer(r);
       XCCL_THROW(ErrorKind::kPeerFailure, bounds.what, ": rank ", r,
                  " failed (its process exited or its connection closed) while rank ", rank_,
                  " waited for it in shared memory");

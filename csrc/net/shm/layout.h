@@ -44,6 +44,12 @@ struct alignas(128) RankFlag {
   // When this rank last woke sleepers on `arrived` (steady clock, ns; the same clock in every
   // process of the host): a woken waiter measures the wake-up cost from it (spin_policy.h).
   std::atomic<int64_t> wokeAt;
+  // 0 while this rank's collectives succeed; once one failed here (Segment::markBroken), 1 + the
+  // rank it found failed (its own when the cause was not a peer). A peer waiting for this rank
+  // reads it instead of waiting out its deadline: a rank that left a collective early (a
+  // single-copy read of a dead peer's memory fails outside any wait) never reaches its next step.
+  // Written by a peer: a value out of range names this rank.
+  std::atomic<uint32_t> failed;
 };
 static_assert(sizeof(RankFlag) == 128, "one flag line per rank");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "flags must work across processes");

@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "net/bootstrap.h"
 #include "net/hosts.h"
+#include "net/shm/futex.h"
 #include "net/shm/layout.h"
 #include "net/shm/names.h"
 #include "net/shm/peer_file.h"
@@ -335,7 +336,13 @@ uint8_t* Segment::slot(int rank, uint32_t step) const {
 }
 
 void Segment::markBroken(const std::string& reason) {
-  if (broken_.empty()) broken_ = reason;
+  if (!broken_.empty()) return;
+  broken_ = reason;
+  if (flags_ == nullptr) return;
+  RankFlag& flag = flags_[rank_];
+  const int blamed = blamed_ >= 0 && blamed_ < size_ ? blamed_ : rank_;
+  flag.failed.store(static_cast<uint32_t>(blamed) + 1, std::memory_order_seq_cst);
+  futexWakeAll(&flag.arrived);  // peers asleep on this rank look at `failed` at once
 }
 
 void Segment::checkUsable(const std::string& what) const {

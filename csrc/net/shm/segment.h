@@ -165,8 +165,13 @@ class Segment {
   uint32_t step() const { return step_; }
 
   // After a failed wait the ranks' step counters no longer agree: the segment refuses further
-  // collectives (kAborted with this reason) instead of mixing up their data.
+  // collectives (kAborted with this reason) instead of mixing up their data. The first call also
+  // tells the peers (RankFlag::failed, and a wake-up for those asleep on this rank) which rank
+  // this one found failed (blamePeer()), or itself, so that none waits for it in vain.
   void markBroken(const std::string& reason);
+  // Remembers `rank` as the peer a failure here comes from (a wait found it dead, a read of its
+  // memory failed), for markBroken to pass on.
+  void blamePeer(int rank) const { blamed_ = rank; }
   void checkUsable(const std::string& what) const;
 
  private:
@@ -191,6 +196,7 @@ class Segment {
   uint32_t step_ = 0;
   uint64_t collective_ = 0;
   std::string broken_;
+  mutable int blamed_ = -1;  // blamePeer(): the peer the failure in progress comes from
   std::shared_ptr<Pool> pool_;
   Traffic traffic_;
   std::unique_ptr<CmaPeers> cma_;

@@ -230,6 +230,50 @@ TEST(SegmentWait, DeadPeerEndsTheWaitPromptlyNamingIt) {
   });
 }
 
+// A rank can leave a collective outside any wait (a single-copy read of a dead peer's memory
+// fails): it never reaches its next step, yet its process lives on. The peers waiting for it
+// learn from its flag which rank it found failed, long before their deadline. Rank 0 leaves
+// blaming rank 2, which entered the barrier like rank 1.
+TEST(SegmentWait, PeerThatLeftTheCollectiveNamesTheRankItFoundFailed) {
+  testing::Latch done(3);
+  testing::runShmRanks(3, 4096, [&](int rank, Segment& segment) {
+    if (rank == 0) {
+      std::this_thread::sleep_for(100ms);
+      segment.blamePeer(2);
+      segment.markBroken("reading rank 2's buffer failed");
+    } else {
+      testing::ShmCalls calls(segment, {}, [](int) { return true; }, 60s);
+      const auto start = net::Clock::now();
+      auto barrier = [&] { algo::shm::barrier(calls.next("barrier")); };
+      EXPECT_TRUE(throwsError(ErrorKind::kPeerFailure, barrier,
+                              "barrier #1: rank 2 failed (rank 0 found it so and left the "
+                              "collective) while rank " +
+                                  std::to_string(rank) + " waited for rank 0"));
+      EXPECT_LT(net::Clock::now() - start, 5s) << "long before the 60 s deadline";
+    }
+    done.arriveAndWait();
+  });
+}
+
+// Without a peer to blame (or with a rank out of range) the rank that left names itself.
+TEST(SegmentWait, PeerThatLeftWithoutBlamingAnotherIsNamed) {
+  testing::Latch done(2);
+  testing::runShmRanks(2, 4096, [&](int rank, Segment& segment) {
+    if (rank == 0) {
+      std::this_thread::sleep_for(100ms);
+      segment.blamePeer(99);
+      segment.markBroken("a local failure");
+    } else {
+      testing::ShmCalls calls(segment, {}, [](int) { return true; }, 60s);
+      auto barrier = [&] { algo::shm::barrier(calls.next("barrier")); };
+      EXPECT_TRUE(throwsError(ErrorKind::kPeerFailure, barrier,
+                              "barrier #1: rank 0 failed (its collective failed there) while "
+                              "rank 1 waited for it"));
+    }
+    done.arriveAndWait();
+  });
+}
+
 // A rank that published its last step and exited is no failure for a peer still waiting for
 // somebody else in that step (the end of every job: ranks leave their last collective at
 // different times). Rank 1 sends its part of a reduce to rank 0 and "exits"; rank 2 is late.
