@@ -1,17 +1,17 @@
-// TcpTransport's one-sided writes (memory.h): registration, the writer's side (a kWrite message,
-// completed by the target's kWriteAck) and the target's (chunks into registered memory, signals).
+// The TCP transport's one-sided writes (memory.h): registration, the writer's side (a kWrite
+// message, completed by the target's kWriteAck) and the target's (chunks into registered memory,
+// signals).
 #include "net/tcp/memory.h"
 
 #include <cstring>
 
 #include "common/logging.h"
-#include "net/tcp/transport.h"
 
 namespace xccl::net::tcp {
 
 TcpRegistration::~TcpRegistration() { owner_.deregister(remote_.key); }
 
-void TcpTransport::deregister(uint64_t key) {
+void OneSidedWrites::deregister(uint64_t key) {
   std::unique_lock<std::mutex> lock(mutex_);
   regions_.removeLocked(key);
   // A chunk being read into the range now was pinned before the key went: wait for it (one chunk
@@ -19,14 +19,14 @@ void TcpTransport::deregister(uint64_t key) {
   completed_.wait(lock, [&] { return landing_.count(key) == 0; });
 }
 
-std::unique_ptr<Registration> TcpTransport::registerMemory(void* data, size_t bytes) {
+std::unique_ptr<Registration> OneSidedWrites::registerMemory(void* data, size_t bytes) {
   XCCL_CHECK_ARG(data != nullptr || bytes == 0, "registerMemory: null memory of ", bytes, " bytes");
   std::lock_guard<std::mutex> guard(mutex_);
   return std::make_unique<TcpRegistration>(*this, regions_.addLocked(data, bytes));
 }
 
-RequestPtr TcpTransport::iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
-                                uint64_t dstOffset, uint64_t signal, Completion onDone) {
+RequestPtr OneSidedWrites::iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
+                                  uint64_t dstOffset, uint64_t signal, Completion onDone) {
   XCCL_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_, "cannot write to rank ", peer,
                  " from rank ", rank_, " of ", size_);
   const MessageTag tag{TagSpace::kPointToPoint, 0, signal, 0};
@@ -63,25 +63,25 @@ RequestPtr TcpTransport::iwrite(int peer, const void* data, size_t bytes, const 
     header.tagSeq = signal;
     header.key = dst.key;
     header.target = dstOffset;
-    enqueueLocked(p, chunks, header, data, bytes, &completed, /*flush=*/false);
+    sender_.enqueueLocked(p, chunks, header, data, bytes, &completed, /*flush=*/false);
     // The answer finds its entry now; the sockets are written without mutex_, which the
     // progress thread needs for every chunk it reads.
     lock.unlock();
-    flushPeer(p, &completed);
+    sender_.flushPeer(p, &completed);
   }
-  completeAll(completed);
+  owner_.complete(completed);
   return request;
 }
 
 // Target, progress thread: the first chunk of a write is known. It is checked whole, so a write
 // that does not fit writes nothing; its chunks are then read and dropped.
-void TcpTransport::admitWrite(int peer, Incoming& message) {
+void OneSidedWrites::admitWrite(int peer, Incoming& message) {
   std::lock_guard<std::mutex> guard(mutex_);
   message.refusal = refuseWrite(regions_, message, rank_, peer);
 }
 
-uint8_t* TcpTransport::pinChunk(Receiving::Slot& slot, Incoming& message,
-                                const FrameHeader& header) {
+uint8_t* OneSidedWrites::pinChunk(ReceiveState::Slot& slot, Incoming& message,
+                                  const FrameHeader& header) {
   std::lock_guard<std::mutex> guard(mutex_);
   uint8_t* at = writeLanding(regions_, message, header, rank_);
   // Pinned until the payload is in place (onFrame) or abandoned (linkDown, failPeer): the
@@ -93,14 +93,14 @@ uint8_t* TcpTransport::pinChunk(Receiving::Slot& slot, Incoming& message,
   return at;
 }
 
-void TcpTransport::landStashed(Incoming& message, const Stashed& chunk) {
+void OneSidedWrites::landStashed(Incoming& message, const Stashed& chunk) {
   std::lock_guard<std::mutex> guard(mutex_);
   uint8_t* at = writeLanding(regions_, message, chunk.header, rank_);
   if (at != nullptr && !chunk.bytes.empty())
     std::memcpy(at, chunk.bytes.data(), chunk.bytes.size());
 }
 
-void TcpTransport::unpin(Receiving::Slot& slot) {
+void OneSidedWrites::unpin(ReceiveState::Slot& slot) {
   if (slot.landing == 0) return;
   std::lock_guard<std::mutex> guard(mutex_);
   auto it = landing_.find(slot.landing);
@@ -111,7 +111,7 @@ void TcpTransport::unpin(Receiving::Slot& slot) {
 
 // Target, progress thread: every chunk of the write was read. Its bytes are in place, so its
 // signal completes the oldest wait for it (or is counted); then the writer gets the answer.
-void TcpTransport::writeLanded(int peer, const Incoming& message) {
+void OneSidedWrites::writeLanded(int peer, const Incoming& message) {
   if (message.refusal.empty()) {
     std::lock_guard<std::mutex> guard(mutex_);
     if (signals_.arrivedLocked(peer, message.tag.seq)) completed_.notify_all();
@@ -129,13 +129,13 @@ void TcpTransport::writeLanded(int peer, const Incoming& message) {
   {
     std::lock_guard<std::mutex> guard(p.sendMutex);
     if (p.failed) return;
-    enqueueLocked(p, nullptr, header, answer.data(), answer.size(), &completed);
+    sender_.enqueueLocked(p, nullptr, header, answer.data(), answer.size(), &completed);
   }
-  completeAll(completed);
+  owner_.complete(completed);
 }
 
 // Writer, progress thread: the target's answer to write `answer.tag.seq`.
-void TcpTransport::writeAnswered(int peer, const Incoming& answer) {
+void OneSidedWrites::writeAnswered(int peer, const Incoming& answer) {
   std::lock_guard<std::mutex> guard(mutex_);
   auto it = writes_.find({peer, answer.tag.seq});
   if (it == writes_.end()) return;  // failed meanwhile
@@ -145,7 +145,7 @@ void TcpTransport::writeAnswered(int peer, const Incoming& answer) {
 }
 
 // Writer: the write's chunks are done with (the caller's bytes are no longer needed), or failed.
-void TcpTransport::chunksDoneLocked(int peer, uint64_t id, const Request& chunks) {
+void OneSidedWrites::chunksDoneLocked(int peer, uint64_t id, const Request& chunks) {
   auto it = writes_.find({peer, id});
   if (it == writes_.end()) return;
   if (chunks.state() == Request::State::kFailed) {
@@ -161,7 +161,7 @@ void TcpTransport::chunksDoneLocked(int peer, uint64_t id, const Request& chunks
   finishWriteLocked(peer, id);
 }
 
-void TcpTransport::finishWriteLocked(int peer, uint64_t id) {
+void OneSidedWrites::finishWriteLocked(int peer, uint64_t id) {
   auto it = writes_.find({peer, id});
   if (it == writes_.end() || !it->second.chunksDone || !it->second.answered) return;
   PendingWrite& write = it->second;
@@ -176,7 +176,7 @@ void TcpTransport::finishWriteLocked(int peer, uint64_t id) {
 
 // Fails the writes to `peer` (every peer when -1); its signal waits are failPeer's and
 // failEverythingLocked's own step (TransportBase). mutex_ held.
-void TcpTransport::failWritesLocked(int peer, const Error& error) {
+void OneSidedWrites::failWritesLocked(int peer, const Error& error) {
   for (auto it = writes_.begin(); it != writes_.end();) {
     if (peer < 0 || it->first.first == peer) {
       it->second.request->failLocked(error);

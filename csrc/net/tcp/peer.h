@@ -107,6 +107,10 @@ class Peer {
   std::string describeLinks() const;  // "link 0 (a -> b): state; ..."
 };
 
+// Every rank's Peer, index = rank; null for this rank. Filled once while the mesh is built
+// (LinkManager), then only its elements change, each under its own sendMutex.
+using Peers = std::vector<std::unique_ptr<Peer>>;
+
 // Writes as much of `link`'s queue as the socket takes now. Small sends that finished go to
 // `completed`. Returns false when the socket failed (then shut down and marked broken: the
 // progress thread takes the link down). Peer::sendMutex held.

@@ -7,56 +7,54 @@
 // Links run over every interface pair two ranks share (interfaces.h); one progress thread
 // (epoll) reads and writes all of them, sends start on the caller's thread (docs/network.md).
 // One-sided writes are messages of their own frame type on the same links (memory.h).
+//
+// TcpTransport is the face (net::Transport, through TransportBase) over named parts, each a
+// class with its own state and one reason to change:
+//   LinkManager (link_manager.h): building the mesh, then its thread that accepts connections
+//     and redials failed links (handshakes, listeners, interfaces).
+//   ProgressLoop (progress_loop.h): the progress thread: epoll, reading links, ticks (link and
+//     peer timeouts, heartbeats, acknowledgements), links up and down, handovers.
+//   ChunkSender (chunk_sender.h): cutting messages into chunks on a peer's links, flushing.
+//   MessageReceiver (message_receiver.h): frames into the transport, chunks into receives.
+//   OneSidedWrites (memory.h): one-sided writes, the target's and the writer's side.
+// The parts reach each other one way (LinkManager -> the face; ProgressLoop -> MessageReceiver
+// -> OneSidedWrites -> ChunkSender), and what they ask of the face through a narrow interface
+// each (X::Owner), which the face implements by forwarding: TransportBase's completion and
+// failure steps, the peer's control frames and goodbye. The face holds only what spans parts:
+// the peers (peer.h; every part's, each under its own sendMutex), the threads' life (started
+// once the mesh is built, stopped and joined once under lifecycleMutex_: the progress thread
+// first, then the link manager's), the goodbye and the abort on every link, and the failure
+// steps TransportBase asks of it, each a step per part.
+// Locks: mutex_ (TransportBase) guards matching, health, completion, the receives and the
+// one-sided writes; Peer::sendMutex a peer's links and sending side. Lock order: mutex_ before a
+// Peer::sendMutex, never the other way (a sendMutex holder never takes mutex_).
 #pragma once
 
 #include <poll.h>
 
-#include <list>
-#include <map>
+#include <atomic>
+#include <chrono>
 #include <memory>
-#include <optional>
-#include <thread>
+#include <mutex>
+#include <string>
 #include <vector>
 
-#include "net/one_sided.h"
-#include "net/peer_health.h"
-#include "net/receive_queues.h"
-#include "net/status_board.h"
-#include "net/store.h"
-#include "net/tcp/handshake.h"
-#include "net/tcp/interfaces.h"
+#include "net/tcp/chunk_sender.h"
+#include "net/tcp/link_manager.h"
 #include "net/tcp/memory.h"
+#include "net/tcp/message_receiver.h"
+#include "net/tcp/options.h"
 #include "net/tcp/peer.h"
-#include "net/tcp/receive_state.h"
-#include "net/tcp/socket.h"
+#include "net/tcp/progress_loop.h"
 #include "net/transport_base.h"
 
 namespace xccl::net::tcp {
 
-struct TcpOptions {
-  // Where to listen: `listenAddress` when set (a caller that needs the choice itself, e.g. to
-  // pin the progress thread near that NIC, makes it once), else chooseListenAddress(storeHost).
-  std::optional<Address> listenAddress;
-  std::string storeHost;  // hint for choosing the interface; may be empty
-  // Bound for building the mesh, and for how long a peer may stay without any link.
-  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  std::string storePrefix = "tcp";  // keys written under this prefix (unique per group)
-  // CPUs for the progress thread, normally those near the NIC or GPU the rank uses
-  // (topo::progressCpusFor); empty: the thread is not pinned. XCCL_PIN_PROGRESS=0 ignores it.
-  std::vector<int> progressCpus;
-  int streams = 0;  // links per peer and interface pair; 0: XCCL_NET_STREAMS
-  // NetOptions::ifnames: every name must be an interface with an IPv4 address (else
-  // kInvalidArgument at creation). Without `listenAddress`, the rank listens on each one's
-  // address and links run over every pair of them it shares with a peer; empty: the listen
-  // address and every other up interface a peer shares a subnet with (interfaces.h).
-  std::vector<std::string> ifnames;
-  // Tests: these local addresses stand for interfaces (named, like `ifnames`; first choice).
-  std::vector<Address> localAddresses;
-  std::chrono::milliseconds linkTimeout{0};  // 0: XCCL_NET_LINK_TIMEOUT_MS
-  uint64_t maxUnexpectedBytes = 0;            // 0: XCCL_NET_MAX_UNEXPECTED_BYTES
-};
-
-class TcpTransport final : public TransportBase {
+class TcpTransport final : public TransportBase,
+                           private LinkManager::Owner,
+                           private ProgressLoop::Owner,
+                           private MessageReceiver::Owner,
+                           private OneSidedWrites::Owner {
  public:
   TcpTransport(Store& store, int rank, int size, const TcpOptions& options);
   ~TcpTransport() override;
@@ -77,7 +75,7 @@ class TcpTransport final : public TransportBase {
                     uint64_t dstOffset, uint64_t signal, Completion onDone = nullptr) override;
 
   // Links, for tests and diagnosis.
-  int linksPerPeer() const { return links_; }  // per interface pair
+  int linksPerPeer() const { return manager_.linksPerPeer(); }  // per interface pair
   int linkCount(int peer) const { return static_cast<int>(peers_.at(peer)->links.size()); }
   // "xnet1 10.231.1.2:0": the local interface and address a link runs over.
   std::string linkInterface(int peer, int link) const {
@@ -93,105 +91,64 @@ class TcpTransport final : public TransportBase {
   // it is neither redialled nor accepted again from this side), or stop reading and writing it
   // (a silent blackhole) until it is taken down for that and redialled.
   void killLink(int peer, int link, bool stayDown = false);
-  void blackholeLink(int peer, int link);
-  std::string listenAddress() const { return addresses_.empty() ? "" : addresses_[rank_]; }
+  void blackholeLink(int peer, int link) { progress_.blackholeLink(peer, link); }
+  std::string listenAddress() const { return manager_.listenAddress(); }
   // Tests: what a handshake with this rank must prove (the key and group in the store).
-  const HandshakeTerms& handshakeTerms() const { return terms_; }
+  const HandshakeTerms& handshakeTerms() const { return manager_.handshakeTerms(); }
 
  private:
-  friend class TcpRegistration;
-  // Progress thread's receive state for one peer (receive_state.h).
-  using Receiving = ReceiveState;
-  class Receiver;  // transport_recv.cc: the ReceiveOwner of one peer's state
-  // A connection made by the link manager, for the progress thread to take into use.
-  struct Handover {
-    int peer;
-    int link;
-    Socket socket;
-    bool peerGone = false;  // the peer's listener refused: its process is gone
-  };
-  class LinkSink;
+  // The parts' owners (the interfaces above), each a forward to TransportBase or a part.
+  void complete(const std::vector<RequestPtr>& requests) override { completeAll(requests); }
+  void losePeer(int peer, const Error& error) override { failPeer(peer, error, false); }
+  void progressStopped(const Error& error) override { failAll(error); }
+  void peerCreated(int peer, int links) override { receiver_.addPeer(peer, links); }
+  void linkConnected(int peer, int index, Socket socket) override {
+    progress_.linkUp(peer, index, std::move(socket), /*recovered=*/false);
+  }
+  void handOver(Handover handover) override { progress_.handOver(std::move(handover)); }
+  void linkDown(int peer, int index, const std::string& why, bool quiet) override {
+    progress_.linkDown(peer, index, why, quiet);
+  }
 
-  // transport.cc: the mesh and the progress thread.
-  void buildMesh(Store& store, const TcpOptions& options);
-  void progressLoop();
-  // Reads what is there now, up to a bound (true: stopped at the bound, more may be there).
-  bool readLink(int peer, Link& link);
-  void takeBrokenDown(int peer, Link& link);
-  void tick(Clock::time_point now);
-  void takeHandovers();
-  void linkUp(int peer, int index, Socket socket, bool recovered);
-  void linkDown(int peer, int index, const std::string& why, bool quiet = false);
-  void flushPeer(Peer& peer, std::vector<RequestPtr>* completed);
-  void sendAcks();
-  // links.cc: the link manager thread (accepts and redials) and the handshake.
-  void managerLoop();
-  void handshakeEnded(std::unique_ptr<Handshake> handshake);
-  void createPeers(const std::vector<std::vector<Interface>>& interfaces,
-                   const std::vector<bool>& named);
-  void redial(Handshakes& handshakes, int peer, int index);
-  void handOver(Handover handover);
-  // transport_recv.cc: chunks into receives.
-  uint8_t* onHeader(int peer, Link& link, const FrameHeader& header);
-  void onFrame(int peer, Link& link, const FrameHeader& header);
-  void onControl(int peer, const FrameHeader& header, const std::string& text);
+  // transport_recv.cc: the peer's control frames (abort, status query and reply), and its
+  // goodbye.
+  void onControl(int peer, const FrameHeader& header, const std::string& text) override;
   // A link closed after the peer said goodbye: once none is left, the peer is gone.
-  void closedAfterBye(int peer, int index);
-  void openMessage(int peer, Incoming& message, std::optional<Error>* failure);
-  void messageArrived(int peer, Incoming& message);
-  // memory.cc: the target's and the writer's side of one-sided writes.
-  void admitWrite(int peer, Incoming& message);
-  uint8_t* pinChunk(Receiving::Slot& slot, Incoming& message, const FrameHeader& header);
-  void landStashed(Incoming& message, const Stashed& chunk);
-  void unpin(Receiving::Slot& slot);
-  void writeLanded(int peer, const Incoming& message);
-  void writeAnswered(int peer, const Incoming& answer);
-  void chunksDoneLocked(int peer, uint64_t id, const Request& chunks);
-  void finishWriteLocked(int peer, uint64_t id);
-  void failWritesLocked(int peer, const Error& error);
-  void deregister(uint64_t key);
-  // transport_ops.cc: cutting a send into chunks on the peer's links, and failure handling.
-  // `header` holds what every chunk of the message carries (type, tag or write fields).
-  void enqueueLocked(Peer& p, const RequestPtr& request, FrameHeader header, const void* data,
-                     size_t bytes, std::vector<RequestPtr>* completed, bool flush = true);
+  void closedAfterBye(int peer, int index) override;
+  // transport_ops.cc: failure handling (each a step per part) and control frames.
   std::vector<RequestPtr> dropPeer(int peer) override;
   void failPeerLocked(const PeerLoss& loss, const Error& error) override;
   void failRequestsLocked(const Error& error) override;
   void sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload);
+  // transport.cc: TcpOptions with the environment's defaults, once the arguments are checked.
+  struct Settings {
+    int streams;  // links per peer and interface pair
+    std::chrono::milliseconds linkTimeout;
+    std::chrono::milliseconds peerTimeout;  // the longest a peer may stay without any link
+    uint64_t maxUnexpectedBytes;  // per peer, of messages that came before their receive
+  };
+  static Settings settingsFor(int rank, int size, const TcpOptions& options);
+  // The threads' life.
   void stopThreads();
   static void lingerUntilClosed(std::vector<pollfd>& fds, Deadline deadline);
 
-  int links_ = 1;
-  std::chrono::milliseconds linkTimeout_{1000};
-  std::chrono::milliseconds peerTimeout_{std::chrono::minutes(5)};
-  uint64_t maxUnexpectedBytes_ = 0;  // per peer, of messages that came before their receive
-  std::vector<std::unique_ptr<Peer>> peers_;  // index = peer; null for self
-  std::vector<Receiving> receiving_;          // index = peer
-  std::vector<std::string> addresses_;        // every rank's first listening address
-  HandshakeTerms terms_;                      // what every handshake must prove
-  HandshakeLogs handshakeLogs_;               // strangers' connections: rate-limited lines
-  int maxLinks_ = 1;                          // the most links any peer has
-  std::vector<Interface> interfaces_;         // this rank's, in the order it published them
-  std::vector<Socket> listeners_;             // one per interface
-  int epollFd_ = -1;
-  int wakeFd_ = -1;  // eventfd: stop, handovers or test hooks
-  std::atomic<bool> stopping_{false};
+  // Declaration order is construction order: the peers and the settings first (the parts hold
+  // them; the arguments are checked before anything is made), then the progress loop, whose
+  // epoll set the sender arms; the loop holds the later parts by reference and uses them only
+  // once running. Destruction runs the other way, after the destructor has joined the threads
+  // and freed the peers; the loop closes its descriptors last.
+  Peers peers_;
+  const Settings settings_;
+  std::atomic<bool> stopping_{false};  // both threads stop on it
   // Held by abort() and the destructor throughout: a backend may abort from one thread while
   // another destroys the transport, and the threads must be joined (and peers freed) once.
   std::mutex lifecycleMutex_;
-  std::thread progressThread_;
-  std::thread managerThread_;
-  std::mutex handoverMutex_;
-  std::vector<Handover> handovers_;
-
-  // Guarded by mutex_ (TransportBase). Lock order: mutex_ before a Peer::sendMutex, never the
-  // other way.
-  ReceiveQueues receives_;
-  // One-sided (memory.cc): registrations by key; how many chunks are being read into each right
-  // now (a deregistration waits for none); writes awaiting their answer by (peer, message id).
-  RegionTable regions_;
-  std::map<uint64_t, int> landing_;
-  std::map<std::pair<int, uint64_t>, PendingWrite> writes_;
+  ProgressLoop progress_;
+  const int epollFd_;  // progress_'s epoll set, which every writer arms (flushLink)
+  ChunkSender sender_;
+  OneSidedWrites writes_;
+  MessageReceiver receiver_;
+  LinkManager manager_;
 };
 
 }  // namespace xccl::net::tcp

@@ -1,5 +1,5 @@
-// TcpTransport's caller-facing operations and failure handling (the mesh and the progress
-// thread are in transport.cc).
+// TcpTransport's caller-facing operations, its control frames and the failure steps
+// TransportBase asks of it, each a step per part (the parts are named in transport.h).
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -28,7 +28,7 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
       header.step = tag.step;
       header.op = tag.op;
       header.tagSeq = tag.seq;
-      enqueueLocked(p, request, header, data, bytes, &completed);
+      sender_.enqueueLocked(p, request, header, data, bytes, &completed);
     }
   }
   if (refused) {
@@ -43,54 +43,12 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
   return request;
 }
 
-void TcpTransport::enqueueLocked(Peer& p, const RequestPtr& request, FrameHeader header,
-                                 const void* data, size_t bytes, std::vector<RequestPtr>* completed,
-                                 bool flush) {
-  {
-    header.message = p.nextMessage++;
-    header.total = bytes;
-    const auto* base = static_cast<const uint8_t*>(data);
-    int slab = -1;
-    if (bytes <= kInlineBytes) {
-      // Small: copied, so the send completes once written and the copy serves a replay.
-      if (p.freeSlabs.empty()) {
-        p.slabs.push_back(std::make_unique<uint8_t[]>(kInlineBytes));
-        p.freeSlabs.push_back(static_cast<int>(p.slabs.size()) - 1);
-      }
-      slab = p.freeSlabs.back();
-      p.freeSlabs.pop_back();
-      if (bytes > 0) std::memcpy(p.slabs[slab].get(), data, bytes);
-      base = p.slabs[slab].get();
-    }
-    size_t offset = 0;
-    do {
-      header.offset = offset;
-      header.length = static_cast<uint32_t>(std::min(kChunkBytes, bytes - offset));
-      header.seq = p.nextSeq++;
-      Chunk chunk;
-      chunk.header = header;
-      chunk.payload = base + offset;
-      chunk.slab = slab;
-      p.retained.push_back(std::move(chunk));
-      const int link = pickLink(p);
-      if (link >= 0) assignChunk(p, header.seq, link);
-      offset += header.length;
-    } while (offset < bytes);
-    if (slab >= 0) {
-      p.retained.back().onWritten = request;
-    } else {
-      p.sent.push_back({request, p.nextSeq});  // complete once acknowledged
-    }
-    if (flush) flushPeer(p, completed);  // the cheap path: as much as the sockets take now
-  }
-}
-
 RequestPtr TcpTransport::irecv(int peer, MessageTag tag, void* data, size_t bytes,
                                Completion onDone) {
   XCCL_CHECK_ARG(peer == kAnySource || (peer >= 0 && peer < size_ && peer != rank_),
                  "cannot receive from rank ", peer, " on rank ", rank_, " of ", size_);
   auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/false, std::move(onDone));
-  receives_.receive(request, static_cast<uint8_t*>(data), health_, mutex_, completed_);
+  receiver_.receive(request, static_cast<uint8_t*>(data), health_);
   return request;
 }
 
@@ -136,62 +94,32 @@ std::vector<RequestPtr> TcpTransport::dropPeer(int peer) {
   {
     std::lock_guard<std::mutex> guard(p.sendMutex);
     p.failed = true;
-    for (auto& link : p.links) {
-      if (link->up) {
-        ::epoll_ctl(epollFd_, EPOLL_CTL_DEL, link->socket.fd(), nullptr);
-        link->socket.close();
-      }
-      link->up = false;
-      link->writing = false;
-      link->queue.clear();
-      link->control.clear();
-    }
-    for (auto& chunk : p.retained) {
-      if (chunk.onWritten) sends.push_back(std::move(chunk.onWritten));
-    }
-    for (auto& message : p.sent) sends.push_back(std::move(message.request));
-    p.retainedBase += p.retained.size();
-    p.retained.clear();
-    p.sent.clear();
+    progress_.closeLinksLocked(p);
+    sends = sender_.takeSendsLocked(p);
   }
   // Its links are closed: no chunk is read into registered memory any more.
-  for (auto& slot : receiving_[peer].slots) unpin(slot);
+  receiver_.abandonSlots(peer);
   return sends;
 }
 
 void TcpTransport::failPeerLocked(const PeerLoss& loss, const Error& error) {
-  failWritesLocked(loss.peer, error);
-  Receiving& r = receiving_[loss.peer];
-  for (auto& message : r.incoming) {
-    if (message.request) message.request->failLocked(error);
-  }
-  r.clear();
-  receives_.failLocked(error, [&](int from, const MessageTag& tag) {
+  writes_.failWritesLocked(loss.peer, error);
+  receiver_.failPeerLocked(loss.peer, error, [&](int from, const MessageTag& tag) {
     return loss.covers(from, tag.space);
   });
 }
 
 void TcpTransport::failRequestsLocked(const Error& error) {
-  receives_.failLocked(error, [](int, const MessageTag&) { return true; });
-  for (auto& r : receiving_) {
-    for (auto& message : r.incoming) {
-      if (message.request) message.request->failLocked(error);
-    }
-    r.incoming.clear();
-  }
+  receiver_.failAllLocked(error);
   for (auto& peer : peers_) {
     if (!peer) continue;
     std::lock_guard<std::mutex> guard(peer->sendMutex);
-    for (auto& chunk : peer->retained) {
-      if (chunk.onWritten) chunk.onWritten->failLocked(error);
-    }
-    for (auto& message : peer->sent) message.request->failLocked(error);
-    peer->sent.clear();
+    sender_.failSendsLocked(*peer, error);
   }
-  failWritesLocked(-1, error);
+  writes_.failWritesLocked(-1, error);
   // Called once the progress thread stopped (abort) or is leaving (failAll): it reads into no
   // registered memory any more, so deregistrations need not wait.
-  landing_.clear();
+  writes_.forgetLandingLocked();
 }
 
 void TcpTransport::abort(const std::string& reason) {
@@ -245,6 +173,15 @@ void TcpTransport::sendControl(int peer, FrameType type, uint64_t seq, const std
     flushLink(p, *p.links[index], epollFd_, &completed);
   }
   completeAll(completed);
+}
+
+std::unique_ptr<Registration> TcpTransport::registerMemory(void* data, size_t bytes) {
+  return writes_.registerMemory(data, bytes);
+}
+
+RequestPtr TcpTransport::iwrite(int peer, const void* data, size_t bytes, const RemoteRegion& dst,
+                                uint64_t dstOffset, uint64_t signal, Completion onDone) {
+  return writes_.iwrite(peer, data, bytes, dst, dstOffset, signal, std::move(onDone));
 }
 
 std::vector<std::string> TcpTransport::queryStatus(Deadline deadline) {
