@@ -52,6 +52,11 @@ void ChunkSender::flushPeer(Peer& peer, std::vector<RequestPtr>* completed) {
   releaseAcked(peer, completed);
 }
 
+void ChunkSender::acknowledgedLocked(Peer& p, uint64_t ack, std::vector<RequestPtr>* completed) {
+  p.acked = std::max(p.acked, ack);
+  flushPeer(p, completed);  // the window moved, and acknowledged sends complete
+}
+
 std::vector<RequestPtr> ChunkSender::takeSendsLocked(Peer& p) {
   std::vector<RequestPtr> sends;
   for (auto& chunk : p.retained) {

@@ -32,6 +32,9 @@ class ChunkSender {
   // Writes what `peer`'s sockets take now; drops the chunks the peer acknowledged and completes
   // the sends that are done.
   void flushPeer(Peer& peer, std::vector<RequestPtr>* completed);
+  // The peer acknowledged every chunk below `ack`: the window moved (more may be written), and
+  // acknowledged sends complete.
+  void acknowledgedLocked(Peer& p, uint64_t ack, std::vector<RequestPtr>* completed);
   // The peer failed: its retained chunks go, and the sends in flight to it are returned (failed
   // by the caller).
   std::vector<RequestPtr> takeSendsLocked(Peer& p);

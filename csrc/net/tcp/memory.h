@@ -37,7 +37,8 @@ struct PendingWrite {
 // place into registered memory, the signal, the answer) and the writer's (the write request,
 // completed by the answer once its chunks are done with). Its state is its own, guarded by the
 // transport's mutex_ (TransportBase), which every member takes or is called with (names ending
-// in Locked); a peer's sendMutex is taken only under it (lock order: mutex_, then sendMutex).
+// in Locked). Where a peer's sendMutex is held too (iwrite), mutex_ came first: the transport's
+// lock order, never the other way.
 // The target's side runs on the progress thread (the receiving side calls it, message by
 // message); registerMemory, iwrite and deregistering on callers' threads.
 class OneSidedWrites {

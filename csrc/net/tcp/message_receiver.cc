@@ -1,8 +1,5 @@
 #include "net/tcp/message_receiver.h"
 
-#include <algorithm>
-#include <cstring>
-
 #include "common/logging.h"
 
 namespace xccl::net::tcp {
@@ -45,8 +42,7 @@ uint8_t* MessageReceiver::onHeader(int peer, Link& link, const FrameHeader& head
     {
       std::lock_guard<std::mutex> guard(p.sendMutex);
       r.acknowledged(header.ack, p.nextSeq);  // throws for chunks never sent
-      p.acked = std::max(p.acked, header.ack);
-      sender_.flushPeer(p, &completed);  // the window moved, and acknowledged sends complete
+      sender_.acknowledgedLocked(p, header.ack, &completed);
     }
     owner_.complete(completed);
   }

@@ -5,8 +5,8 @@
 // have (the bookkeeping is receive_state.h's). The peer's acknowledgements move the sending
 // side's window; its goodbye and control frames go to the transport (Owner).
 // Its state is its own: each peer's ReceiveState (progress thread only, no lock) and the posted
-// and unexpected receives (guarded by the transport's mutex_). A peer's sendMutex is taken only
-// without mutex_ held, or under it (lock order: mutex_, then sendMutex).
+// and unexpected receives (guarded by the transport's mutex_). It never holds mutex_ and a peer's
+// sendMutex together (the transport's lock order: mutex_, then sendMutex).
 #pragma once
 
 #include <condition_variable>
