@@ -78,7 +78,7 @@ c10::intrusive_ptr<c10d::Backend> ChildGroups::shrink(
 #endif
   // Only survivors write under this prefix, so the excluded (perhaps dead) ranks are never
   // waited for. Survivors shrink in the same order, which makes the count agree.
-  std::string prefix = "xccl/shrink/" + lifecycle_.membershipNameLocked() + "/";
+  std::string prefix = "xccl/shrink/" + lifecycle_.membershipNameLocked(serial) + "/";
   for (int64_t r : ranksToExclude) prefix += std::to_string(r) + ",";
   prefix += "/" + std::to_string(shrinks_++) + "/";  // under the lifecycle's lock
   const int childRank =

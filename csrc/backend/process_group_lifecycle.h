@@ -57,8 +57,10 @@ class MembershipLifecycle {
   std::unique_lock<std::mutex> serialise() {
     return std::unique_lock<std::mutex>(reconfigureMutex_);
   }
-  // Names the current membership in shrink()'s store prefix; read under serialise().
-  const std::string& membershipNameLocked() const { return membershipName_; }
+  // Names the current membership in shrink()'s store prefix; called holding serialise()'s lock.
+  const std::string& membershipNameLocked(const std::unique_lock<std::mutex>&) const {
+    return membershipName_;
+  }
 
 #if XCCL_TORCH_HAS_RECONFIGURE
   // This member's handle, stable across reconfigures; a RuntimeError without enable_reconfigure.
