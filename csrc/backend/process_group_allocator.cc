@@ -3,6 +3,8 @@
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
 
+#include <atomic>
+
 #include "backend/process_group_allocator.h"
 
 namespace xccl::backend {
