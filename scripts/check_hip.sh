@@ -6,7 +6,7 @@
 #     (-S), then assembled; see below for why not linked;
 #   - the host code calling the runtime (net/cuda_ipc/workspace.cc, the virtual-rank harness and
 #     the GPU tests) as C++ against HIP's headers, as CMake's HIP build compiles it (hip::host);
-#   - every backend GPU source (csrc/backend/gpu/*.cc, core/gpu_side.cc, process_group_gpu.cc)
+#   - every backend GPU source (csrc/backend/gpu/*.cc, core/gpu_side.cc, process_group_sides.cc)
 #     and each GPU header alone (backend/gpu/*.h, core/gpu_side.h, common/gpu_runtime.h: each
 #     includes what it needs) as HIP host code with clang++-19, against a ROCm-shaped torch:
 #     torch.utils.hipify of the installed CUDA torch run over its c10/cuda and ATen/cuda headers,
@@ -186,9 +186,9 @@ hipError_t hipGraphRetainUserObject(hipGraph_t, hipUserObject_t, unsigned, unsig
 HEOF
   export rocm_torch torch_root hipify_v2
   # Every source built only with the GPU parts (the gpu room, core/gpu_side.cc,
-  # process_group_gpu.cc), and every header of the gpu room alone (each includes what it needs).
+  # process_group_sides.cc), and every header of the gpu room alone (each includes what it needs).
   for source in csrc/backend/gpu/*.cc csrc/backend/core/gpu_side.cc \
-                csrc/backend/process_group_gpu.cc; do
+                csrc/backend/process_group_sides.cc; do
     echo "backend $source" >>"$list"
   done
   for header in csrc/backend/gpu/*.h csrc/backend/core/gpu_side.h csrc/common/gpu_runtime.h; do

@@ -12,12 +12,21 @@
 // first call on CUDA tensors, runs kernels or the vendor library, or calls the CPU side with host
 // copies. A communication failure or timeout aborts the TCP transport, which tells every peer
 // (their shared-memory waits see it through peerAlive), and leaves this group unusable (like NCCL);
-// argument errors leave it usable. Everything that depends on the membership (rank, size, the
-// transports, the segment, the sides, the sequence numbers) is built by connectMembership(); a
-// group created with enable_reconfigure builds it only when reconfigure() forms a membership, and
-// rebuilds it at each reconfigure (process_group_reconfigure.cc). This class is the c10d face:
-// it picks a side per call and owns what only c10d asks for (split, shrink, reconfigure, the
-// allocator); the engine is the GroupCore.
+// argument errors leave it usable.
+//
+// This class is the c10d face: it holds the overrides c10d requires, each a forward to the part
+// that owns its business, and the parts, each a class with one reason to change:
+//   Sides (process_group_sides.h): the CPU side, the GPU side created on the first CUDA call,
+//     picking the side per call, coalesced batches across both.
+//   MembershipLifecycle (process_group_lifecycle.h): creating the group, connecting each
+//     membership (at creation; with enable_reconfigure only when reconfigure() forms one, and
+//     again at each reconfigure), shutdown and abort.
+//   ChildGroups (process_group_children.h): split() and shrink(), their children's options and
+//     store prefixes.
+//   TensorAllocator (process_group_allocator.h): tensors from the shared-memory pool and the
+//     memory statistics.
+// The engine under them all is the GroupCore; windows are XcclWindow's (process_group_window.cc
+// only creates them).
 //
 // The backend's rooms, lowest first (each folder's README.md; docs/design.md): recorder/ ->
 // core/ -> cpu/, gpu/, window/ -> this folder, the face (process_group*, module*). A room
@@ -28,71 +37,65 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include <atomic>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <unordered_map>
 
 #include "backend/core/compat.h"
 #include "backend/core/gpu_side.h"
 #include "backend/core/group_core.h"
 #include "backend/cpu/cpu_side.h"
-#include "net/store.h"
+#include "backend/process_group_allocator.h"
+#include "backend/process_group_children.h"
+#include "backend/process_group_lifecycle.h"
+#include "backend/process_group_options.h"
+#include "backend/process_group_sides.h"
 
 namespace xccl::backend {
 
 class ProcessGroupXccl : public c10d::Backend {
  public:
-  struct Options : c10d::Backend::Options {
-    Options() : c10d::Backend::Options("xccl") {}
-    // Overrides XCCL_ALGO for this group: "" (use XCCL_ALGO), auto, direct, ring.
-    std::string algorithm;
-    // Address whose route picks the interface to listen on (the store's host).
-    std::string storeHost;
-    // What the group calls back into its creator for (core/group_policy.h); null: none.
-    // split() and shrink() give a child without one its parent's.
-    std::shared_ptr<const GroupPolicy> policy;
-#if XCCL_TORCH_HAS_OPTIONS_CLONE
-    c10::intrusive_ptr<c10d::Backend::Options> clone() const override {
-      return c10::make_intrusive<Options>(*this);
-    }
-#endif
-  };
+  using Options = GroupOptions;  // process_group_options.h
 
   ProcessGroupXccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    c10::intrusive_ptr<Options> options);
-  ~ProcessGroupXccl() override;
+  ~ProcessGroupXccl() override { shutdown(); }
 
   const std::string getBackendName() const override { return "xccl"; }
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
   bool supportsSplitting() const override { return true; }
   bool supportsCoalescing() const override { return true; }
-  void setTimeout(std::chrono::milliseconds timeout) override;
+  void setTimeout(std::chrono::milliseconds timeout) override {
+    core_->sequencer().setTimeout(timeout);
+  }
   void setSequenceNumberForGroup() override {}  // sequence numbers start at 0 on every rank
   uint64_t getSequenceNumberForGroup() override { return core_->sequencer().sequenceNumber(); }
   c10::intrusive_ptr<c10d::Backend> split(
       const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
-      const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
-  void abort() override;
-  void shutdown() override;
-  // Dynamic membership (process_group_reconfigure.cc; docs/p2p.md): shrink() builds a new group
-  // of the survivors; reconfigure() replaces this group's membership in place.
+      const c10::intrusive_ptr<c10d::Backend::Options>& opts) override {
+    return children_.split(store, ranks, opts);
+  }
+  void abort() override { lifecycle_.abort(); }
+  void shutdown() override { lifecycle_.shutdown(); }
+  // Dynamic membership (docs/p2p.md): shrink() builds a new group of the survivors
+  // (ChildGroups); reconfigure() replaces this group's membership in place (MembershipLifecycle).
   bool supportsShrinking() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> shrink(
       const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
-      const c10::intrusive_ptr<c10d::Backend::Options>& optsOverride) override;
+      const c10::intrusive_ptr<c10d::Backend::Options>& optsOverride) override {
+    return children_.shrink(ranksToExclude, shrinkFlags, optsOverride);
+  }
 #if XCCL_TORCH_HAS_RECONFIGURE
   bool supportsReconfigure() const override { return true; }
-  c10d::ReconfigureHandle get_reconfigure_handle() const override;
+  c10d::ReconfigureHandle get_reconfigure_handle() const override { return lifecycle_.handle(); }
   c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
 #endif
 #if XCCL_TORCH_HAS_ABORT_HOOK
   // Hooks run before the group fails (a timeout, an error, abort()); see GroupCore::markBroken().
-  void registerAbortHook(int64_t hookId, c10d::AbortHook hook) override;
-  void unregisterAbortHook(int64_t hookId) override;
+  void registerAbortHook(int64_t hookId, c10d::AbortHook hook) override {
+    core_->abortHooks().add(hookId, std::move(hook));
+  }
+  void unregisterAbortHook(int64_t hookId) override { core_->abortHooks().remove(hookId); }
 #endif
   // The name this rank's shared-memory segment had (already unlinked; the host's segment in a
   // hierarchical group); empty without one.
@@ -111,9 +114,10 @@ class ProcessGroupXccl : public c10d::Backend {
   }
   std::chrono::milliseconds timeout() const { return core_->sequencer().timeout(); }
   // The GPU side's calls per route (gpu_side.h); all zero before its first CUDA call.
-  GpuRouteCounts gpuRouteCounts();
+  GpuRouteCounts gpuRouteCounts() { return sides_.gpuRouteCounts(); }
 
-  // Collectives and point-to-point: each forwards to side() (process_group_ops.cc).
+  // Collectives and point-to-point: each forwards to the side its tensors pick (Sides::on();
+  // process_group_ops.cc).
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -172,19 +176,23 @@ class ProcessGroupXccl : public c10d::Backend {
   // xccl.hooks' one-call compressed all_reduce of a CPU tensor (cpu_side.h).
   c10::intrusive_ptr<c10d::Work> compressedAllreduce(const at::Tensor& tensor, at::ScalarType wire,
                                                      bool betweenHostsOnly) {
-    return cpu_->compressedAllreduce(tensor, wire, betweenHostsOnly);
+    return sides_.cpu().compressedAllreduce(tensor, wire, betweenHostsOnly);
   }
-  // Coalesced batches (core/group_core_batch.cc; the GPU side joins them in process_group_gpu.cc).
-  void startCoalescing() override;
-  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  // Coalesced batches across both sides (Sides; core/group_core_batch.cc).
+  void startCoalescing() override { sides_.startCoalescing(); }
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override { return sides_.endCoalescing(); }
 
   // Tensors in this rank's pool of the group's shared-memory segment, which the shm all_gather
-  // and reduce_scatter read in place (process_group_alloc.cc): CPU only; ordinary memory when
-  // the pool is absent or full. memoryStats(): pool use, fallbacks, bytes staged vs read in place.
-  bool supportsTensorAlloc(c10::DeviceIndex deviceIdx) override;
-  std::shared_ptr<c10::Allocator> getMemAllocator() override;
-  at::Tensor allocateTensor(long size, at::TensorOptions options = {}) override;
-  std::unordered_map<std::string, uint64_t> memoryStats();
+  // and reduce_scatter read in place (TensorAllocator): CPU only; ordinary memory when the pool
+  // is absent or full. memoryStats(): pool use, fallbacks, bytes staged vs read in place.
+  bool supportsTensorAlloc(c10::DeviceIndex deviceIdx) override {
+    return allocator_.supports(deviceIdx);
+  }
+  std::shared_ptr<c10::Allocator> getMemAllocator() override { return allocator_.get(); }
+  at::Tensor allocateTensor(long size, at::TensorOptions options = {}) override {
+    return allocator_.allocate(size, options);
+  }
+  std::unordered_map<std::string, uint64_t> memoryStats() { return allocator_.stats(); }
 #if XCCL_TORCH_HAS_MEMORY_STATS
   std::unordered_map<std::string, uint64_t> getMemoryStats() override { return memoryStats(); }
 #endif
@@ -197,52 +205,19 @@ class ProcessGroupXccl : public c10d::Backend {
 #endif
 
  private:
-  // Builds what depends on the membership (rank, size): the core's executor, transports and
-  // shared memory, and the CPU side, through `store` (keys unique to this membership).
-  // Collective over the members; the constructor's and reconfigure()'s.
-  void connectMembership(net::Store& store, std::chrono::milliseconds setupTimeout);
-  std::chrono::milliseconds setupTimeout() const;  // XCCL_CONNECT_TIMEOUT_MS or the timeout
-  // With enable_reconfigure: draws this member's handle and returns true (the constructor
-  // then connects nothing); otherwise false.
-  bool startUnconnected(net::Store& store);
-  // Ends the current membership: queued and in-flight work fails with `reason` (or is finished,
-  // when `reason` is empty: shutdown), then the sides, transports and segments are torn down.
-  void dropMembership(const std::string& reason);
-  // Runs `call` (Side& -> Work) on the side a call on `tensors` goes to: the GPU side when any of
-  // them is a CUDA tensor (gpuTensors()), else the CPU side. `opName` names the call in a refusal.
-  template <typename Call>
-  c10::intrusive_ptr<c10d::Work> onSide(const std::vector<at::Tensor*>& tensors, const char* opName,
-                                        Call&& call);
-  // The GPU side, created by the first collective on CUDA tensors (a collective step: every
-  // rank's first CUDA call creates it); opens its batch when the call starts a coalesced one.
-  GpuSide& gpu(const std::vector<at::Tensor*>& tensors, const char* opName);
-  static bool gpuTensors(const std::vector<at::Tensor*>& tensors);
-  // abort() on the GPU side, if there is one (process_group_gpu.cc).
-  void abortGpu();
-
+  // Declaration order is construction order, destruction order reversed (and the destructor's
+  // shutdown() ends the membership before any of them goes). The core is built first and
+  // destroyed last: every part holds a reference to it. The sides come next (inside them the GPU
+  // side, which calls the CPU side, is declared after it and so destroyed first); the lifecycle
+  // drives the sides and the children hold the lifecycle (its lock, abort()), so each is declared
+  // after what it holds. The allocator is last, as before the split: nothing holds it, and its
+  // pool leases keep the pool's mapping on their own.
   c10::intrusive_ptr<Options> options_;
-  // The engine; the sides hold references to it, so it is declared (and built) first.
   std::unique_ptr<GroupCore> core_;
-  // The sides. The GPU side calls the CPU side (host route): declared after it, destroyed first.
-  std::unique_ptr<CpuSide> cpu_;
-  std::mutex gpuMutex_;
-  std::unique_ptr<GpuSide> gpu_;
-
-  // split(): how many children each member list got so far (names their store prefix).
-  std::mutex splitMutex_;
-  std::map<std::vector<int>, int> splitCounts_;
-
-  // Dynamic membership (process_group_reconfigure.cc). handle_ is empty unless the group was
-  // created with enable_reconfigure; reconfigureMutex_ serialises reconfigure() and shrink().
-  std::mutex reconfigureMutex_;
-  std::string job_;  // the job token every member's handle carries (net/membership.h)
-  std::string handle_;  // this member's handle, stable across reconfigures
-  std::set<int64_t> usedUuids_;
-  std::string membershipName_ = "initial";  // names the membership in shrink()'s store prefix
-  int shrinks_ = 0;  // shrink() calls so far (names the child's store prefix)
-
-  std::once_flag allocatorOnce_;
-  std::shared_ptr<class PoolAllocator> allocator_;  // getMemAllocator(), made on first use
+  Sides sides_;
+  MembershipLifecycle lifecycle_;
+  ChildGroups children_;
+  TensorAllocator allocator_;
 };
 
 }  // namespace xccl::backend

@@ -1,8 +1,7 @@
 // ProcessGroupXccl's c10d entry points for collectives and point-to-point: each picks the side
-// once, from its tensors' device (onSide()), and forwards the call unchanged (side.h). The name
-// given to onSide() is the one a refused call reports.
+// once, from its tensors' device (Sides::on()), and forwards the call unchanged (side.h). The
+// name given to on() is the one a refused call reports.
 #include "backend/core/tensor_args.h"
-#include "backend/core/torch_error.h"
 #include "backend/cpu/cpu_side.h"
 #include "backend/process_group.h"
 
@@ -26,19 +25,10 @@ WorkPtr asOnePair(ProcessGroupXccl& group, at::Tensor& output, at::Tensor& input
 
 }  // namespace
 
-// The GPU side throws xccl::Error (a failed CUDA call, its workspace's setup): converted here,
-// once, for every call a CUDA tensor takes. The CPU side's calls convert their own.
-template <typename Call>
-WorkPtr ProcessGroupXccl::onSide(const std::vector<at::Tensor*>& tensors, const char* opName,
-                                 Call&& call) {
-  if (!gpuTensors(tensors)) return call(static_cast<Side&>(*cpu_));
-  return torchErrors([&] { return call(static_cast<Side&>(gpu(tensors, opName))); });
-}
-
 WorkPtr ProcessGroupXccl::broadcast(std::vector<at::Tensor>& tensors,
                                     const c10d::BroadcastOptions& opts) {
-  return onSide(pointers(tensors), "broadcast",
-                [&](Side& s) { return s.broadcast(tensors, opts); });
+  return sides_.on(pointers(tensors), "broadcast",
+                   [&](Side& s) { return s.broadcast(tensors, opts); });
 }
 
 WorkPtr ProcessGroupXccl::allreduce(std::vector<at::Tensor>& tensors,
@@ -47,31 +37,31 @@ WorkPtr ProcessGroupXccl::allreduce(std::vector<at::Tensor>& tensors,
   if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse()) {
     return allreduce_sparse(tensors, opts);
   }
-  return onSide(pointers(tensors), "allreduce",
-                [&](Side& s) { return s.allreduce(tensors, opts); });
+  return sides_.on(pointers(tensors), "allreduce",
+                   [&](Side& s) { return s.allreduce(tensors, opts); });
 }
 
 WorkPtr ProcessGroupXccl::allreduce_sparse(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) {
-  return cpu_->allreduceSparse(tensors, opts);
+  return sides_.cpu().allreduceSparse(tensors, opts);
 }
 
 WorkPtr ProcessGroupXccl::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                               const c10d::AllreduceCoalescedOptions& opts) {
-  return onSide(pointers(tensors), "allreduce_coalesced",
-                [&](Side& s) { return s.allreduce_coalesced(tensors, opts); });
+  return sides_.on(pointers(tensors), "allreduce_coalesced",
+                   [&](Side& s) { return s.allreduce_coalesced(tensors, opts); });
 }
 
 WorkPtr ProcessGroupXccl::reduce(std::vector<at::Tensor>& tensors,
                                  const c10d::ReduceOptions& opts) {
-  return onSide(pointers(tensors), "reduce", [&](Side& s) { return s.reduce(tensors, opts); });
+  return sides_.on(pointers(tensors), "reduce", [&](Side& s) { return s.reduce(tensors, opts); });
 }
 
 WorkPtr ProcessGroupXccl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                     std::vector<at::Tensor>& inputs,
                                     const c10d::AllgatherOptions& opts) {
-  return onSide(pointers(outputs, inputs), "allgather",
-                [&](Side& s) { return s.allgather(outputs, inputs, opts); });
+  return sides_.on(pointers(outputs, inputs), "allgather",
+                   [&](Side& s) { return s.allgather(outputs, inputs, opts); });
 }
 
 WorkPtr ProcessGroupXccl::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -82,43 +72,44 @@ WorkPtr ProcessGroupXccl::_allgather_base(at::Tensor& output, at::Tensor& input,
 WorkPtr ProcessGroupXccl::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllgatherOptions& opts) {
-  return onSide(pointers(outputs, inputs), "allgather_into_tensor",
-                [&](Side& s) { return s.allgather_into_tensor_coalesced(outputs, inputs, opts); });
+  return sides_.on(pointers(outputs, inputs), "allgather_into_tensor", [&](Side& s) {
+    return s.allgather_into_tensor_coalesced(outputs, inputs, opts);
+  });
 }
 
 WorkPtr ProcessGroupXccl::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                               std::vector<at::Tensor>& inputs,
                                               const c10d::AllgatherOptions& opts) {
-  return onSide(pointers(outputs, inputs), "allgather_coalesced",
-                [&](Side& s) { return s.allgather_coalesced(outputs, inputs, opts); });
+  return sides_.on(pointers(outputs, inputs), "allgather_coalesced",
+                   [&](Side& s) { return s.allgather_coalesced(outputs, inputs, opts); });
 }
 
 WorkPtr ProcessGroupXccl::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                  std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
-  return onSide(pointers(outputs, inputs), "gather",
-                [&](Side& s) { return s.gather(outputs, inputs, opts); });
+  return sides_.on(pointers(outputs, inputs), "gather",
+                   [&](Side& s) { return s.gather(outputs, inputs, opts); });
 }
 
 #if XCCL_TORCH_HAS_GATHER_INTO_TENSOR
 WorkPtr ProcessGroupXccl::gather_into_tensor(at::Tensor& output, at::Tensor& input,
                                              const c10d::GatherOptions& opts) {
-  return onSide(pointers(output, input), "gather_into_tensor",
-                [&](Side& s) { return s.gather_into_tensor(output, input, opts); });
+  return sides_.on(pointers(output, input), "gather_into_tensor",
+                   [&](Side& s) { return s.gather_into_tensor(output, input, opts); });
 }
 #endif
 
 WorkPtr ProcessGroupXccl::scatter(std::vector<at::Tensor>& outputs,
                                   std::vector<std::vector<at::Tensor>>& inputs,
                                   const c10d::ScatterOptions& opts) {
-  return onSide(pointers(outputs, inputs), "scatter",
-                [&](Side& s) { return s.scatter(outputs, inputs, opts); });
+  return sides_.on(pointers(outputs, inputs), "scatter",
+                   [&](Side& s) { return s.scatter(outputs, inputs, opts); });
 }
 
 WorkPtr ProcessGroupXccl::reduce_scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ReduceScatterOptions& opts) {
-  return onSide(pointers(outputs, inputs), "reduce_scatter",
-                [&](Side& s) { return s.reduce_scatter(outputs, inputs, opts); });
+  return sides_.on(pointers(outputs, inputs), "reduce_scatter",
+                   [&](Side& s) { return s.reduce_scatter(outputs, inputs, opts); });
 }
 
 WorkPtr ProcessGroupXccl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -129,15 +120,16 @@ WorkPtr ProcessGroupXccl::_reduce_scatter_base(at::Tensor& output, at::Tensor& i
 WorkPtr ProcessGroupXccl::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::ReduceScatterOptions& opts) {
-  return onSide(pointers(outputs, inputs), "reduce_scatter_tensor",
-                [&](Side& s) { return s.reduce_scatter_tensor_coalesced(outputs, inputs, opts); });
+  return sides_.on(pointers(outputs, inputs), "reduce_scatter_tensor", [&](Side& s) {
+    return s.reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+  });
 }
 
 WorkPtr ProcessGroupXccl::alltoall_base(at::Tensor& output, at::Tensor& input,
                                         std::vector<int64_t>& outputSplitSizes,
                                         std::vector<int64_t>& inputSplitSizes,
                                         const c10d::AllToAllOptions& opts) {
-  return onSide(pointers(output, input), "alltoall", [&](Side& s) {
+  return sides_.on(pointers(output, input), "alltoall", [&](Side& s) {
     return s.alltoall_base(output, input, outputSplitSizes, inputSplitSizes, opts);
   });
 }
@@ -145,26 +137,31 @@ WorkPtr ProcessGroupXccl::alltoall_base(at::Tensor& output, at::Tensor& input,
 WorkPtr ProcessGroupXccl::alltoall(std::vector<at::Tensor>& outputs,
                                    std::vector<at::Tensor>& inputs,
                                    const c10d::AllToAllOptions& opts) {
-  return onSide(pointers(outputs, inputs), "alltoall",
-                [&](Side& s) { return s.alltoall(outputs, inputs, opts); });
+  return sides_.on(pointers(outputs, inputs), "alltoall",
+                   [&](Side& s) { return s.alltoall(outputs, inputs, opts); });
 }
 
-WorkPtr ProcessGroupXccl::barrier(const c10d::BarrierOptions& opts) { return cpu_->barrier(opts); }
+WorkPtr ProcessGroupXccl::barrier(const c10d::BarrierOptions& opts) {
+  return sides_.cpu().barrier(opts);
+}
 
 void ProcessGroupXccl::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
-  cpu_->monitoredBarrier(opts, waitAllRanks);
+  sides_.cpu().monitoredBarrier(opts, waitAllRanks);
 }
 
 WorkPtr ProcessGroupXccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
-  return onSide(pointers(tensors), "send", [&](Side& s) { return s.send(tensors, dstRank, tag); });
+  return sides_.on(pointers(tensors), "send",
+                   [&](Side& s) { return s.send(tensors, dstRank, tag); });
 }
 
 WorkPtr ProcessGroupXccl::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
-  return onSide(pointers(tensors), "recv", [&](Side& s) { return s.recv(tensors, srcRank, tag); });
+  return sides_.on(pointers(tensors), "recv",
+                   [&](Side& s) { return s.recv(tensors, srcRank, tag); });
 }
 
 WorkPtr ProcessGroupXccl::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  return onSide(pointers(tensors), "recv", [&](Side& s) { return s.recvAnysource(tensors, tag); });
+  return sides_.on(pointers(tensors), "recv",
+                   [&](Side& s) { return s.recvAnysource(tensors, tag); });
 }
 
 }  // namespace xccl::backend

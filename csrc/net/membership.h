@@ -1,6 +1,6 @@
 // Dynamic membership (torch's reconfigure API): the handles members exchange out of band and the
 // rendezvous through the store that turns a list of handles into a group. Torch-free; the backend
-// (backend/process_group_reconfigure.cc) builds the new group's transports after rendezvous().
+// (backend/process_group_lifecycle.cc) builds the new group's transports after rendezvous().
 //
 // A handle names a member, not an address: "xccl:1:<job token>:<member id>:<host identity>".
 // Addresses are exchanged through the store at each reconfigure, exactly as at group creation,

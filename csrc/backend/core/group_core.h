@@ -17,8 +17,8 @@
 // transport) and endCoalescing() (the batch, numbered by the sequencer). Everything else the
 // sides and windows reach through the part that owns it, e.g. core.membership().rank(), so that
 // each part's interface is declared once, in its own header. ProcessGroupXccl (the c10d face)
-// holds one GroupCore and the sides; the face's own business (picking a side,
-// split/shrink/reconfigure, the allocator) stays in the face.
+// holds one GroupCore and, in parts of its own (process_group.h), the face's business: the sides
+// and picking one, the membership's life and reconfigure, split/shrink, the allocator.
 //
 // Threads: every method may be called from any thread unless it says otherwise (each part's
 // header says its own rules). The membership and the executor change only in connect(),

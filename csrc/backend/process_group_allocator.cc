@@ -1,14 +1,11 @@
-// Tensors the backend allocates (c10d's supportsTensorAlloc / allocateTensor / getMemAllocator,
-// which FSDP2 calls for its communication buffers once
-// set_allocate_memory_from_process_group_for_comm(True)): CPU tensors in this rank's pool of the
-// group's shared-memory segment (net/shm/pool.h), which the shm all_gather and reduce_scatter
-// read in place instead of copying through the slots. A group without a segment, or a pool with
-// no room, gives ordinary tensors (counted). Memory statistics: getMemoryStats. docs/training.md,
-// docs/shm.md ("Tensors in the pool").
+// TensorAllocator (process_group_allocator.h): PoolAllocator, the c10::Allocator over this rank's
+// pool, and the statistics of the pool and of the shared-memory traffic.
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
 
-#include "backend/process_group.h"
+#include <atomic>
+
+#include "backend/process_group_allocator.h"
 
 namespace xccl::backend {
 
@@ -53,34 +50,34 @@ class PoolAllocator final : public c10::Allocator {
 
 // Only CPU tensors: c10d passes just the device index (-1 for the CPU; a CUDA device names its
 // index), and a CUDA IPC pool is not implemented. A group without a segment has no pool to offer.
-bool ProcessGroupXccl::supportsTensorAlloc(c10::DeviceIndex deviceIdx) {
-  net::shm::Segment* segment = core_->membership().segment();
+bool TensorAllocator::supports(c10::DeviceIndex deviceIdx) {
+  net::shm::Segment* segment = core_.membership().segment();
   return deviceIdx < 0 && segment != nullptr && segment->pool() != nullptr;
 }
 
-std::shared_ptr<c10::Allocator> ProcessGroupXccl::getMemAllocator() {
+std::shared_ptr<c10::Allocator> TensorAllocator::get() {
   std::call_once(allocatorOnce_, [this] {
-    net::shm::Segment* segment = core_->membership().segment();
+    net::shm::Segment* segment = core_.membership().segment();
     allocator_ = std::make_shared<PoolAllocator>(segment ? segment->pool() : nullptr);
   });
   return allocator_;
 }
 
-at::Tensor ProcessGroupXccl::allocateTensor(long size, at::TensorOptions options) {
+at::Tensor TensorAllocator::allocate(long size, at::TensorOptions options) {
   TORCH_CHECK_VALUE(options.device().is_cpu(), "xccl allocateTensor: this group allocates CPU ",
                     "tensors only, not ", options.device().str(),
                     " (a CUDA pool is not implemented)");
   TORCH_CHECK_VALUE(size >= 0, "xccl allocateTensor: negative size ", size);
   TORCH_CHECK_VALUE(!options.has_layout() || options.layout() == c10::kStrided,
                     "xccl allocateTensor: only strided tensors");
-  getMemAllocator();
+  get();
   return at::detail::empty_generic({size}, allocator_.get(),
                                    c10::DispatchKeySet(c10::DispatchKey::CPU),
                                    c10::typeMetaToScalarType(options.dtype()), std::nullopt);
 }
 
-std::unordered_map<std::string, uint64_t> ProcessGroupXccl::memoryStats() {
-  getMemAllocator();
+std::unordered_map<std::string, uint64_t> TensorAllocator::stats() {
+  get();
   std::unordered_map<std::string, uint64_t> stats{{"pool_fallbacks", allocator_->fallbacks()}};
   const net::shm::PoolStats pool =
       allocator_->pool() ? allocator_->pool()->stats() : net::shm::PoolStats{};
@@ -93,7 +90,7 @@ std::unordered_map<std::string, uint64_t> ProcessGroupXccl::memoryStats() {
   // slots, bytes read in place from pools, and calls whose input was in this rank's pool; and
   // what the single-copy path read.
   net::shm::Traffic none;
-  net::shm::Segment* segment = core_->membership().segment();
+  net::shm::Segment* segment = core_.membership().segment();
   const net::shm::Traffic& traffic = segment ? segment->traffic() : none;
   stats["shm_bytes_staged"] = traffic.staged.load();
   stats["shm_bytes_direct"] = traffic.direct.load();
