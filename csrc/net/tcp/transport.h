@@ -157,7 +157,7 @@ class TcpTransport final : public TransportBase {
   std::vector<RequestPtr> dropPeer(int peer) override;
   void failPeerLocked(const PeerLoss& loss, const Error& error) override;
   void failRequestsLocked(const Error& error) override;
-  void sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload);
+  void sendControl(int peer, ControlKind kind, uint64_t round, const std::string& payload) override;
   void stopThreads();
   static void lingerUntilClosed(std::vector<pollfd>& fds, Deadline deadline);
 

@@ -192,8 +192,7 @@ std::vector<uint8_t> headerBytes(int source, uint64_t session, uint64_t stream, 
   net::ofi::Header header;
   header.source = source;
   header.session = session;
-  header.space = TagSpace::kPointToPoint;
-  header.seq = seq;
+  header.tag = net::WireTag::encode({TagSpace::kPointToPoint, 0, seq, 0});
   header.stream = stream;
   header.bytes = payload.size();
   header.inlineBytes = static_cast<uint32_t>(payload.size());
