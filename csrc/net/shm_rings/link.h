@@ -27,8 +27,9 @@ enum class FrameType : uint16_t {
   kWriteAck = 4,  // id: the write's; `refused` 0 written, 1 refused (payload: why)
 };
 
-// Before every payload in a ring. Carries the full MessageTag (mismatched collectives are
-// detected, never silently mis-reduced) and, for one-sided writes, where the bytes go.
+// Before every payload in a ring. Carries the full MessageTag as every engine does
+// (net/wire_tag.h: mismatched collectives are detected, never silently mis-reduced), the control
+// fields every engine shares (net/control.h) and, for one-sided writes, where the bytes go.
 struct FrameHeader {
   uint32_t magic = kFrameMagic;
   FrameType type = FrameType::kData;

@@ -61,7 +61,7 @@ class ShmTransport final : public TransportBase, private FrameSink {
   struct Inflight {
     RequestPtr request;
     UnexpectedPtr unexpected;
-    std::string control;  // status text or refusal
+    std::string control;  // a control message's text or a write's refusal
     bool refused = false;  // a write that does not fit its registration
   };
 
