@@ -64,8 +64,9 @@ class TransportBase : public Transport {
   }
   // The control protocol (net/control.h), the same on every engine. A control message from
   // `peer`, its header checked (WireControl::validate): an abort fails the peer with its reason
-  // (every collective with it), a status query is answered through sendControl with this rank's
-  // status provider, a reply goes to the status board. Progress thread; takes mutex_ itself.
+  // and, the peer's collective state being unknown, every collective in flight; a status query
+  // is answered through sendControl with this rank's status provider; a reply goes to the status
+  // board. Progress thread (shm_rings: its mailbox check); takes mutex_ itself.
   void onControl(int peer, ControlKind kind, uint64_t round, const std::string& text);
   // The engine's part of it: sends control message `kind` to `peer`, its text cut to what the
   // engine carries (at most kMaxControlBytes). Best effort and never throws for the peer's sake:

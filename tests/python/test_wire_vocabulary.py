@@ -6,6 +6,8 @@ engine that spelled either again would drift from the others (one refusing an un
 another not; an abort's text worded twice).
 
 The rules, over the engines' C++ sources with comments and string literals blanked:
+- every engine's header (tcp/wire.h, ofi/wire.h, shm_rings/link.h) embeds a WireTag and a
+  WireControl;
 - the control kinds' names (kAbort, kStatusQuery, kStatusReply) are declared only in
   net/control.h (anywhere in csrc/), and an engine names them only as `ControlKind::kX`;
 - an engine declares no field or variable of type TagSpace, nor an integer one named like a tag
@@ -119,6 +121,15 @@ def test_engines_spell_neither_the_tag_nor_the_control_kinds():
         "WireTag, net/control.h's ControlKind and WireControl, TransportBase::onControl):\n"
         + "\n".join(found)
     )
+
+
+def test_every_engine_header_embeds_the_shared_fields():
+    headers = {"tcp": "wire.h", "ofi": "wire.h", "shm_rings": "link.h"}
+    assert sorted(headers) == sorted(ENGINES)
+    for engine, name in headers.items():
+        code = _code(open(os.path.join(CSRC, "net", engine, name), encoding="utf-8").read())
+        for field in (r"\bWireTag\s+tag\s*;", r"\bWireControl\s+control\s*;"):
+            assert re.search(field, code), f"net/{engine}/{name} lacks {field}"
 
 
 def test_the_control_kinds_are_declared_once():
