@@ -1,6 +1,7 @@
 // The status-query bookkeeping every transport shares (Transport::setStatusProvider and
 // queryStatus): this rank's provider, and the replies to the latest query. The transport sends
-// queries and replies its own way; this class decides whom to ask, keeps the answers and waits.
+// queries and replies as control messages (net/control.h, TransportBase::onControl); this class
+// decides whom to ask, keeps the answers and waits.
 //
 // Guarded by the owning transport's mutex, the one its completions notify `completed` under;
 // each method takes it itself and never holds it while calling out (the provider, `send`).

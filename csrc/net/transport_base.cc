@@ -55,6 +55,23 @@ void TransportBase::completeAll(const std::vector<RequestPtr>& requests) {
   completed_.notify_all();
 }
 
+void TransportBase::onControl(int peer, ControlKind kind, uint64_t round, const std::string& text) {
+  switch (kind) {
+    case ControlKind::kAbort:
+      failPeer(peer,
+               Error(ErrorKind::kPeerFailure,
+                     detail::concat("rank ", peer, " aborted the communicator: ", text)),
+               true);
+      return;
+    case ControlKind::kStatusQuery:
+      sendControl(peer, ControlKind::kStatusReply, round, status_.answer());
+      return;
+    case ControlKind::kStatusReply: status_.reply(peer, round, text); return;
+  }
+  // Unreachable: every engine's header check refuses an unknown kind (WireControl::validate).
+  XCCL_WARN(name(), "rank ", peer, " sent an unknown control kind ", static_cast<unsigned>(kind));
+}
+
 void TransportBase::failPeer(int peer, const Error& error, bool failAllCollectives) {
   XCCL_INFO(name(), error.what());
   std::vector<RequestPtr> sends = dropPeer(peer);

@@ -2,7 +2,8 @@
 // around their data paths: their rank and size, the mutex that guards matching state, peer health
 // and request completion, the peers' health, the one-sided signals and the status board, the
 // operations made only of those (peerFailed, setStatusProvider, iwaitWrite, the isend prologue,
-// the plain wait), and the order in which a failure takes requests down (failPeer,
+// the plain wait), the handling of the control protocol (net/control.h: onControl, with sending
+// behind a hook), and the order in which a failure takes requests down (failPeer,
 // failEverythingLocked), with each engine's own requests behind a hook.
 // The transports that join others (RoutedTransport, SubsetTransport) forward instead.
 #pragma once
@@ -13,10 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "net/control.h"
 #include "net/one_sided.h"
 #include "net/peer_health.h"
 #include "net/status_board.h"
 #include "net/transport.h"
+#include "net/wire_tag.h"
 
 namespace xccl::net {
 
@@ -50,19 +53,26 @@ class TransportBase : public Transport {
   // The isend prologue: checks `peer`, makes the send request and, when health_ refuses new
   // traffic with `peer` in `tag.space`, fails it at once (`*refused` set; the caller returns it).
   RequestPtr newSend(int peer, MessageTag tag, size_t bytes, Completion onDone, bool* refused);
-  // A data message's wire header for `tag` and `bytes`, for the engines whose header names the
-  // tag's fields as MessageTag does (ofi's Header, shm_rings' FrameHeader; their defaults say
-  // "data").
+  // A data message's wire header for `tag` and `bytes`, for the engines whose header holds the
+  // message's size in `bytes` (ofi's Header, shm_rings' FrameHeader; their defaults say "data").
   template <typename Header>
   static Header dataHeader(const MessageTag& tag, uint64_t bytes) {
     Header header;
-    header.space = tag.space;
-    header.step = tag.step;
-    header.op = tag.op;
-    header.seq = tag.seq;
+    header.tag = WireTag::encode(tag);
     header.bytes = bytes;
     return header;
   }
+  // The control protocol (net/control.h), the same on every engine. A control message from
+  // `peer`, its header checked (WireControl::validate): an abort fails the peer with its reason
+  // and, the peer's collective state being unknown, every collective in flight; a status query
+  // is answered through sendControl with this rank's status provider; a reply goes to the status
+  // board. Progress thread (shm_rings: its mailbox check); takes mutex_ itself.
+  void onControl(int peer, ControlKind kind, uint64_t round, const std::string& text);
+  // The engine's part of it: sends control message `kind` to `peer`, its text cut to what the
+  // engine carries (at most kMaxControlBytes). Best effort and never throws for the peer's sake:
+  // a peer that cannot be reached shows up as a failed peer. Called without mutex_.
+  virtual void sendControl(int peer, ControlKind kind, uint64_t round, const std::string& text) = 0;
+
   // Completes those of `requests` not done yet (with their own peer as source) and wakes the
   // waiters. Takes mutex_.
   void completeAll(const std::vector<RequestPtr>& requests);

@@ -2,7 +2,8 @@
 // messages (raw bytes, or well-formed headers with hostile fields and stream numbers, one at a
 // time or in bursts) go through parseHeader and the per-source stream order (net/ofi/wire.h,
 // streams.h) as the progress thread's onHeader takes them; 8-byte remote CQ data goes through
-// the signal codec. Invariants: a header that passes names a peer in range and carries only the
+// the signal codec. Invariants: a header that passes names a peer in range, a tag or control
+// message the net level accepts (net/wire_tag.h, control.h), and carries only the
 // payload its message holds (delivering it reads and copies exactly that: the sanitizer sees any
 // byte past it); each source's headers come out in stream order without gaps or repeats; what a
 // source holds ahead of its turn stays within kMaxEarlyHeaders and kMaxEarlyBytes, and a refused
@@ -66,6 +67,10 @@ class Receiver {
     check(header.source >= 0 && header.source < size_ && header.source != rank_);
     check(header.inlineBytes <= kEagerBytes &&
           header.inlineBytes == message.size() - sizeof(Header));
+    // What passes carries a tag or a control message the net level accepts (the one check).
+    check(header.kind == Kind::kData
+              ? header.tag.validate() == nullptr
+              : header.kind == Kind::kControl && header.control.validate(header.bytes) == nullptr);
     const int source = header.source;
     std::string why;
     const Verdict verdict = streams_.acceptLocked(header, message.data(), message.size(), &why);
@@ -124,9 +129,11 @@ Header craft(Input& in, int size, size_t* inlineBytes) {
   const int source = static_cast<int>(in.take(1) % (size + 1));  // `size`: no such rank
   const bool negative = in.take(1) % 8 == 0;
   h.source = negative ? -1 - source : source;
-  h.kind = static_cast<Kind>(1 + in.take(1) % 5);
-  h.space = static_cast<TagSpace>(in.take(1) % 5);
-  h.seq = in.take(2);
+  h.kind = static_cast<Kind>(1 + in.take(1) % 3);
+  h.tag.space = static_cast<TagSpace>(in.take(1) % 5);
+  h.tag.seq = in.take(2);
+  h.control.kind = static_cast<xccl::net::ControlKind>(in.take(1) % 5);
+  h.control.round = h.tag.seq;
   const uint64_t mode = in.take(1);
   // Full-size inline payloads sometimes (bursts of them are slow, and reach the byte cap).
   *inlineBytes = (mode & 0xc0) == 0xc0 ? kEagerBytes : in.take(2) % 300;

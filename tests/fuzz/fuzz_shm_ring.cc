@@ -22,7 +22,7 @@ using xccl::net::shm_rings::FrameTarget;
 using xccl::net::shm_rings::FrameType;
 
 // As ShmTransport: data may land in a buffer of exactly the frame's size (so ASan sees a write
-// past it), larger frames are discarded (skipped), control texts are capped.
+// past it), larger frames are discarded (skipped); control texts are capped by the link.
 constexpr uint64_t kSinkCap = uint64_t{1} << 16;
 
 struct Sink : FrameSink {
@@ -30,13 +30,15 @@ struct Sink : FrameSink {
   uint64_t expected = 0;
   FrameTarget onHeader(int, const FrameHeader& header) override {
     if (header.magic != xccl::net::shm_rings::kFrameMagic) std::abort();  // the link checks first
-    expected = header.bytes;
-    if (header.type == FrameType::kStatusReply || header.type == FrameType::kWriteAck) {
-      if (header.bytes > kSinkCap) {
-        XCCL_THROW(xccl::ErrorKind::kPeerFailure, "control frame of ", header.bytes, " bytes");
-      }
+    // ... and the rest of the header: a known type, a tag or control message the net level
+    // accepts, texts within kMaxControlBytes.
+    if (xccl::net::shm_rings::validateHeader(header) != nullptr) std::abort();
+    if ((header.type == FrameType::kControl || header.type == FrameType::kWriteAck) &&
+        header.bytes > xccl::net::kMaxControlBytes) {
+      std::abort();
     }
-    if (header.bytes > kSinkCap || header.seq % 3 == 2) return {};  // discarded
+    expected = header.bytes;
+    if (header.bytes > kSinkCap || header.tag.seq % 3 == 2) return {};  // discarded
     buffer.assign(header.bytes, 0);
     return {buffer.data()};
   }
@@ -98,9 +100,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         case 5: {  // a well-formed header, any type and size, so frames get past the magic
           FrameHeader header;
-          header.type = static_cast<FrameType>(1 + script.take(1) % 6);
+          header.type = static_cast<FrameType>(1 + script.take(1) % 5);
           header.bytes = script.take(1) % 2 ? script.take(8) : script.take(2);
-          header.seq = script.take(1);
+          header.tag.seq = script.take(1);
+          header.tag.space = static_cast<xccl::net::TagSpace>(script.take(1) % 5);
+          header.control.kind = static_cast<xccl::net::ControlKind>(script.take(1) % 5);
           peerIn.write(&header, sizeof(header));
           break;
         }

@@ -27,6 +27,12 @@ struct Sink : FrameSink {
   }
   void onFrame(const FrameHeader& header) override {
     using xccl::net::tcp::FrameType;
+    if (header.type == FrameType::kControl) {
+      // The control protocol's check passed: a known kind, its text within the bound.
+      if (header.control.validate(header.length) != nullptr) std::abort();
+      if (header.length > xccl::net::kMaxControlBytes) std::abort();
+      return;
+    }
     if (!xccl::net::tcp::isMessage(header.type)) return;
     if (header.offset > header.total || header.length > header.total - header.offset) {
       std::abort();
@@ -36,9 +42,11 @@ struct Sink : FrameSink {
         header.target + header.offset + header.length < header.target) {
       std::abort();
     }
-    if (header.type == FrameType::kWriteAck && header.total > xccl::net::tcp::kMaxControlBytes) {
+    if (header.type == FrameType::kWriteAck && header.total > xccl::net::kMaxControlBytes) {
       std::abort();
     }
+    // A message's tag is one the net level accepts: decoding it gives a known tag space.
+    if (header.tag.validate() != nullptr) std::abort();
   }
 };
 

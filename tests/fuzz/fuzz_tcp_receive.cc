@@ -115,8 +115,7 @@ FrameHeader makeHeader(Input& in, const ReceiveState& state, uint64_t key) {
   h.offset = h.total == 0 ? 0 : offset * 8 % h.total;
   h.length = static_cast<uint32_t>(
       std::min<uint64_t>(h.total - h.offset, in.byte() % 4 == 0 ? in.u16() : 8 + in.byte() % 32));
-  h.tagSeq = in.byte() % 4;
-  h.space = static_cast<uint16_t>(TagSpace::kPointToPoint);
+  h.tag = WireTag::encode({TagSpace::kPointToPoint, 0, in.byte() % 4u, 0});
   h.key = h.type == FrameType::kWrite ? (in.byte() % 4 == 0 ? key + 1 : key) : 0;
   h.target = h.type == FrameType::kWrite ? in.byte() * 16 : 0;
   return h;

@@ -14,7 +14,19 @@ import struct
 import sys
 
 MAGIC = 0x58434C34  # kFrameMagic
-DATA, ACK, ABORT, STATUS_QUERY, STATUS_REPLY, BYE, WRITE, WRITE_ACK = range(1, 9)
+DATA, ACK, CONTROL, BYE, WRITE, WRITE_ACK = range(1, 7)  # tcp/wire.h FrameType
+ABORT, STATUS_QUERY, STATUS_REPLY = range(1, 4)  # net/control.h ControlKind
+POINT_TO_POINT = 2  # net/transport.h TagSpace
+
+
+def wire_tag(seq=0, space=POINT_TO_POINT):
+    """net/wire_tag.h WireTag (24 bytes): seq, step, op, space, reserved."""
+    return struct.pack("<QIIH6x", seq, 0, 0, space)
+
+
+def wire_control(kind=0, round_=0):
+    """net/control.h WireControl (16 bytes): round, kind, reserved."""
+    return struct.pack("<QB7x", round_, kind)
 
 
 def with_header(layout, size, fields, payload):
@@ -25,14 +37,27 @@ def with_header(layout, size, fields, payload):
 
 
 def frame(
-    kind, payload=b"", *, message=0, offset=0, total=None, seq=0, ack=0, tag_seq=0, key=0, target=0
+    kind,
+    payload=b"",
+    *,
+    message=0,
+    offset=0,
+    total=None,
+    seq=0,
+    ack=0,
+    tag_seq=0,
+    control=0,
+    round_=0,
+    key=0,
+    target=0,
 ):
     total = len(payload) if total is None else total
-    # magic, type, reserved, space (point-to-point), step, op, length, reserved2
-    words = (MAGIC, kind, 0, 2, 0, 0, len(payload), 0)
-    # tagSeq, message, offset, total, seq, ack, key, target
-    longs = (tag_seq, message, offset, total, seq, ack, key, target)
-    return with_header("<IBBHIIII8Q", 88, words + longs, payload)
+    # magic, type, reserved, length, reserved2; then the tag and the control fields
+    head = struct.pack("<IB3xII", MAGIC, kind, len(payload), 0)
+    head += wire_tag(tag_seq) + wire_control(control, round_)
+    # message, offset, total, seq, ack, key, target
+    longs = (message, offset, total, seq, ack, key, target)
+    return with_header("<56s7Q", 112, (head,) + longs, payload)
 
 
 def frame_seeds():
@@ -49,20 +74,24 @@ def frame_seeds():
         "write_refused": frame(
             WRITE_ACK, b"refused: no registration has that key", message=3, seq=4, tag_seq=1
         ),
-        "control": frame(ACK, ack=5) + frame(STATUS_REPLY, b"at 0", tag_seq=1) + frame(BYE),
+        "control": frame(ACK, ack=5)
+        + frame(CONTROL, control=STATUS_QUERY, round_=1)
+        + frame(CONTROL, b"at 0", control=STATUS_REPLY, round_=1)
+        + frame(CONTROL, b"rank 1 gave up", control=ABORT)
+        + frame(BYE),
     }
 
 
-SHM_MAGIC = 0x58434C50  # csrc/net/shm_rings/link.h kFrameMagic
-SHM_DATA, SHM_STATUS_QUERY, SHM_STATUS_REPLY, SHM_WRITE, SHM_WRITE_ACK = range(1, 6)
+SHM_MAGIC = 0x58434C51  # csrc/net/shm_rings/link.h kFrameMagic
+SHM_DATA, SHM_CONTROL, SHM_WRITE, SHM_WRITE_ACK = range(1, 5)
 
 
-def shm_frame(kind, payload=b"", *, seq=0, bytes_=None, key=0, offset=0, ident=0):
-    """A shm FrameHeader (64 bytes) and its payload."""
+def shm_frame(kind, payload=b"", *, seq=0, control=0, bytes_=None, key=0, offset=0, ident=0):
+    """A shm FrameHeader (80 bytes) and its payload."""
     size = len(payload) if bytes_ is None else bytes_
-    # magic, type, space (point-to-point), step, op, seq, bytes, key, offset, id, reserved
-    fields = (SHM_MAGIC, kind, 1, 0, 0, seq, size, key, offset, ident, 0)
-    return with_header("<IHHII6Q", 64, fields, payload)
+    # magic, type, refused; the tag and the control fields (round = seq); bytes, key, offset, id
+    head = struct.pack("<IHH", SHM_MAGIC, kind, 0) + wire_tag(seq) + wire_control(control, seq)
+    return with_header("<48s4Q", 80, (head, size, key, offset, ident), payload)
 
 
 def shm_ring_seeds():
@@ -76,7 +105,7 @@ def shm_ring_seeds():
 
     read = bytes([6])
     frames = shm_frame(SHM_DATA, b"hello world", seq=1) + shm_frame(
-        SHM_STATUS_REPLY, b"at 3", seq=4
+        SHM_CONTROL, b"at 3", seq=4, control=STATUS_REPLY
     )
     big = shm_frame(SHM_WRITE, bytes(300), seq=2, key=7, offset=64)
     return {
@@ -97,7 +126,7 @@ def shm_ring_seeds():
     }
 
 
-HELLO_MAGIC, WIRE_VERSION = 0x58434C48, 5  # kHelloMagic, kWireVersion
+HELLO_MAGIC, WIRE_VERSION = 0x58434C48, 6  # kHelloMagic, kWireVersion
 OFFER, CHALLENGE, PROOF = 1, 2, 3  # HelloStep
 FUZZ_KEY = bytes([7]) * 32  # fuzz_tcp_handshake.cc fuzzTerms()
 ACCEPTOR_NONCE, DIALER_NONCE = bytes([0xA5]) * 16, bytes([0x5A]) * 16
@@ -247,23 +276,24 @@ def receive_seeds():
     }
 
 
-OFI_MAGIC = 0x58434F31  # net/ofi/wire.h kMagic
+OFI_MAGIC = 0x58434F32  # net/ofi/wire.h kMagic
 OFI_SESSION = 0x5345535349304E31  # the fuzzer's group session (fuzz_ofi_header.cc)
 RAW, CRAFTED, BURST, SIGNAL = range(4)  # fuzz_ofi_header.cc's record ops
 
 
 def ofi_header(kind=1, space=2, source=1, inline=b"", stream=0, size=None, data_id=0):
     size = len(inline) if size is None else size
-    # magic, kind, space, step, op, source, inlineBytes
-    words = (OFI_MAGIC, kind, space, 0, 0, source, len(inline))
-    # seq, bytes, stream, dataId, session
-    longs = (7, size, stream, data_id, OFI_SESSION)
-    return with_header("<IHHIIiIQQQQQ", 64, words + longs, inline)
+    # magic, kind, reserved, source, inlineBytes; the tag and the control fields
+    head = struct.pack("<IHHiI", OFI_MAGIC, kind, 0, source, len(inline))
+    head += wire_tag(7, space) + wire_control()
+    # bytes, stream, dataId, session
+    return with_header("<56s4Q", 88, (head, size, stream, data_id, OFI_SESSION), inline)
 
 
-def crafted(source=1, kind=0, inline=16, delta=0, mode=1, size=None):
-    """One crafted header record: fields in the order fuzz_ofi_header.cc's craft() takes them."""
-    record = bytes([CRAFTED, source, 1, kind, 2]) + struct.pack("<H", 7) + bytes([mode])
+def crafted(source=1, kind=0, control=0, inline=16, delta=0, mode=1, size=None):
+    """One crafted header record: fields in the order fuzz_ofi_header.cc's craft() takes them
+    (kind 0: data, 1: control, whose kind is `control`)."""
+    record = bytes([CRAFTED, source, 1, kind, 2]) + struct.pack("<H", 7) + bytes([control, mode])
     if mode & 0xC0 != 0xC0:
         record += struct.pack("<H", inline)
     if size is not None:  # mode & 2 without mode & 1: the announced size
@@ -272,7 +302,7 @@ def crafted(source=1, kind=0, inline=16, delta=0, mode=1, size=None):
 
 
 def burst(source=1, count=4200, ahead=1, inline=0, mode=1):
-    record = bytes([BURST, source, 1, 0, 2]) + struct.pack("<H", 7) + bytes([mode])
+    record = bytes([BURST, source, 1, 0, 2]) + struct.pack("<H", 7) + bytes([0, mode])
     if mode & 0xC0 != 0xC0:
         record += struct.pack("<H", inline)
     return record + struct.pack("<H", count) + bytes([ahead])
@@ -288,7 +318,10 @@ def ofi_seeds():
     return {
         "in_order": group + crafted(delta=0) + crafted(delta=0) + crafted(source=2, delta=0),
         "reordered": group + crafted(delta=2) + crafted(delta=1) + crafted(delta=0),
-        "control": group + crafted(kind=1) + crafted(kind=2, inline=0) + crafted(kind=3),
+        "control": group
+        + crafted(kind=1, control=ABORT)
+        + crafted(kind=1, control=STATUS_QUERY, inline=0)
+        + crafted(kind=1, control=STATUS_REPLY),
         "flood": group + burst(),
         "flood_eager": group + burst(count=1100, mode=0xC1),
         "large": group + crafted(mode=2, inline=0, size=1 << 40),

@@ -559,19 +559,12 @@ void OfiTransport::onHeader(const uint8_t* message, size_t length, uint64_t from
 
 void OfiTransport::deliver(const Header& header, const uint8_t* payload) {
   const int source = header.source;
-  const std::string text(reinterpret_cast<const char*>(payload), header.inlineBytes);
   switch (header.kind) {
     case Kind::kData: matchData(header, payload); return;
-    case Kind::kAbort:
-      failPeer(source,
-               Error(ErrorKind::kPeerFailure,
-                     detail::concat("rank ", source, " aborted the communicator: ", text)),
-               true);
+    case Kind::kControl:
+      onControl(source, header.control.kind, header.control.round,
+                std::string(reinterpret_cast<const char*>(payload), header.inlineBytes));
       return;
-    case Kind::kStatusQuery:
-      sendControl(source, Kind::kStatusReply, header.seq, status_.answer());
-      return;
-    case Kind::kStatusReply: status_.reply(source, header.seq, text); return;
   }
   XCCL_WARN("ofi", "rank ", source, " sent an unknown message kind ",
             static_cast<unsigned>(header.kind));

@@ -147,7 +147,9 @@ class OfiTransport final : public TransportBase {
   RequestPtr sendMessage(int peer, Header header, const void* data, RequestPtr request);
   void receiveData(const RequestPtr& request, uint8_t* data, int peer, uint64_t dataId);
   void discardData(int peer, uint64_t dataId, uint64_t bytes);
-  RequestPtr sendControl(int peer, Kind kind, uint64_t seq, const std::string& text);
+  void sendControl(int peer, ControlKind kind, uint64_t round, const std::string& text) override;
+  // sendControl's message, whose request abort() waits for (kEagerBytes of text at most).
+  RequestPtr postControl(int peer, ControlKind kind, uint64_t round, const std::string& text);
   void failPeerLocked(const PeerLoss& loss, const Error& error) override;
   void failRequestsLocked(const Error& error) override;
 

@@ -92,10 +92,16 @@ RequestPtr OfiTransport::isend(int peer, MessageTag tag, const void* data, size_
   return sendMessage(peer, dataHeader<Header>(tag, bytes), data, request);
 }
 
-RequestPtr OfiTransport::sendControl(int peer, Kind kind, uint64_t seq, const std::string& text) {
+void OfiTransport::sendControl(int peer, ControlKind kind, uint64_t round,
+                               const std::string& text) {
+  postControl(peer, kind, round, text);
+}
+
+RequestPtr OfiTransport::postControl(int peer, ControlKind kind, uint64_t round,
+                                     const std::string& text) {
   Header header;
-  header.kind = kind;
-  header.seq = seq;
+  header.kind = Kind::kControl;
+  header.control = WireControl::make(kind, round);
   header.bytes = std::min(text.size(), kEagerBytes);  // a longer status text is cut
   if (trace_.on()) trace_.control();
   // Best effort: the request is only watched by abort(); a failure shows up as a failed peer.
@@ -150,7 +156,7 @@ void OfiTransport::discardData(int peer, uint64_t dataId, uint64_t bytes) {
 // Progress thread: a data header in stream order.
 void OfiTransport::matchData(const Header& header, const uint8_t* payload) {
   const int peer = header.source;
-  const MessageTag tag{header.space, header.step, header.seq, header.op};
+  const MessageTag tag = header.tag.decode();
   const bool inlined = header.inlineBytes == header.bytes;
   std::lock_guard<std::mutex> guard(mutex_);
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
@@ -288,7 +294,7 @@ void OfiTransport::abort(const std::string& reason) {
   // Tell the peers first and give the messages a moment to leave (the refusal below would fail
   // them, and a transport destroyed right after abort() would drop them).
   std::vector<RequestPtr> told;
-  for (int peer : tell) told.push_back(sendControl(peer, Kind::kAbort, 0, reason));
+  for (int peer : tell) told.push_back(postControl(peer, ControlKind::kAbort, 0, reason));
   std::unique_lock<std::mutex> lock(mutex_);
   completed_.wait_until(lock, Clock::now() + kAbortNoticeTime, [&] {
     for (const auto& r : told) {
@@ -307,7 +313,7 @@ void OfiTransport::abort(const std::string& reason) {
 
 std::vector<std::string> OfiTransport::queryStatus(Deadline deadline) {
   return status_.query(deadline, health_, [&](int peer, uint64_t round) {
-    sendControl(peer, Kind::kStatusQuery, round, "");
+    sendControl(peer, ControlKind::kStatusQuery, round, "");
   });
 }
 

@@ -17,22 +17,17 @@ const char* parseHeader(const uint8_t* message, size_t length, uint64_t session,
   if (header->inlineBytes != length - sizeof(Header) || header->inlineBytes > kEagerBytes) {
     return "its inline payload size does not match the message";
   }
-  const uint16_t space = static_cast<uint16_t>(header->space);
-  if (space < static_cast<uint16_t>(TagSpace::kCollective) ||
-      space > static_cast<uint16_t>(TagSpace::kMonitoredBarrier)) {
-    return "unknown tag space";
-  }
   switch (header->kind) {
     case Kind::kData:
+      if (const char* why = header->tag.validate()) return why;
       // Inline whole, or a payload of its own (no part of it inline).
       if (header->inlineBytes != header->bytes && header->inlineBytes != 0) {
         return "a payload partly inline";
       }
       return nullptr;
-    case Kind::kAbort:
-    case Kind::kStatusQuery:
-    case Kind::kStatusReply:
-      return header->inlineBytes == header->bytes ? nullptr : "a control message not inline";
+    case Kind::kControl:
+      if (header->inlineBytes != header->bytes) return "a control message not inline";
+      return header->control.validate(header->bytes);
   }
   return "unknown message kind";
 }

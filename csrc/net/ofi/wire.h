@@ -4,50 +4,53 @@
 // must also catch a mismatched collective (same seq, other op), so matching is done here in
 // software on per-peer ordered streams, like the TCP transport does, and libfabric's tags only
 // route bytes:
-//  - every message starts as a header (tag kHeaderTag) that carries the full MessageTag, a
-//    per-(source, destination) stream number (headers are delivered in stream order whatever
-//    order the provider completes them in) and, up to kEagerBytes, the payload itself;
+//  - every message starts as a header (tag kHeaderTag) that carries the full MessageTag (as
+//    every engine does: net/wire_tag.h), a per-(source, destination) stream number (headers are
+//    delivered in stream order whatever order the provider completes them in) and, up to
+//    kEagerBytes, the payload itself;
 //  - a larger payload travels as its own tagged message whose tag names the sender and a
 //    per-sender id (dataTag). The receiver posts a receive for exactly that tag once the header
 //    has matched a user receive, straight into the user's buffer; until then the provider keeps
 //    it (ofi_rxm's rendezvous holds only the request, not the bytes), so nothing is copied.
+// Control messages (net/control.h: abort, status query and reply) are header messages too, their
+// text inline.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "net/control.h"
 #include "net/transport.h"
+#include "net/wire_tag.h"
 
 namespace xccl::net::ofi {
 
-constexpr uint32_t kMagic = 0x58434f31;  // "XCO1"
+// "XCO2": 2 since the shared tag and control layouts (net/wire_tag.h, control.h).
+constexpr uint32_t kMagic = 0x58434f32;
 constexpr uint64_t kHeaderTag = 1;
 // Payloads up to this ride in the header message: copied once on each side, but one message
 // instead of a header and a rendezvous (64 KiB loopback send/recv: 0.36 GB/s instead of 0.19).
 constexpr size_t kEagerBytes = 65536;
 
 enum class Kind : uint16_t {
-  kData = 1,
-  kAbort = 2,        // inline payload: the reason; the sender's communicator is dead
-  kStatusQuery = 3,  // seq = query round; answered by the progress thread
-  kStatusReply = 4,  // seq = query round; inline payload: the status text
+  kData = 1,     // `tag` names the message
+  kControl = 2,  // `control` says which (net/control.h); inline payload: its text
 };
 
 struct Header {
   uint32_t magic = kMagic;
   Kind kind = Kind::kData;
-  TagSpace space = TagSpace::kCollective;
-  uint32_t step = 0;
-  uint32_t op = 0;
+  uint16_t reserved = 0;
   int32_t source = 0;
   uint32_t inlineBytes = 0;  // payload bytes following this header in the same message
-  uint64_t seq = 0;
+  WireTag tag;               // kData
+  WireControl control;       // kControl
   uint64_t bytes = 0;    // the message's payload size
   uint64_t stream = 0;   // per (source, destination), from 0, no gaps
   uint64_t dataId = 0;   // with bytes > inlineBytes: the payload's dataTag id
   uint64_t session = 0;  // random per group (from the store): foreign messages are dropped
 };
-static_assert(sizeof(Header) == 64, "the header is part of the wire format");
+static_assert(sizeof(Header) == 88, "the header is part of the wire format");
 
 constexpr size_t kHeaderSlotBytes = sizeof(Header) + kEagerBytes;
 
@@ -60,8 +63,9 @@ inline uint64_t dataTag(int source, uint64_t id) {
 
 // Why a received header message is dropped (not of this group, or malformed), or null with
 // *header filled in. `message` holds `length` bytes (the slot's, at most kHeaderSlotBytes).
-// A header that passes names a source in [0, size) other than `rank`, a known kind and tag
-// space, and carries either its whole payload inline (at most kEagerBytes) or none of it
+// A header that passes names a source in [0, size) other than `rank`, a known kind, a tag that
+// WireTag::validate accepts (kData) or a control message that WireControl::validate accepts
+// (kControl), and carries either its whole payload inline (at most kEagerBytes) or none of it
 // (kData only).
 const char* parseHeader(const uint8_t* message, size_t length, uint64_t session, int rank, int size,
                         Header* header);

@@ -6,6 +6,17 @@
 
 namespace xccl::net::shm_rings {
 
+const char* validateHeader(const FrameHeader& header) {
+  switch (header.type) {
+    case FrameType::kData:
+    case FrameType::kWrite: return header.tag.validate();
+    case FrameType::kControl: return header.control.validate(header.bytes);
+    case FrameType::kWriteAck:
+      return header.bytes <= kMaxControlBytes ? nullptr : "write acknowledgement too long";
+  }
+  return "unknown frame type";
+}
+
 void Link::enqueue(const FrameHeader& header, const void* payload, RequestPtr request,
                    std::vector<RequestPtr>* completed) {
   bool wrote = false;
@@ -69,6 +80,10 @@ bool Link::readAvailable(FrameSink& sink) {
       if (readHeader_.magic != kFrameMagic) {
         XCCL_THROW(ErrorKind::kPeerFailure, "corrupt frame from rank ", peer_,
                    " in shared memory (magic ", readHeader_.magic, ")");
+      }
+      if (const char* why = validateHeader(readHeader_)) {
+        XCCL_THROW(ErrorKind::kPeerFailure, "corrupt frame from rank ", peer_,
+                   " in shared memory: ", why);
       }
       target_ = sink.onHeader(peer_, readHeader_);
       inPayload_ = true;

@@ -8,37 +8,45 @@
 #include <string>
 #include <vector>
 
+#include "net/control.h"
 #include "net/shm_rings/ring.h"
 #include "net/transport.h"
+#include "net/wire_tag.h"
 
 namespace xccl::net::shm_rings {
 
-constexpr uint32_t kFrameMagic = 0x58434c50;  // "XCLP"
+// "XCLQ" ("XCLP" before the shared tag and control layouts: net/wire_tag.h, control.h).
+constexpr uint32_t kFrameMagic = 0x58434c51;
 
 enum class FrameType : uint16_t {
-  kData = 1,
-  kStatusQuery = 2,  // seq: the query round; answered by the progress thread
-  kStatusReply = 3,  // seq: the round; payload: the status provider's text
-  kWrite = 4,        // one-sided: key, offset, seq = signal, id = the writer's request id
-  kWriteAck = 5,     // id: the write's; op: 0 written, 1 refused (payload: why)
+  kData = 1,     // `tag` names the message
+  kControl = 2,  // `control` says which (net/control.h); payload: its text
+  // One-sided: `key`, `offset`, the write's tag (point-to-point, seq = the signal), `id` = the
+  // writer's request id.
+  kWrite = 3,
+  kWriteAck = 4,  // id: the write's; `refused` 0 written, 1 refused (payload: why)
 };
 
-// Before every payload in a ring. Carries the full MessageTag (mismatched collectives are
-// detected, never silently mis-reduced) and, for one-sided writes, where the bytes go.
+// Before every payload in a ring. Carries the full MessageTag as every engine does
+// (net/wire_tag.h: mismatched collectives are detected, never silently mis-reduced), the control
+// fields every engine shares (net/control.h) and, for one-sided writes, where the bytes go.
 struct FrameHeader {
   uint32_t magic = kFrameMagic;
   FrameType type = FrameType::kData;
-  TagSpace space = TagSpace::kCollective;
-  uint32_t step = 0;
-  uint32_t op = 0;
-  uint64_t seq = 0;
-  uint64_t bytes = 0;
+  uint16_t refused = 0;  // kWriteAck
+  WireTag tag;           // kData, kWrite
+  WireControl control;   // kControl
+  uint64_t bytes = 0;    // the payload's
   uint64_t key = 0;
   uint64_t offset = 0;
   uint64_t id = 0;
-  uint64_t reserved = 0;
 };
-static_assert(sizeof(FrameHeader) == 64, "frame header layout is shared between processes");
+static_assert(sizeof(FrameHeader) == 80, "frame header layout is shared between processes");
+
+// Why a frame header a peer wrote is refused (then the peer is failed), or null: a known type,
+// a tag or control message the net level accepts, a write's answer of at most kMaxControlBytes.
+// The magic is checked before (Link::readAvailable names the value it found).
+const char* validateHeader(const FrameHeader& header);
 
 // Where a frame's payload goes; nullptr with bytes > 0: skipped (discarded).
 struct FrameTarget {

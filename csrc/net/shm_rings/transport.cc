@@ -161,11 +161,10 @@ void ShmTransport::checkPeers() {
     }
     Mailbox& box = boxes_->box(localOf_[peer]);
     if (box.aborted.load(std::memory_order_acquire) != 0) {
-      const std::string reason(box.reason, strnlen(box.reason, sizeof(box.reason)));
-      failPeer(peer,
-               Error(ErrorKind::kPeerFailure,
-                     detail::concat("rank ", peer, " aborted the communicator: ", reason)),
-               true);
+      // An abort comes through the mailbox, not the ring (which may be full); it is handled as
+      // every engine's abort message is.
+      onControl(peer, ControlKind::kAbort, 0,
+                std::string(box.reason, strnlen(box.reason, sizeof(box.reason))));
     } else if (exited(pidfds_[peer]) && links_[peer]->readIdle()) {
       failPeer(peer,
                Error(ErrorKind::kPeerFailure,
@@ -183,8 +182,7 @@ FrameTarget ShmTransport::onHeader(int peer, const FrameHeader& header) {
   switch (header.type) {
     case FrameType::kData: {
       std::lock_guard<std::mutex> guard(mutex_);
-      return matchDataLocked(peer, {header.space, header.step, header.seq, header.op}, header.bytes,
-                             slot);
+      return matchDataLocked(peer, header.tag.decode(), header.bytes, slot);
     }
     case FrameType::kWrite: {
       std::lock_guard<std::mutex> guard(mutex_);
@@ -198,12 +196,9 @@ FrameTarget ShmTransport::onHeader(int peer, const FrameHeader& header) {
       }
       return {at};
     }
-    case FrameType::kStatusQuery:
-    case FrameType::kStatusReply:
+    case FrameType::kControl:
     case FrameType::kWriteAck:
-      // Control frames carry short texts; a huge length means corrupt memory.
-      XCCL_CHECK(header.bytes <= (1u << 20), "control frame of ", header.bytes, " bytes from rank ",
-                 peer);
+      // Short texts: the link's validateHeader bounded them.
       slot.control.resize(header.bytes);
       return {reinterpret_cast<uint8_t*>(slot.control.data())};
   }
@@ -231,15 +226,14 @@ void ShmTransport::onPayload(int peer, const FrameHeader& header, const FrameTar
   switch (header.type) {
     case FrameType::kData: break;
     case FrameType::kWrite: onWriteDone(peer, header, slot); return;
-    case FrameType::kStatusQuery:
-      sendControl(peer, FrameType::kStatusReply, header.seq, 0, 0, status_.answer());
+    case FrameType::kControl:
+      onControl(peer, header.control.kind, header.control.round, slot.control);
       return;
-    case FrameType::kStatusReply: status_.reply(peer, header.seq, slot.control); return;
     case FrameType::kWriteAck: {
       std::lock_guard<std::mutex> guard(mutex_);
       auto it = writes_.find(header.id);
       if (it == writes_.end()) return;  // failed meanwhile
-      if (header.op == 0) {
+      if (header.refused == 0) {
         it->second->completeLocked(peer);
       } else {
         it->second->failLocked(Error(ErrorKind::kInvalidArgument, slot.control));
@@ -275,11 +269,15 @@ void ShmTransport::onWriteDone(int peer, const FrameHeader& header, Inflight& sl
     landing_[peer] = 0;
     // Always: a deregistration may be waiting for this copy to end (ShmRegistration).
     completed_.notify_all();
-    signals_.arrivedLocked(peer, header.seq);
+    signals_.arrivedLocked(peer, header.tag.seq);  // the write's signal
   } else {
     XCCL_WARN("shm", slot.control);
   }
-  sendControl(peer, FrameType::kWriteAck, 0, header.id, slot.refused ? 1 : 0, slot.control);
+  FrameHeader ack;
+  ack.type = FrameType::kWriteAck;
+  ack.id = header.id;
+  ack.refused = slot.refused ? 1 : 0;
+  sendText(peer, ack, slot.control);
 }
 
 }  // namespace xccl::net::shm_rings

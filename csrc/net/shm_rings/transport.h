@@ -61,7 +61,7 @@ class ShmTransport final : public TransportBase, private FrameSink {
   struct Inflight {
     RequestPtr request;
     UnexpectedPtr unexpected;
-    std::string control;  // status text or refusal
+    std::string control;  // a control message's text or a write's refusal
     bool refused = false;  // a write that does not fit its registration
   };
 
@@ -82,8 +82,9 @@ class ShmTransport final : public TransportBase, private FrameSink {
   // exception's text. Never throws.
   void failEverything(const std::string& what) noexcept;
   void sendFrame(int peer, const FrameHeader& header, const void* payload, RequestPtr request);
-  void sendControl(int peer, FrameType type, uint64_t seq, uint64_t id, uint32_t op,
-                   const std::string& text);
+  void sendControl(int peer, ControlKind kind, uint64_t round, const std::string& text) override;
+  // A frame whose payload is `text` (a control message, a write's answer), sent asynchronously.
+  void sendText(int peer, FrameHeader header, const std::string& text);
   Link& link(int peer) const { return *links_[peer]; }
 
   // Only ranks of this host (reaches()), with this transport's words for the others.

@@ -37,7 +37,7 @@ void ShmTransport::sendFrame(int peer, const FrameHeader& header, const void* pa
   } catch (const Error& e) {
     if (!request) return;
     std::lock_guard<std::mutex> guard(mutex_);
-    const Error* refusal = health_.refusalLocked(peer, header.space);
+    const Error* refusal = health_.refusalLocked(peer, header.tag.space);
     request->failLocked(refusal ? *refusal : e);
     completed_.notify_all();
     return;
@@ -77,8 +77,7 @@ RequestPtr ShmTransport::iwrite(int peer, const void* data, size_t bytes, const 
   auto request = std::make_shared<Request>(peer, tag, bytes, /*isSend=*/true, std::move(onDone));
   FrameHeader header;
   header.type = FrameType::kWrite;
-  header.space = TagSpace::kPointToPoint;
-  header.seq = signal;
+  header.tag = WireTag::encode(tag);
   header.bytes = bytes;
   header.key = dst.key;
   header.offset = dstOffset;
@@ -188,15 +187,17 @@ void ShmTransport::abort(const std::string& reason) {
   failEverythingLocked(*health_.abortedLocked());
 }
 
-void ShmTransport::sendControl(int peer, FrameType type, uint64_t seq, uint64_t id, uint32_t op,
+void ShmTransport::sendControl(int peer, ControlKind kind, uint64_t round,
                                const std::string& text) {
+  FrameHeader header;
+  header.type = FrameType::kControl;
+  header.control = WireControl::make(kind, round);
+  sendText(peer, header, text.substr(0, kMaxControlBytes));
+}
+
+void ShmTransport::sendText(int peer, FrameHeader header, const std::string& text) {
   // The text must outlive the asynchronous write: the request's completion keeps it.
   auto kept = std::make_shared<std::string>(text);
-  FrameHeader header;
-  header.type = type;
-  header.seq = seq;
-  header.id = id;
-  header.op = op;
   header.bytes = kept->size();
   auto request = std::make_shared<Request>(peer, MessageTag{}, kept->size(), /*isSend=*/true,
                                            [kept](const Request&) {});
@@ -206,9 +207,7 @@ void ShmTransport::sendControl(int peer, FrameType type, uint64_t seq, uint64_t 
 std::vector<std::string> ShmTransport::queryStatus(Deadline deadline) {
   return status_.query(
       deadline, health_,
-      [&](int peer, uint64_t round) {
-        sendControl(peer, FrameType::kStatusQuery, round, 0, 0, "");
-      },
+      [&](int peer, uint64_t round) { sendControl(peer, ControlKind::kStatusQuery, round, ""); },
       [&](int peer) { return reaches(peer); });
 }
 

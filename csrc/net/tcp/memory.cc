@@ -60,7 +60,7 @@ RequestPtr OneSidedWrites::iwrite(int peer, const void* data, size_t bytes, cons
                                             });
     FrameHeader header;
     header.type = FrameType::kWrite;
-    header.tagSeq = signal;
+    header.tag = WireTag::encode(tag);
     header.key = dst.key;
     header.target = dstOffset;
     sender_.enqueueLocked(p, chunks, header, data, bytes, &completed, /*flush=*/false);
@@ -120,7 +120,7 @@ void OneSidedWrites::writeLanded(int peer, const Incoming& message) {
   }
   FrameHeader header;
   header.type = FrameType::kWriteAck;
-  header.tagSeq = message.id;
+  header.tag = WireTag::encode({TagSpace::kPointToPoint, 0, message.id, 0});
   // Short (a message of ours), so it is copied and sent like any small message: replayed if a
   // link fails, never lost while the peer lives.
   const std::string answer = message.refusal.substr(0, kInlineBytes);

@@ -9,9 +9,7 @@
 namespace xccl::net::tcp {
 namespace {
 
-MessageTag tagOf(const FrameHeader& header) {
-  return {static_cast<TagSpace>(header.space), header.step, header.tagSeq, header.op};
-}
+MessageTag tagOf(const FrameHeader& header) { return header.tag.decode(); }
 
 bool seenBit(const std::vector<uint64_t>& bits, uint64_t seq) {
   const uint64_t slot = seq % kWindow;

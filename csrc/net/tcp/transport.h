@@ -119,7 +119,7 @@ class TcpTransport final : public TransportBase,
   std::vector<RequestPtr> dropPeer(int peer) override;
   void failPeerLocked(const PeerLoss& loss, const Error& error) override;
   void failRequestsLocked(const Error& error) override;
-  void sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload);
+  void sendControl(int peer, ControlKind kind, uint64_t round, const std::string& payload) override;
   // transport.cc: TcpOptions with the environment's defaults, once the arguments are checked.
   struct Settings {
     int streams;  // links per peer and interface pair

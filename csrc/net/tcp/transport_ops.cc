@@ -24,10 +24,7 @@ RequestPtr TcpTransport::isend(int peer, MessageTag tag, const void* data, size_
     refused = p.failed;
     if (!refused) {
       FrameHeader header;
-      header.space = static_cast<uint16_t>(tag.space);
-      header.step = tag.step;
-      header.op = tag.op;
-      header.tagSeq = tag.seq;
+      header.tag = WireTag::encode(tag);
       sender_.enqueueLocked(p, request, header, data, bytes, &completed);
     }
   }
@@ -131,9 +128,7 @@ void TcpTransport::abort(const std::string& reason) {
   XCCL_INFO("tcp", "aborting: ", reason);
   // Stop the threads first so nothing below races with them.
   stopThreads();
-  FrameHeader header;
-  header.type = FrameType::kAbort;
-  header.length = static_cast<uint32_t>(std::min<size_t>(reason.size(), kMaxControlBytes));
+  const FrameHeader header = controlFrame(ControlKind::kAbort, 0, reason.size());
   for (auto& peer : peers_) {
     if (!peer) continue;
     std::lock_guard<std::mutex> guard(peer->sendMutex);
@@ -157,11 +152,9 @@ void TcpTransport::abort(const std::string& reason) {
   failEverythingLocked(*health_.abortedLocked());
 }
 
-void TcpTransport::sendControl(int peer, FrameType type, uint64_t seq, const std::string& payload) {
-  FrameHeader header;
-  header.type = type;
-  header.tagSeq = seq;
-  header.length = static_cast<uint32_t>(std::min<size_t>(payload.size(), kMaxControlBytes));
+void TcpTransport::sendControl(int peer, ControlKind kind, uint64_t round,
+                               const std::string& payload) {
+  const FrameHeader header = controlFrame(kind, round, payload.size());
   Peer& p = *peers_[peer];
   std::vector<RequestPtr> completed;
   {
@@ -186,7 +179,7 @@ RequestPtr TcpTransport::iwrite(int peer, const void* data, size_t bytes, const 
 
 std::vector<std::string> TcpTransport::queryStatus(Deadline deadline) {
   return status_.query(deadline, health_, [&](int peer, uint64_t round) {
-    sendControl(peer, FrameType::kStatusQuery, round, "");
+    sendControl(peer, ControlKind::kStatusQuery, round, "");
   });
 }
 

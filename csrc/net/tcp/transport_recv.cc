@@ -22,19 +22,9 @@ void TcpTransport::closedAfterBye(int peer, int index) {
 }
 
 void TcpTransport::onControl(int peer, const FrameHeader& header, const std::string& text) {
-  switch (header.type) {
-    case FrameType::kAbort:
-      failPeer(peer,
-               Error(ErrorKind::kPeerFailure,
-                     detail::concat("rank ", peer, " aborted the communicator: ", text)),
-               true);
-      return;
-    case FrameType::kStatusQuery:
-      sendControl(peer, FrameType::kStatusReply, header.tagSeq, status_.answer());
-      return;
-    case FrameType::kStatusReply: status_.reply(peer, header.tagSeq, text); return;
-    default: return;  // acknowledgements were taken in onHeader
-  }
+  // Acknowledgements were taken in onHeader; control frames are every engine's protocol.
+  if (header.type != FrameType::kControl) return;
+  TransportBase::onControl(peer, header.control.kind, header.control.round, text);
 }
 
 }  // namespace xccl::net::tcp

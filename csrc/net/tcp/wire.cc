@@ -14,6 +14,7 @@ const char* validateHeader(const FrameHeader& header) {
     case FrameType::kData:
     case FrameType::kWrite:
     case FrameType::kWriteAck:
+      if (const char* why = header.tag.validate()) return why;
       if (header.length == 0 && header.total != 0) return "empty chunk of a non-empty message";
       if (header.length > kMaxChunkBytes) return "chunk longer than the largest chunk";
       if (header.total > kMaxMessageBytes) return "message longer than the largest message";
@@ -28,14 +29,18 @@ const char* validateHeader(const FrameHeader& header) {
       }
       return nullptr;
     case FrameType::kAck:
-    case FrameType::kBye:
-    case FrameType::kStatusQuery:
-      return header.length == 0 ? nullptr : "payload on a frame that has none";
-    case FrameType::kAbort:
-    case FrameType::kStatusReply:
-      return header.length <= kMaxControlBytes ? nullptr : "control payload too long";
+    case FrameType::kBye: return header.length == 0 ? nullptr : "payload on a frame that has none";
+    case FrameType::kControl: return header.control.validate(header.length);
   }
   return "unknown frame type";
+}
+
+FrameHeader controlFrame(ControlKind kind, uint64_t round, size_t textBytes) {
+  FrameHeader header;
+  header.type = FrameType::kControl;
+  header.control = WireControl::make(kind, round);
+  header.length = static_cast<uint32_t>(std::min<size_t>(textBytes, kMaxControlBytes));
+  return header;
 }
 
 void groupId(const std::string& storePrefix, const std::string& token, uint8_t out[kGroupIdBytes]) {

@@ -9,6 +9,8 @@
 // One-sided writes (Transport::iwrite) are messages too, of their own frame type: their chunks
 // travel, are acknowledged and replayed exactly like a send's, and land in registered memory
 // instead of a posted receive; the target answers each with a kWriteAck message (docs/network.md).
+// A message's tag travels as every engine's does (net/wire_tag.h), and control frames carry the
+// control protocol every engine shares (net/control.h: abort, status query and reply).
 #pragma once
 
 #include <cstddef>
@@ -16,52 +18,52 @@
 #include <string>
 #include <vector>
 
+#include "net/control.h"
+#include "net/wire_tag.h"
+
 namespace xccl::net::tcp {
 
 constexpr uint32_t kFrameMagic = 0x58434c34;  // "XCL4"
 constexpr uint32_t kHelloMagic = 0x58434c48;  // "XCLH"
-constexpr uint16_t kWireVersion = 5;  // 5: authenticated handshake
+// 5: authenticated handshake; 6: the shared tag and control layouts (net/wire_tag.h, control.h).
+constexpr uint16_t kWireVersion = 6;
 // Longest chunk payload a peer may send; chunks are cut at kChunkBytes, this bounds a reader.
 constexpr uint32_t kMaxChunkBytes = 4u << 20;
-// Longest control payload (abort reasons, status texts).
-constexpr uint32_t kMaxControlBytes = 1u << 20;
 // Largest message a frame may announce: bounds what a receiver allocates for an unexpected one.
 constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 40;
 
 enum class FrameType : uint8_t {
-  kData = 1,         // one chunk of a message
-  kAck = 2,          // no payload; `ack` is the news (also the heartbeat of an idle link)
-  kAbort = 3,        // payload: the reason; the sender's communicator is dead
-  kStatusQuery = 4,  // "where are you?", answered by the progress thread (no payload)
-  kStatusReply = 5,  // payload: the status provider's text
-  kBye = 6,          // the sender is closing every link on purpose (its group is destroyed)
+  kData = 1,     // one chunk of a message
+  kAck = 2,      // no payload; `ack` is the news (also the heartbeat of an idle link)
+  kControl = 3,  // `control` says which (net/control.h); payload: its text
+  kBye = 4,      // the sender is closing every link on purpose (its group is destroyed)
   // One chunk of a one-sided write: `key` names the target's registration, the message lands at
-  // `target` bytes into it, `tagSeq` is the signal (0: none).
-  kWrite = 7,
-  // One chunk of the target's answer to a write: `tagSeq` is the write's message id, the payload
-  // is empty when the bytes are in place, else why the write was refused (nothing was written).
-  kWriteAck = 8,
+  // `target` bytes into it, the tag is the write's (a point-to-point tag whose seq is the signal,
+  // 0: none).
+  kWrite = 5,
+  // One chunk of the target's answer to a write: the tag is a point-to-point tag whose seq is the
+  // write's message id, the payload is empty when the bytes are in place, else why the write was
+  // refused (nothing was written).
+  kWriteAck = 6,
 };
 
 struct FrameHeader {
   uint32_t magic = kFrameMagic;
   FrameType type = FrameType::kData;
-  uint8_t reserved = 0;
-  uint16_t space = 0;  // TagSpace
-  uint32_t step = 0;
-  uint32_t op = 0;
-  uint32_t length = 0;   // payload bytes of this frame
+  uint8_t reserved[3] = {};
+  uint32_t length = 0;  // payload bytes of this frame
   uint32_t reserved2 = 0;
-  uint64_t tagSeq = 0;   // MessageTag::seq; for control frames, the status round
-  uint64_t message = 0;  // per-peer message id (kData, kWrite, kWriteAck: messages)
-  uint64_t offset = 0;   // where the payload goes in the message (messages)
-  uint64_t total = 0;    // the whole message's bytes (messages)
-  uint64_t seq = 0;      // per-peer chunk sequence number (messages)
-  uint64_t ack = 0;      // cumulative: every chunk with seq < ack arrived
-  uint64_t key = 0;      // kWrite: the registration's key
-  uint64_t target = 0;   // kWrite: where the message starts in the registered region
+  WireTag tag;  // messages (kData, kWrite, kWriteAck)
+  WireControl control;  // kControl
+  uint64_t message = 0;  // per-peer message id (messages)
+  uint64_t offset = 0;  // where the payload goes in the message (messages)
+  uint64_t total = 0;  // the whole message's bytes (messages)
+  uint64_t seq = 0;  // per-peer chunk sequence number (messages)
+  uint64_t ack = 0;  // cumulative: every chunk with seq < ack arrived
+  uint64_t key = 0;  // kWrite: the registration's key
+  uint64_t target = 0;  // kWrite: where the message starts in the registered region
 };
-static_assert(sizeof(FrameHeader) == 88, "the frame header layout is part of the wire format");
+static_assert(sizeof(FrameHeader) == 112, "the frame header layout is part of the wire format");
 
 // Whether frames of `type` are chunks of a message (sequenced, acknowledged, replayed).
 inline bool isMessage(FrameType type) {
@@ -70,6 +72,10 @@ inline bool isMessage(FrameType type) {
 
 // Why a header is refused, or null when it is valid.
 const char* validateHeader(const FrameHeader& header);
+
+// A control frame of `kind` for `round` whose text is `textBytes` long, cut to kMaxControlBytes
+// (its `length`: send that many bytes of the text).
+FrameHeader controlFrame(ControlKind kind, uint64_t round, size_t textBytes);
 
 // The handshake that opens every connection (docs/network.md, "Who may connect"): a
 // challenge-response over HMAC-SHA256 with the job's key, in three fixed-size hellos.
@@ -93,7 +99,7 @@ struct Hello {
   uint8_t reserved[3] = {};
   uint8_t group[kGroupIdBytes] = {};
   uint8_t nonce[kNonceBytes] = {};  // kOffer, kChallenge: the sender's fresh challenge
-  uint8_t mac[32] = {};             // kChallenge, kProof
+  uint8_t mac[32] = {};  // kChallenge, kProof
 };
 static_assert(sizeof(Hello) == 80, "the handshake layout is part of the wire format");
 

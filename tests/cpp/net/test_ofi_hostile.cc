@@ -192,8 +192,7 @@ std::vector<uint8_t> headerBytes(int source, uint64_t session, uint64_t stream, 
   net::ofi::Header header;
   header.source = source;
   header.session = session;
-  header.space = TagSpace::kPointToPoint;
-  header.seq = seq;
+  header.tag = net::WireTag::encode({TagSpace::kPointToPoint, 0, seq, 0});
   header.stream = stream;
   header.bytes = payload.size();
   header.inlineBytes = static_cast<uint32_t>(payload.size());
@@ -242,6 +241,47 @@ TEST(OfiHostile, HeadersFloodedAheadOfTheirTurnFailThePeer) {
         std::string why;
         EXPECT_TRUE(t.peerFailed(2, &why));
         finished.set_value();
+      });
+}
+
+// A member sends rank 0 a header with an unknown tag space and one with an unknown control kind:
+// both are refused by the net level's checks (net/wire_tag.h, control.h) before they take a
+// stream number or reach matching, so the member's next header, the same stream number, is its
+// first, and nothing failed or aborted.
+TEST(OfiHostile, UnknownTagSpacesAndControlKindsAreDropped) {
+  net::MemoryStore store;
+  std::promise<void> sentAll;
+  std::shared_future<void> sent = sentAll.get_future().share();
+  withRawMember(
+      store,
+      [&](RawEndpoint& member) {
+        auto edited = [&](const std::function<void(net::ofi::Header&)>& edit) {
+          std::vector<uint8_t> bytes = headerBytes(2, member.session(), 0, 5, "FAKE");
+          net::ofi::Header header;
+          std::memcpy(&header, bytes.data(), sizeof(header));
+          edit(header);
+          std::memcpy(bytes.data(), &header, sizeof(header));
+          return bytes;
+        };
+        member.send(net::ofi::kHeaderTag,
+                    edited([](net::ofi::Header& h) { h.tag.space = TagSpace{7}; }));
+        member.send(net::ofi::kHeaderTag, edited([](net::ofi::Header& h) {
+                      h.kind = net::ofi::Kind::kControl;
+                      h.control = net::WireControl::make(net::ControlKind{9}, 0);
+                    }));
+        member.send(net::ofi::kHeaderTag, headerBytes(2, member.session(), 0, 5, "REAL"));
+        member.drain(3);
+        sentAll.set_value();
+      },
+      [&](int rank, Ofi& t) {
+        sent.wait();
+        if (rank == 1) return;
+        char got[4] = {};
+        const std::string error = errorOf(t, t.irecv(2, ofiP2p(5), got, sizeof(got)));
+        EXPECT_EQ(error, "");
+        EXPECT_EQ(std::string(got, 4), "REAL");
+        std::string why;
+        EXPECT_FALSE(t.peerFailed(2, &why)) << why;
       });
 }
 

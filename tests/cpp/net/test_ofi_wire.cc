@@ -34,7 +34,7 @@ std::vector<uint8_t> message(int source, uint64_t stream, size_t inlineBytes = 0
   Header h;
   h.source = source;
   h.session = kSession;
-  h.space = net::TagSpace::kPointToPoint;
+  h.tag.space = net::TagSpace::kPointToPoint;
   h.stream = stream;
   h.bytes = inlineBytes;
   h.inlineBytes = static_cast<uint32_t>(inlineBytes);
@@ -71,7 +71,8 @@ TEST(OfiWire, ParseHeaderRefusesStrangersAndMalformedHeaders) {
   EXPECT_NE(parse(edited([](Header& x) { x.magic = 0; }), &h), nullptr);
   EXPECT_NE(parse(edited([](Header& x) { x.inlineBytes = 9; }), &h), nullptr);
   EXPECT_NE(parse(edited([](Header& x) { x.bytes = 9; }), &h), nullptr);  // partly inline
-  EXPECT_NE(parse(edited([](Header& x) { x.space = net::TagSpace{7}; }), &h), nullptr);
+  EXPECT_STREQ(parse(edited([](Header& x) { x.tag.space = net::TagSpace{7}; }), &h),
+               "unknown tag space");
   EXPECT_NE(parse(edited([](Header& x) { x.kind = net::ofi::Kind{9}; }), &h), nullptr);
   std::vector<uint8_t> large = message(1, 0);
   reinterpret_cast<Header*>(large.data())->bytes = uint64_t{1} << 40;  // a payload of its own
@@ -79,6 +80,31 @@ TEST(OfiWire, ParseHeaderRefusesStrangersAndMalformedHeaders) {
   EXPECT_EQ(h.bytes, uint64_t{1} << 40);
   std::vector<uint8_t> tooLong = message(1, 0, kEagerBytes + 1);
   EXPECT_NE(parse(tooLong, &h), nullptr);
+}
+
+// Control messages: the net level's check of the kind and text (net/control.h), and inline only.
+TEST(OfiWire, ParseHeaderRefusesUnknownControlKinds) {
+  auto control = [](net::ControlKind kind, size_t textBytes, size_t inlineBytes) {
+    std::vector<uint8_t> m = message(1, 0, inlineBytes);
+    Header h;
+    std::memcpy(&h, m.data(), sizeof(h));
+    h.kind = net::ofi::Kind::kControl;
+    h.control = net::WireControl::make(kind, 5);
+    h.tag.space = net::TagSpace{0};  // a control message's tag is not read
+    h.bytes = textBytes;
+    std::memcpy(m.data(), &h, sizeof(h));
+    return m;
+  };
+  Header h;
+  EXPECT_EQ(parse(control(net::ControlKind::kStatusReply, 4, 4), &h), nullptr);
+  EXPECT_EQ(h.control.kind, net::ControlKind::kStatusReply);
+  EXPECT_EQ(h.control.round, 5u);
+  EXPECT_EQ(parse(control(net::ControlKind::kAbort, 0, 0), &h), nullptr);
+  EXPECT_STREQ(parse(control(net::ControlKind{0}, 4, 4), &h), "unknown control kind");
+  EXPECT_STREQ(parse(control(net::ControlKind{9}, 4, 4), &h), "unknown control kind");
+  EXPECT_STREQ(parse(control(net::ControlKind::kStatusQuery, 1, 1), &h),
+               "text on a status query, which has none");
+  EXPECT_STREQ(parse(control(net::ControlKind::kAbort, 8, 4), &h), "a control message not inline");
 }
 
 TEST(OfiWire, StreamsDeliverInOrderAndRefuseRepeats) {

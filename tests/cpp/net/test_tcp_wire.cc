@@ -104,7 +104,7 @@ TEST(TcpWire, WriteFramesComeOutWithTheirTarget) {
   write.total = 4;
   write.key = 0xfeed;
   write.target = 1 << 20;
-  write.tagSeq = 9;
+  write.tag = WireTag::encode({TagSpace::kPointToPoint, 0, 9, 0});
   Recorder sink;
   FrameReader reader;
   auto bytes = frame(write, "abcd");
@@ -112,7 +112,43 @@ TEST(TcpWire, WriteFramesComeOutWithTheirTarget) {
   ASSERT_EQ(sink.frames.size(), 1u);
   EXPECT_EQ(sink.frames[0].key, 0xfeedu);
   EXPECT_EQ(sink.frames[0].target, 1u << 20);
+  EXPECT_EQ(sink.frames[0].tag.decode().seq, 9u);
   EXPECT_EQ(std::string(sink.payload.begin(), sink.payload.begin() + 4), "abcd");
+}
+
+// The tag and the control fields are checked by the net level's one check of each
+// (net/wire_tag.h, net/control.h); a frame failing it drops the link with that reason.
+TEST(TcpWire, UnknownTagSpacesAndControlKindsAreRefused) {
+  auto refused = [](FrameHeader header, const std::string& payload = "") {
+    Recorder sink;
+    FrameReader reader;
+    auto bytes = frame(header, payload);
+    return reader.feed(bytes.data(), bytes.size(), sink);
+  };
+  for (FrameType type : {FrameType::kData, FrameType::kWrite, FrameType::kWriteAck}) {
+    FrameHeader h;
+    h.type = type;
+    h.tag.space = TagSpace{0};
+    EXPECT_EQ(refused(h), "unknown tag space");
+    h.tag.space = TagSpace{7};
+    EXPECT_EQ(refused(h), "unknown tag space");
+    h.tag.space = TagSpace::kMonitoredBarrier;
+    EXPECT_EQ(refused(h), "");
+  }
+  FrameHeader control = controlFrame(ControlKind::kStatusReply, 3, 4);
+  EXPECT_EQ(control.length, 4u);
+  EXPECT_EQ(refused(control, "at 3"), "");
+  control.control.kind = ControlKind{0};
+  EXPECT_EQ(refused(control, "at 3"), "unknown control kind");
+  control.control.kind = ControlKind{4};
+  EXPECT_EQ(refused(control, "at 3"), "unknown control kind");
+  control = controlFrame(ControlKind::kStatusQuery, 3, 0);
+  control.length = 1;
+  EXPECT_EQ(refused(control, "x"), "text on a status query, which has none");
+  control = controlFrame(ControlKind::kAbort, 0, kMaxControlBytes + 5);
+  EXPECT_EQ(control.length, kMaxControlBytes);  // cut by the sender
+  control.length = kMaxControlBytes + 1;
+  EXPECT_EQ(refused(control), "control text too long");
 }
 
 TEST(TcpWire, RandomBytesNeverCrashOrAllocate) {

@@ -92,8 +92,7 @@ TEST(ShmHostilePeer, FrameAnnouncingAHugeSizeFailsOnlyThatPeer) {
   withAttacker([&](net::Transport& t) { pending = t.irecv(1, p2pTag(2), &got, sizeof(got)); },
                [](Mailboxes& boxes) {
                  FrameHeader header;
-                 header.space = net::TagSpace::kPointToPoint;
-                 header.seq = 1;
+                 header.tag = net::WireTag::encode({net::TagSpace::kPointToPoint, 0, 1, 0});
                  header.bytes = uint64_t{1} << 62;
                  ASSERT_EQ(boxes.ring(1, 0).write(&header, sizeof(header)), sizeof(header));
                },
@@ -103,6 +102,31 @@ TEST(ShmHostilePeer, FrameAnnouncingAHugeSizeFailsOnlyThatPeer) {
                  std::string why;
                  EXPECT_TRUE(t.peerFailed(1, &why));
                });
+}
+
+// A frame whose tag space or control kind is none the net level knows: the ring reader refuses
+// it with the net level's reason (net/wire_tag.h, net/control.h) and rank 1 fails.
+TEST(ShmHostilePeer, UnknownTagSpaceOrControlKindFailsThatPeer) {
+  for (const bool control : {false, true}) {
+    net::RequestPtr pending;
+    int got = 0;
+    withAttacker([&](net::Transport& t) { pending = t.irecv(1, p2pTag(2), &got, sizeof(got)); },
+                 [&](Mailboxes& boxes) {
+                   FrameHeader header;
+                   if (control) {
+                     header.type = net::shm_rings::FrameType::kControl;
+                     header.control = net::WireControl::make(net::ControlKind{9}, 1);
+                   } else {
+                     header.tag = net::WireTag::encode(p2pTag(2));
+                     header.tag.space = net::TagSpace{7};
+                   }
+                   ASSERT_EQ(boxes.ring(1, 0).write(&header, sizeof(header)), sizeof(header));
+                 },
+                 [&](net::Transport& t) {
+                   expectPeerFailure([&] { t.wait({pending}, soon(), "recv from rank 1"); },
+                                     control ? "unknown control kind" : "unknown tag space");
+                 });
+  }
 }
 
 // A well-formed header for a 3-ring payload, then `head` moved past the bytes actually there:
@@ -120,8 +144,7 @@ TEST(ShmHostilePeer, HeadMovedBeyondTheRingIsRefused) {
       [&](Mailboxes& boxes) {
         ringBytes = boxes.ringBytes();
         FrameHeader header;
-        header.space = net::TagSpace::kPointToPoint;
-        header.seq = 1;
+        header.tag = net::WireTag::encode({net::TagSpace::kPointToPoint, 0, 1, 0});
         header.bytes = 3 * net::shm_rings::kRingBytes;
         net::shm_rings::Ring ring = boxes.ring(1, 0);
         ASSERT_EQ(ring.write(&header, sizeof(header)), sizeof(header));
