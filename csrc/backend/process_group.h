@@ -8,16 +8,16 @@
 // shared-memory segment when every rank is on one host, segments per host plus the network
 // between hosts for groups spanning hosts, else the network; algo::Runner runs what
 // algo::planCpu plans per call (algo/cpu_plan.h). Point-to-point goes over the transport
-// net::createTransport picked per peer (net/factory.h). The GPU side (gpu_side.h), created by the
-// first call on CUDA tensors, runs kernels or the vendor library, or calls the CPU side with host
-// copies. A communication failure or timeout aborts the TCP transport, which tells every peer
-// (their shared-memory waits see it through peerAlive), and leaves this group unusable (like NCCL);
-// argument errors leave it usable. Everything that depends on the membership (rank, size, the
-// transports, the segment, the sides, the sequence numbers) is built by connectMembership(); a
-// group created with enable_reconfigure builds it only when reconfigure() forms a membership, and
-// rebuilds it at each reconfigure (process_group_reconfigure.cc). This class is the c10d face:
-// it picks a side per call and owns what only c10d asks for (split, shrink, reconfigure, the
-// allocator); the engine is the GroupCore.
+// net::createTransport picked per peer (net/transport/factory.h). The GPU side (gpu_side.h),
+// created by the first call on CUDA tensors, runs kernels or the vendor library, or calls the CPU
+// side with host copies. A communication failure or timeout aborts the TCP transport, which tells
+// every peer (their shared-memory waits see it through peerAlive), and leaves this group unusable
+// (like NCCL); argument errors leave it usable. Everything that depends on the membership (rank,
+// size, the transports, the segment, the sides, the sequence numbers) is built by
+// connectMembership(); a group created with enable_reconfigure builds it only when reconfigure()
+// forms a membership, and rebuilds it at each reconfigure (process_group_reconfigure.cc). This
+// class is the c10d face: it picks a side per call and owns what only c10d asks for (split, shrink,
+// reconfigure, the allocator); the engine is the GroupCore.
 //
 // The backend's rooms, lowest first (each folder's README.md; docs/design.md): recorder/ ->
 // core/ -> cpu/, gpu/, window/ -> this folder, the face (process_group*, module*). A room
@@ -40,7 +40,7 @@
 #include "backend/core/gpu_side.h"
 #include "backend/core/group_core.h"
 #include "backend/cpu/cpu_side.h"
-#include "net/store.h"
+#include "net/rendezvous/store.h"
 
 namespace xccl::backend {
 
@@ -100,8 +100,9 @@ class ProcessGroupXccl : public c10d::Backend {
   // How the group's collectives travel: "shm" (one host), "hierarchical" (segments per host
   // and the network between them) or "tcp" (the network alone, whichever engine XCCL_NET picked).
   const char* transportName() const { return core_->membership().transportName(); }
-  // What carries messages to peers (net/factory.h): "shm" (every rank on this host), "shm+tcp"
-  // (shared memory to this host's ranks, XCCL_NET's engine to the others), "tcp" or "ofi".
+  // What carries messages to peers (net/transport/factory.h): "shm" (every rank on this host),
+  // "shm+tcp" (shared memory to this host's ranks, XCCL_NET's engine to the others), "tcp" or
+  // "ofi".
   const char* peerTransportName() const { return core_->membership().peerTransportName(); }
   // The group's tunables (algo/tunables.h), read once at creation; every plan uses them.
   const algo::Tunables& tunables() const { return core_->membership().tunables(); }
@@ -235,7 +236,7 @@ class ProcessGroupXccl : public c10d::Backend {
   // Dynamic membership (process_group_reconfigure.cc). handle_ is empty unless the group was
   // created with enable_reconfigure; reconfigureMutex_ serialises reconfigure() and shrink().
   std::mutex reconfigureMutex_;
-  std::string job_;  // the job token every member's handle carries (net/membership.h)
+  std::string job_;  // the job token every member's handle carries (net/rendezvous/membership.h)
   std::string handle_;  // this member's handle, stable across reconfigures
   std::set<int64_t> usedUuids_;
   std::string membershipName_ = "initial";  // names the membership in shrink()'s store prefix

@@ -1,10 +1,10 @@
 // Tensors the backend allocates (c10d's supportsTensorAlloc / allocateTensor / getMemAllocator,
 // which FSDP2 calls for its communication buffers once
 // set_allocate_memory_from_process_group_for_comm(True)): CPU tensors in this rank's pool of the
-// group's shared-memory segment (net/shm/pool.h), which the shm all_gather and reduce_scatter
-// read in place instead of copying through the slots. A group without a segment, or a pool with
-// no room, gives ordinary tensors (counted). Memory statistics: getMemoryStats. docs/training.md,
-// docs/shm.md ("Tensors in the pool").
+// group's shared-memory segment (net/regions/shm/pool.h), which the shm all_gather and
+// reduce_scatter read in place instead of copying through the slots. A group without a segment, or
+// a pool with no room, gives ordinary tensors (counted). Memory statistics: getMemoryStats.
+// docs/training.md, docs/shm.md ("Tensors in the pool").
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
 

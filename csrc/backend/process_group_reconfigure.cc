@@ -1,6 +1,6 @@
 // Dynamic membership: torch's reconfigure API (a group created with enable_reconfigure forms,
 // shrinks and grows its membership in place) and shrink() (a new group of the survivors). The
-// handles and the rendezvous are net/membership.h's; each new membership is built by
+// handles and the rendezvous are net/rendezvous/membership.h's; each new membership is built by
 // connectMembership(), exactly as a new group would be, through the store under a prefix unique
 // to it. Semantics and failures: docs/p2p.md, "Dynamic membership".
 #include <c10/util/Exception.h>
@@ -15,7 +15,7 @@
 #include "backend/core/torch_error.h"
 #include "backend/process_group.h"
 #include "common/logging.h"
-#include "net/membership.h"
+#include "net/rendezvous/membership.h"
 #include "topo/host.h"
 
 namespace xccl::backend {

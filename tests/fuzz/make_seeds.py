@@ -1,7 +1,7 @@
 """Writes seed inputs for a fuzz target into its corpus folder (scripts/fuzz.sh calls it).
 
 Random bytes rarely carry a valid frame magic and a consistent header, so the fuzzer starts
-from well-formed frames of every type (csrc/net/tcp/wire.h) and mutates them from there.
+from well-formed frames of every type (csrc/net/transport/tcp/wire.h) and mutates them from there.
 An input's first byte says how the rest is cut into reads (tests/fuzz/fuzz_tcp_frames.cc).
 fuzz_ofi_header's inputs are records instead (tests/fuzz/fuzz_ofi_header.cc): well-formed
 headers in and out of stream order, floods past the caps, and remote CQ data.
@@ -53,7 +53,7 @@ def frame_seeds():
     }
 
 
-SHM_MAGIC = 0x58434C50  # csrc/net/shm_rings/link.h kFrameMagic
+SHM_MAGIC = 0x58434C50  # csrc/net/transport/shm_rings/link.h kFrameMagic
 SHM_DATA, SHM_STATUS_QUERY, SHM_STATUS_REPLY, SHM_WRITE, SHM_WRITE_ACK = range(1, 6)
 
 
@@ -247,7 +247,7 @@ def receive_seeds():
     }
 
 
-OFI_MAGIC = 0x58434F31  # net/ofi/wire.h kMagic
+OFI_MAGIC = 0x58434F31  # net/transport/ofi/wire.h kMagic
 OFI_SESSION = 0x5345535349304E31  # the fuzzer's group session (fuzz_ofi_header.cc)
 RAW, CRAFTED, BURST, SIGNAL = range(4)  # fuzz_ofi_header.cc's record ops
 

@@ -30,7 +30,7 @@ BELOW_BACKEND = {
         "target_link_libraries(xccl_net PUBLIC xccl_common)\n"
     ),
     # An engine as a library of its own, in its own folder.
-    "csrc/net/tcp/CMakeLists.txt": (
+    "csrc/net/transport/tcp/CMakeLists.txt": (
         "add_library(xccl_net_tcp STATIC\n  transport.cc)  # the TCP engine\n"
         "target_link_libraries(xccl_net_tcp PUBLIC xccl_net)\n"
     ),
@@ -76,7 +76,7 @@ def test_rooms_as_folders_are_linked_by_their_includes(tmp_path):
             "target_link_libraries(_C PRIVATE xccl_net_tcp ${XCCL_TORCH_ROOT}/lib/libtorch.so)\n"
         ),
         "csrc/backend/module.cc": '#include "backend/cpu/side.h"\n',
-        "csrc/backend/core/group_core.cc": '#include "net/tcp/transport.h"\n',
+        "csrc/backend/core/group_core.cc": '#include "net/transport/tcp/transport.h"\n',
         "csrc/backend/core/group_core.h": "",
         "csrc/backend/cpu/side.cc": '#include "backend/core/group_core.h"\n',
         "csrc/backend/cpu/side.h": "",

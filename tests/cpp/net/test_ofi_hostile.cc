@@ -19,9 +19,9 @@
 #include <future>
 #include <thread>
 
-#include "net/bootstrap.h"
-#include "net/ofi/fabric.h"
-#include "net/ofi/wire.h"
+#include "net/rendezvous/bootstrap.h"
+#include "net/transport/ofi/fabric.h"
+#include "net/transport/ofi/wire.h"
 #include "ofi_harness.h"
 
 namespace xccl::net::ofi {

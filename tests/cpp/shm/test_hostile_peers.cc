@@ -9,9 +9,9 @@
 #include <string>
 
 #include "harness.h"
-#include "net/shm_rings/link.h"
-#include "net/shm_rings/mailboxes.h"
-#include "net/shm_rings/transport.h"
+#include "net/transport/shm_rings/link.h"
+#include "net/transport/shm_rings/mailboxes.h"
+#include "net/transport/shm_rings/transport.h"
 #include "shm_testing.h"
 #include "threads.h"
 
