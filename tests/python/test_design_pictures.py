@@ -124,3 +124,32 @@ def test_rooms_as_libraries_are_linked_by_their_link_rules(tmp_path):
     assert ("backend", "net") in layer_arrows
     # The pictures draw without error for this tree too.
     assert draw_design.main(["--root", root]) == 0
+
+
+def test_net_folders_are_linked_by_their_includes_with_the_above_engines_box(tmp_path):
+    net = {
+        "csrc/net/CMakeLists.txt": "set(_above_engines transport/factory.h)\n",
+        "csrc/net/rendezvous/store.h": "",
+        "csrc/net/transport/transport.h": '#include "net/rendezvous/store.h"\n',
+        "csrc/net/transport/factory.h": "",
+        "csrc/net/transport/factory.cc": '#include "net/transport/tcp/transport.h"\n',
+        "csrc/net/transport/tcp/transport.h": '#include "net/transport/transport.h"\n',
+    }
+    root = _write(tmp_path, net)
+    boxes, arrows = draw_design.net_graph(root)
+    assert boxes[draw_design.ABOVE_ENGINES] == (draw_design.ABOVE_ENGINES, "2 files")
+    assert boxes["transport"] == ("transport", "1 file")
+    assert arrows == {
+        (draw_design.ABOVE_ENGINES, "transport/tcp"),
+        ("transport/tcp", "transport"),
+        ("transport", "rendezvous"),
+    }
+
+
+def test_the_net_folders_include_one_way():
+    """rendezvous/ below transport/ below the engines below what joins them: an include back
+    down the other way (a rendezvous file including a transport header) makes a cycle here."""
+    boxes, arrows = draw_design.net_graph(REPO)
+    assert {"rendezvous", "transport", "transport/tcp", "regions/shm"} <= set(boxes)
+    level = draw_design.levels(boxes, arrows)
+    assert all(level[a] > level[b] for a, b in arrows), sorted(arrows)

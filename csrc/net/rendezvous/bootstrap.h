@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "net/rendezvous/deadline.h"
 #include "net/rendezvous/store.h"
-#include "net/transport/transport.h"
 
 namespace xccl::net {
 

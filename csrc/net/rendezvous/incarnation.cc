@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "net/rendezvous/bootstrap.h"
-#include "net/transport/transport.h"
+#include "net/rendezvous/deadline.h"
 
 namespace xccl::net {
 namespace {

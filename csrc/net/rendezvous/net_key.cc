@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/error.h"
 #include "common/files.h"
 #include "common/sha256.h"
 

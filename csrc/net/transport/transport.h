@@ -22,11 +22,9 @@
 #include <vector>
 
 #include "common/error.h"
+#include "net/rendezvous/deadline.h"
 
 namespace xccl::net {
-
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
 
 constexpr int kAnySource = -1;
 
