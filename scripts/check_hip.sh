@@ -4,7 +4,7 @@
 #   - csrc/kernels/*.cu for gfx90a (MI200) with hipcc: host and device code, linked code object;
 #   - csrc/kernels/*.cu for gfx942 (MI300) with clang-19: device code to gfx942 machine code
 #     (-S), then assembled; see below for why not linked;
-#   - the host code calling the runtime (net/cuda_ipc/workspace.cc, the virtual-rank harness and
+#   - the host code calling the runtime (net/regions/cuda_ipc/workspace.cc, the virtual-rank harness and
 #     the GPU tests) as C++ against HIP's headers, as CMake's HIP build compiles it (hip::host);
 #   - every backend GPU source (csrc/backend/gpu/*.cc, core/gpu_side.cc, process_group_sides.cc)
 #     and each GPU header alone (backend/gpu/*.h, core/gpu_side.h, common/gpu_runtime.h: each
@@ -122,7 +122,7 @@ if [[ $backend_only -eq 0 ]]; then
     [[ $have_clang -eq 1 ]] && echo "gfx942 $source" >>"$list"
   done
   if [[ $have_hipcc -eq 1 ]]; then
-    for source in csrc/net/cuda_ipc/workspace.cc tests/cpp/gpu/virtual_ranks.cc \
+    for source in csrc/net/regions/cuda_ipc/workspace.cc tests/cpp/gpu/virtual_ranks.cc \
                   tests/cpp/gpu/test_cuda_ipc.cc tests/cpp/gpu/test_kernels.cc \
                   tests/cpp/gpu/kernel_bench.cc; do
       echo "host $source" >>"$list"

@@ -9,6 +9,9 @@
 - docs/images/backend_rooms.svg: the rooms of csrc/backend (its subfolders; the files at its top
   are the c10d face). Where rooms are CMake libraries the arrows are their links, else the
   includes between the rooms' files.
+- docs/images/net_folders.svg: the folders of csrc/net (rendezvous, transport and its engines,
+  regions), with the headers above the engines (csrc/net/CMakeLists.txt's `_above_engines`) as a
+  box of their own. An arrow: the includes between the folders' files.
 
     python3 scripts/draw_design.py           rewrite the pictures
     python3 scripts/draw_design.py --check   exit 1 when a committed picture differs (CI)
@@ -25,7 +28,8 @@ import sys
 from html import escape
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PICTURES = ("layers.svg", "backend_rooms.svg")
+PICTURES = ("layers.svg", "backend_rooms.svg", "net_folders.svg")
+ABOVE_ENGINES = "above the engines"
 SOURCES = (".h", ".cc", ".cu", ".cuh", ".inc", ".in")  # what a room's includes are read from
 TOP_ROOM = "(top)"
 
@@ -256,6 +260,47 @@ def room_graph(root: str, targets: Targets):
     return boxes, arrows, source
 
 
+def net_graph(root: str):
+    """Boxes and arrows of the net picture: a box per folder of csrc/net that holds sources
+    ("transport/tcp"), the headers above the engines (and their sources) as one box, and an
+    arrow where a file includes another folder's header."""
+    net = os.path.join(root, "csrc", "net")
+    above = set()
+    cmake = os.path.join(net, "CMakeLists.txt")
+    if os.path.exists(cmake):
+        with open(cmake, encoding="utf-8") as f:
+            for command, arguments in cmake_commands(f.read()):
+                if command == "set" and arguments[:1] == ["_above_engines"]:
+                    above = {a.rsplit(".", 1)[0] for a in arguments[1:]}
+
+    def folder_of(path: str) -> str | None:
+        if "/" not in path:
+            return None  # the folder's own CMakeLists.txt and README
+        return ABOVE_ENGINES if path.rsplit(".", 1)[0] in above else path.rsplit("/", 1)[0]
+
+    files = {}
+    for folder, dirs, names in os.walk(net):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.relpath(os.path.join(folder, name), net).replace(os.sep, "/")
+            if path.endswith(SOURCES) and folder_of(path):
+                files.setdefault(folder_of(path), []).append(path)
+    boxes = {
+        room: (room, f"{len(paths)} file{'s' * (len(paths) > 1)}")
+        for room, paths in sorted(files.items())
+    } or {"net": ("net", "no folders yet")}
+    arrows = set()
+    pattern = re.compile(r'^\s*#\s*include\s+"net/([^"]+)"', re.M)
+    for room, paths in files.items():
+        for path in paths:
+            with open(os.path.join(net, path), encoding="utf-8") as f:
+                for included in pattern.findall(f.read()):
+                    other = folder_of(included)
+                    if other and other != room and other in files:
+                        arrows.add((room, other))
+    return boxes, arrows
+
+
 # --- layout ------------------------------------------------------------------------------------
 def reduce_arrows(nodes, arrows: set) -> set:
     """Leaves out an arrow a -> c when a path a -> b -> ... -> c says it already."""
@@ -388,7 +433,14 @@ def pictures(root: str) -> dict:
         boxes,
         reduce_arrows(boxes, arrows),
     )
-    return dict(zip(PICTURES, (layers, rooms)))
+    boxes, arrows = net_graph(root)
+    net = svg(
+        "csrc/net and its folders",
+        "An arrow: includes (read from the files); implied ones omitted.",
+        boxes,
+        reduce_arrows(boxes, arrows),
+    )
+    return dict(zip(PICTURES, (layers, rooms, net)))
 
 
 def main(argv=None) -> int:

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "algo/cpu_plan.h"
-#include "net/transport.h"
+#include "net/transport/transport.h"
 
 namespace xccl::algo {
 

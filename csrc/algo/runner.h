@@ -14,8 +14,8 @@
 #include "algo/context.h"
 #include "algo/cpu_plan.h"
 #include "algo/shm_collectives.h"
-#include "net/group_layout.h"
-#include "net/hierarchy.h"
+#include "net/rendezvous/group_layout.h"
+#include "net/transport/hierarchy.h"
 
 namespace xccl::algo {
 

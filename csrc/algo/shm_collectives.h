@@ -1,8 +1,9 @@
-// The collectives over one host's shared-memory segment (net/shm/segment.h), with the semantics
-// and argument conventions of algo/collective_signatures.h: in-place all_reduce, AVG divides by the
-// world size, PREMUL_SUM pre-multiplied by the caller (pass SUM), every rank gets bitwise-identical
-// reductions (combined in rank order 0..n-1 with reduceMany, so bf16/fp16 accumulate in fp32
-// and round once). Messages larger than a slot are pipelined in slot-sized chunks.
+// The collectives over one host's shared-memory segment (net/regions/shm/segment.h), with the
+// semantics and argument conventions of algo/collective_signatures.h: in-place all_reduce, AVG
+// divides by the world size, PREMUL_SUM pre-multiplied by the caller (pass SUM), every rank gets
+// bitwise-identical reductions (combined in rank order 0..n-1 with reduceMany, so bf16/fp16
+// accumulate in fp32 and round once). Messages larger than a slot are pipelined in slot-sized
+// chunks.
 //
 // Each function is collective: every rank of ctx.segment calls the same sequence of them with
 // consistent sizes. Every wait is bounded by ctx.deadline (kTimeout naming the ranks that did not
@@ -17,7 +18,7 @@
 #include "algo/collective_signatures.h"
 #include "algo/cpu_plan.h"
 #include "common/types.h"
-#include "net/shm/segment.h"
+#include "net/regions/shm/segment.h"
 
 namespace xccl::algo::shm {
 

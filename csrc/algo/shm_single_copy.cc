@@ -1,7 +1,7 @@
 // The single-copy bodies of the shm collectives: every rank publishes where its buffer lies, and
-// peers copy straight out of it with process_vm_readv (net/shm/cma.h), or out of its pool when
-// the buffer is a pool tensor, instead of the slots' copy in and copy out. Protocol, ordering and
-// bytes moved: docs/shm.md, "Single copy between processes".
+// peers copy straight out of it with process_vm_readv (net/regions/shm/cma.h), or out of its pool
+// when the buffer is a pool tensor, instead of the slots' copy in and copy out. Protocol, ordering
+// and bytes moved: docs/shm.md, "Single copy between processes".
 #include <cstring>
 #include <vector>
 

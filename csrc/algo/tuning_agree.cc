@@ -1,7 +1,7 @@
 #include "algo/tuning_agree.h"
 
 #include "common/error.h"
-#include "net/bootstrap.h"
+#include "net/rendezvous/bootstrap.h"
 
 namespace xccl::algo {
 namespace {

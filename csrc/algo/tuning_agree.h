@@ -1,9 +1,9 @@
 // Which tuning table (algo/tuning.h) a group plans from, agreed at group creation: every rank
 // publishes what its own source found (text and why); rank 0's text wins on every rank, parsed
 // there alike, so a rank whose file differs cannot plan otherwise and hang its peers. The group's
-// shape (hosts included) is the caller's, from the group's layout (net/group_layout.h). Nothing
-// here throws for a bad table: a malformed text or a table made for another group shape means the
-// rules, with the reason.
+// shape (hosts included) is the caller's, from the group's layout (net/rendezvous/group_layout.h).
+// Nothing here throws for a bad table: a malformed text or a table made for another group shape
+// means the rules, with the reason.
 #pragma once
 
 #include <chrono>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "algo/tuning.h"
-#include "net/agree.h"
-#include "net/store.h"
+#include "net/rendezvous/agree.h"
+#include "net/rendezvous/store.h"
 
 namespace xccl::algo {
 

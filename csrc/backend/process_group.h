@@ -8,11 +8,11 @@
 // shared-memory segment when every rank is on one host, segments per host plus the network
 // between hosts for groups spanning hosts, else the network; algo::Runner runs what
 // algo::planCpu plans per call (algo/cpu_plan.h). Point-to-point goes over the transport
-// net::createTransport picked per peer (net/factory.h). The GPU side (gpu_side.h), created by the
-// first call on CUDA tensors, runs kernels or the vendor library, or calls the CPU side with host
-// copies. A communication failure or timeout aborts the TCP transport, which tells every peer
-// (their shared-memory waits see it through peerAlive), and leaves this group unusable (like NCCL);
-// argument errors leave it usable.
+// net::createTransport picked per peer (net/transport/factory.h). The GPU side (gpu_side.h),
+// created by the first call on CUDA tensors, runs kernels or the vendor library, or calls the CPU
+// side with host copies. A communication failure or timeout aborts the TCP transport, which tells
+// every peer (their shared-memory waits see it through peerAlive), and leaves this group unusable
+// (like NCCL); argument errors leave it usable.
 //
 // This class is the c10d face: it holds the overrides c10d requires, each a forward to the part
 // that owns its business, and the parts, each a class with one reason to change:
@@ -103,8 +103,9 @@ class ProcessGroupXccl : public c10d::Backend {
   // How the group's collectives travel: "shm" (one host), "hierarchical" (segments per host
   // and the network between them) or "tcp" (the network alone, whichever engine XCCL_NET picked).
   const char* transportName() const { return core_->membership().transportName(); }
-  // What carries messages to peers (net/factory.h): "shm" (every rank on this host), "shm+tcp"
-  // (shared memory to this host's ranks, XCCL_NET's engine to the others), "tcp" or "ofi".
+  // What carries messages to peers (net/transport/factory.h): "shm" (every rank on this host),
+  // "shm+tcp" (shared memory to this host's ranks, XCCL_NET's engine to the others), "tcp" or
+  // "ofi".
   const char* peerTransportName() const { return core_->membership().peerTransportName(); }
   // The group's tunables (algo/tunables.h), read once at creation; every plan uses them.
   const algo::Tunables& tunables() const { return core_->membership().tunables(); }

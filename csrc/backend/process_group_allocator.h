@@ -2,8 +2,8 @@
 // allocateTensor / getMemAllocator, which FSDP2 calls for its communication buffers once
 // set_allocate_memory_from_process_group_for_comm(True)) and the memory statistics
 // (getMemoryStats). CPU tensors come from this rank's pool of the group's shared-memory segment
-// (net/shm/pool.h), which the shm all_gather and reduce_scatter read in place; ordinary memory
-// when the pool is absent or full. docs/training.md, docs/shm.md ("Tensors in the pool").
+// (net/regions/shm/pool.h), which the shm all_gather and reduce_scatter read in place; ordinary
+// memory when the pool is absent or full. docs/training.md, docs/shm.md ("Tensors in the pool").
 //
 // One reason to change: where the group's tensors come from. Threads: any; the allocator is made
 // once (allocatorOnce_), on first use, and never replaced.

@@ -16,16 +16,16 @@
 #include "backend/core/torch_error.h"
 #include "common/env.h"
 #include "common/logging.h"
-#include "net/incarnation.h"
-#include "net/membership.h"
+#include "net/rendezvous/incarnation.h"
+#include "net/rendezvous/membership.h"
 #include "topo/host.h"
 
 namespace xccl::backend {
 namespace {
 
-// The group's store moved under this creation's own scope (net/incarnation.h), so that nothing
-// an earlier attempt or creation left in the store is ever read. Collective: the creation's first
-// exchange. Members of a reconfigurable group create it at different times (a newcomer joins
+// The group's store moved under this creation's own scope (net/rendezvous/incarnation.h), so that
+// nothing an earlier attempt or creation left in the store is ever read. Collective: the creation's
+// first exchange. Members of a reconfigurable group create it at different times (a newcomer joins
 // later), so they share the launcher's scope only; reconfigure uuids scope their memberships.
 c10::intrusive_ptr<c10d::Store> enterIncarnation(const c10::intrusive_ptr<c10d::Store>& store,
                                                  int rank, int size, bool reconfigurable,

@@ -4,8 +4,8 @@
 // reconfigure() forms a membership, and again at each reconfigure (torch's reconfigure API;
 // docs/p2p.md, "Dynamic membership"). A membership ends with shutdown(), with a reconfigure
 // that supersedes it, or unusable after abort(). The handles and the rendezvous are
-// net/membership.h's; the engine's half of each step is GroupCore's (connect, stopMembership,
-// releaseMembership, renew), the sides' half is Sides' (buildCpu, shutdownGpu).
+// net/rendezvous/membership.h's; the engine's half of each step is GroupCore's (connect,
+// stopMembership, releaseMembership, renew), the sides' half is Sides' (buildCpu, shutdownGpu).
 //
 // One reason to change: the membership's life. Threads: create() runs in the face's
 // constructor; reconfigure() holds reconfigureMutex_, which also serialises shrink()
@@ -27,7 +27,7 @@
 #include "backend/core/group_core.h"
 #include "backend/process_group_options.h"
 #include "backend/process_group_sides.h"
-#include "net/store.h"
+#include "net/rendezvous/store.h"
 
 namespace xccl::backend {
 
@@ -90,7 +90,7 @@ class MembershipLifecycle {
 
   // handle_ is empty unless the group was created with enable_reconfigure.
   std::mutex reconfigureMutex_;
-  std::string job_;  // the job token every member's handle carries (net/membership.h)
+  std::string job_;  // the job token every member's handle carries (net/rendezvous/membership.h)
   std::string handle_;  // this member's handle, stable across reconfigures
   std::set<int64_t> usedUuids_;
   std::string membershipName_ = "initial";  // names the membership in shrink()'s store prefix

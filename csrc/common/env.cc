@@ -117,7 +117,8 @@ const std::vector<Variable> kVariables = {
          "and have an IPv4 address, else group creation raises ValueError); TCP links run over "
          "each one a peer shares. Default: chosen as for XCCL_SOCKET_IFNAME, plus every other up "
          "interface on a subnet the peer also has."),
-    // net/factory.cc chooseEngine(); ranks on different engines could not reach each other.
+    // net/transport/factory.cc chooseEngine(); ranks on different engines could not reach each
+    // other.
     choice("XCCL_NET", "auto", {"auto", "ofi", "tcp"}, kGroupWide,
            "Network engine to ranks on other hosts: tcp (xccl's own), ofi (libfabric; an error "
            "when this build has none), auto (ofi where an RDMA provider is present, else tcp). "
@@ -126,7 +127,8 @@ const std::vector<Variable> kVariables = {
     integer("XCCL_CONNECT_TIMEOUT_MS", "", 1, 2147483647, 1, kPerRank,
             "Bound for building a group at its creation (settings agreement, TCP mesh); default: "
             "the group timeout."),
-    // net/tcp: links per peer (every rank must open as many) and how long a silent link lives.
+    // net/transport/tcp: links per peer (every rank must open as many) and how long a silent link
+    // lives.
     // 16 links per peer is already far past what one host's cores can drive.
     integer("XCCL_NET_STREAMS", "2", 1, 16, 1, kGroupWide,
             "TCP connections (links) per peer; large messages are spread over them, and when one "
@@ -135,13 +137,14 @@ const std::vector<Variable> kVariables = {
     integer("XCCL_NET_LINK_TIMEOUT_MS", "1000", 10, 3600000, 1, kPerRank,
             "A TCP link that carries nothing (not even a heartbeat) for this long is taken down "
             "and its unacknowledged data replayed on the peer's other links."),
-    // net/net_key.cc readKeyFile() checks the file (owner, mode, 32 B to 64 KiB).
+    // net/rendezvous/net_key.cc readKeyFile() checks the file (owner, mode, 32 B to 64 KiB).
     text("XCCL_NET_KEY_FILE",
          "A file holding the secret TCP links and ofi peers authenticate with (the same file on "
          "every rank; "
          "a regular file owned by the user, mode 600, 32 bytes to 64 KiB). Default: rank 0 draws "
          "a key for each group and shares it through the store."),
-    // net/tcp: what one peer's messages that came before their receive may hold here; at least
+    // net/transport/tcp: what one peer's messages that came before their receive may hold here; at
+    // least
     // a chunk, and a peer announcing more is failed before anything is allocated.
     integer("XCCL_NET_MAX_UNEXPECTED_BYTES", "17179869184", kMiB, kMaxBytes, 1, kPerRank,
             "Bytes of messages from one peer that arrived before their receive was posted which "
@@ -182,7 +185,8 @@ const std::vector<Variable> kVariables = {
             "Shared-memory all_reduce/reduce messages from this many bytes on use two-shot "
             "instead of one-shot, at 4 ranks (scaled for other world sizes, docs/shm.md); 0: "
             "always two-shot; default: the measured 2 MiB."),
-    // Per rank by design: net/shm/cma.cc votes, and one rank's 0 turns the single copy off for all.
+    // Per rank by design: net/regions/shm/cma.cc votes, and one rank's 0 turns the single copy off
+    // for all.
     boolean("XCCL_SHM_CMA", "1",
             "0 on any rank: shared-memory collectives never read peers' memory with "
             "process_vm_readv (single copy) and always copy through the slots; no probe, no "
@@ -201,7 +205,7 @@ const std::vector<Variable> kVariables = {
     text("XCCL_TOPO_DUMP_FILE",
          "Write the topology xccl found (or loaded) to this JSON file, for bug reports and for "
          "editing into an XCCL_TOPO_FILE."),
-    // net/ofi (docs/network.md, "libfabric (ofi)").
+    // net/transport/ofi (docs/network.md, "libfabric (ofi)").
     text("XCCL_OFI_PROVIDER",
          "libfabric provider for the ofi engine, e.g. tcp;ofi_rxm (default: the first present of "
          "verbs;ofi_rxm, efa, tcp;ofi_rxm); an unknown one is an error listing those offered."),
@@ -216,7 +220,7 @@ const std::vector<Variable> kVariables = {
             "Scheduler slice in microseconds that xccl's threads, and a caller's thread while it "
             "sleeps in a collective, ask Linux (6.12+) for, so that a woken rank runs at once on "
             "a busy host; 0 leaves the scheduler alone. Below 100 reads as 100."),
-    // net/shm/spin_policy.h: whether a shared-memory wait may spin past its short spin.
+    // net/regions/shm/spin_policy.h: whether a shared-memory wait may spin past its short spin.
     choice("XCCL_SHM_SPIN", "adaptive", {"adaptive", "short"}, kPerRank,
            "adaptive: a shared-memory wait spins on while the host has a core to spare, for a "
            "budget that follows the measured wake-up cost (docs/shm.md, \"Waiting\"); short: "
@@ -231,7 +235,8 @@ const std::vector<Variable> kVariables = {
            "one_shot, two_shot, all_pairs; applies to every GPU collective that can run it."),
     // all_reduce and broadcast step through messages in chunks of this size: below one element
     // a chunk holds nothing and the loop never ends (issue 9). At least a page; a multiple of
-    // net/cuda_ipc/layout.h's 256-byte part alignment, so every chunk starts 16-byte aligned
+    // net/regions/cuda_ipc/layout.h's 256-byte part alignment, so every chunk starts 16-byte
+    // aligned
     // for any element size (the kernels' vector width). 1 TiB: more than any GPU's memory.
     integer("XCCL_GPU_WORKSPACE_BYTES", "33554432", 4 * kKiB, kMaxBytes, 256, kGroupWide,
             "Bytes of each rank's GPU workspace (device memory peers read through CUDA IPC, "

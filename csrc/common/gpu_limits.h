@@ -1,9 +1,9 @@
 // What the layers below the backend need to know about xccl's GPU kernels, without including them
 // (the dependency rule: common <- kernels, net, topo <- algo <- backend): how many ranks and blocks
-// a launch serves, the size of the flag area that net/cuda_ipc allocates and the kernels use, and
-// which dtypes and reductions the kernels implement (what algo's GPU plan may send to them).
-// kernels/device_handle.h and kernels/launch_checks.cc define their types and checks from these and
-// static_assert that they agree. Plain C++: no CUDA/HIP headers.
+// a launch serves, the size of the flag area that net/regions/cuda_ipc allocates and the kernels
+// use, and which dtypes and reductions the kernels implement (what algo's GPU plan may send to
+// them). kernels/device_handle.h and kernels/launch_checks.cc define their types and checks from
+// these and static_assert that they agree. Plain C++: no CUDA/HIP headers.
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,7 @@
 // The CUDA/HIP runtime alias (docs/gpu.md, "ROCm"): every GPU source, kernels and host code alike,
 // is written once against these names and builds as CUDA (nvcc, or a C++ compiler with CUDA's
 // headers) or as HIP (clang/hipcc -x hip, or a C++ compiler with HIP's headers). Host code
-// includes it alone (net/cuda_ipc/workspace.cc, the virtual-rank harness, the GPU tests);
+// includes it alone (net/regions/cuda_ipc/workspace.cc, the virtual-rank harness, the GPU tests);
 // kernels/gpu.h adds the device headers on top. It lives in common/ because it is not the
 // kernels': nothing here needs a kernel, and the host side must not depend on kernels/.
 //

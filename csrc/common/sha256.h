@@ -1,6 +1,6 @@
 // SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), for authenticating TCP links
-// (net/tcp/wire.h). Written here rather than taken from a crypto library: OpenSSL cannot be
-// assumed on users' machines, and the handshake needs nothing more. Not constant time in the
+// (net/transport/tcp/wire.h). Written here rather than taken from a crypto library: OpenSSL cannot
+// be assumed on users' machines, and the handshake needs nothing more. Not constant time in the
 // message length (lengths are public); digestsEqual() compares in constant time.
 #pragma once
 

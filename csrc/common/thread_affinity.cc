@@ -10,6 +10,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/logging.h"
+#include "common/ranges.h"
 
 namespace xccl::affinity {
 namespace {
@@ -93,19 +94,6 @@ bool pinProgressThread(const std::vector<int>& cpus, const char* subsystem) noex
   }
 }
 
-std::string formatCpuList(std::vector<int> cpus) {
-  std::sort(cpus.begin(), cpus.end());
-  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
-  std::string out;
-  for (size_t i = 0; i < cpus.size();) {
-    size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(cpus[i]);
-    if (j > i) out += "-" + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
-}
+std::string formatCpuList(std::vector<int> cpus) { return formatRanges(std::move(cpus)); }
 
 }  // namespace xccl::affinity

@@ -75,11 +75,12 @@ inline constexpr Collective kShmSingleCopyCollectives[] = {Collective::kAllReduc
 // ---- Routes on host memory ----
 
 enum class CpuRoute {
-  // The network transport, whichever engine (tcp or ofi, net/factory.h) carries it. Named "tcp"
+  // The network transport, whichever engine (tcp or ofi, net/transport/factory.h) carries it. Named
+  // "tcp"
   // in plans, tuning tables and logs: the name predates the ofi engine, and tables written with
   // it must keep parsing.
   kNet,
-  kShm,           // one host's shared-memory segment (algo/shm_collectives.h)
+  kShm,  // one host's shared-memory segment (algo/shm_collectives.h)
   kHierarchical,  // a segment per host and the network between hosts (algo/hierarchical.h)
 };
 
@@ -97,9 +98,9 @@ inline constexpr CpuRouteRow kCpuRouteRows[] = {
 // ---- Algorithms on host memory ----
 
 enum class Algorithm {
-  kAuto,    // let planCpu decide
+  kAuto,  // let planCpu decide
   kDirect,  // every rank exchanges with every other in one step: fewest hops, most bytes
-  kRing,    // chunk-pipelined ring: bandwidth-optimal bytes on the wire, 2(n-1) or n-1 steps
+  kRing,  // chunk-pipelined ring: bandwidth-optimal bytes on the wire, 2(n-1) or n-1 steps
   // The two shared-memory reductions (all_reduce, reduce): one step, every rank reduces all n
   // slots; or two steps, each rank reduces 1/n and copies the reduced slices (docs/shm.md).
   kOneShot,
@@ -111,7 +112,7 @@ enum class Algorithm {
 enum class AlgorithmKind {
   kPlanner,  // auto: not an algorithm a plan or a table names
   kNetwork,  // the network transport's (tcp)
-  kShot,     // a shared-memory reduction: one host's (shm), or a hierarchical in-host step
+  kShot,  // a shared-memory reduction: one host's (shm), or a hierarchical in-host step
   kSegment,  // the shared-memory collective of the collectives that are not reductions
 };
 
@@ -169,10 +170,10 @@ inline constexpr GpuCollectiveRow kGpuCollectiveRows[] = {
 enum class GpuRoute : uint8_t {
   kKernel,  // one of xccl's kernels over CUDA/HIP IPC peer buffers
   kVendor,  // NCCL (RCCL on AMD) through the backend's inner ProcessGroupNCCL
-  kHost,    // copy to host memory and run the CPU algorithms: the only way left when ranks share
-            // a GPU (which NCCL refuses) and no kernel can run the request
-  kLocal,   // world size 1 outside a coalesced batch: nothing, one copy or one scaling on the
-            // caller's stream
+  kHost,  // copy to host memory and run the CPU algorithms: the only way left when ranks share
+          // a GPU (which NCCL refuses) and no kernel can run the request
+  kLocal,  // world size 1 outside a coalesced batch: nothing, one copy or one scaling on the
+           // caller's stream
 };
 
 struct GpuRouteRow {
@@ -190,13 +191,13 @@ inline constexpr GpuRouteRow kGpuRouteRows[] = {
 
 // The kernels of kernels/launch.h, by the launcher and algorithm that run them.
 enum class GpuKernel : uint8_t {
-  kNone,                   // the plan does not run a kernel
-  kOneShotAllReduce,       // launchAllReduce, kernels::Algorithm::kOneShot
-  kTwoShotAllReduce,       // launchAllReduce, kernels::Algorithm::kTwoShot
-  kAllPairsAllGather,      // launchAllGather
+  kNone,  // the plan does not run a kernel
+  kOneShotAllReduce,  // launchAllReduce, kernels::Algorithm::kOneShot
+  kTwoShotAllReduce,  // launchAllReduce, kernels::Algorithm::kTwoShot
+  kAllPairsAllGather,  // launchAllGather
   kAllPairsReduceScatter,  // launchReduceScatter
-  kAllPairsAllToAll,       // launchAllToAll
-  kBroadcast,              // launchBroadcast
+  kAllPairsAllToAll,  // launchAllToAll
+  kBroadcast,  // launchBroadcast
 };
 
 inline constexpr const char kAllPairsWord[] = "all_pairs";
@@ -234,10 +235,10 @@ inline constexpr const char kRcclWord[] = "rccl";
 // everything else is planned as usual.
 enum class GpuForce : uint8_t {
   kAuto,
-  kVendor,    // every collective to the vendor library
-  kKernel,    // a kernel wherever one can run, whatever the size or fabric policy
-  kOneShot,   // all_reduce only
-  kTwoShot,   // all_reduce only
+  kVendor,  // every collective to the vendor library
+  kKernel,  // a kernel wherever one can run, whatever the size or fabric policy
+  kOneShot,  // all_reduce only
+  kTwoShot,  // all_reduce only
   kAllPairs,  // all_gather, reduce_scatter, all_to_all
 };
 
@@ -260,7 +261,7 @@ inline constexpr GpuForceRow kGpuForceRows[] = {
 // ---- Where a group's ranks share memory (the tuning table's world line) ----
 
 enum class Locality {
-  kNone,     // none: every collective over the network transport
+  kNone,  // none: every collective over the network transport
   kOneHost,  // every rank on one host: one segment for the group
   kPerHost,  // several hosts, some with several ranks: one segment per such host
 };

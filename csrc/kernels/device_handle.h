@@ -84,7 +84,7 @@ static_assert(std::is_standard_layout_v<DeviceHandle>, "same layout in host and 
 static_assert(sizeof(DeviceHandle) == 2 * kMaxRanks * sizeof(void*) + 4 * 8 + 2 * 4,
               "no padding surprises: the handle is copied into every kernel's parameters");
 static_assert(sizeof(FlagRow) == kGpuFlagRowBytes && sizeof(FlagArea) == kGpuFlagAreaBytes,
-              "net/cuda_ipc allocates the flag area by common/gpu_limits.h's size");
+              "net/regions/cuda_ipc allocates the flag area by common/gpu_limits.h's size");
 static_assert(kMaxRanks <= 30, "peer bits, kErrorAborted and kErrorTimeout share the error word");
 
 }  // namespace xccl::kernels

@@ -17,8 +17,8 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/vocabulary.h"
-#include "net/ofi/cache.h"
-#include "net/ofi/transport.h"
+#include "net/transport/ofi/cache.h"
+#include "net/transport/ofi/transport.h"
 #include "topo/links.h"
 #include "topo/pci.h"
 #include "topo/topology.h"
@@ -267,7 +267,7 @@ PyObject* vocabularyRows(PyObject*, PyObject*) {
 }
 
 // The libfabric engine as this process would choose it, and the registration caches' totals
-// over the transports this module's copy of net/ofi created (python -m xccl doctor).
+// over the transports this module's copy of net/transport/ofi created (python -m xccl doctor).
 PyObject* ofiStatus(PyObject*, PyObject* args) {
   const char* storeHost = "";
   if (!PyArg_ParseTuple(args, "|s:ofi_status", &storeHost)) return nullptr;

@@ -1,5 +1,6 @@
 // Which machine this process runs on, as the ranks of a group compare it: ranks with equal
-// identities share a kernel, hence /dev/shm and CUDA IPC (net/hierarchy.h, net/shm/segment.h).
+// identities share a kernel, hence /dev/shm and CUDA IPC (net/transport/hierarchy.h,
+// net/regions/shm/segment.h).
 #pragma once
 
 #include <string>

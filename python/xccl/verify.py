@@ -12,7 +12,7 @@ JSON of one exact shape, and anything else counts as "not verified" with a warni
 exception. The default cache folder is the user's own, else a private one (cache_dir).
 
 Each rank answers for itself (``kernels_verified``); the backend takes rank 0's answer for the
-whole group (net/agree.h, agreeOnRankZero), so every rank plans alike.
+whole group (net/rendezvous/agree.h, agreeOnRankZero), so every rank plans alike.
 """
 
 from __future__ import annotations

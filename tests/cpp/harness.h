@@ -6,8 +6,8 @@
 #include <functional>
 #include <string>
 
-#include "net/store.h"
-#include "net/tcp/transport.h"
+#include "net/rendezvous/store.h"
+#include "net/transport/tcp/transport.h"
 #include "threads.h"
 
 namespace xccl::testing {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "net/ofi/transport.h"
-#include "net/store.h"
+#include "net/rendezvous/store.h"
+#include "net/transport/ofi/transport.h"
 #include "threads.h"
 
 namespace xccl::testing {

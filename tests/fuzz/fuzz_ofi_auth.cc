@@ -1,6 +1,6 @@
-// libFuzzer target: the ofi engine's key exchange (net/ofi/auth.h PeerAuth), fabric-free, with
-// an attacker who controls every byte either side receives. Two honest sides, A and B, hold the
-// same key; a third set of terms (the impersonator's) differs from B's in one thing the input
+// libFuzzer target: the ofi engine's key exchange (net/transport/ofi/auth.h PeerAuth), fabric-free,
+// with an attacker who controls every byte either side receives. Two honest sides, A and B, hold
+// the same key; a third set of terms (the impersonator's) differs from B's in one thing the input
 // picks: the key, an address, the group, the session, the address split, or nothing but its
 // nonce. The input interleaves deliveries into A's or B's `receive` of honest messages (whole,
 // truncated or padded, bit-flipped, a byte changed, a MAC transplanted from another message),
@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "net/ofi/auth.h"
+#include "net/transport/ofi/auth.h"
 
 namespace {
 

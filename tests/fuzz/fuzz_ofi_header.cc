@@ -1,13 +1,13 @@
 // libFuzzer target: what a peer's endpoint can hand the libfabric transport, fabric-free. Header
 // messages (raw bytes, or well-formed headers with hostile fields and stream numbers, one at a
-// time or in bursts) go through parseHeader and the per-source stream order (net/ofi/wire.h,
-// streams.h) as the progress thread's onHeader takes them; 8-byte remote CQ data goes through
-// the signal codec. Invariants: a header that passes names a peer in range, a tag or control
-// message the net level accepts (net/wire_tag.h, control.h), and carries only the
-// payload its message holds (delivering it reads and copies exactly that: the sanitizer sees any
-// byte past it); each source's headers come out in stream order without gaps or repeats; what a
-// source holds ahead of its turn stays within kMaxEarlyHeaders and kMaxEarlyBytes, and a refused
-// source stays refused; a decoded signal names a rank below the group's size.
+// time or in bursts) go through parseHeader and the per-source stream order
+// (net/transport/ofi/wire.h, streams.h) as the progress thread's onHeader takes them; 8-byte remote
+// CQ data goes through the signal codec. Invariants: a header that passes names a peer in range, a
+// tag or control message the net level accepts (net/transport/wire_tag.h, control.h), and carries
+// only the payload its message holds (delivering it reads and copies exactly that: the sanitizer
+// sees any byte past it); each source's headers come out in stream order without gaps or repeats;
+// what a source holds ahead of its turn stays within kMaxEarlyHeaders and kMaxEarlyBytes, and a
+// refused source stays refused; a decoded signal names a rank below the group's size.
 //
 // Input: byte 0 picks the group's size (1-16), byte 1 this rank; then records, each an op byte
 // and its fields (see the switch). Seeds come from make_seeds.py.
@@ -16,8 +16,8 @@
 #include <cstring>
 #include <vector>
 
-#include "net/ofi/streams.h"
-#include "net/ofi/wire.h"
+#include "net/transport/ofi/streams.h"
+#include "net/transport/ofi/wire.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
-// libFuzzer target: the shared-memory ring reader and writer (csrc/net/shm_rings/ring.h, link.h) in
-// plain memory, no processes. The input is a script of what a hostile peer can do to the memory
-// it shares with us: set either index of either ring to any value, write any bytes as frames,
-// interleaved with our reads and sends. Whatever it does, no copy may leave a ring's buffer
+// libFuzzer target: the shared-memory ring reader and writer (csrc/net/transport/shm_rings/ring.h,
+// link.h) in plain memory, no processes. The input is a script of what a hostile peer can do to the
+// memory it shares with us: set either index of either ring to any value, write any bytes as
+// frames, interleaved with our reads and sends. Whatever it does, no copy may leave a ring's buffer
 // (each is a heap block exactly `capacity` long, so ASan sees a byte past it), and nothing is
 // allocated beyond what a frame's sink accepts (kSinkCap; libFuzzer's -malloc_limit_mb catches
 // any bigger allocation). A peer's violation must surface as an Error, after which the link is
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "net/shm_rings/link.h"
+#include "net/transport/shm_rings/link.h"
 
 namespace {
 

@@ -1,13 +1,13 @@
 // libFuzzer target: arbitrary bytes on a TCP link, cut into arbitrary reads, through the frame
-// reader (csrc/net/tcp/wire.h). Whatever arrives, the reader must refuse it with a reason or hand
-// out only frames that pass validation, writing payloads only inside the space it was given.
-// Seeds of every frame type, one-sided writes included, come from make_seeds.py.
+// reader (csrc/net/transport/tcp/wire.h). Whatever arrives, the reader must refuse it with a reason
+// or hand out only frames that pass validation, writing payloads only inside the space it was
+// given. Seeds of every frame type, one-sided writes included, come from make_seeds.py.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#include "net/tcp/wire.h"
+#include "net/transport/tcp/wire.h"
 
 namespace {
 

@@ -1,14 +1,14 @@
 // libFuzzer target: arbitrary bytes as the hellos a TCP connection's other end sends
-// (csrc/net/tcp/wire.h HelloExchange), to an acceptor or to a dialer. The first byte picks the
-// side and whether each hello is made plausible (magic, version, group set) to reach the rank,
-// link and MAC checks. Nothing may pass without the key: an accepted offer names a rank and link
-// that exist, and a dialer or an acceptor finishes only on exactly the challenge or proof a real
-// peer with the key would send (tests/fuzz/make_seeds.py seeds both, so those paths run too).
+// (csrc/net/transport/tcp/wire.h HelloExchange), to an acceptor or to a dialer. The first byte
+// picks the side and whether each hello is made plausible (magic, version, group set) to reach the
+// rank, link and MAC checks. Nothing may pass without the key: an accepted offer names a rank and
+// link that exist, and a dialer or an acceptor finishes only on exactly the challenge or proof a
+// real peer with the key would send (tests/fuzz/make_seeds.py seeds both, so those paths run too).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
-#include "net/tcp/wire.h"
+#include "net/transport/tcp/wire.h"
 
 namespace {
 

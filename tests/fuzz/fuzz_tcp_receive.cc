@@ -1,5 +1,5 @@
-// libFuzzer target: the TCP transport's receive state (csrc/net/tcp/receive_state.h) fed any
-// sequence of chunk headers, payloads, link failures, posted receives and acknowledgements on
+// libFuzzer target: the TCP transport's receive state (csrc/net/transport/tcp/receive_state.h) fed
+// any sequence of chunk headers, payloads, link failures, posted receives and acknowledgements on
 // three links, as the progress thread feeds it, with the transport's own matching
 // (openReceiveLocked, a 64 KiB bound on unexpected bytes) and write admission (refuseWrite,
 // writeLanding) into one registered region. It checks: payloads are written only inside what
@@ -14,8 +14,8 @@
 #include <optional>
 #include <vector>
 
-#include "net/bootstrap.h"
-#include "net/tcp/receive_state.h"
+#include "net/rendezvous/bootstrap.h"
+#include "net/transport/tcp/receive_state.h"
 
 // Registration keys (RegionTable) come from here: a counter instead of bootstrap.cc's random
 // draw keeps every run reproducible, and the store and sockets out of this target.

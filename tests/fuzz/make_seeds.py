@@ -1,7 +1,7 @@
 """Writes seed inputs for a fuzz target into its corpus folder (scripts/fuzz.sh calls it).
 
 Random bytes rarely carry a valid frame magic and a consistent header, so the fuzzer starts
-from well-formed frames of every type (csrc/net/tcp/wire.h) and mutates them from there.
+from well-formed frames of every type (csrc/net/transport/tcp/wire.h) and mutates them from there.
 An input's first byte says how the rest is cut into reads (tests/fuzz/fuzz_tcp_frames.cc).
 fuzz_ofi_header's inputs are records instead (tests/fuzz/fuzz_ofi_header.cc): well-formed
 headers in and out of stream order, floods past the caps, and remote CQ data.
@@ -15,17 +15,17 @@ import sys
 
 MAGIC = 0x58434C34  # kFrameMagic
 DATA, ACK, CONTROL, BYE, WRITE, WRITE_ACK = range(1, 7)  # tcp/wire.h FrameType
-ABORT, STATUS_QUERY, STATUS_REPLY = range(1, 4)  # net/control.h ControlKind
-POINT_TO_POINT = 2  # net/transport.h TagSpace
+ABORT, STATUS_QUERY, STATUS_REPLY = range(1, 4)  # net/transport/control.h ControlKind
+POINT_TO_POINT = 2  # net/transport/transport.h TagSpace
 
 
 def wire_tag(seq=0, space=POINT_TO_POINT):
-    """net/wire_tag.h WireTag (24 bytes): seq, step, op, space, reserved."""
+    """net/transport/wire_tag.h WireTag (24 bytes): seq, step, op, space, reserved."""
     return struct.pack("<QIIH6x", seq, 0, 0, space)
 
 
 def wire_control(kind=0, round_=0):
-    """net/control.h WireControl (16 bytes): round, kind, reserved."""
+    """net/transport/control.h WireControl (16 bytes): round, kind, reserved."""
     return struct.pack("<QB7x", round_, kind)
 
 
@@ -82,7 +82,7 @@ def frame_seeds():
     }
 
 
-SHM_MAGIC = 0x58434C51  # csrc/net/shm_rings/link.h kFrameMagic
+SHM_MAGIC = 0x58434C51  # csrc/net/transport/shm_rings/link.h kFrameMagic
 SHM_DATA, SHM_CONTROL, SHM_WRITE, SHM_WRITE_ACK = range(1, 5)
 
 
@@ -276,7 +276,7 @@ def receive_seeds():
     }
 
 
-OFI_MAGIC = 0x58434F32  # net/ofi/wire.h kMagic
+OFI_MAGIC = 0x58434F32  # net/transport/ofi/wire.h kMagic
 OFI_SESSION = 0x5345535349304E31  # the fuzzer's group session (fuzz_ofi_header.cc)
 RAW, CRAFTED, BURST, SIGNAL = range(4)  # fuzz_ofi_header.cc's record ops
 

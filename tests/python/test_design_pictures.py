@@ -30,7 +30,7 @@ BELOW_BACKEND = {
         "target_link_libraries(xccl_net PUBLIC xccl_common)\n"
     ),
     # An engine as a library of its own, in its own folder.
-    "csrc/net/tcp/CMakeLists.txt": (
+    "csrc/net/transport/tcp/CMakeLists.txt": (
         "add_library(xccl_net_tcp STATIC\n  transport.cc)  # the TCP engine\n"
         "target_link_libraries(xccl_net_tcp PUBLIC xccl_net)\n"
     ),
@@ -76,7 +76,7 @@ def test_rooms_as_folders_are_linked_by_their_includes(tmp_path):
             "target_link_libraries(_C PRIVATE xccl_net_tcp ${XCCL_TORCH_ROOT}/lib/libtorch.so)\n"
         ),
         "csrc/backend/module.cc": '#include "backend/cpu/side.h"\n',
-        "csrc/backend/core/group_core.cc": '#include "net/tcp/transport.h"\n',
+        "csrc/backend/core/group_core.cc": '#include "net/transport/tcp/transport.h"\n',
         "csrc/backend/core/group_core.h": "",
         "csrc/backend/cpu/side.cc": '#include "backend/core/group_core.h"\n',
         "csrc/backend/cpu/side.h": "",
@@ -124,3 +124,32 @@ def test_rooms_as_libraries_are_linked_by_their_link_rules(tmp_path):
     assert ("backend", "net") in layer_arrows
     # The pictures draw without error for this tree too.
     assert draw_design.main(["--root", root]) == 0
+
+
+def test_net_folders_are_linked_by_their_includes_with_the_above_engines_box(tmp_path):
+    net = {
+        "csrc/net/CMakeLists.txt": "set(_above_engines transport/factory.h)\n",
+        "csrc/net/rendezvous/store.h": "",
+        "csrc/net/transport/transport.h": '#include "net/rendezvous/store.h"\n',
+        "csrc/net/transport/factory.h": "",
+        "csrc/net/transport/factory.cc": '#include "net/transport/tcp/transport.h"\n',
+        "csrc/net/transport/tcp/transport.h": '#include "net/transport/transport.h"\n',
+    }
+    root = _write(tmp_path, net)
+    boxes, arrows = draw_design.net_graph(root)
+    assert boxes[draw_design.ABOVE_ENGINES] == (draw_design.ABOVE_ENGINES, "2 files")
+    assert boxes["transport"] == ("transport", "1 file")
+    assert arrows == {
+        (draw_design.ABOVE_ENGINES, "transport/tcp"),
+        ("transport/tcp", "transport"),
+        ("transport", "rendezvous"),
+    }
+
+
+def test_the_net_folders_include_one_way():
+    """rendezvous/ below transport/ below the engines below what joins them: an include back
+    down the other way (a rendezvous file including a transport header) makes a cycle here."""
+    boxes, arrows = draw_design.net_graph(REPO)
+    assert {"rendezvous", "transport", "transport/tcp", "regions/shm"} <= set(boxes)
+    level = draw_design.levels(boxes, arrows)
+    assert all(level[a] > level[b] for a, b in arrows), sorted(arrows)

@@ -1,5 +1,5 @@
 """Where a group's ranks are is worked out once per membership (net::GroupLayout,
-csrc/net/group_layout.h; docs/design.md): XCCL_SHM_* are read in one place, and a group's
+csrc/net/rendezvous/group_layout.h; docs/design.md): XCCL_SHM_* are read in one place, and a group's
 creation takes one census of hosts through the store, which the transport, the segments, the
 hierarchy, the tuning agreement, windows and the GPU placement all read."""
 
@@ -30,7 +30,7 @@ def test_shm_options_are_read_from_the_environment_in_one_place():
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if FROM_ENVIRONMENT.search(line.split("//")[0]) and not DEFINITION.search(line.strip())
     ]
-    assert [c.split(":")[0] for c in calls] == ["net/group_layout.cc"], calls
+    assert [c.split(":")[0] for c in calls] == ["net/rendezvous/group_layout.cc"], calls
 
 
 class _CensusCountingStore(ForwardingStore):

@@ -1,6 +1,6 @@
-"""Which transport carries each peer's messages (net/factory.h, docs/network.md): XCCL_NET picks
-the network engine, shared memory carries ranks of one host, and a group across (simulated)
-hosts joins both ("shm+tcp")."""
+"""Which transport carries each peer's messages (net/transport/factory.h, docs/network.md):
+XCCL_NET picks the network engine, shared memory carries ranks of one host, and a group across
+(simulated) hosts joins both ("shm+tcp")."""
 
 from __future__ import annotations
 

@@ -38,7 +38,8 @@ def _check_job(out_dir, attempts: int, output: str) -> None:
         assert text == f"attempt {attempts - 1} matches True", f"rank {rank}: {text!r}\n{output}"
     pids = [name.rsplit("-", 1)[1] for name in os.listdir(out_dir / "pids")]
     assert len(pids) == attempts * WORKERS, sorted(os.listdir(out_dir / "pids"))
-    # Names xccl gives files (net/shm/segment.h): "xccl-<kind><pid>-...", kind "", "p2p-", "w".
+    # Names xccl gives files (net/regions/shm/segment.h): "xccl-<kind><pid>-...", kind "",
+    # "p2p-", "w".
     left = [
         path
         for pid in pids

@@ -43,7 +43,7 @@ PLAN_FILES = (
     "python/xccl/tune/summary.py",
 )
 OTHER_MEANINGS = {
-    "tcp": "the TCP engine (net/factory.h) and its log tag",
+    "tcp": "the TCP engine (net/transport/factory.h) and its log tag",
     "shm": "the shared-memory log tag, store prefix and doctor check",
     "host": "store keys of the host census",
     "kernel": "a doctor pass's name",

@@ -177,7 +177,7 @@ def test_overlapping_self_puts_read_the_source_first(chk, rank, world):
 
 class _RewritingStore(ForwardingStore):
     """A group's store as the other ranks see it once someone rewrote `victim`'s window record
-    of the first registration (csrc/net/window_record.h: "<dtype> <address> <bytes> <key>
+    of the first registration (csrc/net/transport/window_record.h: "<dtype> <address> <bytes> <key>
     <hostKey> <dims> <size>...") to the shape `sizes`. The victim reads its own record from
     memory, not from the store, so it alone sees the truth."""
 

@@ -1,7 +1,8 @@
-"""The engines that move bytes themselves (csrc/net/tcp, ofi, shm_rings) share one tag layout and
-one control protocol, declared at the net level: the tag's fields on the wire, their encoding and
-their check in csrc/net/wire_tag.h (WireTag), the control kinds, their fields and their check in
-csrc/net/control.h (ControlKind, WireControl), their handling in TransportBase::onControl. An
+"""The engines that move bytes themselves (csrc/net/transport/tcp, ofi, shm_rings) share one tag
+layout and one control protocol, declared at the net level: the tag's fields on the wire, their
+encoding and their check in csrc/net/transport/wire_tag.h (WireTag), the control kinds, their
+fields and their check in csrc/net/transport/control.h (ControlKind, WireControl), their handling
+in TransportBase::onControl. An
 engine that spelled either again would drift from the others (one refusing an unknown tag space,
 another not; an abort's text worded twice).
 
@@ -9,7 +10,7 @@ The rules, over the engines' C++ sources with comments and string literals blank
 - every engine's header (tcp/wire.h, ofi/wire.h, shm_rings/link.h) embeds a WireTag and a
   WireControl;
 - the control kinds' names (kAbort, kStatusQuery, kStatusReply) are declared only in
-  net/control.h (anywhere in csrc/), and an engine names them only as `ControlKind::kX`;
+  net/transport/control.h (anywhere in csrc/), and an engine names them only as `ControlKind::kX`;
 - an engine declares no field or variable of type TagSpace, nor an integer one named like a tag
   field (`space`, `step`, `op`, `tagSeq`), writes no field of a WireTag (`tag.seq = ...`; only
   WireTag::encode does), no field named `space` or `tagSeq`, copies no field of a MessageTag
@@ -26,7 +27,8 @@ import re
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CSRC = os.path.join(ROOT, "csrc")
 ENGINES = ("tcp", "ofi", "shm_rings")
-CONTROL_HEADER = os.path.join("net", "control.h")
+CONTROL_HEADER = os.path.join("net", "transport", "control.h")
+ENGINE_ROOT = os.path.join(CSRC, "net", "transport")  # an engine: a folder below it
 CPP_SUFFIXES = (".h", ".cc", ".cu", ".cuh", ".inc")
 
 CONTROL_NAME = r"\bk(?:Abort|StatusQuery|StatusReply)\b"
@@ -113,13 +115,15 @@ def test_the_rules_find_the_old_spellings():
 def test_engines_spell_neither_the_tag_nor_the_control_kinds():
     found = []
     for engine in ENGINES:
-        for path, code in _sources(os.path.join(CSRC, "net", engine)):
+        folder = os.path.join(ENGINE_ROOT, engine)
+        assert os.path.isdir(folder), folder  # a moved engine must not pass unread
+        for path, code in _sources(folder):
             rel = os.path.relpath(path, ROOT)
             found += [f"{rel}:{line}: {rule}" for line, rule in _found(code)]
     assert not found, (
-        "engines spell the tag or the control protocol themselves (use net/wire_tag.h's "
-        "WireTag, net/control.h's ControlKind and WireControl, TransportBase::onControl):\n"
-        + "\n".join(found)
+        "engines spell the tag or the control protocol themselves (use net/transport/wire_tag.h's "
+        "WireTag, net/transport/control.h's ControlKind and WireControl, "
+        "TransportBase::onControl):\n" + "\n".join(found)
     )
 
 
@@ -127,9 +131,9 @@ def test_every_engine_header_embeds_the_shared_fields():
     headers = {"tcp": "wire.h", "ofi": "wire.h", "shm_rings": "link.h"}
     assert sorted(headers) == sorted(ENGINES)
     for engine, name in headers.items():
-        code = _code(open(os.path.join(CSRC, "net", engine, name), encoding="utf-8").read())
+        code = _code(open(os.path.join(ENGINE_ROOT, engine, name), encoding="utf-8").read())
         for field in (r"\bWireTag\s+tag\s*;", r"\bWireControl\s+control\s*;"):
-            assert re.search(field, code), f"net/{engine}/{name} lacks {field}"
+            assert re.search(field, code), f"net/transport/{engine}/{name} lacks {field}"
 
 
 def test_the_control_kinds_are_declared_once():

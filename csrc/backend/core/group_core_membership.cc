@@ -10,9 +10,9 @@
 #include "backend/core/machine.h"
 #include "common/env.h"
 #include "common/logging.h"
-#include "net/address.h"
-#include "net/agree.h"
-#include "net/factory.h"
+#include "net/rendezvous/agree.h"
+#include "net/transport/address.h"
+#include "net/transport/factory.h"
 #include "topo/affinity.h"
 
 namespace xccl::backend {
@@ -68,9 +68,10 @@ void Membership::connect(net::Store& store, std::chrono::milliseconds timeout,
     settings.emplace_back("ProcessGroupXccl.Options.algorithm", opts.algorithm);
     net::agreeOnSettings(store, "settings", rank_, size_, settings, timeout);
   }
-  // The group's one census of hosts (net/group_layout.h): every step below reads it.
+  // The group's one census of hosts (net/rendezvous/group_layout.h): every step below reads it.
   layout_ = net::GroupLayout::take(store, rank_, size_, "layout", timeout);
-  // Per peer: shared memory on this host, XCCL_NET's engine to other hosts (net/factory.h).
+  // Per peer: shared memory on this host, XCCL_NET's engine to other hosts
+  // (net/transport/factory.h).
   net::NetOptions net;
   net.storeHost = opts.storeHost;
   net.timeout = timeout;

@@ -22,10 +22,10 @@
 #include "algo/cpu_plan.h"
 #include "algo/tunables.h"
 #include "algo/tuning_agree.h"
-#include "net/group_layout.h"
-#include "net/hierarchy.h"
-#include "net/shm/segment.h"
-#include "net/transport.h"
+#include "net/regions/shm/segment.h"
+#include "net/rendezvous/group_layout.h"
+#include "net/transport/hierarchy.h"
+#include "net/transport/transport.h"
 
 namespace xccl::backend {
 
@@ -89,8 +89,8 @@ class Membership {
   // (the canonical text planned from or "", why): for xccl._C._tuning_in_force.
   std::pair<std::string, std::string> tuningInForce() const { return {tuning_.text, tuning_.why}; }
 
-  // Where the membership's ranks are (net/group_layout.h): its census of hosts, taken once in
-  // connect(), and the XCCL_SHM_* options read with it; windows and the GPU side read it.
+  // Where the membership's ranks are (net/rendezvous/group_layout.h): its census of hosts, taken
+  // once in connect(), and the XCCL_SHM_* options read with it; windows and the GPU side read it.
   // Valid from connect() on, until the next connect().
   const net::GroupLayout& layout() const { return layout_; }
   // The shape every plan of this membership is made for (algo::shapeOf the layout, once the
@@ -113,7 +113,7 @@ class Membership {
   // How the group's collectives travel: "shm" (one host), "hierarchical" (segments per host
   // and the network between them) or "tcp" (the network alone, whichever engine XCCL_NET picked).
   const char* transportName() const;
-  // What carries messages to peers (net/factory.h): "shm", "shm+tcp", "tcp" or "ofi".
+  // What carries messages to peers (net/transport/factory.h): "shm", "shm+tcp", "tcp" or "ofi".
   const char* peerTransportName() const { return transport_ ? transport_->name() : "none"; }
 
   // Answers a shared-memory wait whether `peer` is alive: throws once this group is broken or

@@ -1,6 +1,6 @@
 // The group's shared memory: one segment when every rank is on one host, or a segment per host
-// plus the host leaders' TCP subset when the group spans hosts (net/hierarchy.h), built at group
-// creation; and the liveness check their waits call. Which collective runs where is
+// plus the host leaders' TCP subset when the group spans hosts (net/transport/hierarchy.h), built
+// at group creation; and the liveness check their waits call. Which collective runs where is
 // algo::planCpu's choice (algo::Runner); layout, algorithms and cleanup guarantees: docs/shm.md.
 #include "backend/core/group_core_failure.h"
 #include "backend/core/group_core_membership.h"
@@ -15,7 +15,8 @@ namespace xccl::backend {
 void Membership::setUpSharedMemory(net::Store& store, bool lendsPool) {
   alive_ = [this](int peer) { return peerAlive(peer); };
   if (size_ == 1) return;  // nothing to share: every collective is a local copy
-  // The options and the census of the group's layout (net/group_layout.h), taken in connect().
+  // The options and the census of the group's layout (net/rendezvous/group_layout.h), taken in
+  // connect().
   net::shm::Options options = layout_.shm;
   // `store` is this group's (torch prefixes it per group), so the keys are unique per group.
   options.storePrefix = "shm";

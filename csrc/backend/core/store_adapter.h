@@ -5,14 +5,15 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "common/error.h"
-#include "net/incarnation.h"
-#include "net/store.h"
+#include "net/rendezvous/incarnation.h"
+#include "net/rendezvous/store.h"
 
 namespace xccl::backend {
 
-// The one scope every key of a group creation goes under (net/incarnation.h): the group's store
-// wrapped once at creation; every store the group derives from it (memberships, windows, the GPU
-// side) is a prefix of this one, which carries the creation's tag for shared-memory names.
+// The one scope every key of a group creation goes under (net/rendezvous/incarnation.h): the
+// group's store wrapped once at creation; every store the group derives from it (memberships,
+// windows, the GPU side) is a prefix of this one, which carries the creation's tag for
+// shared-memory names.
 class IncarnationStore final : public c10d::PrefixStore {
  public:
   IncarnationStore(const std::string& prefix, c10::intrusive_ptr<c10d::Store> store,

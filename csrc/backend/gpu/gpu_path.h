@@ -44,8 +44,8 @@
 #include "backend/gpu/gpu_stream.h"
 #include "backend/gpu/gpu_watchdog.h"
 #include "kernels/launch.h"
-#include "net/cuda_ipc/workspace.h"
-#include "net/store.h"
+#include "net/regions/cuda_ipc/workspace.h"
+#include "net/rendezvous/store.h"
 
 namespace xccl::backend {
 

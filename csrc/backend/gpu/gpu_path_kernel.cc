@@ -9,7 +9,7 @@
 #include "backend/gpu/gpu_rules.h"
 #include "backend/gpu/gpu_stream.h"
 #include "common/logging.h"
-#include "net/bootstrap.h"
+#include "net/rendezvous/bootstrap.h"
 
 namespace xccl::backend {
 
@@ -187,7 +187,7 @@ void GpuPath::shutdown(std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (!workspace_) return;
   // Peers may still read this rank's buffer until they finished their last kernel: wait for our
-  // own kernels, then for every rank to say so, before freeing (net/cuda_ipc/workspace.h).
+  // own kernels, then for every rank to say so, before freeing (net/regions/cuda_ipc/workspace.h).
   // Bounded (drainComm): a peer that died would otherwise hold our kernels for the group timeout.
   bool drained = false;
   try {

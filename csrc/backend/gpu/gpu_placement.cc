@@ -12,7 +12,7 @@
 #include "backend/gpu/gpu_rules.h"
 #include "backend/gpu/gpu_work.h"
 #include "kernels/launch_checks.h"
-#include "net/bootstrap.h"
+#include "net/rendezvous/bootstrap.h"
 
 namespace xccl::backend {
 namespace {

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <vector>
 
-#include "net/group_layout.h"
-#include "net/store.h"
+#include "net/rendezvous/group_layout.h"
+#include "net/rendezvous/store.h"
 
 namespace xccl::backend {
 
@@ -23,7 +23,7 @@ struct Placement {
 };
 
 // Collective over the store (every rank of `layout`'s group): each rank's GPU facts; where the
-// ranks are comes from the group's layout (net/group_layout.h).
+// ranks are comes from the group's layout (net/rendezvous/group_layout.h).
 Placement exchangePlacement(net::Store& store, const net::GroupLayout& layout, int device,
                             std::chrono::milliseconds timeout);
 

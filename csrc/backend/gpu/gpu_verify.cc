@@ -21,8 +21,8 @@
 #include "backend/gpu/gpu_path.h"
 #include "common/env.h"
 #include "common/logging.h"
-#include "net/agree.h"
-#include "net/bootstrap.h"
+#include "net/rendezvous/agree.h"
+#include "net/rendezvous/bootstrap.h"
 #include "topo/gpu_sharing.h"
 
 namespace xccl::backend {

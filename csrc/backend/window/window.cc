@@ -12,8 +12,8 @@
 #include "backend/core/group_core.h"
 #include "backend/core/store_adapter.h"
 #include "backend/core/torch_error.h"
-#include "net/group_layout.h"
-#include "net/window_record.h"
+#include "net/rendezvous/group_layout.h"
+#include "net/transport/window_record.h"
 
 namespace xccl::backend {
 namespace {

@@ -2,8 +2,8 @@
 // strided writes. Model, ordering, lifetime and failures: docs/p2p.md, "Windows".
 //
 // Where the memory is. tensor_register (collective) copies the tensor into a shared-memory file
-// of this rank (net/shm/window_region.h) that every rank of its host maps, and re-points the
-// tensor at it: the registered tensor is the window. Ranks on other hosts reach it through the
+// of this rank (net/regions/shm/window_region.h) that every rank of its host maps, and re-points
+// the tensor at it: the registered tensor is the window. Ranks on other hosts reach it through the
 // group's transport (registerMemory; the RemoteRegions are exchanged at registration).
 // A put to a rank of this host is one memcpy into its mapping (done before put returns, async or
 // not); to another host it is the transport's iwrite, completing the Work when the bytes are
@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "backend/core/work.h"
-#include "net/shm/window_region.h"
-#include "net/transport.h"
+#include "net/regions/shm/window_region.h"
+#include "net/transport/transport.h"
 
 namespace xccl::backend {
 

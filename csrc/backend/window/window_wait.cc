@@ -1,5 +1,5 @@
 // XcclWindow's wait_signal (window.h). A rank of this host: the signal counter in our own file
-// (net/shm/window_region.h), waited on this thread (synchronous) or by the window's waiter
+// (net/regions/shm/window_region.h), waited on this thread (synchronous) or by the window's waiter
 // thread (asynchronous; one futex sleep on our doorbell serves every pending wait). Another
 // host: the transport's iwaitWrite for the window's signal value.
 #include <c10/util/Exception.h>

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "algo/tuning_agree.h"
-#include "net/store.h"
+#include "net/rendezvous/store.h"
 #include "threads.h"
 
 namespace xccl::algo {

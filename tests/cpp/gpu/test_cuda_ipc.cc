@@ -1,6 +1,6 @@
-// CUDA IPC workspaces (net/cuda_ipc/workspace.h) across real processes: 2 to 4 fork()ed ranks on
-// device 0 (processes may share one GPU) map each other's allocations, find the fixed parts
-// zeroed, and read the data every other rank wrote. Skips without a CUDA device.
+// CUDA IPC workspaces (net/regions/cuda_ipc/workspace.h) across real processes: 2 to 4 fork()ed
+// ranks on device 0 (processes may share one GPU) map each other's allocations, find the fixed
+// parts zeroed, and read the data every other rank wrote. Skips without a CUDA device.
 //
 // The test process itself never initialises CUDA, because a child fork()ed after that cannot use
 // CUDA at all: even the device count is asked of a child.
@@ -16,8 +16,8 @@
 #include "common/error.h"
 #include "common/gpu_runtime.h"
 #include "kernels/device_handle.h"
-#include "net/bootstrap.h"
-#include "net/cuda_ipc/workspace.h"
+#include "net/regions/cuda_ipc/workspace.h"
+#include "net/rendezvous/bootstrap.h"
 #include "shm/shm_testing.h"
 #include "topo/gpu_sharing.h"
 

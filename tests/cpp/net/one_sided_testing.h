@@ -1,6 +1,6 @@
-// The one-sided contract of net/transport.h, checked the same way on every transport (tcp, shm,
-// ofi): each rank registers a region, and writes into the next rank's while the previous rank
-// writes into its own.
+// The one-sided contract of net/transport/transport.h, checked the same way on every transport
+// (tcp, shm, ofi): each rank registers a region, and writes into the next rank's while the previous
+// rank writes into its own.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "net/transport.h"
+#include "net/transport/transport.h"
 #include "threads.h"
 
 namespace xccl::testing {

@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "harness.h"
-#include "net/shm_rings/transport.h"
+#include "net/transport/shm_rings/transport.h"
 
 namespace xccl::testing {
 

@@ -1,5 +1,5 @@
-// Group-wide agreement through the store (net/agree.h): settings compared at group creation and
-// the texts of verdicts, with ranks as threads over a MemoryStore (agree() itself:
+// Group-wide agreement through the store (net/rendezvous/agree.h): settings compared at group
+// creation and the texts of verdicts, with ranks as threads over a MemoryStore (agree() itself:
 // test_bootstrap.cc). Every rank must reach the same
 // verdict, word for word, so each test collects every rank's answer and compares them all.
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "net/agree.h"
-#include "net/store.h"
+#include "net/rendezvous/agree.h"
+#include "net/rendezvous/store.h"
 #include "threads.h"
 
 namespace xccl::net {

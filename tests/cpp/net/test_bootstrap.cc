@@ -1,6 +1,6 @@
-// net::Bootstrap (net/bootstrap.h) and the host grouping built on it (net/hosts.h), with ranks as
-// threads over a MemoryStore. Every rank must reach the same outcome, word for word, so each test
-// collects every rank's answer and compares them all.
+// net::Bootstrap (net/rendezvous/bootstrap.h) and the host grouping built on it
+// (net/rendezvous/hosts.h), with ranks as threads over a MemoryStore. Every rank must reach the
+// same outcome, word for word, so each test collects every rank's answer and compares them all.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "common/error.h"
-#include "net/bootstrap.h"
-#include "net/group_layout.h"
-#include "net/hosts.h"
-#include "net/store.h"
+#include "net/rendezvous/bootstrap.h"
+#include "net/rendezvous/group_layout.h"
+#include "net/rendezvous/hosts.h"
+#include "net/rendezvous/store.h"
 #include "threads.h"
 
 namespace xccl::net {

@@ -1,5 +1,5 @@
-// The pure parts of the CUDA IPC workspaces (net/cuda_ipc): the layout every rank allocates and the
-// record each rank publishes through the store. No GPU needed.
+// The pure parts of the CUDA IPC workspaces (net/regions/cuda_ipc): the layout every rank allocates
+// and the record each rank publishes through the store. No GPU needed.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -9,9 +9,9 @@
 
 #include "common/error.h"
 #include "kernels/device_handle.h"
-#include "net/bootstrap.h"
-#include "net/cuda_ipc/layout.h"
-#include "net/cuda_ipc/record.h"
+#include "net/regions/cuda_ipc/layout.h"
+#include "net/regions/cuda_ipc/record.h"
+#include "net/rendezvous/bootstrap.h"
 #include "threads.h"
 
 namespace xccl {

@@ -1,7 +1,7 @@
-// net::newIncarnation (net/incarnation.h), ranks as threads over one MemoryStore that outlives
-// every creation, as torch's elastic agent's store outlives every attempt: each creation's keys are
-// its own, an earlier creation's are never read, and a creation that lost a rank fails on every
-// rank within the timeout instead of mixing incarnations.
+// net::newIncarnation (net/rendezvous/incarnation.h), ranks as threads over one MemoryStore that
+// outlives every creation, as torch's elastic agent's store outlives every attempt: each creation's
+// keys are its own, an earlier creation's are never read, and a creation that lost a rank fails on
+// every rank within the timeout instead of mixing incarnations.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "common/error.h"
-#include "net/bootstrap.h"
-#include "net/incarnation.h"
-#include "net/store.h"
+#include "net/rendezvous/bootstrap.h"
+#include "net/rendezvous/incarnation.h"
+#include "net/rendezvous/store.h"
 #include "threads.h"
 
 namespace xccl::net {

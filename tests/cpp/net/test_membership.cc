@@ -1,4 +1,4 @@
-// Reconfigure handles and rendezvous (net/membership.h), with members as threads over a
+// Reconfigure handles and rendezvous (net/rendezvous/membership.h), with members as threads over a
 // MemoryStore.
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "net/membership.h"
-#include "net/store.h"
+#include "net/rendezvous/membership.h"
+#include "net/rendezvous/store.h"
 #include "threads.h"
 
 namespace xccl::net {

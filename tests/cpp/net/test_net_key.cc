@@ -16,7 +16,7 @@
 #include "common/sha256.h"
 #include "fifo_reader.h"
 #include "harness.h"
-#include "net/net_key.h"
+#include "net/rendezvous/net_key.h"
 
 namespace xccl::net {
 namespace {

@@ -10,9 +10,9 @@
 #include <numeric>
 #include <thread>
 
-#include "net/ofi/cache.h"
-#include "net/ofi/fabric.h"
-#include "net/ofi/wire.h"
+#include "net/transport/ofi/cache.h"
+#include "net/transport/ofi/fabric.h"
+#include "net/transport/ofi/wire.h"
 #include "ofi_harness.h"
 #include "one_sided_testing.h"
 

@@ -19,9 +19,9 @@
 #include <future>
 #include <thread>
 
-#include "net/bootstrap.h"
-#include "net/ofi/fabric.h"
-#include "net/ofi/wire.h"
+#include "net/rendezvous/bootstrap.h"
+#include "net/transport/ofi/fabric.h"
+#include "net/transport/ofi/wire.h"
 #include "ofi_harness.h"
 
 namespace xccl::net::ofi {
@@ -245,8 +245,8 @@ TEST(OfiHostile, HeadersFloodedAheadOfTheirTurnFailThePeer) {
 }
 
 // A member sends rank 0 a header with an unknown tag space and one with an unknown control kind:
-// both are refused by the net level's checks (net/wire_tag.h, control.h) before they take a
-// stream number or reach matching, so the member's next header, the same stream number, is its
+// both are refused by the net level's checks (net/transport/wire_tag.h, control.h) before they take
+// a stream number or reach matching, so the member's next header, the same stream number, is its
 // first, and nothing failed or aborted.
 TEST(OfiHostile, UnknownTagSpacesAndControlKindsAreDropped) {
   net::MemoryStore store;

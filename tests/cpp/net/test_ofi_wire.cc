@@ -1,5 +1,5 @@
-// The libfabric transport's pure wire pieces (net/ofi/wire.h, streams.h, auth.h): the header
-// check, the per-source stream order with its caps, the remote CQ data codec, and the key
+// The libfabric transport's pure wire pieces (net/transport/ofi/wire.h, streams.h, auth.h): the
+// header check, the per-source stream order with its caps, the remote CQ data codec, and the key
 // exchange.
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "net/ofi/auth.h"
-#include "net/ofi/streams.h"
-#include "net/ofi/wire.h"
+#include "net/transport/ofi/auth.h"
+#include "net/transport/ofi/streams.h"
+#include "net/transport/ofi/wire.h"
 
 namespace xccl {
 namespace {
@@ -82,7 +82,8 @@ TEST(OfiWire, ParseHeaderRefusesStrangersAndMalformedHeaders) {
   EXPECT_NE(parse(tooLong, &h), nullptr);
 }
 
-// Control messages: the net level's check of the kind and text (net/control.h), and inline only.
+// Control messages: the net level's check of the kind and text (net/transport/control.h), and
+// inline only.
 TEST(OfiWire, ParseHeaderRefusesUnknownControlKinds) {
   auto control = [](net::ControlKind kind, size_t textBytes, size_t inlineBytes) {
     std::vector<uint8_t> m = message(1, 0, inlineBytes);

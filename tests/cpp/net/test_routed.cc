@@ -1,9 +1,9 @@
 // RoutedTransport over simulated hosts (ranks 0, 1 on host A; 2, 3 on host B): shared memory
 // inside a host, TCP between hosts, checked by counting what each route carried; and the
 // factory on one host.
-#include "net/factory.h"
-#include "net/routed_transport.h"
-#include "net/tcp/transport.h"
+#include "net/transport/factory.h"
+#include "net/transport/routed_transport.h"
+#include "net/transport/tcp/transport.h"
 #include "shm_transport_testing.h"
 
 namespace xccl {

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <filesystem>
 
-#include "net/shm_rings/transport.h"
+#include "net/transport/shm_rings/transport.h"
 #include "one_sided_testing.h"
 #include "shm/shm_testing.h"
 #include "shm_transport_testing.h"

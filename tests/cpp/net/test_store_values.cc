@@ -11,16 +11,16 @@
 #include <vector>
 
 #include "common/error.h"
-#include "net/bootstrap.h"
-#include "net/hosts.h"
-#include "net/shm/names.h"
-#include "net/shm/segment.h"
-#include "net/shm/window_region.h"
-#include "net/shm_rings/mailboxes.h"
-#include "net/shm_rings/ring.h"
-#include "net/store.h"
-#include "net/tcp/interfaces.h"
-#include "net/window_record.h"
+#include "net/regions/shm/names.h"
+#include "net/regions/shm/segment.h"
+#include "net/regions/shm/window_region.h"
+#include "net/rendezvous/bootstrap.h"
+#include "net/rendezvous/hosts.h"
+#include "net/rendezvous/store.h"
+#include "net/transport/shm_rings/mailboxes.h"
+#include "net/transport/shm_rings/ring.h"
+#include "net/transport/tcp/interfaces.h"
+#include "net/transport/window_record.h"
 #include "threads.h"
 
 namespace xccl::net {

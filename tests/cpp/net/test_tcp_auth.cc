@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "harness.h"
-#include "net/tcp/handshake.h"
+#include "net/transport/tcp/handshake.h"
 
 namespace xccl {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "net/tcp/wire.h"
+#include "net/transport/tcp/wire.h"
 
 namespace xccl::net::tcp {
 namespace {

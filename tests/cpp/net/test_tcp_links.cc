@@ -9,7 +9,7 @@
 #include <random>
 
 #include "harness.h"
-#include "net/tcp/wire.h"
+#include "net/transport/tcp/wire.h"
 
 namespace xccl {
 namespace {

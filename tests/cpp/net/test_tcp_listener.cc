@@ -19,8 +19,8 @@
 #include <utility>
 
 #include "harness.h"
-#include "net/tcp/handshake.h"
-#include "net/tcp/interfaces.h"
+#include "net/transport/tcp/handshake.h"
+#include "net/transport/tcp/interfaces.h"
 
 namespace xccl {
 namespace {

@@ -1,5 +1,5 @@
-// One-sided writes over TCP (net/tcp/memory.h): the shared contract at 2 and 3 ranks, over
-// several links with one failing mid-write, deregistration during a write, and a peer's death.
+// One-sided writes over TCP (net/transport/tcp/memory.h): the shared contract at 2 and 3 ranks,
+// over several links with one failing mid-write, deregistration during a write, and a peer's death.
 #include "harness.h"
 #include "one_sided_testing.h"
 

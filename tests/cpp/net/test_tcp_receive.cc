@@ -5,7 +5,7 @@
 #include <future>
 
 #include "harness.h"
-#include "net/tcp/receive_state.h"
+#include "net/transport/tcp/receive_state.h"
 
 namespace xccl::net::tcp {
 namespace {

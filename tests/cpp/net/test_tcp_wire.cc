@@ -5,7 +5,7 @@
 #include <cstring>
 #include <random>
 
-#include "net/tcp/wire.h"
+#include "net/transport/tcp/wire.h"
 
 namespace xccl::net::tcp {
 namespace {
@@ -117,7 +117,8 @@ TEST(TcpWire, WriteFramesComeOutWithTheirTarget) {
 }
 
 // The tag and the control fields are checked by the net level's one check of each
-// (net/wire_tag.h, net/control.h); a frame failing it drops the link with that reason.
+// (net/transport/wire_tag.h, net/transport/control.h); a frame failing it drops the link with that
+// reason.
 TEST(TcpWire, UnknownTagSpacesAndControlKindsAreRefused) {
   auto refused = [](FrameHeader header, const std::string& payload = "") {
     Recorder sink;

@@ -1,7 +1,7 @@
-// The net level's part of every engine's wire format (net/wire_tag.h, net/control.h) and the one
-// handling of control messages (TransportBase::onControl): a tag survives its encoding, an
-// unknown tag space or control kind is refused here for every engine, and an abort, a status
-// query and a reply do what they do over every engine.
+// The net level's part of every engine's wire format (net/transport/wire_tag.h,
+// net/transport/control.h) and the one handling of control messages (TransportBase::onControl): a
+// tag survives its encoding, an unknown tag space or control kind is refused here for every engine,
+// and an abort, a status query and a reply do what they do over every engine.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -9,9 +9,9 @@
 #include <tuple>
 #include <vector>
 
-#include "net/control.h"
-#include "net/transport_base.h"
-#include "net/wire_tag.h"
+#include "net/transport/control.h"
+#include "net/transport/transport_base.h"
+#include "net/transport/wire_tag.h"
 
 namespace xccl::net {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "algo/collectives.h"
 #include "algo/reduce.h"
-#include "net/tcp/transport.h"
+#include "net/transport/tcp/transport.h"
 #include "shm/shm_testing.h"
 
 namespace xccl {

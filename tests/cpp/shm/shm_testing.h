@@ -30,8 +30,8 @@
 #include "algo/shm_collectives.h"
 #include "common/error.h"
 #include "harness.h"
-#include "net/shm/segment.h"
-#include "net/store.h"
+#include "net/regions/shm/segment.h"
+#include "net/rendezvous/store.h"
 
 namespace xccl::testing {
 

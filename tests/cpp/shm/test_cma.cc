@@ -1,5 +1,5 @@
-// The process_vm_readv reader (net/shm/cma.h): batches past IOV_MAX, partial transfers that end
-// in a fault, ranges that wrap, a gone process, hostile pids; and the group's probe: everyone
+// The process_vm_readv reader (net/regions/shm/cma.h): batches past IOV_MAX, partial transfers that
+// end in a fault, ranges that wrap, a gone process, hostile pids; and the group's probe: everyone
 // agrees, XCCL_SHM_CMA=0 on one rank or a wrong pid on one rank turns it off for all.
 #include <limits.h>
 #include <sys/mman.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "net/shm/cma.h"
+#include "net/regions/shm/cma.h"
 #include "shm_testing.h"
 
 namespace xccl {

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "harness.h"
-#include "net/shm_rings/link.h"
-#include "net/shm_rings/mailboxes.h"
-#include "net/shm_rings/transport.h"
+#include "net/transport/shm_rings/link.h"
+#include "net/transport/shm_rings/mailboxes.h"
+#include "net/transport/shm_rings/transport.h"
 #include "shm_testing.h"
 #include "threads.h"
 
@@ -105,7 +105,8 @@ TEST(ShmHostilePeer, FrameAnnouncingAHugeSizeFailsOnlyThatPeer) {
 }
 
 // A frame whose tag space or control kind is none the net level knows: the ring reader refuses
-// it with the net level's reason (net/wire_tag.h, net/control.h) and rank 1 fails.
+// it with the net level's reason (net/transport/wire_tag.h, net/transport/control.h) and rank 1
+// fails.
 TEST(ShmHostilePeer, UnknownTagSpaceOrControlKindFailsThatPeer) {
   for (const bool control : {false, true}) {
     net::RequestPtr pending;

@@ -1,5 +1,5 @@
-// Shared-memory files a peer names through the store (net/shm/peer_file.h): the name check and
-// record parser (names.h) as pure functions, then the real creators (segment, p2p rings, window
+// Shared-memory files a peer names through the store (net/regions/shm/peer_file.h): the name check
+// and record parser (names.h) as pure functions, then the real creators (segment, p2p rings, window
 // files) with the file tampered with between its creation and the other rank's open: a mode that
 // lets others in, a size other than the layout's, another owner, numbers and names that are not
 // xccl's. Every one is refused on every rank, naming the file and what is wrong, and no file is
@@ -11,12 +11,12 @@
 #include <functional>
 #include <string>
 
-#include "net/bootstrap.h"
-#include "net/shm/names.h"
-#include "net/shm/peer_file.h"
-#include "net/shm/segment.h"
-#include "net/shm/window_region.h"
-#include "net/shm_rings/mailboxes.h"
+#include "net/regions/shm/names.h"
+#include "net/regions/shm/peer_file.h"
+#include "net/regions/shm/segment.h"
+#include "net/regions/shm/window_region.h"
+#include "net/rendezvous/bootstrap.h"
+#include "net/transport/shm_rings/mailboxes.h"
 #include "shm_testing.h"
 #include "threads.h"
 
@@ -92,7 +92,7 @@ class TamperingStore : public Store {
 
 // What is done to the file named at the end of a published value, before the peer opens it.
 struct Tamper {
-  const char* what;      // the test case
+  const char* what;  // the test case
   const char* expected;  // in every rank's error
   std::function<void(const std::string& path)> apply;
 };

@@ -1,4 +1,4 @@
-// The per-rank tensor pools of a segment (net/shm/pool.h) and the zero-copy all_gather and
+// The per-rank tensor pools of a segment (net/regions/shm/pool.h) and the zero-copy all_gather and
 // reduce_scatter over them: allocation reuse, merging and exhaustion; exact results for every
 // placement of the inputs (in the pool on all, some or no ranks) with inputs of one and of many
 // slots; the traffic counters say what went through the slots and what was read in place.

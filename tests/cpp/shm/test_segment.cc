@@ -1,5 +1,5 @@
-// The segment (net/shm/segment.h), ranks as threads: creation and early unlink, slot sizing,
-// the group-wide "unavailable" answer, and the bounded, liveness-aware waits.
+// The segment (net/regions/shm/segment.h), ranks as threads: creation and early unlink, slot
+// sizing, the group-wide "unavailable" answer, and the bounded, liveness-aware waits.
 #include <sys/statvfs.h>
 
 #include <atomic>

@@ -1,12 +1,12 @@
-// The shared-memory waiter's spin policy (net/shm/spin_policy.h): never a long spin when the
-// ranks outnumber the usable CPUs, when a task waits for a core, or after this thread was
+// The shared-memory waiter's spin policy (net/regions/shm/spin_policy.h): never a long spin when
+// the ranks outnumber the usable CPUs, when a task waits for a core, or after this thread was
 // preempted; a budget that follows the measured wake-up cost within its bounds; hostile samples
 // ignored. The host is faked through SpinPolicy::Host, so each case is exact.
 #include <gtest/gtest.h>
 
 #include <chrono>
 
-#include "net/shm/spin_policy.h"
+#include "net/regions/shm/spin_policy.h"
 
 namespace xccl {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "net/shm/window_region.h"
+#include "net/regions/shm/window_region.h"
 #include "threads.h"
 
 namespace xccl::net::shm {
