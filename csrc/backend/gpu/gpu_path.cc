@@ -1,5 +1,5 @@
-// The GPU side's five collectives with a kernel, and its creation (gpu_path.h says which file
-// holds what).
+// GpuPath: its creation, the five collectives with a kernel, shutdown and abort (gpu_path.h says
+// which file holds what).
 #include "backend/gpu/gpu_path.h"
 #include "backend/gpu/gpu_stream.h"
 
@@ -10,7 +10,6 @@
 #include "backend/core/group_core.h"
 #include "backend/core/store_adapter.h"
 #include "backend/gpu/gpu_rules.h"
-#include "common/env.h"
 #include "common/logging.h"
 
 namespace xccl::backend {
