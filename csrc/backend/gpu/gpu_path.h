@@ -104,14 +104,16 @@ class GpuPath final : public GpuSide {
   WorkPtr other(const char* op, algo::GpuRoute route, const char* reason, const LibraryCall& call,
                 const std::vector<at::Tensor*>& args, const std::vector<at::Tensor*>& outputs);
 
-  // Declaration order is destruction order reversed (~GpuPath runs shutdown() first):
-  //  - shared_ first, so it is destroyed last: the stream order, the event pool and the error
-  //    word outlive every part that may still use them (gpu_shared.h);
-  //  - the kernel session before the routes that only use shared state: inside it, the in-flight
-  //    tensors, then the workspace, then the watchdog are destroyed (gpu_kernel_session.h);
-  //  - the vendor route after the session: its group (shut down by shutdown()) is destroyed
-  //    before the session's in-flight tensors are let go, which depend on nothing of it;
-  //  - the route choice last: it reads the session and the vendor route and owns nothing they use.
+  // Declaration order is destruction order reversed (~GpuPath runs shutdown() first). Each part
+  // refers only to members declared before it, so it is built after and destroyed before what it
+  // uses. Beyond that:
+  //  - shared_ is destroyed last: the stream order, the event pool and the error word outlive
+  //    every part that may still use them (gpu_shared.h);
+  //  - inside the kernel session the in-flight tensors, then the workspace, then the watchdog are
+  //    destroyed, as before the split (gpu_kernel_session.h says why);
+  //  - the vendor route's group (shut down by shutdown()) is destroyed before the session's
+  //    in-flight tensors are let go (before the split, right after them): those are the kernel
+  //    route's tensors, whose calls shutdown() saw end or leaked, and neither depends on the other.
   GpuShared shared_;
   std::atomic<bool> shutDown_{false};  // shutdown() runs once
   RouteCounter counts_;
