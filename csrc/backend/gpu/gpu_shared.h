@@ -17,7 +17,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/Device.h>
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
