@@ -30,7 +30,7 @@
 # compiler skips its part with a SKIPPED line (exit 0), or fails with --require. Exits non-zero
 # when any file fails to compile.
 #
-# The backend part costs about 4 minutes of CPU time (23 compiles that include torch's headers; 6
+# The backend part costs about 4 minutes of CPU time (32 compiles that include torch's headers; 8
 # minutes measured with --backend-only on 2 cores shared with other builds).
 #
 # gfx942 is compiled with -nogpulib: Debian's ROCm 5.2 device libraries predate gfx942, and

@@ -25,18 +25,19 @@ namespace xccl::backend {
 
 class GroupCore;
 
-// The calls that ran on each route, counted where the call takes it (gpu/gpu_path.h: runKernel,
-// the vendor and host routes, world size 1's local one), once per call whatever its chunks, and
-// only once its route was issued without an error. The routes give the same exact results, so
-// these are the proof that a kernel ran: `python -m xccl doctor --gpu`, benchmarks/gpu_bench.py
-// and `python -m xccl tune` read them (xccl._C._gpu_route_counts) before claiming the kernel
-// route. Indexed by algo::GpuRoute and named by algo::gpuRouteName. XCCL_GPU_VERIFY's reference
-// runs are not calls and are not counted.
+// The calls that ran on each route, counted where the call takes it (gpu/gpu_route_counter.h:
+// KernelSession::runKernel, GpuPath::other for the vendor and host routes, LocalRoute), once per
+// call whatever its chunks, and only once its route was issued without an error. The routes give
+// the same exact results, so these are the proof that a kernel ran: `python -m xccl doctor --gpu`,
+// benchmarks/gpu_bench.py and `python -m xccl tune` read them (xccl._C._gpu_route_counts) before
+// claiming the kernel route. Indexed by algo::GpuRoute and named by algo::gpuRouteName.
+// XCCL_GPU_VERIFY's reference runs are not calls and are not counted.
 struct GpuRouteCounts {
   static constexpr size_t kRoutes = 4;  // kernel, vendor, host, local
   std::array<uint64_t, kRoutes> calls{};
 };
-// Every GPU side of this process so far (groups destroyed included); GpuPath adds its calls.
+// Every GPU side of this process so far (groups destroyed included); each one's RouteCounter
+// adds its calls.
 GpuRouteCounts processGpuRouteCounts();
 void countProcessGpuRoute(size_t route);
 

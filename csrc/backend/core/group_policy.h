@@ -39,7 +39,7 @@ struct GroupPolicy {
   // The inner vendor-library group (NCCL/RCCL) of a GPU side, built from the group's store
   // (already prefixed for it), rank, size, timeout and name; a null Backend when this torch has
   // no vendor library. Called at most once per GPU side, when its vendor route is first possible
-  // (gpu/gpu_path_routes.cc).
+  // (gpu/gpu_vendor_route.cc).
   using VendorFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
       const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
       std::chrono::milliseconds timeout, const std::string& groupName)>;

@@ -27,7 +27,7 @@ void StreamOrder::beforeKernel(gpuStream_t current, bool captured) {
   if (steps.commWaitsVendor) {
     // WorkNCCL::synchronize makes the *current* stream wait on NCCL's end event and then lets
     // NCCL drop its references to the call's tensors, so it must run with the caller's stream
-    // current (GpuPath guards the device; the stream is the caller's): with the comm stream
+    // current (the GPU side guards the device; the stream is the caller's): with the comm stream
     // current NCCL would release tensors that the caller's stream never waited for. The comm
     // stream then follows through the caller's stream, just below.
     for (const auto& work : pendingVendor_.takeAll()) work->synchronize();
@@ -100,7 +100,7 @@ void StreamOrder::beforeCurrentStream(gpuStream_t current, bool captured) {
     XCCL_GPU_CHECK(ErrorKind::kSystem, XCCL_RT(StreamWaitEvent)(current, lastKernel_->get(), 0));
   }
   if (steps.currentWaitsVendor) {
-    // With the caller's stream current (GpuPath guards the device; the stream is the current
+    // With the caller's stream current (the GPU side guards the device; the stream is the current
     // one). Kept pending: the comm stream has not waited on it, and a later kernel-route call
     // may come from another stream.
     for (const auto& work : pendingVendor_.all()) work->synchronize();

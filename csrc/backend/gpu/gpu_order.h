@@ -25,7 +25,8 @@
 //  stream, and replays are ordered with eager calls by the stream they are launched on.
 //  Two graphs holding the group's collectives must not be replayed concurrently (as with NCCL,
 //  whose communicators also take one stream of work at a time).
-// All methods are called by GpuPath with its issue mutex held, on the group's device.
+// All methods are called by the GPU side's parts with the issue mutex (GpuShared::issueMutex,
+// gpu_shared.h) held, on the group's device.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Work.hpp>

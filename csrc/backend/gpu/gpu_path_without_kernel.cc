@@ -1,18 +1,44 @@
-// GpuPath: the operations of Side without a kernel, and the one door they share to the vendor
-// or host route (gpu_path.h says which file holds what). Each names every tensor the call reads
-// or writes (the host route copies them to host memory) and the ones it writes (copied back).
+// GpuPath: the operations of Side without a kernel, and the one door every call that takes the
+// vendor or host route goes through (gpu_path.h says which file holds what). Each operation names
+// every tensor the call reads or writes (the host route copies them to host memory) and the ones
+// it writes (copied back).
+#include <c10/util/Exception.h>
+
 #include "backend/gpu/gpu_path.h"
 
 namespace xccl::backend {
 
-Side::WorkPtr GpuPath::withoutKernel(const char* op, const Call& call,
+Side::WorkPtr GpuPath::withoutKernel(const char* op, const LibraryCall& call,
                                      const std::vector<at::Tensor*>& args,
                                      const std::vector<at::Tensor*>& outputs, bool vendorCan) {
   for (at::Tensor* t : args) checkTensor(*t, op, "tensor", home());
-  checkHealthy(op);
-  const algo::GpuPlan plan =
-      planFor(algo::GpuCollective::kOther, 0, DataType::kUInt8, ReduceOp::kSum, true, vendorCan);
+  shared_.checkHealthy(op);
+  const algo::GpuPlan plan = choice_.planFor(algo::GpuCollective::kOther, 0, DataType::kUInt8,
+                                             ReduceOp::kSum, true, vendorCan);
   return other(op, plan.route, plan.reason.c_str(), call, args, outputs);
+}
+
+// Spans parts: the batch (VendorRoute), the route the plan named, and the counters.
+Side::WorkPtr GpuPath::other(const char* op, algo::GpuRoute route, const char* reason,
+                             const LibraryCall& call, const std::vector<at::Tensor*>& args,
+                             const std::vector<at::Tensor*>& outputs) {
+  if (vendor_.batchOpen() && route != algo::GpuRoute::kVendor) {
+    (void)endCoalescing();  // what the batch held so far still runs
+    TORCH_CHECK_VALUE(false, "xccl ", op,
+                      " cannot be part of a coalesced batch with CUDA "
+                      "tensors (",
+                      reason, "); the batch was closed");
+  }
+  c10::intrusive_ptr<c10d::Work> work;
+  if (route == algo::GpuRoute::kVendor) {
+    c10d::Backend* vendor = vendor_.group(op);
+    TORCH_INTERNAL_ASSERT(vendor != nullptr, "planned the vendor route without a vendor group");
+    work = vendor_.run(op, *vendor, call);
+  } else {
+    work = host_.run(op, call, args, outputs);
+  }
+  counts_.count(route == algo::GpuRoute::kVendor ? route : algo::GpuRoute::kHost);
+  return work;
 }
 
 Side::WorkPtr GpuPath::allreduce_coalesced(std::vector<at::Tensor>& tensors,

@@ -1,12 +1,13 @@
-// GpuPath: whether the group may use xccl's kernels at all, and the debug comparison of every
-// kernel result with the vendor's (gpu_path.h says which file holds what; docs/gpu.md,
-// "Verified kernels" and "Ranks sharing a GPU").
+// KernelVerification (gpu_verify.h): whether the group may use xccl's kernels at all, and the
+// debug comparison of every kernel result with the vendor's (docs/gpu.md, "Verified kernels" and
+// "Ranks sharing a GPU").
 //
 // At creation the ranks agree on three facts that planGpu takes as inputs:
 //  - kernels verified on this machine: rank 0's answer (its cache's stamp or the known-good
 //    list, python/xccl/verify.py) for every rank, so that no rank plans a kernel its peers do not;
 //  - ranks sharing a GPU time-sliced (no MPS control daemon): true when any rank's host has none;
 //  - a MIG instance on any rank: CUDA IPC is refused there, so the kernels are off for the group.
+#include "backend/gpu/gpu_verify.h"
 #include "common/gpu_runtime.h"
 
 #include <c10/util/Exception.h>
@@ -18,7 +19,6 @@
 
 #include "backend/core/group_core.h"
 #include "backend/core/torch_error.h"
-#include "backend/gpu/gpu_path.h"
 #include "common/env.h"
 #include "common/logging.h"
 #include "net/rendezvous/agree.h"
@@ -48,21 +48,25 @@ bool sharedGpuTimeSliced() {
 
 }  // namespace
 
-void GpuPath::agreeOnKernels(net::Store& store) {
-  const int rank = group_.membership().rank();
-  const KernelCheckResult mine = group_.policy().checkKernels();
+KernelVerification::Agreement KernelVerification::agree(net::Store& store,
+                                                        const GpuShared& shared) {
+  GroupCore& group = shared.group;
+  const Placement& placement = shared.placement;
+  Agreement agreed;
+  const int rank = group.membership().rank();
+  const KernelCheckResult mine = group.policy().checkKernels();
   const net::RankZeroVerdict verdict =
-      net::agreeOnRankZero(store, "gpu_verified", rank, group_.membership().size(),
-                           mine.verified ? "1" : "0", group_.sequencer().timeout());
-  groupRequest_.kernelsVerified = verdict.value == "1";
-  if (groupRequest_.kernelsVerified != mine.verified) {
-    XCCL_WARN("backend", "group '", group_.membership().groupName(),
+      net::agreeOnRankZero(store, "gpu_verified", rank, group.membership().size(),
+                           mine.verified ? "1" : "0", group.sequencer().timeout());
+  agreed.kernelsVerified = verdict.value == "1";
+  if (agreed.kernelsVerified != mine.verified) {
+    XCCL_WARN("backend", "group '", group.membership().groupName(),
               "': this rank finds xccl's GPU kernels ", mine.verified ? "verified" : "not verified",
               " (", mine.why, "), rank 0 does not; the group follows rank 0");
   }
-  const bool forced = tunables_.gpuForced != algo::GpuForce::kAuto &&
-                      tunables_.gpuForced != algo::GpuForce::kVendor;
-  if (rank == 0 && !groupRequest_.kernelsVerified && !forced) {
+  const bool forced = shared.tunables.gpuForced != algo::GpuForce::kAuto &&
+                      shared.tunables.gpuForced != algo::GpuForce::kVendor;
+  if (rank == 0 && !agreed.kernelsVerified && !forced) {
     static std::once_flag told;
     std::call_once(told, [&] {
       XCCL_WARN("backend", "xccl's GPU kernels were not verified on this machine (", mine.why,
@@ -72,34 +76,34 @@ void GpuPath::agreeOnKernels(net::Store& store) {
   }
 
   // One record per rank: time-sliced on a shared GPU, a MIG instance. Any rank's "1" counts.
-  const bool sliced = placement_.ranksPerGpu > 1 && sharedGpuTimeSliced();
+  const bool sliced = placement.ranksPerGpu > 1 && sharedGpuTimeSliced();
   const std::vector<std::string> all =
-      net::Bootstrap(store, "", rank, group_.membership().size(), group_.sequencer().timeout())
+      net::Bootstrap(store, "", rank, group.membership().size(), group.sequencer().timeout())
           .allGather("gpu_sharing",
-                     std::string(sliced ? "1" : "0") + (migDevice(device_) ? "1" : "0"));
+                     std::string(sliced ? "1" : "0") + (migDevice(shared.device) ? "1" : "0"));
   bool anySliced = false, anyMig = false;
   for (const std::string& record : all) {
     anySliced = anySliced || (record.size() > 0 && record[0] == '1');
     anyMig = anyMig || (record.size() > 1 && record[1] == '1');
   }
-  groupRequest_.timeSliced = anySliced;
+  agreed.timeSliced = anySliced;
   if (anySliced && rank == 0) {
     static std::once_flag told;
     std::call_once(told, [&] {
-      XCCL_WARN("backend", placement_.ranksPerGpu,
+      XCCL_WARN("backend", placement.ranksPerGpu,
                 " ranks share a GPU and no MPS control daemon runs (nvidia-cuda-mps-control -d): "
                 "the driver time-slices them, so GPU collectives go through host memory unless "
                 "XCCL_GPU_ALGO names a kernel");
     });
   }
   if (anyMig) {
-    std::lock_guard<std::mutex> guard(mutex_);
-    ipcRefused_ = "a rank's GPU is a MIG instance, which refuses CUDA IPC";
+    agreed.ipcRefused = "a rank's GPU is a MIG instance, which refuses CUDA IPC";
     if (rank == 0) {
-      XCCL_WARN("backend", "group '", group_.membership().groupName(),
-                "': xccl's GPU kernels are off: ", ipcRefused_);
+      XCCL_WARN("backend", "group '", group.membership().groupName(),
+                "': xccl's GPU kernels are off: ", agreed.ipcRefused);
     }
   }
+  return agreed;
 }
 
 namespace {
@@ -148,10 +152,10 @@ std::string firstDifference(const at::Tensor& kernel, const at::Tensor& referenc
 
 }  // namespace
 
-std::optional<std::vector<at::Tensor>> GpuPath::snapshotForVerify(
+std::optional<std::vector<at::Tensor>> KernelVerification::snapshot(
     const std::vector<at::Tensor*>& args) {
   if (!verify_) return std::nullopt;
-  if (capturing(device_)) {
+  if (capturing(shared_.device)) {
     static std::once_flag told;
     std::call_once(told, [] {
       XCCL_WARN("backend", "XCCL_GPU_VERIFY: calls captured in a CUDA graph are not compared");
@@ -164,16 +168,16 @@ std::optional<std::vector<at::Tensor>> GpuPath::snapshotForVerify(
   return before;
 }
 
-Side::WorkPtr GpuPath::verifiedKernel(const char* op, const VerifyCase& what, const Call& call,
-                                      std::optional<std::vector<at::Tensor>> before,
-                                      const std::vector<at::Tensor*>& args,
-                                      const std::vector<at::Tensor*>& outputs, WorkPtr work) {
+c10::intrusive_ptr<c10d::Work> KernelVerification::verifiedKernel(
+    const char* op, const Case& what, const LibraryCall& call,
+    std::optional<std::vector<at::Tensor>> before, const std::vector<at::Tensor*>& args,
+    const std::vector<at::Tensor*>& outputs, c10::intrusive_ptr<c10d::Work> work) {
   if (!before) return work;
   work->wait();
   std::vector<at::Tensor> fromKernel;
   for (at::Tensor* t : outputs) fromKernel.push_back(t->clone());
   // The same call on the copies, through NCCL/RCCL where it serves this group, else host memory.
-  const bool vendor = placement_.ranksPerGpu == 1 && vendorGroup(op) != nullptr;
+  const bool vendor = shared_.placement.ranksPerGpu == 1 && vendor_.group(op) != nullptr;
   std::vector<at::Tensor> originals;
   for (size_t i = 0; i < args.size(); ++i) {
     originals.push_back(*args[i]);
@@ -181,8 +185,9 @@ Side::WorkPtr GpuPath::verifiedKernel(const char* op, const VerifyCase& what, co
   }
   std::vector<at::Tensor> fromReference;
   try {
-    // Not through other(): the reference is no call of the user's, so no route is counted.
-    (vendor ? viaVendor(op, *vendorGroup(op), call) : viaHost(op, call, args, outputs))->wait();
+    // Not through GpuPath::other(): the reference is no call of the user's, so no route is counted.
+    (vendor ? vendor_.run(op, *vendor_.group(op), call) : host_.run(op, call, args, outputs))
+        ->wait();
     for (at::Tensor* t : outputs) fromReference.push_back(*t);
   } catch (...) {
     for (size_t i = 0; i < args.size(); ++i) *args[i] = originals[i];
@@ -191,13 +196,14 @@ Side::WorkPtr GpuPath::verifiedKernel(const char* op, const VerifyCase& what, co
   for (size_t i = 0; i < args.size(); ++i) *args[i] = originals[i];
   const bool exact = exactFor(what.dtype, what.op, what.reduces);
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string where = firstDifference(fromKernel[i], fromReference[i], exact,
-                                              toleranceFor(what.dtype, group_.membership().size()));
+    const std::string where =
+        firstDifference(fromKernel[i], fromReference[i], exact,
+                        toleranceFor(what.dtype, shared_.group.membership().size()));
     if (where.empty()) continue;
     throwTorchError(ErrorKind::kInternal,
                     c10::str("xccl ", op, ": XCCL_GPU_VERIFY: the kernel's result differs from ",
                              vendor ? "NCCL/RCCL's" : "the host route's", " on rank ",
-                             group_.membership().rank(), " (", dataTypeName(what.dtype),
+                             shared_.group.membership().rank(), " (", dataTypeName(what.dtype),
                              what.reduces ? std::string(" ") + reduceOpName(what.op)
                                           : std::string(),
                              ", ", what.bytes, " B): ", where));
@@ -205,6 +211,6 @@ Side::WorkPtr GpuPath::verifiedKernel(const char* op, const VerifyCase& what, co
   return work;
 }
 
-bool GpuPath::verifyFromEnvironment() { return env::getBool("XCCL_GPU_VERIFY"); }
+bool KernelVerification::verifyFromEnvironment() { return env::getBool("XCCL_GPU_VERIFY"); }
 
 }  // namespace xccl::backend

@@ -53,7 +53,7 @@ class Watchdog {
   // ("allreduce (kernel call 7, 4096 bytes)"). After a failure, or once stopped, it is settled
   // failed at once.
   void watch(c10::intrusive_ptr<GpuWork> work, std::shared_ptr<CudaEvent> done, std::string what);
-  // Joins the thread after a last look at each outstanding call (GpuPath::shutdown, after the
+  // Joins the thread after a last look at each outstanding call (KernelSession::shutdown, after the
   // comm stream drained or was given up on): one not completed by then is settled failed.
   void stop();
 

@@ -137,8 +137,8 @@ TEST(GpuPlanRoutes, UnverifiedKernelsOnlyWhenForced) {
   EXPECT_EQ(planGpu(r, h100, Tunables{}).route, GpuRoute::kKernel);
 }
 
-// The plan cache's key (backend/gpu/gpu_path.h) holds a request's per-call booleans as these
-// bits: every combination must come back as the same request fields.
+// The plan cache's key (backend/gpu/gpu_route_choice.h) holds a request's per-call booleans as
+// these bits: every combination must come back as the same request fields.
 TEST(GpuPlanRoutes, CallFlagsRoundTrip) {
   for (unsigned flags = 0; flags < 32; ++flags) {
     GpuRequest r;
