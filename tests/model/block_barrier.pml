@@ -1,7 +1,8 @@
 /* SPIN model of the GPU kernels' flag/epoch protocol (csrc/kernels/barrier.cuh) together with the
- * backend's reuse of one workspace buffer per rank across calls (csrc/backend/gpu_path.cc: each
- * call copies its input into this rank's buffer on the comm stream, then launches; the next call's
- * copy-in overwrites the same buffer). What it abstracts and proves: README.md in this folder.
+ * backend's reuse of one workspace buffer per rank across calls (csrc/backend/gpu/
+ * gpu_kernel_session.h: each call copies its input into this rank's buffer on the comm stream,
+ * then launches; the next call's copy-in overwrites the same buffer). What it abstracts and
+ * proves: README.md in this folder.
  *
  * W ranks with up to B blocks each run K calls. The call sequence (kernel and grid of every call)
  * is chosen nondeterministically once and is the same on every rank, as the host guarantees (every
