@@ -153,3 +153,24 @@ def test_the_net_folders_include_one_way():
     assert {"rendezvous", "transport", "transport/tcp", "regions/shm"} <= set(boxes)
     level = draw_design.levels(boxes, arrows)
     assert all(level[a] > level[b] for a, b in arrows), sorted(arrows)
+
+
+def test_every_room_says_what_it_holds():
+    """A README.md in every folder of csrc/, every room of csrc/backend and every folder of
+    csrc/net (docs/design.md, "Layers"), naming what the folder may include."""
+    csrc = os.path.join(REPO, "csrc")
+    rooms = []
+    for parent in ("", "backend", "net"):
+        base = os.path.join(csrc, parent)
+        rooms += [os.path.join(base, d) for d in sorted(os.listdir(base))]
+    rooms = [r for r in rooms if os.path.isdir(r)]
+    assert len(rooms) >= 14, rooms
+    missing = [r for r in rooms if not os.path.exists(os.path.join(r, "README.md"))]
+    assert not missing, missing
+    silent = []
+    for room in rooms:
+        with open(os.path.join(room, "README.md"), encoding="utf-8") as f:
+            text = f.read()
+        if "include" not in text:
+            silent.append(room)
+    assert not silent, f"READMEs that do not say what the folder may include: {silent}"
