@@ -222,9 +222,10 @@ const std::vector<Variable> kVariables = {
             "a busy host; 0 leaves the scheduler alone. Below 100 reads as 100."),
     // net/regions/shm/spin_policy.h: whether a shared-memory wait may spin past its short spin.
     choice("XCCL_SHM_SPIN", "adaptive", {"adaptive", "short"}, kPerRank,
-           "adaptive: a shared-memory wait spins on while the host has a core to spare, for a "
-           "budget that follows the measured wake-up cost (docs/shm.md, \"Waiting\"); short: "
-           "it sleeps right after a short spin, whatever the host."),
+           "adaptive: a shared-memory wait spins on while the host has a core to spare or the "
+           "ranks it waits for are running, for a budget that follows the measured wake-up cost "
+           "(docs/shm.md, \"Waiting\"); short: it sleeps right after a short spin, whatever the "
+           "host."),
     boolean("XCCL_PIN_PROGRESS", "1",
             "0: leave transport progress threads where the scheduler puts them instead of "
             "pinning them to the CPUs near the NIC (or GPU) they serve."),

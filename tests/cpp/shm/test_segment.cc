@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <ctime>
 #include <optional>
 
 #include "algo_testing.h"
@@ -225,6 +226,39 @@ TEST(SegmentWait, DeadPeerEndsTheWaitPromptlyNamingIt) {
       };
       EXPECT_TRUE(throwsError(ErrorKind::kPeerFailure, allReduce, "allreduce #1: rank 2 failed"));
       EXPECT_LT(net::Clock::now() - start, 2s) << "long before the 60 s deadline";
+    }
+    done.arriveAndWait();
+  });
+}
+
+// A peer that claims to run forever (it stamps `runningAt` without ever arriving: a stuck or
+// hostile peer) costs a waiter at most one spin budget: the wait sleeps after it and times out at
+// its deadline, having used a small part of the time on a CPU.
+TEST(SegmentWait, APeerThatStampsButNeverArrivesDoesNotKeepTheWaiterSpinning) {
+  std::atomic<bool> stop{false}, stamping{false};
+  testing::Latch done(2);
+  testing::runShmRanks(2, 4096, [&](int rank, Segment& segment) {
+    if (rank == 1) {
+      while (!stop) {
+        segment.stampRunning(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count());
+        stamping = true;
+      }
+    } else {
+      while (!stamping) std::this_thread::yield();
+      testing::ShmCalls calls(segment, {}, nullptr, 300ms);
+      timespec cpuStart{}, cpuEnd{};
+      ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpuStart);
+      auto barrier = [&] { algo::shm::barrier(calls.next("barrier")); };
+      EXPECT_TRUE(throwsError(ErrorKind::kTimeout, barrier,
+                              "barrier #1 timed out in shared memory; no signal from rank(s) [1]"));
+      ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpuEnd);
+      const double cpuMs = (cpuEnd.tv_sec - cpuStart.tv_sec) * 1e3 +
+                           (cpuEnd.tv_nsec - cpuStart.tv_nsec) / 1e6;
+      // One budget is at most 0.5 ms, and the 60 sleeps' checks cost a few us each.
+      EXPECT_LT(cpuMs, 10.0) << "the waiter spun instead of sleeping";
+      stop = true;
     }
     done.arriveAndWait();
   });

@@ -1,7 +1,8 @@
-// The shared-memory waiter's spin policy (net/regions/shm/spin_policy.h): never a long spin when
-// the ranks outnumber the usable CPUs, when a task waits for a core, or after this thread was
-// preempted; a budget that follows the measured wake-up cost within its bounds; hostile samples
-// ignored. The host is faked through SpinPolicy::Host, so each case is exact.
+// The shared-memory waiter's spin policy (net/regions/shm/spin_policy.h): no core counts as free
+// when the ranks outnumber the usable CPUs, when a task waits for a core, or after this thread was
+// preempted; a peer runs while its stamp is fresh, and no hostile stamp reads as running; a budget
+// that follows the measured wake-up cost within its bounds; hostile samples ignored; no spin at
+// all with XCCL_SHM_SPIN=short. The host is faked through SpinPolicy::Host, so each case is exact.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -36,26 +37,36 @@ class SpinPolicyTest : public ::testing::Test {
 TEST_F(SpinPolicyTest, NoLongSpinWhenRanksOutnumberTheUsableCpus) {
   SpinPolicy policy(4, 2, fakeHost());  // 4 ranks on 2 cores: how the tests run
   EXPECT_FALSE(policy.eligible());
-  EXPECT_EQ(policy.budget(SpinPolicy::Clock::now()).count(), 0);
+  const auto now = SpinPolicy::Clock::now();
+  // Not even for a running peer: it would take a core from a third rank with work.
+  EXPECT_EQ(policy.begin(now).count(), 0);
+  EXPECT_FALSE(policy.coreIsFree(now));
   EXPECT_TRUE(SpinPolicy(2, 2, fakeHost()).eligible());
 }
 
 TEST_F(SpinPolicyTest, NoLongSpinWhenLoadavgCannotBeRead) {
   SpinPolicy::Host host = fakeHost();
   host.runnableTasks = [] { return -1; };
-  EXPECT_FALSE(SpinPolicy(2, 2, host).eligible());
+  SpinPolicy policy(2, 2, host);
+  EXPECT_FALSE(policy.eligible());
+  EXPECT_EQ(policy.begin(SpinPolicy::Clock::now()).count(), 0);
+}
+
+TEST_F(SpinPolicyTest, ShortMeansNoSpinPastTheShortSpin) {
+  SpinPolicy policy(2, 2, fakeHost(), /*enabled=*/false);
+  EXPECT_EQ(policy.begin(SpinPolicy::Clock::now()).count(), 0);
 }
 
 TEST_F(SpinPolicyTest, BudgetFollowsTheWakeCostWithinItsBounds) {
   SpinPolicy policy(2, 2, fakeHost());
   const auto now = SpinPolicy::Clock::now();
-  EXPECT_EQ(policy.budget(now), SpinPolicy::kInitialWakeCost * SpinPolicy::kBudgetPerWakeCost);
+  EXPECT_EQ(policy.begin(now), SpinPolicy::kInitialWakeCost * SpinPolicy::kBudgetPerWakeCost);
   for (int i = 0; i < 200; ++i) policy.recordWakeCost(1ms);
-  EXPECT_EQ(policy.budget(now), SpinPolicy::kMaxBudget);
+  EXPECT_EQ(policy.begin(now), SpinPolicy::kMaxBudget);
   for (int i = 0; i < 200; ++i) policy.recordWakeCost(1us);
-  EXPECT_EQ(policy.budget(now), SpinPolicy::kMinBudget);
+  EXPECT_EQ(policy.begin(now), SpinPolicy::kMinBudget);
   for (int i = 0; i < 200; ++i) policy.recordWakeCost(30us);
-  const auto budget = policy.budget(now);
+  const auto budget = policy.begin(now);
   EXPECT_GT(budget, 4 * 29us);
   EXPECT_LT(budget, 4 * 31us);
 }
@@ -70,30 +81,59 @@ TEST_F(SpinPolicyTest, HostileWakeSamplesAreIgnored) {
   EXPECT_EQ(policy.wakeCost(), before);
 }
 
-TEST_F(SpinPolicyTest, NoLongSpinWhileATaskWaitsForACore) {
+TEST_F(SpinPolicyTest, NoCoreIsFreeWhileATaskWaitsForOne) {
   SpinPolicy policy(2, 2, fakeHost());
   gRunnable = 3;  // two ranks and a busy process on two cores
-  EXPECT_EQ(policy.budget(SpinPolicy::Clock::now()).count(), 0);
-  gRunnable = 2;
   auto now = SpinPolicy::Clock::now();
-  EXPECT_GT(policy.budget(now).count(), 0);
+  EXPECT_GT(policy.begin(now).count(), 0);  // the budget, for a running peer
+  EXPECT_FALSE(policy.coreIsFree(now));
+  gRunnable = 2;
+  EXPECT_FALSE(policy.coreIsFree(now + SpinPolicy::kRecheck));  // not again in this spin
+  now += 2 * SpinPolicy::kRecheck;
+  policy.begin(now);
+  EXPECT_TRUE(policy.coreIsFree(now));
   // A spin looks again after kRecheck: a task now waiting ends it.
-  EXPECT_TRUE(policy.mayGoOn(now + SpinPolicy::kRecheck / 2));
   gRunnable = 4;
-  EXPECT_TRUE(policy.mayGoOn(now + SpinPolicy::kRecheck / 2));  // not re-read yet
-  EXPECT_FALSE(policy.mayGoOn(now + SpinPolicy::kRecheck));
+  EXPECT_TRUE(policy.coreIsFree(now + SpinPolicy::kRecheck / 2));  // not re-read yet
+  EXPECT_FALSE(policy.coreIsFree(now + SpinPolicy::kRecheck));
 }
 
-TEST_F(SpinPolicyTest, APreemptionStopsTheSpinAndLongSpinsForAWhile) {
+TEST_F(SpinPolicyTest, APreemptionEndsTheFreeCoreForAWhile) {
   SpinPolicy policy(2, 2, fakeHost());
   const auto now = SpinPolicy::Clock::now();
-  EXPECT_GT(policy.budget(now).count(), 0);
-  EXPECT_TRUE(policy.mayGoOn(now + SpinPolicy::kRecheck));
+  policy.begin(now);
+  EXPECT_TRUE(policy.coreIsFree(now + SpinPolicy::kRecheck));
   ++gPreemptions;  // the kernel took the core from the spinner: someone else wanted it
   const auto seen = now + 2 * SpinPolicy::kRecheck;
-  EXPECT_FALSE(policy.mayGoOn(seen));
-  EXPECT_EQ(policy.budget(seen + SpinPolicy::kCooldown / 2).count(), 0);
-  EXPECT_GT(policy.budget(seen + SpinPolicy::kCooldown).count(), 0);
+  EXPECT_FALSE(policy.coreIsFree(seen));
+  policy.begin(seen + SpinPolicy::kCooldown / 2);
+  EXPECT_FALSE(policy.coreIsFree(seen + SpinPolicy::kCooldown / 2));
+  policy.begin(seen + SpinPolicy::kCooldown);
+  EXPECT_TRUE(policy.coreIsFree(seen + SpinPolicy::kCooldown));
+}
+
+TEST(SpinPolicyRunning, AFreshStampIsARunningPeer) {
+  const int64_t fresh = SpinPolicy::kRunningFresh.count();
+  const int64_t now = 1'000'000'000;
+  EXPECT_TRUE(SpinPolicy::running(now, now));
+  EXPECT_TRUE(SpinPolicy::running(now - fresh, now));
+  EXPECT_FALSE(SpinPolicy::running(now - fresh - 1, now));
+  // Stamped after this thread read its clock: running; far in the future: a hostile word.
+  EXPECT_TRUE(SpinPolicy::running(now + fresh, now));
+  EXPECT_FALSE(SpinPolicy::running(now + fresh + 1, now));
+  EXPECT_FALSE(SpinPolicy::running(0, now));  // never stamped
+  EXPECT_FALSE(SpinPolicy::running(0, fresh / 2));
+}
+
+TEST(SpinPolicyRunning, NoHostileStampReadsAsRunning) {
+  const int64_t now = 1'000'000'000;
+  for (int64_t stamp : {INT64_MIN, INT64_MIN + 1, int64_t{-1}, INT64_MAX, INT64_MAX - 1}) {
+    EXPECT_FALSE(SpinPolicy::running(stamp, now)) << stamp;
+  }
+  // Distances that overflow an int64.
+  EXPECT_FALSE(SpinPolicy::running(INT64_MAX, INT64_MIN));
+  EXPECT_FALSE(SpinPolicy::running(INT64_MIN, INT64_MAX));
+  EXPECT_FALSE(SpinPolicy::running(INT64_MIN + 1, 1));
 }
 
 TEST(SpinPolicyHost, ParsesLoadavgLinesAndRefusesOthers) {

@@ -63,6 +63,7 @@ std::string rankList(const std::vector<int>& ranks) {
 
 void Segment::publish(uint32_t step) {
   RankFlag& flag = flags_[rank_];
+  stampRunning(nowNs());
   flag.arrived.store(step, std::memory_order_seq_cst);
   if (flag.sleepers.load(std::memory_order_seq_cst) != 0) {
     flag.wokeAt.store(nowNs(), std::memory_order_release);
@@ -110,6 +111,22 @@ int Segment::firstMissing(int onlyRank, int from, uint32_t step) const {
   return size_;
 }
 
+// Relaxed: the stamp orders nothing; a waiter only needs to see it within microseconds.
+void Segment::stampRunning(int64_t ns) {
+  flags_[rank_].runningAt.store(ns, std::memory_order_relaxed);
+}
+
+bool Segment::waitedRanksRunning(int onlyRank, int missing, uint32_t step, int64_t ns) const {
+  auto runs = [&](int r) {
+    return SpinPolicy::running(flags_[r].runningAt.load(std::memory_order_relaxed), ns);
+  };
+  if (onlyRank >= 0) return runs(onlyRank);
+  for (int r = missing; r < size_; ++r) {
+    if (r != rank_ && !reached(r, step) && !runs(r)) return false;
+  }
+  return true;
+}
+
 void Segment::waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds) {
   int missing = firstMissing(onlyRank, 0, step);
   for (int i = 0; i < kSpins && missing < size_; ++i) {
@@ -144,11 +161,11 @@ void Segment::waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds) {
   }
 }
 
-// Past the short spin: spins on while the policy says a core is free, for at most its budget
-// (spin_policy.h). Returns the first rank still missing (size_ when none).
+// Past the short spin: spins on while a core is free or every rank waited for runs, for at most
+// the policy's budget (spin_policy.h). Returns the first rank still missing (size_ when none).
 int Segment::spinOn(int onlyRank, int missing, uint32_t step) {
   const auto start = Clock::now();
-  const auto budget = spin_.budget(start);
+  const auto budget = spin_.begin(start);
   if (budget.count() <= 0) return missing;
   const auto until = start + budget;
   for (;;) {
@@ -158,7 +175,11 @@ int Segment::spinOn(int onlyRank, int missing, uint32_t step) {
     }
     if (missing >= size_) return missing;
     const auto now = Clock::now();
-    if (now >= until || !spin_.mayGoOn(now)) return missing;
+    const int64_t ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+    stampRunning(ns);  // this rank runs too: a peer that waits on it may spin as well
+    if (now >= until) return missing;
+    if (!spin_.coreIsFree(now) && !waitedRanksRunning(onlyRank, missing, step, ns)) return missing;
   }
 }
 

@@ -50,6 +50,10 @@ struct alignas(128) RankFlag {
   // single-copy read of a dead peer's memory fails outside any wait) never reaches its next step.
   // Written by a peer: a value out of range names this rank.
   std::atomic<uint32_t> failed;
+  // When this rank last showed it holds a core inside a collective (steady clock, ns): stamped
+  // when it publishes a step and while it spins. A waiter spins on while the ranks it waits for
+  // stamped recently (spin_policy.h). Read as any peer word: every value is safe.
+  std::atomic<int64_t> runningAt;
 };
 static_assert(sizeof(RankFlag) == 128, "one flag line per rank");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "flags must work across processes");

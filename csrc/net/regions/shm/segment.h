@@ -137,6 +137,9 @@ class Segment {
   // every peer (kPeerFailure naming the dead one).
   void waitFor(int rank, uint32_t step, const WaitBounds& bounds);
   void waitForAll(uint32_t step, const WaitBounds& bounds);
+  // Stamps this rank's `runningAt` (steady clock, ns): it holds a core inside a collective. Done
+  // by publish() and by waits while they spin; a waiter spins on for peers that stamp.
+  void stampRunning(int64_t ns);
 
   // Which collective this rank runs (an opaque word from the shm collectives: a collective
   // counter, the kind, sizes). Stored before the collective's first publish, so a peer that saw
@@ -180,6 +183,8 @@ class Segment {
   void map(int fd);
   void waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds);
   int spinOn(int onlyRank, int missing, uint32_t step);
+  // Whether every rank a wait still needs stamped `runningAt` recently (spin_policy.h).
+  bool waitedRanksRunning(int onlyRank, int missing, uint32_t step, int64_t ns) const;
   int firstMissing(int onlyRank, int from, uint32_t step) const;
   [[noreturn]] void throwTimeout(int onlyRank, uint32_t step, const WaitBounds& bounds) const;
   void checkPeers(int firstMissingRank, uint32_t step, const WaitBounds& bounds) const;

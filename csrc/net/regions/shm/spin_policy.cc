@@ -40,15 +40,24 @@ int cgroupCpuQuota() {
 
 }  // namespace
 
-// XCCL_SHM_SPIN=short: never past the short spin, as if the CPUs could not hold the ranks.
+// XCCL_SHM_SPIN=short: never past the short spin.
 SpinPolicy::SpinPolicy(int localRanks)
-    : SpinPolicy(localRanks, env::getString("XCCL_SHM_SPIN") == "short" ? 0 : usableCpus(),
-                 realHost()) {}
+    : SpinPolicy(localRanks, usableCpus(), realHost(),
+                 env::getString("XCCL_SHM_SPIN") != "short") {}
 
-SpinPolicy::SpinPolicy(int localRanks, int usableCpus, Host host)
+SpinPolicy::SpinPolicy(int localRanks, int usableCpus, Host host, bool enabled)
     : host_(host),
+      enabled_(enabled),
       eligible_(localRanks >= 1 && usableCpus >= localRanks && host.runnableTasks() >= 0),
       wakeNs_(kInitialWakeCost.count()) {}
+
+bool SpinPolicy::running(int64_t stampNs, int64_t nowNs) {
+  if (stampNs == 0) return false;  // never stamped
+  int64_t age = 0;
+  if (__builtin_sub_overflow(nowNs, stampNs, &age)) return false;
+  // A stamp a little after our clock reading is a peer that stamped since: running.
+  return age >= -kRunningFresh.count() && age <= kRunningFresh.count();
+}
 
 int SpinPolicy::runnableTasks() {
   // Opened once for the process; pread at offset 0 makes procfs format the line afresh.
@@ -95,8 +104,9 @@ long SpinPolicy::preemptions() {
   return usage.ru_nivcsw;
 }
 
-bool SpinPolicy::coreIsFree(Clock::time_point now) {
+bool SpinPolicy::readCoreIsFree(Clock::time_point now) {
   checkedAt_ = now;
+  if (!eligible_ || now < quietFrom_) return false;
   const long preempted = host_.preemptions();
   if (preempted < 0) return false;
   if (preemptionsAtStart_ < 0) {
@@ -109,16 +119,18 @@ bool SpinPolicy::coreIsFree(Clock::time_point now) {
   return runnable >= 0 && runnable <= host_.onlineCpus();
 }
 
-std::chrono::nanoseconds SpinPolicy::budget(Clock::time_point now) {
-  if (!eligible_ || now < quietFrom_) return std::chrono::nanoseconds(0);
-  preemptionsAtStart_ = -1;  // counted afresh from this wait's first look
-  if (!coreIsFree(now)) return std::chrono::nanoseconds(0);
+std::chrono::nanoseconds SpinPolicy::begin(Clock::time_point now) {
+  if (!enabled_ || !eligible_) return std::chrono::nanoseconds(0);
+  preemptionsAtStart_ = -1;  // counted afresh from this spin's first look
+  coreFree_ = readCoreIsFree(now);
   return std::clamp(wakeCost() * kBudgetPerWakeCost, kMinBudget, kMaxBudget);
 }
 
-bool SpinPolicy::mayGoOn(Clock::time_point now) {
-  if (now - checkedAt_ < kRecheck) return true;
-  return coreIsFree(now);
+bool SpinPolicy::coreIsFree(Clock::time_point now) {
+  // Once not free, not free for the rest of this spin: a preemption or a queued task is a reason
+  // to leave this core alone, and the spin goes on only for a running peer.
+  if (coreFree_ && now - checkedAt_ >= kRecheck) coreFree_ = readCoreIsFree(now);
+  return coreFree_;
 }
 
 void SpinPolicy::recordWakeCost(std::chrono::nanoseconds cost) {

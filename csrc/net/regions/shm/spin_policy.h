@@ -4,20 +4,27 @@
 // Sleeping is cheap for the CPU and dear for latency: a futex wake-up and the scheduler's
 // switch back cost tens of microseconds (more in a VM), several times a small collective's whole
 // time, and one sleep in ten calls is a p90 ten times the median. Spinning is free while the host
-// has a core to spare and a theft when it does not (4 ranks on 2 cores, CPU-bound processes
-// beside the job): the spinner takes the turn of the peer it waits for. So a waiter spins on
-// past the short spin only while
-//   - the host's usable CPUs can hold every rank of the segment at once (affinity mask and the
-//     cgroup's CPU quota; fixed for the segment's life), and
-//   - no task waits for a core right now: the kernel's count of runnable tasks (the fourth field
-//     of /proc/loadavg, an instantaneous count) is at most the online CPUs, and this thread was
-//     not preempted while it spun (its involuntary context switches, which also catch a busy
-//     cpuset or quota that the host-wide count cannot see; after one, no long spin for
-//     kCooldown); both re-read every kRecheck while spinning, and
-//   - for at most a budget that follows the wake-up cost measured on this host: the time from a
-//     peer's futex wake to this thread running again, averaged over the recent sleeps.
-// A wait that outlasts the budget sleeps as before; a waiter that stops spinning because a task
-// wants its core sleeps at once.
+// has a core to spare, and a theft when it has none and the rank waited for is off its core (4
+// ranks on 2 cores, CPU-bound processes beside the job): the spinner takes the turn of the peer
+// it waits for. So a waiter spins on past the short spin, for at most a budget that follows the
+// wake-up cost measured on this host (the time from a peer's futex wake to this thread running
+// again, averaged over the recent sleeps), while either
+//   - a core is free: the host's usable CPUs can hold every rank of the segment at once
+//     (affinity mask and the cgroup's CPU quota; fixed for the segment's life), the kernel's
+//     count of runnable tasks (the fourth field of /proc/loadavg, an instantaneous count) is at
+//     most the online CPUs, and this thread was not preempted while it spun (its involuntary
+//     context switches, which also catch a busy cpuset or quota that the host-wide count cannot
+//     see; after one, no spin on a free core for kCooldown); re-read every kRecheck; or
+//   - every rank waited for is running, and the ranks fit the usable CPUs: it stamped its flag
+//     line (`runningAt`) within kRunningFresh. A rank stamps when it publishes a step and while it spins, so a fresh stamp
+//     says it holds a core and is inside the collective: its signal is microseconds away, and
+//     this spin takes a core from a process that is not the peer. A peer that was preempted, or
+//     sleeps, or computes outside the collective stops stamping and the spin ends within
+//     kRunningFresh. With more ranks than CPUs (4 ranks on 2 cores) a spin for a running peer
+//     takes the core of a third rank that has work, the one the running peer waits for next:
+//     measured 10% slower from 256 KiB (benchmarks/RESULTS.md), so such segments never spin long.
+// A wait that outlasts the budget sleeps as before; a waiter whose reasons to spin are both gone
+// sleeps at once.
 #pragma once
 
 #include <atomic>
@@ -40,8 +47,12 @@ class SpinPolicy {
   static constexpr std::chrono::nanoseconds kInitialWakeCost{std::chrono::microseconds(50)};
   // How often a long spin re-reads the host's runnable count (each read is a ~1-2 us pread).
   static constexpr std::chrono::nanoseconds kRecheck{std::chrono::microseconds(25)};
-  // After this thread was preempted while spinning, how long waits sleep after the short spin.
+  // After this thread was preempted while spinning, how long no spin counts a core as free.
   static constexpr std::chrono::nanoseconds kCooldown{std::chrono::milliseconds(100)};
+  // A rank whose `runningAt` stamp is at most this old holds a core inside the collective: longer
+  // than what a rank does between stamps in a busy collective (a chunk's copy and reduction, a
+  // return to Python and the next call), short enough that a spin on a preempted peer is cheap.
+  static constexpr std::chrono::nanoseconds kRunningFresh{std::chrono::microseconds(50)};
 
   // What the policy reads about the host and the calling thread (the real readers below; tests
   // give their own).
@@ -52,18 +63,23 @@ class SpinPolicy {
   };
   static Host realHost() { return Host{&runnableTasks, &onlineCpus, &preemptions}; }
 
-  // `localRanks`: the ranks that wait on each other's flags (all on this host).
+  // `localRanks`: the ranks that wait on each other's flags (all on this host). `enabled`:
+  // false for XCCL_SHM_SPIN=short (never past the short spin).
   explicit SpinPolicy(int localRanks);
-  SpinPolicy(int localRanks, int usableCpus, Host host);
+  SpinPolicy(int localRanks, int usableCpus, Host host, bool enabled = true);
 
-  // Whether spinning past the short spin is ever allowed for this segment.
+  // Whether this segment may ever spin past the short spin (its ranks fit the usable CPUs).
   bool eligible() const { return eligible_; }
-  // How long a waiter may spin on after the short spin (zero: sleep now). Reads the host's
-  // runnable count and this thread's preemption count once.
-  std::chrono::nanoseconds budget(Clock::time_point now);
-  // While spinning: false once a runnable task has no core or this thread was preempted
-  // (re-read at most every kRecheck).
-  bool mayGoOn(Clock::time_point now);
+  // Starts a spin past the short spin: how long it may last at most (zero: sleep now, which
+  // XCCL_SHM_SPIN=short and a segment whose ranks outnumber the usable CPUs always say).
+  std::chrono::nanoseconds begin(Clock::time_point now);
+  // While spinning: whether a core is free (re-read at most every kRecheck); false for good in
+  // this spin once a runnable task had no core or this thread was preempted.
+  bool coreIsFree(Clock::time_point now);
+  // Whether a rank whose last `runningAt` stamp is `stampNs` runs at `nowNs` (same clock).
+  // The stamp is a peer's word: any value is safe (a stamp from the far past or future, or one
+  // whose distance overflows, is no running peer).
+  static bool running(int64_t stampNs, int64_t nowNs);
   // A sleep that a peer's wake ended: from its wake call to this thread running again.
   void recordWakeCost(std::chrono::nanoseconds cost);
   std::chrono::nanoseconds wakeCost() const {
@@ -82,15 +98,17 @@ class SpinPolicy {
   static long preemptions();
 
  private:
-  bool coreIsFree(Clock::time_point now);
+  bool readCoreIsFree(Clock::time_point now);
 
   const Host host_;
+  const bool enabled_;
   const bool eligible_;
   std::atomic<int64_t> wakeNs_;
   // Per waiting thread state; one thread waits on a segment at a time (the group's executor).
   Clock::time_point checkedAt_{};
-  Clock::time_point quietFrom_{};  // no long spin before this (a preemption was seen)
+  Clock::time_point quietFrom_{};  // no core counts as free before this (a preemption was seen)
   long preemptionsAtStart_ = -1;
+  bool coreFree_ = false;  // the last reading, within this spin
 };
 
 }  // namespace xccl::net::shm
