@@ -223,7 +223,8 @@ const std::vector<Variable> kVariables = {
     // net/regions/shm/spin_policy.h: whether a shared-memory wait may spin past its short spin.
     choice("XCCL_SHM_SPIN", "adaptive", {"adaptive", "short"}, kPerRank,
            "adaptive: a shared-memory wait spins on while the host has a core to spare or the "
-           "ranks it waits for are running, for a budget that follows the measured wake-up cost "
+           "ranks it waits for are running (with more ranks than CPUs it yields to them while "
+           "no other task waits), for a budget that follows the measured wake-up cost "
            "(docs/shm.md, \"Waiting\"); short: it sleeps right after a short spin, whatever the "
            "host."),
     boolean("XCCL_PIN_PROGRESS", "1",

@@ -1,7 +1,8 @@
 // The shared-memory waiter's spin policy (net/regions/shm/spin_policy.h): no core counts as free
 // when the ranks outnumber the usable CPUs, when a task waits for a core, or after this thread was
 // preempted; a peer runs while its stamp is fresh, and no hostile stamp reads as running; a budget
-// that follows the measured wake-up cost within its bounds; hostile samples ignored; no spin at
+// that follows the measured wake-up cost within its bounds; hostile samples ignored; with more
+// ranks than CPUs a yield only while no other task waits and not after a long one; no spin at
 // all with XCCL_SHM_SPIN=short. The host is faked through SpinPolicy::Host, so each case is exact.
 #include <gtest/gtest.h>
 
@@ -110,6 +111,46 @@ TEST_F(SpinPolicyTest, APreemptionEndsTheFreeCoreForAWhile) {
   EXPECT_FALSE(policy.coreIsFree(seen + SpinPolicy::kCooldown / 2));
   policy.begin(seen + SpinPolicy::kCooldown);
   EXPECT_TRUE(policy.coreIsFree(seen + SpinPolicy::kCooldown));
+}
+
+TEST_F(SpinPolicyTest, YieldOnlyWithMoreRanksThanCpusAndNoOtherTaskWaiting) {
+  const auto now = SpinPolicy::Clock::now();
+  gRunnable = 4;
+  EXPECT_EQ(SpinPolicy(2, 2, fakeHost()).beginYield(now, 0).count(), 0);  // ranks fit: spin
+  EXPECT_EQ(SpinPolicy(4, 2, fakeHost(), /*enabled=*/false).beginYield(now, 0).count(), 0);
+  SpinPolicy policy(4, 2, fakeHost());
+  EXPECT_GT(policy.beginYield(now, 0).count(), 0);  // 4 ranks runnable on 2 cores, nobody else
+  // One rank asleep leaves 3 of the job's tasks runnable: a fourth is somebody else's.
+  EXPECT_EQ(policy.beginYield(now, 1).count(), 0);
+  gRunnable = 3;
+  EXPECT_GT(policy.beginYield(now, 1).count(), 0);
+  gRunnable = 5;  // a busy process beside the 4 ranks
+  EXPECT_EQ(policy.beginYield(now, 0).count(), 0);
+  // Hostile sleeper counts are clamped: never a negative allowance, never more than the ranks.
+  gRunnable = 4;
+  EXPECT_GT(policy.beginYield(now, -7).count(), 0);
+  gRunnable = 0;
+  EXPECT_GT(policy.beginYield(now, 1 << 30).count(), 0);
+  gRunnable = 1;
+  EXPECT_EQ(policy.beginYield(now, 1 << 30).count(), 0);
+}
+
+TEST_F(SpinPolicyTest, AYieldRechecksAndALongOneStopsYieldingForAWhile) {
+  SpinPolicy policy(4, 2, fakeHost());
+  gRunnable = 4;
+  const auto now = SpinPolicy::Clock::now();
+  ASSERT_GT(policy.beginYield(now, 0).count(), 0);
+  EXPECT_FALSE(policy.yieldRecheckDue(now + SpinPolicy::kRecheck / 2));
+  EXPECT_TRUE(policy.yieldRecheckDue(now + SpinPolicy::kRecheck));
+  EXPECT_TRUE(policy.mayYieldOn(now, now + SpinPolicy::kRecheck, 0));
+  gRunnable = 5;
+  EXPECT_FALSE(policy.mayYieldOn(now, now + SpinPolicy::kRecheck, 0));
+  gRunnable = 4;
+  // Off the core for longer than kLongYield: the core went to somebody else's process.
+  const auto back = now + SpinPolicy::kLongYield + 1us;
+  EXPECT_FALSE(policy.mayYieldOn(now, back, 0));
+  EXPECT_EQ(policy.beginYield(back + SpinPolicy::kCooldown / 2, 0).count(), 0);
+  EXPECT_GT(policy.beginYield(back + SpinPolicy::kCooldown, 0).count(), 0);
 }
 
 TEST(SpinPolicyRunning, AFreshStampIsARunningPeer) {

@@ -8,6 +8,8 @@
 // sees the other's write (Dekker): either the writer wakes, or the sleeper sees the new flag and
 // does not sleep (futex_wait itself also refuses to sleep when the word changed). A missed wake
 // would only cost one slice anyway.
+#include <sched.h>
+
 #include <optional>
 
 #include "common/error.h"
@@ -134,6 +136,7 @@ void Segment::waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds) {
     missing = firstMissing(onlyRank, missing, step);
   }
   if (missing < size_) missing = spinOn(onlyRank, missing, step);
+  if (missing < size_) missing = yieldOn(onlyRank, missing, step);
   std::optional<wait_slice::WhileWaiting> slice;  // a sleeping waiter wakes at once (wait_slice.h)
   if (missing < size_) slice.emplace();
   while (missing < size_) {
@@ -181,6 +184,37 @@ int Segment::spinOn(int onlyRank, int missing, uint32_t step) {
     if (now >= until) return missing;
     if (!spin_.coreIsFree(now) && !waitedRanksRunning(onlyRank, missing, step, ns)) return missing;
   }
+}
+
+// With more ranks than CPUs, past the short spin: hands this core to another rank with
+// sched_yield() while only the segment's ranks want the cores, for at most the policy's budget
+// (spin_policy.h). Returns the first rank still missing (size_ when none).
+int Segment::yieldOn(int onlyRank, int missing, uint32_t step) {
+  auto before = Clock::now();
+  const auto budget = spin_.beginYield(before, ranksAsleep());
+  if (budget.count() <= 0) return missing;
+  const auto until = before + budget;
+  for (;;) {
+    ::sched_yield();
+    missing = firstMissing(onlyRank, missing, step);
+    if (missing >= size_) return missing;
+    const auto now = Clock::now();
+    stampRunning(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+    if (now >= until) return missing;
+    const bool recheck = spin_.yieldRecheckDue(now) || now - before > SpinPolicy::kLongYield;
+    if (recheck && !spin_.mayYieldOn(before, now, ranksAsleep())) return missing;
+    before = now;
+  }
+}
+
+// Every sleeper counts itself on the flag it sleeps on (one at a time), so the counters' sum is
+// the segment's ranks in a futex sleep (a woken one until it runs again). Peers' words: clamped
+// by the policy.
+int Segment::ranksAsleep() const {
+  uint64_t asleep = 0;
+  for (int r = 0; r < size_; ++r) asleep += flags_[r].sleepers.load(std::memory_order_relaxed);
+  return static_cast<int>(std::min<uint64_t>(asleep, static_cast<uint64_t>(size_)));
 }
 
 void Segment::throwTimeout(int onlyRank, uint32_t step, const WaitBounds& bounds) const {

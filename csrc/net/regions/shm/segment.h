@@ -183,6 +183,8 @@ class Segment {
   void map(int fd);
   void waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds);
   int spinOn(int onlyRank, int missing, uint32_t step);
+  int yieldOn(int onlyRank, int missing, uint32_t step);
+  int ranksAsleep() const;
   // Whether every rank a wait still needs stamped `runningAt` recently (spin_policy.h).
   bool waitedRanksRunning(int onlyRank, int missing, uint32_t step, int64_t ns) const;
   int firstMissing(int onlyRank, int from, uint32_t step) const;

@@ -47,6 +47,7 @@ SpinPolicy::SpinPolicy(int localRanks)
 
 SpinPolicy::SpinPolicy(int localRanks, int usableCpus, Host host, bool enabled)
     : host_(host),
+      localRanks_(localRanks),
       enabled_(enabled),
       eligible_(localRanks >= 1 && usableCpus >= localRanks && host.runnableTasks() >= 0),
       wakeNs_(kInitialWakeCost.count()) {}
@@ -131,6 +132,29 @@ bool SpinPolicy::coreIsFree(Clock::time_point now) {
   // to leave this core alone, and the spin goes on only for a running peer.
   if (coreFree_ && now - checkedAt_ >= kRecheck) coreFree_ = readCoreIsFree(now);
   return coreFree_;
+}
+
+bool SpinPolicy::onlyRanksRunnable(int ranksAsleep) {
+  const int runnable = host_.runnableTasks();
+  return runnable >= 0 && runnable <= localRanks_ - std::clamp(ranksAsleep, 0, localRanks_);
+}
+
+std::chrono::nanoseconds SpinPolicy::beginYield(Clock::time_point now, int ranksAsleep) {
+  if (!enabled_ || eligible_ || localRanks_ < 2 || now < noYieldUntil_) {
+    return std::chrono::nanoseconds(0);
+  }
+  checkedAt_ = now;
+  if (!onlyRanksRunnable(ranksAsleep)) return std::chrono::nanoseconds(0);
+  return std::clamp(wakeCost() * kBudgetPerWakeCost, kMinBudget, kMaxBudget);
+}
+
+bool SpinPolicy::mayYieldOn(Clock::time_point yieldedAt, Clock::time_point now, int ranksAsleep) {
+  if (now - yieldedAt > kLongYield) {
+    noYieldUntil_ = now + kCooldown;  // a process beside the job took the core
+    return false;
+  }
+  checkedAt_ = now;
+  return onlyRanksRunnable(ranksAsleep);
 }
 
 void SpinPolicy::recordWakeCost(std::chrono::nanoseconds cost) {

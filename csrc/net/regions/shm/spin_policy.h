@@ -16,15 +16,18 @@
 //     context switches, which also catch a busy cpuset or quota that the host-wide count cannot
 //     see; after one, no spin on a free core for kCooldown); re-read every kRecheck; or
 //   - every rank waited for is running, and the ranks fit the usable CPUs: it stamped its flag
-//     line (`runningAt`) within kRunningFresh. A rank stamps when it publishes a step and while it spins, so a fresh stamp
-//     says it holds a core and is inside the collective: its signal is microseconds away, and
-//     this spin takes a core from a process that is not the peer. A peer that was preempted, or
-//     sleeps, or computes outside the collective stops stamping and the spin ends within
-//     kRunningFresh. With more ranks than CPUs (4 ranks on 2 cores) a spin for a running peer
-//     takes the core of a third rank that has work, the one the running peer waits for next:
-//     measured 10% slower from 256 KiB (benchmarks/RESULTS.md), so such segments never spin long.
-// A wait that outlasts the budget sleeps as before; a waiter whose reasons to spin are both gone
-// sleeps at once.
+//     line (`runningAt`) within kRunningFresh. A rank stamps when it publishes a step and while
+//     it spins, so a fresh stamp says it holds a core and is inside the collective: its signal
+//     is microseconds away, and this spin takes a core from a process that is not the peer. A
+//     peer that was preempted, or sleeps, or computes outside the collective stops stamping and
+//     the spin ends within kRunningFresh. With more ranks than CPUs (4 ranks on 2 cores) a spin
+//     for a running peer takes the core of a third rank that has work, the one the running peer
+//     waits for next: measured 10% slower from 256 KiB (benchmarks/RESULTS.md).
+// With more ranks than CPUs the waiter yields instead (beginYield): sched_yield() hands its core
+// to a rank with work at once, where a sleep would wait for a wake-up, but only while no other
+// process wants a core (it would get the core for a whole slice).
+// A wait that outlasts the budget sleeps as before; a waiter whose reasons to spin or yield are
+// gone sleeps at once.
 #pragma once
 
 #include <atomic>
@@ -53,6 +56,9 @@ class SpinPolicy {
   // than what a rank does between stamps in a busy collective (a chunk's copy and reduction, a
   // return to Python and the next call), short enough that a spin on a preempted peer is cheap.
   static constexpr std::chrono::nanoseconds kRunningFresh{std::chrono::microseconds(50)};
+  // A yield that kept this thread off its core longer than this handed the core to a process
+  // beside the job (the segment's own ranks give it back within one of their steps).
+  static constexpr std::chrono::nanoseconds kLongYield{std::chrono::microseconds(500)};
 
   // What the policy reads about the host and the calling thread (the real readers below; tests
   // give their own).
@@ -76,6 +82,17 @@ class SpinPolicy {
   // While spinning: whether a core is free (re-read at most every kRecheck); false for good in
   // this spin once a runnable task had no core or this thread was preempted.
   bool coreIsFree(Clock::time_point now);
+  // With more ranks than usable CPUs: starts handing this core to the other ranks with
+  // sched_yield() instead of sleeping; its budget (zero: sleep now). Only while no task but the
+  // segment's awake ranks wants a core: the host's runnable tasks are at most the local ranks
+  // less `ranksAsleep` (those in a futex sleep on the segment's flags), re-read every kRecheck;
+  // and not for kCooldown after a yield that kept this thread off its core for longer than
+  // kLongYield (the core went to a process beside the job, for its whole slice).
+  std::chrono::nanoseconds beginYield(Clock::time_point now, int ranksAsleep);
+  // After each yield (`yieldedAt`: the time before it): whether to yield again. `ranksAsleep` is
+  // read only when the recheck is due.
+  bool yieldRecheckDue(Clock::time_point now) const { return now - checkedAt_ >= kRecheck; }
+  bool mayYieldOn(Clock::time_point yieldedAt, Clock::time_point now, int ranksAsleep);
   // Whether a rank whose last `runningAt` stamp is `stampNs` runs at `nowNs` (same clock).
   // The stamp is a peer's word: any value is safe (a stamp from the far past or future, or one
   // whose distance overflows, is no running peer).
@@ -100,13 +117,17 @@ class SpinPolicy {
  private:
   bool readCoreIsFree(Clock::time_point now);
 
+  bool onlyRanksRunnable(int ranksAsleep);
+
   const Host host_;
+  const int localRanks_;
   const bool enabled_;
   const bool eligible_;
   std::atomic<int64_t> wakeNs_;
   // Per waiting thread state; one thread waits on a segment at a time (the group's executor).
   Clock::time_point checkedAt_{};
   Clock::time_point quietFrom_{};  // no core counts as free before this (a preemption was seen)
+  Clock::time_point noYieldUntil_{};  // no yielding before this (a long yield was seen)
   long preemptionsAtStart_ = -1;
   bool coreFree_ = false;  // the last reading, within this spin
 };
