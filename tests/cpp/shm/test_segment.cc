@@ -254,8 +254,8 @@ TEST(SegmentWait, APeerThatStampsButNeverArrivesDoesNotKeepTheWaiterSpinning) {
       EXPECT_TRUE(throwsError(ErrorKind::kTimeout, barrier,
                               "barrier #1 timed out in shared memory; no signal from rank(s) [1]"));
       ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpuEnd);
-      const double cpuMs = (cpuEnd.tv_sec - cpuStart.tv_sec) * 1e3 +
-                           (cpuEnd.tv_nsec - cpuStart.tv_nsec) / 1e6;
+      const double cpuMs =
+          (cpuEnd.tv_sec - cpuStart.tv_sec) * 1e3 + (cpuEnd.tv_nsec - cpuStart.tv_nsec) / 1e6;
       // One budget is at most 0.5 ms, and the 60 sleeps' checks cost a few us each.
       EXPECT_LT(cpuMs, 10.0) << "the waiter spun instead of sleeping";
       stop = true;

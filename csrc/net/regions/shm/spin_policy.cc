@@ -42,8 +42,8 @@ int cgroupCpuQuota() {
 
 // XCCL_SHM_SPIN=short: never past the short spin.
 SpinPolicy::SpinPolicy(int localRanks)
-    : SpinPolicy(localRanks, usableCpus(), realHost(),
-                 env::getString("XCCL_SHM_SPIN") != "short") {}
+    : SpinPolicy(localRanks, usableCpus(), realHost(), env::getString("XCCL_SHM_SPIN") != "short") {
+}
 
 SpinPolicy::SpinPolicy(int localRanks, int usableCpus, Host host, bool enabled)
     : host_(host),
