@@ -2,6 +2,7 @@
 // peers copy straight out of it with process_vm_readv (net/regions/shm/cma.h), or out of its pool
 // when the buffer is a pool tensor, instead of the slots' copy in and copy out. Protocol, ordering
 // and bytes moved: docs/shm.md, "Single copy between processes".
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -98,17 +99,62 @@ void reduceFrom(const Context& ctx, const Buffers& buffers, DataType type, Reduc
   }
 }
 
+// all_reduce's first half: every rank's slice reduced in place, through the slots. A chunk at a
+// time, each rank copies its elements of every peer's slice into that peer's block of its slot
+// (a user-space copy: cheaper than a peer's process_vm_readv, which pins each page it reads);
+// then each rank reduces its chunk from its own buffer and the peers' blocks, in rank order with
+// reduceMany (so bitwise what the slot path gives). reduce_scatter moves its blocks the same way.
+void reduceScatterInPlace(const Context& ctx, Steps& steps, uint8_t* data, size_t count,
+                          DataType type, ReduceOp op) {
+  const int n = ctx.size(), me = ctx.rank();
+  const size_t elem = elementSize(type);
+  const size_t block = elementsIn(steps.slotBytes() / n, elem);
+  XCCL_CHECK(block > 0, "shared-memory slots of ", steps.slotBytes(), " bytes are too small for ",
+             n, " ranks");
+  std::vector<Slice> slices(n);
+  size_t longest = 0;
+  for (int r = 0; r < n; ++r) {
+    slices[r] = sliceOf(count, elem, n, r);
+    longest = std::max(longest, slices[r].length);
+  }
+  const Slice mine = slices[me];
+  net::shm::Traffic& traffic = ctx.segment.traffic();
+  std::vector<const void*> srcs(n);
+  // The same number of steps on every rank: the longest slice's chunks.
+  for (size_t base = 0; base < longest; base += block) {
+    const uint32_t step = steps.beginWriting();
+    for (int r = 0; r < n; ++r) {
+      if (r == me || base >= slices[r].length) continue;
+      const size_t len = std::min(block, slices[r].length - base);
+      std::memcpy(steps.mine(step) + r * block * elem, data + (slices[r].offset + base) * elem,
+                  len * elem);
+      traffic.staged += len * elem;
+    }
+    steps.publish(step);
+    steps.waitAll(step);
+    if (base >= mine.length) continue;
+    const size_t len = std::min(block, mine.length - base);
+    uint8_t* dest = data + (mine.offset + base) * elem;
+    for (int r = 0; r < n; ++r) srcs[r] = r == me ? dest : steps.of(r, step) + me * block * elem;
+    reduceMany(type, combinerOf(op), dest, srcs.data(), n, len);
+    if (op == ReduceOp::kAvg) divide(type, dest, len, n);
+  }
+}
+
 }  // namespace
 
 bool usesSingleCopy(const Context& ctx, Collective collective, size_t bytes) {
   return ctx.segment.cma() != nullptr && bytes >= ctx.tunables.shmCmaMinBytes.of(collective);
 }
 
-// all_reduce (root < 0): two-shot in place. Step 1 publishes the buffers; rank r reduces slice r
-// of every buffer into its own (peers meanwhile read other slices of it: disjoint). Step 2 says
-// every slice is final; each rank copies every peer's slice out of that peer's buffer. Step 3
-// (release) keeps every buffer alive until nobody reads it. reduce (root >= 0): the root reduces
-// the whole message from every buffer while the others wait in the release step.
+// all_reduce (root < 0): two-shot in place. Step 1 publishes the buffers; then rank r reduces
+// slice r into its own buffer: up to kShmCmaStagedReduceMaxBytes through the slots
+// (reduceScatterInPlace: one step per slot's worth), above it reading the peers' parts of it
+// with process_vm_readv (reduceFrom; peers meanwhile read other slices of it: disjoint).
+// The next step says every slice is final; each rank copies every peer's slice out of that peer's
+// buffer, the single copy. The last step (release) keeps every buffer alive until nobody reads
+// it. reduce (root >= 0): the root reduces the whole message from every buffer while the others
+// wait in the release step.
 void reduceSingleCopy(const Context& ctx, uint8_t* data, size_t count, DataType type, ReduceOp op,
                       int root) {
   Steps steps(ctx);
@@ -120,9 +166,13 @@ void reduceSingleCopy(const Context& ctx, uint8_t* data, size_t count, DataType 
     steps.release();
     return;
   }
-  const Slice mine = sliceOf(count, elem, n, me);
-  reduceFrom(ctx, buffers, type, op, data, data + mine.offset * elem, mine.offset * elem,
-             mine.length);
+  if (count * elem <= kShmCmaStagedReduceMaxBytes) {
+    reduceScatterInPlace(ctx, steps, data, count, type, op);
+  } else {
+    const Slice mine = sliceOf(count, elem, n, me);
+    reduceFrom(ctx, buffers, type, op, data, data + mine.offset * elem, mine.offset * elem,
+               mine.length);
+  }
   const uint32_t reduced = steps.begin();
   steps.publish(reduced);
   steps.waitAll(reduced);

@@ -74,6 +74,14 @@ constexpr size_t kShmCmaAllReduceMinBytes = 1 * kMiB;
 constexpr size_t kShmCmaAllGatherMinBytes = 256 * kKiB;
 constexpr size_t kShmCmaBroadcastMinBytes = kNoLimit;
 constexpr size_t kShmCmaReduceMinBytes = kNoLimit;
+// A single-copy all_reduce up to this many bytes reduces its slices through the slots (each rank
+// copies its parts of the peers' slices into its slot: a user-space copy) and reads only the
+// reduced slices with process_vm_readv; above it, each rank reads the peers' parts of its slice
+// with process_vm_readv too. The staged copy wins while it stays in cache and the kernel's copy
+// pins every 4 KiB page it reads. Measured with python -m xccl.bench, 2 ranks, quiet 2-vCPU VM
+// with 2 MiB of L2 per core, staged/read time: 0.83 at 1 MiB, 0.87 at 2 MiB, 1.05 at 4 MiB,
+// 1.09 at 16 MiB, 1.05 at 32 MiB (benchmarks/RESULTS.md).
+constexpr size_t kShmCmaStagedReduceMaxBytes = 2 * kMiB;
 
 // The single copy's threshold of each collective that has one (vocab::kShmSingleCopyCollectives);
 // kNoLimit: never.

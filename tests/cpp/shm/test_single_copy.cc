@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "algo/shm_steps.h"
 #include "shm_testing.h"
 
 namespace xccl {
@@ -200,11 +201,40 @@ TEST(ShmSingleCopy, TheThresholdChoosesThePath) {
                          ReduceOp::kSum);
     EXPECT_EQ(segment.traffic().cma.load(), 0u);
     data.assign(1024, 1.0f + rank);
+    const uint64_t stagedBefore = segment.traffic().staged.load();
     algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(), DataType::kFloat32,
                          ReduceOp::kSum);
-    // Over 2 ranks: the peer's half of this rank's slice, then the peer's reduced slice.
-    EXPECT_EQ(segment.traffic().cma.load(), 2048u + 2048u);
+    // Over 2 ranks: this rank's half of the peer's slice goes through its slot (a user-space
+    // copy), and the peer's reduced slice is read with one process_vm_readv.
+    EXPECT_EQ(segment.traffic().staged.load() - stagedBefore, 2048u);
+    EXPECT_EQ(segment.traffic().cma.load(), 2048u);
     EXPECT_EQ(data, std::vector<float>(1024, 3.0f));
+  });
+}
+
+// Up to kShmCmaStagedReduceMaxBytes an all_reduce's slices are reduced through the slots and only
+// the reduced slices are read with process_vm_readv; above it, the peers' parts of the slice are
+// read too. Both give the exact sum.
+TEST(ShmSingleCopy, SmallAllReducesStageTheirSlicesThroughTheSlots) {
+  SKIP_WITHOUT_CMA();
+  testing::runShmRanks(2, kSlot, [&](int rank, net::shm::Segment& segment) {
+    ASSERT_NE(segment.cma(), nullptr) << segment.cmaUnavailable();
+    ShmCalls calls(segment);
+    net::shm::Traffic& traffic = segment.traffic();
+    for (size_t bytes :
+         {algo::kShmCmaStagedReduceMaxBytes, algo::kShmCmaStagedReduceMaxBytes + 64}) {
+      const bool staged = bytes <= algo::kShmCmaStagedReduceMaxBytes;
+      std::vector<float> data(bytes / 4, 1.0f + rank);
+      const uint64_t cmaBefore = traffic.cma.load(), stagedBefore = traffic.staged.load();
+      algo::shm::allReduce(calls.next("allreduce"), data.data(), data.size(), DataType::kFloat32,
+                           ReduceOp::kSum);
+      EXPECT_EQ(data, std::vector<float>(bytes / 4, 3.0f)) << bytes;
+      const algo::shm::detail::Slice peer = algo::shm::detail::sliceOf(data.size(), 4, 2, 1 - rank);
+      const uint64_t peerBytes = peer.length * 4;
+      EXPECT_EQ(traffic.staged.load() - stagedBefore, staged ? peerBytes : 0u) << bytes;
+      // The peer's reduced slice, and above the limit also the peer's part of this rank's slice.
+      EXPECT_EQ(traffic.cma.load() - cmaBefore, staged ? peerBytes : uint64_t{bytes}) << bytes;
+    }
   });
 }
 
