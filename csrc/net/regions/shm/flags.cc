@@ -49,11 +49,12 @@ constexpr auto kSlice = std::chrono::milliseconds(5);
 // are within two).
 bool atOrPast(uint32_t value, uint32_t step) { return static_cast<int32_t>(value - step) >= 0; }
 
-int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+// A steady-clock time in ns, as the flag words hold it (the same clock in every process).
+int64_t nsOf(std::chrono::steady_clock::time_point at) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
 }
+
+int64_t nowNs() { return nsOf(std::chrono::steady_clock::now()); }
 
 std::string rankList(const std::vector<int>& ranks) {
   std::string text = "[";
@@ -156,8 +157,7 @@ void Segment::waitUntil(int onlyRank, uint32_t step, const WaitBounds& bounds) {
       // Woken by the publish we waited for (or it came as the slice ended): its wake call's
       // time, if it is this sleep's, gives the cost of sleeping on this host.
       const int64_t wokeAt = flag.wokeAt.load(std::memory_order_acquire);
-      const int64_t sleptAt =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+      const int64_t sleptAt = nsOf(now);
       if (wokeAt >= sleptAt) spin_.recordWakeCost(std::chrono::nanoseconds(nowNs() - wokeAt));
     }
     missing = firstMissing(onlyRank, missing, step);
@@ -178,8 +178,7 @@ int Segment::spinOn(int onlyRank, int missing, uint32_t step) {
     }
     if (missing >= size_) return missing;
     const auto now = Clock::now();
-    const int64_t ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+    const int64_t ns = nsOf(now);
     stampRunning(ns);  // this rank runs too: a peer that waits on it may spin as well
     if (now >= until) return missing;
     if (!spin_.coreIsFree(now) && !waitedRanksRunning(onlyRank, missing, step, ns)) return missing;
@@ -199,8 +198,7 @@ int Segment::yieldOn(int onlyRank, int missing, uint32_t step) {
     missing = firstMissing(onlyRank, missing, step);
     if (missing >= size_) return missing;
     const auto now = Clock::now();
-    stampRunning(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+    stampRunning(nsOf(now));
     if (now >= until) return missing;
     const bool recheck = spin_.yieldRecheckDue(now) || now - before > SpinPolicy::kLongYield;
     if (recheck && !spin_.mayYieldOn(before, now, ranksAsleep())) return missing;
