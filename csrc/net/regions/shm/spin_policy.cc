@@ -120,11 +120,15 @@ bool SpinPolicy::readCoreIsFree(Clock::time_point now) {
   return runnable >= 0 && runnable <= host_.onlineCpus();
 }
 
+std::chrono::nanoseconds SpinPolicy::spinBudget() const {
+  return std::clamp(wakeCost() * kBudgetPerWakeCost, kMinBudget, kMaxBudget);
+}
+
 std::chrono::nanoseconds SpinPolicy::begin(Clock::time_point now) {
   if (!enabled_ || !eligible_) return std::chrono::nanoseconds(0);
   preemptionsAtStart_ = -1;  // counted afresh from this spin's first look
   coreFree_ = readCoreIsFree(now);
-  return std::clamp(wakeCost() * kBudgetPerWakeCost, kMinBudget, kMaxBudget);
+  return spinBudget();
 }
 
 bool SpinPolicy::coreIsFree(Clock::time_point now) {
@@ -145,7 +149,7 @@ std::chrono::nanoseconds SpinPolicy::beginYield(Clock::time_point now, int ranks
   }
   checkedAt_ = now;
   if (!onlyRanksRunnable(ranksAsleep)) return std::chrono::nanoseconds(0);
-  return std::clamp(wakeCost() * kBudgetPerWakeCost, kMinBudget, kMaxBudget);
+  return spinBudget();
 }
 
 bool SpinPolicy::mayYieldOn(Clock::time_point yieldedAt, Clock::time_point now, int ranksAsleep) {

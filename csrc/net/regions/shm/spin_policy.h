@@ -115,6 +115,9 @@ class SpinPolicy {
   static long preemptions();
 
  private:
+  // How long a spin or a run of yields may last: kBudgetPerWakeCost times the wake-up cost,
+  // within [kMinBudget, kMaxBudget].
+  std::chrono::nanoseconds spinBudget() const;
   bool readCoreIsFree(Clock::time_point now);
 
   bool onlyRanksRunnable(int ranksAsleep);
