@@ -4,6 +4,7 @@
 #include "algo/collectives.h"
 #include "algo/reduce.h"
 #include "algo/ring.h"
+#include "algo/scratch.h"
 
 namespace xccl::algo {
 namespace {
@@ -16,7 +17,7 @@ void directReduce(const Context& ctx, uint8_t* data, size_t count, DataType type
   const int n = ctx.size(), me = ctx.rank();
   const size_t bytes = count * elementSize(type);
   const bool receiving = root < 0 || root == me;
-  std::vector<uint8_t> contributions(receiving ? bytes * n : 0);
+  ScratchBytes contributions(receiving ? bytes * n : 0);
   std::vector<net::RequestPtr> requests;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == me) continue;
@@ -97,7 +98,7 @@ void reduceScatter(const Context& caller, const void* input, void* output, size_
   if (n > 1 && count > 0) {
     if (ctx.algorithmFor(Collective::kReduceScatter, bytes) == Algorithm::kDirect) {
       // Block p goes straight to rank p, which combines the blocks in rank order.
-      std::vector<uint8_t> blocks(bytes * n);
+      ScratchBytes blocks(bytes * n);
       std::vector<net::RequestPtr> requests;
       for (int peer = 0; peer < n; ++peer) {
         if (peer == me) continue;

@@ -6,6 +6,7 @@
 #include "algo/hierarchical.h"
 #include "algo/hierarchical_view.h"
 #include "algo/reduce.h"
+#include "algo/scratch.h"
 
 namespace xccl::algo::hier {
 namespace {
@@ -227,8 +228,8 @@ void reduceScatter(const Runner& runner, const CpuPlan& plan, const void* input,
     base[g + 1] = base[g] + v.ranksOn(g).size() * count;
     widest = std::max(widest, v.ranksOn(g).size());
   }
-  std::vector<uint8_t> packed((leads ? base[hosts] : widest * std::min(chunk, count)) * es);
-  std::vector<uint8_t> partials(leads ? (hosts - 1) * k * count * es : 0);
+  ScratchBytes packed((leads ? base[hosts] : widest * std::min(chunk, count)) * es);
+  ScratchBytes partials(leads ? (hosts - 1) * k * count * es : 0);
   std::vector<net::RequestPtr> recvs, sends;
   for (int d = 1; leads && d < hosts; ++d) {
     forEachChunk(count, chunk, [&](uint32_t c, size_t off, size_t len) {

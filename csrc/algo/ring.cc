@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "algo/reduce.h"
+#include "algo/scratch.h"
 
 namespace xccl::algo {
 namespace {
@@ -73,11 +74,12 @@ void runRing(const Context& ctx, uint8_t* data, const Segments& segments,
   auto stepTag = [&](size_t t, size_t k) { return static_cast<uint32_t>(t * chunks + k); };
 
   // Reducing steps land in scratch, double-buffered by step parity: step t+1's receives are
-  // posted while step t's chunks are still being reduced.
-  bool anyReduce =
-      std::any_of(steps.begin(), steps.end(), [](const RingStep& s) { return s.reduce; });
-  std::vector<uint8_t> scratch[2];
-  if (anyReduce) scratch[0].resize(maxSeg), scratch[1].resize(maxSeg);
+  // posted while step t's chunks are still being reduced. Only the parities a reducing step
+  // uses are allocated (two ranks have one reducing step).
+  ScratchBytes scratch[2];
+  for (size_t t = 0; t < steps_count; ++t) {
+    if (steps[t].reduce && scratch[t % 2].empty()) scratch[t % 2] = ScratchBytes(maxSeg);
+  }
 
   std::vector<std::vector<net::RequestPtr>> recvs(steps_count);
   std::vector<std::vector<net::RequestPtr>> readingSegment(n);  // sends still reading a segment
