@@ -176,7 +176,7 @@ void allGather(const Runner& runner, const CpuPlan& plan, const void* input, voi
     if (mine.back() - mine.front() + 1 == static_cast<int>(mine.size())) {
       shm::allGather(*v.local, input, out + offset[mine.front()], lengths);
     } else {
-      std::vector<uint8_t> parts(std::accumulate(lengths.begin(), lengths.end(), size_t{0}));
+      ScratchBytes parts(std::accumulate(lengths.begin(), lengths.end(), size_t{0}));
       shm::allGather(*v.local, input, parts.data(), lengths);
       size_t at = 0;
       for (int r : mine) {

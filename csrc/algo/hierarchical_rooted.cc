@@ -6,6 +6,7 @@
 #include "algo/hierarchical.h"
 #include "algo/hierarchical_view.h"
 #include "algo/reduce.h"
+#include "algo/scratch.h"
 
 namespace xccl::algo::hier {
 namespace {
@@ -114,7 +115,7 @@ void reduce(const Runner& runner, const CpuPlan& plan, void* data, size_t count,
   const int position = (v.host() - rootHost - 1 + 2 * hosts) % hosts;  // the root's host: last
   const int prev = position > 0 ? v.agent(v.hostAfter(v.host(), -1), root) : -1;
   const int next = position + 1 < hosts ? v.agent(v.hostAfter(v.host(), 1), root) : -1;
-  std::vector<uint8_t> partial(prev >= 0 ? count * es : 0);
+  ScratchBytes partial(prev >= 0 ? count * es : 0);
   std::vector<net::RequestPtr> recvs, sends;
   if (prev >= 0) {
     forEachChunk(count, chunk, [&](uint32_t c, size_t off, size_t len) {
