@@ -1,6 +1,7 @@
 #include "algo/ring.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "algo/reduce.h"
 #include "algo/scratch.h"
@@ -75,10 +76,10 @@ void runRing(const Context& ctx, uint8_t* data, const Segments& segments,
 
   // Reducing steps land in scratch, double-buffered by step parity: step t+1's receives are
   // posted while step t's chunks are still being reduced. Only the parities a reducing step
-  // uses are allocated (two ranks have one reducing step).
-  ScratchBytes scratch[2];
+  // uses are taken (two ranks have one reducing step), kept by this thread between calls.
+  std::optional<KeptScratch> scratch[2];
   for (size_t t = 0; t < steps_count; ++t) {
-    if (steps[t].reduce && scratch[t % 2].empty()) scratch[t % 2] = ScratchBytes(maxSeg);
+    if (steps[t].reduce && !scratch[t % 2]) scratch[t % 2].emplace(static_cast<int>(t % 2), maxSeg);
   }
 
   std::vector<std::vector<net::RequestPtr>> recvs(steps_count);
@@ -96,7 +97,7 @@ void runRing(const Context& ctx, uint8_t* data, const Segments& segments,
     if (!step.reduce) settle(step.recvSegment);
     for (size_t k = 0; k < chunks; ++k) {
       size_t off = chunkOffset(k, step.recvSegment);
-      uint8_t* dst = step.reduce ? scratch[t % 2].data() + off
+      uint8_t* dst = step.reduce ? scratch[t % 2]->data() + off
                                  : data + segments.offset[step.recvSegment] + off;
       recvs[t].push_back(ctx.irecv(left, stepTag(t, k), dst, chunkLength(k, step.recvSegment)));
     }
@@ -120,7 +121,7 @@ void runRing(const Context& ctx, uint8_t* data, const Segments& segments,
       if (step.reduce) {
         size_t off = chunkOffset(k, step.recvSegment), len = chunkLength(k, step.recvSegment);
         reduceInto(type, combiner, data + segments.offset[step.recvSegment] + off,
-                   scratch[t % 2].data() + off, len / elem);
+                   scratch[t % 2]->data() + off, len / elem);
       }
       if (t + 1 < steps_count) send(t + 1, k);
     }
