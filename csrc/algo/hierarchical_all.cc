@@ -82,9 +82,9 @@ void allReduce(const Runner& runner, const CpuPlan& plan, void* data, size_t cou
   const size_t slots = std::min(kWindow, rounds);
 
   // Round r's host sum at mine[r % slots], host d's (after this one) at theirs[r % slots][d - 1].
-  std::vector<uint8_t> mine(slots * slotBytes), theirs(slots * (hosts - 1) * slotBytes);
+  ScratchBytes mine(slots * slotBytes), theirs(slots * (hosts - 1) * slotBytes), sum(slotBytes);
+  // Zero-filled: the padding past the last round's elements is reduced too (and dropped).
   std::vector<uint8_t> padded(extent(rounds - 1) == k * perRank(rounds - 1) ? 0 : round * es);
-  std::vector<uint8_t> sum(slotBytes);
   const auto ours = [&](size_t r) { return mine.data() + r % slots * slotBytes; };
   const auto from = [&](size_t r, int d) {
     return theirs.data() + (r % slots * (hosts - 1) + d - 1) * slotBytes;
